@@ -1,0 +1,106 @@
+"""Real SGLang source trees, fetched once from the published wheels and cached.
+
+The simulator reads which flags exist from a tree's own source, and the patching tests
+run against real trees, so both need SGLang's files without SGLang's runtime. A wheel's
+`sglang/X` is the repository's `python/sglang/X`; we unpack it in that repo shape.
+
+Offline: set SPECOPS_SGLANG_WHEELS to a folder holding `sglang-<version>-*.whl` files;
+with neither that nor the package index reachable, `ensure_tree` raises a SpecopsError
+saying exactly that.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from specops.errors import SpecopsError
+
+DEMO_VERSION = "0.5.10.post1"
+
+
+def cache_root() -> Path:
+    """Where trees are cached: $SPECOPS_CACHE or ~/.cache/specops."""
+    base = os.environ.get("SPECOPS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "specops"
+    )
+    return Path(base)
+
+
+def _find_local_wheel(version: str) -> Path | None:
+    for folder in filter(None, [os.environ.get("SPECOPS_SGLANG_WHEELS"), str(cache_root() / "wheels")]):
+        for candidate in sorted(Path(folder).glob(f"sglang-{version}-*.whl")):
+            return candidate
+    return None
+
+
+def _download_wheel(version: str, dest: Path) -> Path:
+    """pip download the wheel; any platform's wheel will do, we only read its sources."""
+    dest.mkdir(parents=True, exist_ok=True)
+    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(dest)]
+    attempts = [
+        base + [f"sglang=={version}"],
+        base + ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+                "--platform", "manylinux_2_34_x86_64", "--platform", "manylinux_2_28_x86_64",
+                "--platform", "manylinux2014_x86_64", f"sglang=={version}"],
+    ]
+    last_err = ""
+    for argv in attempts:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        found = sorted(dest.glob(f"sglang-{version}-*.whl"))
+        if proc.returncode == 0 and found:
+            return found[0]
+        last_err = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        last_err = last_err[0]
+    raise SpecopsError(
+        f"could not fetch the SGLang {version} wheel: {last_err}",
+        where="sglang source",
+        hint="offline? put sglang-<version>-*.whl in a folder and set SPECOPS_SGLANG_WHEELS to it",
+    )
+
+
+def unpack_wheel(wheel: Path, tree: Path) -> Path:
+    """Unpack `sglang/*` of a wheel into `tree/python/sglang/*` (atomically: temp dir + rename)."""
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}-", dir=tree.parent))
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = [m for m in zf.namelist() if m.startswith("sglang/")]
+            for name in members:
+                target = tmp / "python" / name
+                if name.endswith("/"):
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(name) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        version = wheel.name.split("-")[1]
+        version_file = tmp / "python" / "sglang" / "version.py"
+        if "__version__" not in (version_file.read_text() if version_file.exists() else ""):
+            version_file.write_text(f'__version__ = "{version}"\n')
+        elif "_version" in version_file.read_text() and not (tmp / "python/sglang/_version.py").exists():
+            (tmp / "python/sglang/_version.py").write_text(
+                f'__version__ = version = "{version}"\n__version_tuple__ = version_tuple = {tuple(version.split("."))!r}\n'
+            )
+        if tree.exists():
+            shutil.rmtree(tree)
+        os.replace(tmp, tree)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return tree
+
+
+def ensure_tree(version: str = DEMO_VERSION, root: Path | None = None) -> Path:
+    """Return a repo-shaped SGLang tree (`<tree>/python/sglang/...`) for `version`, fetching once."""
+    root = root or cache_root() / "sglang"
+    tree = root / version
+    if (tree / "python" / "sglang" / "srt").is_dir():
+        return tree
+    wheel = _find_local_wheel(version) or _download_wheel(version, cache_root() / "wheels")
+    return unpack_wheel(wheel, tree)

@@ -1,0 +1,5 @@
+"""Shared fixtures live in tests/support; each module registers here."""
+
+pytest_plugins = [
+    "tests.support.sglang_trees",
+]
