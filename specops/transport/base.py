@@ -1,0 +1,115 @@
+"""The one interface every step uses to touch a host, whether over SSH or locally.
+
+Commands are argument lists (joined with shlex) or bash scripts (run as `bash -c SCRIPT`);
+either way they run in their own process group on the host, so a timeout kills the whole
+group, children included. Files are written atomically (temp file beside the target, then
+rename), so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, Union
+
+Command = Union[Sequence[str], str]
+
+#: Exit code reported for a command killed by its timeout (as coreutils `timeout` does).
+TIMEOUT_RC = 124
+
+
+@dataclass
+class CommandResult:
+    """What one command did: the exact command line, exit code, outputs and timing."""
+
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out
+
+    def tail(self, lines: int = 20) -> str:
+        """The last lines of stderr then stdout, for one-line failure messages and excerpts."""
+        text = (self.stderr.strip() + "\n" + self.stdout.strip()).strip()
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def command_line(cmd: Command) -> str:
+    """The exact shell line a Command becomes: argv is quoted word by word; a script is
+    passed whole to `bash -c` as one quoted argument, so nothing in it is re-interpreted
+    by an outer shell."""
+    if isinstance(cmd, str):
+        return shlex.join(["bash", "-c", cmd])
+    if not cmd:
+        raise ValueError("empty command")
+    return shlex.join([str(a) for a in cmd])
+
+
+def group_wrapped(line: str, timeout: float) -> str:
+    """Wrap a command line so it runs in a new session/process group under a host-side
+    timeout that kills the whole group (TERM, then KILL 5 s later). `timeout` is
+    coreutils'; `setsid -w` makes the command lead its own group so `timeout`'s signal
+    reaches every child."""
+    secs = max(1, int(round(timeout)))
+    return shlex.join(["timeout", "-k", "5", f"{secs}s", "setsid", "-w", "bash", "-c", line])
+
+
+class Transport(Protocol):
+    """A connection to one host. One per host per run; every step reuses it."""
+
+    name: str
+
+    def run(
+        self,
+        cmd: Command,
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Run and wait. Never raises for a non-zero exit; raises TransportError when the
+        host cannot be reached. On timeout the command's process group is killed and
+        the result has timed_out=True, rc=TIMEOUT_RC."""
+        ...
+
+    def put(self, data: bytes, path: str, mode: int | None = None) -> None:
+        """Write `data` to `path` atomically (temp file beside it + rename); parents are created."""
+        ...
+
+    def get(self, path: str) -> bytes:
+        """Read a whole (small) file. Raises TransportError naming the path if absent."""
+        ...
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Read up to `length` bytes from `offset` (b"" past the end). Used for log tails."""
+        ...
+
+    def stat_size(self, path: str) -> int | None:
+        """Size in bytes, or None when the file does not exist."""
+        ...
+
+    def expand(self, path: str) -> str:
+        """Resolve `~` and a relative path (against the host's home) to an absolute path on the host."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@dataclass
+class HostFacts:
+    """What `specops hosts check` reports per host."""
+
+    reachable: bool
+    host_key: str = ""
+    python: str = ""
+    git: str = ""
+    free_disk: str = ""
+    gpus: list[str] = field(default_factory=list)
+    error: str = ""

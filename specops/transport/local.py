@@ -1,0 +1,118 @@
+"""`connection: local`: the same Transport interface over subprocess, for the `local` host."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from specops.errors import TransportError
+from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line
+
+
+def _argv(cmd: Command) -> list[str]:
+    return ["bash", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+
+
+def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen | None = None) -> None:
+    """TERM the whole group, then KILL what is left after `grace_s`."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is None:
+            time.sleep(0.05)
+            continue
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class LocalTransport:
+    """Runs commands on this machine. Each command leads its own process group."""
+
+    def __init__(self, name: str = "local", home: str | None = None):
+        self.name = name
+        self.home = home or os.path.expanduser("~")
+
+    def run(self, cmd: Command, *, timeout: float, cwd: str | None = None,
+            env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
+        line = command_line(cmd)
+        full_env = dict(os.environ, **(env or {}))
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                _argv(cmd), cwd=self.expand(cwd) if cwd else self.home, env=full_env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+            return CommandResult(line, 127, "", str(exc), time.monotonic() - started)
+        timed_out = False
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid, proc=proc)
+            out, err = proc.communicate()
+        rc = TIMEOUT_RC if timed_out else proc.returncode
+        return CommandResult(line, rc, out.decode(errors="replace"), err.decode(errors="replace"),
+                             time.monotonic() - started, timed_out)
+
+    def put(self, data: bytes, path: str, mode: int | None = None) -> None:
+        target = Path(self.expand(path))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".specops-tmp", dir=target.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            if mode is not None:
+                os.chmod(tmp, mode)
+            elif target.exists():
+                os.chmod(tmp, target.stat().st_mode & 0o7777)
+            else:
+                os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise TransportError(f"cannot write {target}: {exc}", where=f"host {self.name}") from exc
+
+    def get(self, path: str) -> bytes:
+        try:
+            return Path(self.expand(path)).read_bytes()
+        except OSError as exc:
+            raise TransportError(f"cannot read {path}: {exc.strerror}", where=f"host {self.name}") from exc
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            with open(self.expand(path), "rb") as fh:
+                fh.seek(offset)
+                return fh.read(length)
+        except OSError as exc:
+            raise TransportError(f"cannot read {path}: {exc.strerror}", where=f"host {self.name}") from exc
+
+    def stat_size(self, path: str) -> int | None:
+        try:
+            return os.stat(self.expand(path)).st_size
+        except OSError:
+            return None
+
+    def expand(self, path: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            path = self.home + path[1:]
+        if not os.path.isabs(path):
+            path = os.path.join(self.home, path)
+        return os.path.normpath(path)
+
+    def close(self) -> None:
+        pass
