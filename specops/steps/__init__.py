@@ -1,0 +1,15 @@
+"""Step kinds by name. Each module holds one kind (or two closely related ones)."""
+
+from __future__ import annotations
+
+from specops.steps.base import StepKind
+from specops.steps.files import Copy, Fetch
+from specops.steps.git import Git
+from specops.steps.shell import Shell
+from specops.steps.wait import Wait
+
+KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait())}
+
+
+def register(kind: StepKind) -> None:
+    KINDS[kind.name] = kind

@@ -52,11 +52,21 @@ def command_line(cmd: Command) -> str:
 
 def group_wrapped(line: str, timeout: float) -> str:
     """Wrap a command line so it runs in a new session/process group under a host-side
-    timeout that kills the whole group (TERM, then KILL 5 s later). `timeout` is
-    coreutils'; `setsid -w` makes the command lead its own group so `timeout`'s signal
-    reaches every child."""
-    secs = max(1, int(round(timeout)))
-    return shlex.join(["timeout", "-k", "5", f"{secs}s", "setsid", "-w", "bash", "-c", line])
+    timeout that kills the whole group (TERM, then KILL 5 s later).
+
+    Order matters: `setsid -w` first gives `timeout` a fresh session whose process group
+    it leads, and coreutils `timeout` (without --foreground) signals its whole group on
+    expiry, so every child of the command dies with it. The reverse order
+    (`timeout ... setsid ...`) moves the command out of timeout's group and leaves its
+    children running."""
+    return shlex.join(["setsid", "-w", "timeout", "-k", "5", timeout_arg(timeout),
+                       "bash", "-c", line])
+
+
+def timeout_arg(timeout: float) -> str:
+    """`timeout`'s duration argument: seconds, fractions kept ("1.5s"), at least 0.1 s."""
+    text = f"{max(0.1, float(timeout)):.1f}".rstrip("0").rstrip(".")
+    return f"{text}s"
 
 
 class Transport(Protocol):

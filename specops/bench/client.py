@@ -1,0 +1,461 @@
+"""The `builtin` runner: specops's own asyncio streaming client (aiohttp).
+
+For hosts without SGLang's benchmark (the simulator, the offline demo). It measures what
+`bench_serving` measures, the same way: streaming requests at a fixed maximum
+concurrency, TTFT at the first chunk carrying tokens, ITL from chunk gaps (a chunk with
+several tokens, as speculative servers send, has its gap spread evenly over them and the
+record says `itl_spread`), TPOT = (E2E - TTFT) / (tokens - 1), output tokens from the
+server's own count (`meta_info.completion_tokens` or `usage`).
+
+It also records client lag: for each request, how long after its concurrency slot came
+free it was actually sent. A client that cannot keep up (a saturated event loop, a
+connection pool limit) shows up there instead of silently lowering the offered load.
+
+Protocol per point: warm-up requests (at least `concurrency`, discarded), POST
+/flush_cache, the measured run, GET /server_info for the accept length. A simulator
+that runs on a scaled clock says so in /server_info (`sim_time_scale`, wall = model x
+scale); timings are then converted back to model units and the record is `simulated`.
+Client lag stays in wall-clock milliseconds: it is a property of this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import aiohttp
+
+from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
+from specops.errors import ConfigError
+
+DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever the concurrency
+PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate
+DEFAULT_TIMEOUT_S = 300.0
+APIS = ("generate", "completions")
+
+
+def default_num_prompts(concurrency: int, floor: int = DEFAULT_PROMPT_FLOOR) -> int:
+    """max(4 x concurrency, floor)."""
+    return max(PROMPTS_PER_SLOT * concurrency, floor)
+
+
+# ---------------------------------------------------------------- prompts
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    input_len: int      # approximate tokens (random words are ~1 token each)
+    output_len: int
+
+
+def _vocabulary() -> list[str]:
+    """~1000 short token-like words, the same on every machine (no tokenizer needed)."""
+    onsets = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
+              "st", "tr", "pl", "gr", "ch", "sh", "th"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ea", "ou"]
+    codas = ["", "n", "r", "s", "t", "l"]
+    return [o + v + c for o in onsets for v in vowels for c in codas]
+
+
+_VOCAB = _vocabulary()
+
+
+def _load_dataset_texts(path: Path) -> list[str]:
+    """Prompts from a ShareGPT JSON list (first human turn) or a JSONL of {prompt|text}."""
+    try:
+        raw = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read dataset: {exc}", where=str(path)) from None
+    items: list[Any]
+    try:
+        items = json.loads(raw) if raw.lstrip().startswith("[") else [
+            json.loads(line) for line in raw.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"dataset is neither a JSON list nor JSON lines: {exc}", where=str(path)) from None
+    texts: list[str] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        conv = item.get("conversations") or item.get("conversation")
+        if isinstance(conv, list):
+            for turn in conv:
+                if isinstance(turn, dict) and turn.get("from") in ("human", "user") and turn.get("value"):
+                    texts.append(str(turn["value"]))
+                    break
+        elif isinstance(item.get("prompt") or item.get("text"), str):
+            texts.append(item.get("prompt") or item.get("text"))
+    if not texts:
+        raise ConfigError("dataset holds no prompts (ShareGPT 'conversations' or 'prompt'/'text' keys)",
+                          where=str(path))
+    return texts
+
+
+def make_prompts(n: int, *, input_len: int, output_len: int, seed: int, dataset: str = "random") -> list[Prompt]:
+    """`n` prompts, the same for the same arguments on every run and every arm."""
+    rng = random.Random(f"specops-bench:{seed}")
+    if dataset == "random":
+        return [Prompt(" ".join(rng.choice(_VOCAB) for _ in range(input_len)), input_len, output_len)
+                for _ in range(n)]
+    if dataset == "sharegpt":
+        raise ConfigError("the builtin runner does not download ShareGPT; pass the JSON file's path",
+                          where="bench --dataset", hint="--dataset /path/to/ShareGPT_V3_unfiltered_cleaned_split.json")
+    texts = _load_dataset_texts(Path(dataset).expanduser())
+    rng.shuffle(texts)
+    return [Prompt(texts[i % len(texts)], len(texts[i % len(texts)].split()), output_len) for i in range(n)]
+
+
+# ---------------------------------------------------------------- one request
+
+@dataclass
+class RequestResult:
+    ok: bool = False
+    error: str | None = None
+    output_tokens: int = 0
+    ttft: float | None = None          # seconds, wall
+    e2e: float | None = None
+    itls: list[float] = field(default_factory=list)
+    spread: bool = False               # some chunk carried several tokens
+    sent_at: float = 0.0               # perf_counter
+    ended_at: float = 0.0
+    lag: float = 0.0                   # sent_at - slot free
+
+
+def _payload(api: str, prompt: Prompt, model: str | None) -> dict[str, Any]:
+    if api == "generate":
+        return {"text": prompt.text, "stream": True,
+                "sampling_params": {"temperature": 0.0, "max_new_tokens": prompt.output_len, "ignore_eos": True}}
+    return {"model": model or "default", "prompt": prompt.text, "max_tokens": prompt.output_len,
+            "temperature": 0.0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+def _split_counts(chunks: list[tuple[float, float | None]], total: int | None) -> list[tuple[float, int]]:
+    """Give every chunk an integer token count; unknown counts share what is left evenly."""
+    known = sum(k for _, k in chunks if k is not None)
+    unknown = [i for i, (_, k) in enumerate(chunks) if k is None]
+    share = 0.0
+    if unknown:
+        rest = (total if total is not None else known + len(unknown)) - known
+        share = max(rest, 0) / len(unknown)
+    out: list[tuple[float, int]] = []
+    acc = 0.0
+    emitted = 0
+    for t, k in chunks:
+        acc += share if k is None else k
+        count = int(round(acc)) - emitted
+        emitted += count
+        out.append((t, count))
+    return out
+
+
+async def _one_request(session: aiohttp.ClientSession, url: str, api: str, prompt: Prompt,
+                       model: str | None, timeout_s: float, slot_free_at: float) -> RequestResult:
+    res = RequestResult()
+    payload = _payload(api, prompt, model)
+    chunks: list[tuple[float, float | None]] = []   # (arrival, new tokens or None if unknown)
+    last_count = 0
+    total: int | None = None
+    res.sent_at = time.perf_counter()
+    res.lag = max(0.0, res.sent_at - slot_free_at)
+    try:
+        async with session.post(url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                body = (await resp.text())[:300]
+                res.error = f"HTTP {resp.status}: {body.strip()}"
+                return res
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line:
+                    continue
+                now = time.perf_counter()
+                text = line.decode("utf-8", errors="replace")
+                if text.startswith("data:"):
+                    text = text[5:].strip()
+                if text == "[DONE]":
+                    break
+                data = json.loads(text)
+                if isinstance(data, dict) and data.get("error"):
+                    err = data["error"]
+                    res.error = "server error: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
+                    return res
+                if api == "generate":
+                    meta = data.get("meta_info") or {}
+                    if "completion_tokens" in meta:
+                        count = int(meta["completion_tokens"])
+                        new: float | None = count - last_count
+                        last_count = count
+                        total = count
+                    else:
+                        new = 1 if data.get("text") else 0
+                else:
+                    usage = data.get("usage") or {}
+                    choices = data.get("choices") or []
+                    if usage.get("completion_tokens") is not None:
+                        count = int(usage["completion_tokens"])
+                        total = count
+                        new = (count - last_count) if choices else 0
+                        last_count = count
+                    else:
+                        new = None if (choices and choices[0].get("text")) else 0
+                if new is None or new > 0:
+                    chunks.append((now, new))
+            res.ended_at = time.perf_counter()  # [DONE] or EOF: the server's count decides
+    except asyncio.TimeoutError:
+        res.error = f"timed out after {timeout_s:g}s"
+        return res
+    except (aiohttp.ClientError, ValueError, OSError) as exc:
+        res.error = f"{type(exc).__name__}: {exc}"[:300]
+        return res
+    counted = _split_counts(chunks, total)
+    res.output_tokens = total if total is not None else sum(k for _, k in counted)
+    if not counted or res.output_tokens <= 0:
+        res.error = "stream ended without any output tokens"
+        return res
+    res.ttft = counted[0][0] - res.sent_at
+    res.e2e = res.ended_at - res.sent_at
+    prev = counted[0][0]
+    for t, k in counted[1:]:
+        if k <= 0:
+            continue
+        if k > 1:
+            res.spread = True
+        res.itls.extend([(t - prev) / k] * k)
+        prev = t
+    res.ok = True
+    return res
+
+
+# ---------------------------------------------------------------- a batch at fixed concurrency
+
+async def _run_batch(session: aiohttp.ClientSession, url: str, api: str, prompts: Sequence[Prompt],
+                     concurrency: int, model: str | None, timeout_s: float) -> tuple[list[RequestResult], float, float]:
+    """Run `prompts` with at most `concurrency` in flight; (results, start, end) in perf_counter."""
+    results: list[RequestResult | None] = [None] * len(prompts)
+    next_index = 0
+    start = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal next_index
+        free_at = start
+        while next_index < len(prompts):
+            i = next_index
+            next_index += 1
+            res = await _one_request(session, url, api, prompts[i], model, timeout_s, free_at)
+            results[i] = res
+            free_at = time.perf_counter()
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
+    end = time.perf_counter()
+    return [r for r in results if r is not None], start, end
+
+
+class _LoopLagProbe:
+    """Measures how late the event loop wakes a 5 ms sleeper: a saturated client shows here."""
+
+    def __init__(self, period: float = 0.005):
+        self.period = period
+        self.lags: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(self.period)
+            self.lags.append(max(0.0, time.perf_counter() - t - self.period))
+
+    def __enter__(self) -> "_LoopLagProbe":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._task:
+            self._task.cancel()
+
+
+# ---------------------------------------------------------------- statistics
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default), None for no values."""
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def _stats(prefix: str, seconds: Sequence[float], scale: float) -> dict[str, float | None]:
+    ms = [s * 1000.0 / scale for s in seconds]
+    return {
+        f"mean_{prefix}_ms": statistics.fmean(ms) if ms else None,
+        f"p50_{prefix}_ms": percentile(ms, 50),
+        f"p90_{prefix}_ms": percentile(ms, 90),
+        f"p99_{prefix}_ms": percentile(ms, 99),
+    }
+
+
+# ---------------------------------------------------------------- server side endpoints
+
+async def _server_info(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> dict[str, Any]:
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            async with session.get(base_url + path, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                if resp.status == 200:
+                    data = await resp.json(content_type=None)
+                    if isinstance(data, dict):
+                        return data
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            continue
+    return {}
+
+
+def accept_length_from_info(info: dict[str, Any]) -> float | None:
+    """`internal_states[0].avg_spec_accept_length`, or the top-level key of old versions."""
+    if isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        value = states[0].get("avg_spec_accept_length")
+        if isinstance(value, (int, float)):
+            return float(value)
+    value = info.get("avg_spec_accept_length")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+async def _flush_cache(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str:
+    """POST /flush_cache; SGLang refuses while requests run, so retry briefly."""
+    last = ""
+    for _ in range(10):
+        try:
+            async with session.post(base_url + "/flush_cache", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                if resp.status == 200:
+                    return "ok"
+                last = f"HTTP {resp.status}: {(await resp.text())[:200].strip()}"
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        await asyncio.sleep(0.2)
+    return f"failed: {last}"
+
+
+async def _model_name(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str | None:
+    try:
+        async with session.get(base_url + "/v1/models", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status == 200:
+                data = await resp.json(content_type=None)
+                return data["data"][0]["id"]
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, IndexError, TypeError):
+        pass
+    return None
+
+
+# ---------------------------------------------------------------- one point
+
+async def run_point_async(
+    base_url: str,
+    *,
+    concurrency: int,
+    num_prompts: int | None = None,
+    input_len: int = 128,
+    output_len: int = 128,
+    seed: int = 1,
+    warmup: int | None = None,
+    api: str = "generate",
+    dataset: str = "random",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    model: str | None = None,
+) -> dict[str, Any]:
+    """One benchmark point; returns a normalized record dict (host/arm/repeat left blank)."""
+    if api not in APIS:
+        raise ConfigError(f"unknown api {api!r}; expected one of {', '.join(APIS)}", where="builtin runner")
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", where="builtin runner")
+    num_prompts = default_num_prompts(concurrency) if num_prompts is None else num_prompts
+    warmup = concurrency if warmup is None else max(warmup, 0)
+    base_url = base_url.rstrip("/")
+    url = base_url + ("/generate" if api == "generate" else "/v1/completions")
+    prompts = make_prompts(num_prompts, input_len=input_len, output_len=output_len, seed=seed, dataset=dataset)
+    warm_prompts = make_prompts(warmup, input_len=input_len, output_len=output_len, seed=seed + 1_000_003,
+                                dataset=dataset)
+    info_timeout = min(timeout_s, 30.0)
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        info = await _server_info(session, base_url, info_timeout)
+        if api == "completions" and model is None:
+            model = await _model_name(session, base_url, info_timeout)
+        warm_results: list[RequestResult] = []
+        if warm_prompts:
+            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts, concurrency, model, timeout_s)
+        flush = await _flush_cache(session, base_url, info_timeout)
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with _LoopLagProbe() as probe:
+            results, start, end = await _run_batch(session, url, api, prompts, concurrency, model, timeout_s)
+        info_after = await _server_info(session, base_url, info_timeout)
+
+    scale_raw = info.get("sim_time_scale") or info_after.get("sim_time_scale")
+    scale = float(scale_raw) if isinstance(scale_raw, (int, float)) and scale_raw > 0 else 1.0
+    simulated = bool(info.get("simulated") or info_after.get("simulated") or isinstance(scale_raw, (int, float)))
+    ok = [r for r in results if r.ok]
+    failed = [r for r in results if not r.ok]
+    ends = [r.ended_at for r in ok]
+    duration_wall = (max(ends) if ends else end) - start
+    duration = duration_wall / scale
+    out_tokens = sum(r.output_tokens for r in ok)
+    lags_ms = [r.lag * 1000.0 for r in results]
+    errors = sorted({r.error for r in failed if r.error})
+    record = ResultRecord(
+        runner="builtin",
+        concurrency=concurrency,
+        completed=len(ok),
+        failed=len(failed),
+        duration_s=duration,
+        output_throughput=out_tokens / duration if ok and duration > 0 else None,
+        request_throughput=len(ok) / duration if ok and duration > 0 else None,
+        accept_length=accept_length_from_info(info_after),
+        simulated=simulated,
+        status=STATUS_OK if ok and not failed else STATUS_FAILED,
+        error=None if ok and not failed else (
+            f"{len(failed)} of {len(results)} requests failed: " + "; ".join(errors[:3]) if failed
+            else "no request completed"),
+        total_input_tokens=sum(p.input_len for p, r in zip(prompts, results) if r.ok),
+        total_output_tokens=out_tokens,
+        num_prompts=num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        itl_spread=any(r.spread for r in ok),
+        client_lag_mean_ms=statistics.fmean(lags_ms) if lags_ms else None,
+        client_lag_p99_ms=percentile(lags_ms, 99),
+        client_lag_max_ms=max(lags_ms) if lags_ms else None,
+        sim_time_scale=scale if scale_raw is not None else None,
+        started_at=started_at,
+        sglang_version=info.get("version") if isinstance(info.get("version"), str) else None,
+        extra={
+            "api": api, "dataset": dataset, "seed": seed, "warmup": warmup,
+            "warmup_failed": sum(1 for r in warm_results if not r.ok),
+            "flush_cache": flush,
+            "loop_lag_p99_ms": percentile([x * 1000 for x in probe.lags], 99),
+            "loop_lag_max_ms": max(probe.lags) * 1000 if probe.lags else None,
+            "client_lag_units": "wall-clock ms",
+            "duration_wall_s": duration_wall,
+        },
+    )
+    for name, values in (("ttft", [r.ttft for r in ok if r.ttft is not None]),
+                         ("tpot", [(r.e2e - r.ttft) / (r.output_tokens - 1)
+                                   for r in ok if r.output_tokens > 1 and r.e2e is not None and r.ttft is not None]),
+                         ("itl", [x for r in ok for x in r.itls]),
+                         ("e2e", [r.e2e for r in ok if r.e2e is not None])):
+        for key, value in _stats(name, values, scale).items():
+            setattr(record, key, value)
+    return record.to_dict()
+
+
+def run_point(base_url: str, **kwargs: Any) -> dict[str, Any]:
+    """Synchronous wrapper: `asyncio.run(run_point_async(...))`. See run_point_async."""
+    return asyncio.run(run_point_async(base_url, **kwargs))

@@ -1,0 +1,437 @@
+"""The report: where speculation stops paying, and the threshold the adaptive arm should use.
+
+Everything here is computed from the run directory's files alone (results.jsonl and
+manifest.json), so `specops report RUN_DIR` reproduces report.md byte for byte; nothing
+of the render time goes into it.
+
+Statistics: per (host, arm, concurrency), the median over repeats of output tok/s, with
+min-max spread; median TTFT and TPOT. The speculative/baseline ratio at a level is the
+ratio of the medians; its spread is the min-max of the per-repeat ratios (repeat r of the
+arm over repeat r of baseline). Crossover: the first level whose EAGLE-3 ratio is below 1,
+interpolated linearly in log2(concurrency) between it and the level before. Threshold:
+the largest level L such that EAGLE-3's ratio is >= THRESHOLD_MARGIN at L and every level
+below it (a noisy win above a loss is not a reason to speculate there).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from rich.table import Table
+
+from specops.bench import store
+from specops.bench.schema import STATUS_OK
+
+BASELINE_ARM = "baseline"
+EAGLE_ARM = "eagle3"
+ADAPTIVE_ARM = "adaptive"
+THRESHOLD_MARGIN = 1.05      # EAGLE-3 must beat baseline by 5% for the threshold to include a level
+ADAPTIVE_TOLERANCE = 0.95    # adaptive should reach 95% of the better of baseline and EAGLE-3
+REPORT_MD = "report.md"
+
+# Server args allowed to differ between arms: the speculative ones (prefix) and placement.
+FAIRNESS_EXEMPT_PREFIXES = ("speculative",)
+FAIRNESS_EXEMPT_KEYS = frozenset({
+    "port", "host", "base_gpu_id", "gpu_id", "nccl_port", "dist_init_addr", "log_file",
+    "log_requests", "served_model_name", "random_seed", "api_key", "file_storage_path",
+    "enable_metrics", "pid_file", "metrics_port",
+})
+SPEC_RUNNING_CAP = 48
+
+
+# ---------------------------------------------------------------- data
+
+@dataclass
+class Cell:
+    """One arm at one level, over its ok repeats."""
+
+    arm: str
+    concurrency: int
+    repeats: int
+    median_tps: float
+    min_tps: float
+    max_tps: float
+    median_ttft_ms: float | None
+    median_tpot_ms: float | None
+    accept_length: float | None
+    by_repeat: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class Ratio:
+    """A speculative arm over baseline at one level."""
+
+    arm: str
+    concurrency: int
+    ratio: float                 # ratio of medians
+    low: float                   # min / max of the per-repeat ratios
+    high: float
+    pairs: int
+
+
+@dataclass
+class Crossover:
+    kind: str                    # "interpolated" | "never" | "every" | "n/a"
+    value: float | None = None
+    below: int | None = None     # the bracketing levels (ratio >= 1 at `below`, < 1 at `above`)
+    above: int | None = None
+
+    def text(self) -> str:
+        if self.kind == "interpolated":
+            return f"c≈{format_level(self.value)} (between {self.below} and {self.above}, log2 interpolation)"
+        if self.kind == "never":
+            return "never (EAGLE-3 at or above baseline at every level measured)"
+        if self.kind == "every":
+            return "at every level (EAGLE-3 below baseline from the first level)"
+        return "n/a (needs baseline and eagle3 results)"
+
+
+@dataclass
+class HostSummary:
+    host: str
+    levels: list[int]
+    arms: list[str]
+    cells: dict[tuple[str, int], Cell]
+    ratios: dict[tuple[str, int], Ratio]
+    crossover: Crossover
+    threshold: int | None
+    adaptive_shortfalls: list[tuple[int, float | None]] | None   # None: no adaptive arm
+
+    def threshold_text(self) -> str:
+        if self.crossover.kind == "n/a":
+            return "n/a (needs baseline and eagle3 results)"
+        if self.threshold is None:
+            return f"none: EAGLE-3 never beats baseline by {THRESHOLD_MARGIN:.2f}x; do not speculate"
+        top = max(lvl for lvl in self.levels if (EAGLE_ARM, lvl) in self.ratios)
+        if self.threshold == top:
+            return f"{self.threshold} (EAGLE-3 wins by >= {THRESHOLD_MARGIN:.2f}x up to the highest level measured)"
+        return f"{self.threshold} (speculate while the running batch is <= {self.threshold})"
+
+    def adaptive_text(self) -> str:
+        if self.adaptive_shortfalls is None:
+            return "n/a (no adaptive results)"
+        if not self.adaptive_shortfalls:
+            return f"reached >= {ADAPTIVE_TOLERANCE:.2f}x of the better arm at every level"
+        parts = [f"c={c} ({'missing' if r is None else f'{r:.3f}x'})" for c, r in self.adaptive_shortfalls]
+        return f"below {ADAPTIVE_TOLERANCE:.2f}x of the better arm at " + ", ".join(parts)
+
+
+@dataclass
+class ReportSummary:
+    hosts: list[HostSummary]
+    simulated: bool
+    failed: list[dict[str, Any]]
+    warnings: list[str]
+    headline: list[str]
+    markdown: str
+    report_path: Path | None = None
+    plot_paths: list[Path] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- math
+
+def format_level(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if abs(value - round(value)) > 0.05 else str(int(round(value)))
+
+
+def find_crossover(points: Sequence[tuple[int, float]]) -> Crossover:
+    """First level with ratio < 1, interpolated in log2(concurrency) from the level before."""
+    pts = sorted(points)
+    if not pts:
+        return Crossover("n/a")
+    if pts[0][1] < 1.0:
+        return Crossover("every", float(pts[0][0]), None, pts[0][0])
+    for (c0, r0), (c1, r1) in zip(pts, pts[1:]):
+        if r1 < 1.0:
+            x0, x1 = math.log2(c0), math.log2(c1)
+            frac = (r0 - 1.0) / (r0 - r1) if r0 != r1 else 0.0
+            return Crossover("interpolated", 2 ** (x0 + frac * (x1 - x0)), c0, c1)
+    return Crossover("never")
+
+
+def recommend_threshold(points: Sequence[tuple[int, float]], margin: float = THRESHOLD_MARGIN) -> int | None:
+    """The largest level L with ratio >= margin at L and at every level below it."""
+    best = None
+    for c, r in sorted(points):
+        if r < margin:
+            break
+        best = c
+    return best
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return statistics.median(vals) if vals else None
+
+
+def _ok_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in store.effective_records(records)
+            if r.get("status") == STATUS_OK and isinstance(r.get("output_throughput"), (int, float))]
+
+
+def _arm_order(arms: Iterable[str]) -> list[str]:
+    known = [BASELINE_ARM, EAGLE_ARM, ADAPTIVE_ARM]
+    arms = set(arms)
+    return [a for a in known if a in arms] + sorted(arms - set(known))
+
+
+def summarize_host(host: str, records: Sequence[dict[str, Any]]) -> HostSummary:
+    """Cells, ratios, crossover, threshold and the adaptive check for one host's ok records."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        groups[(str(rec["arm"]), int(rec["concurrency"]))].append(rec)
+    cells: dict[tuple[str, int], Cell] = {}
+    for (arm, c), recs in groups.items():
+        tps = [float(r["output_throughput"]) for r in recs]
+        cells[(arm, c)] = Cell(
+            arm=arm, concurrency=c, repeats=len(recs),
+            median_tps=statistics.median(tps), min_tps=min(tps), max_tps=max(tps),
+            median_ttft_ms=_median(r.get("mean_ttft_ms") for r in recs),
+            median_tpot_ms=_median(r.get("mean_tpot_ms") for r in recs),
+            accept_length=_median(r.get("accept_length") for r in recs),
+            by_repeat={int(r.get("repeat", 0)): float(r["output_throughput"]) for r in recs},
+        )
+    levels = sorted({c for _, c in cells})
+    arms = _arm_order(a for a, _ in cells)
+    ratios: dict[tuple[str, int], Ratio] = {}
+    for (arm, c), cell in cells.items():
+        base = cells.get((BASELINE_ARM, c))
+        if arm == BASELINE_ARM or base is None or base.median_tps <= 0:
+            continue
+        per = [cell.by_repeat[r] / base.by_repeat[r] for r in sorted(cell.by_repeat)
+               if r in base.by_repeat and base.by_repeat[r] > 0]
+        ratio = cell.median_tps / base.median_tps
+        ratios[(arm, c)] = Ratio(arm, c, ratio, min(per, default=ratio), max(per, default=ratio), len(per))
+    eagle_points = [(c, ratios[(EAGLE_ARM, c)].ratio) for c in levels if (EAGLE_ARM, c) in ratios]
+    shortfalls: list[tuple[int, float | None]] | None = None
+    if ADAPTIVE_ARM in arms:
+        shortfalls = []
+        for c in levels:
+            best = max((cells[(a, c)].median_tps for a in (BASELINE_ARM, EAGLE_ARM) if (a, c) in cells), default=None)
+            if best is None:
+                continue
+            cell = cells.get((ADAPTIVE_ARM, c))
+            if cell is None:
+                shortfalls.append((c, None))
+            elif cell.median_tps < ADAPTIVE_TOLERANCE * best:
+                shortfalls.append((c, cell.median_tps / best))
+    return HostSummary(host, levels, arms, cells, ratios, find_crossover(eagle_points),
+                       recommend_threshold(eagle_points), shortfalls)
+
+
+# ---------------------------------------------------------------- fairness
+
+def _args_of(arm_info: Any) -> dict[str, Any] | None:
+    """Resolved server args of an arm from the manifest, or parsed from its launch argv."""
+    if not isinstance(arm_info, dict):
+        return None
+    args = arm_info.get("server_args")
+    if isinstance(args, dict):
+        return {str(k).lstrip("-").replace("-", "_"): v for k, v in args.items()}
+    argv = arm_info.get("argv") or arm_info.get("command")
+    if isinstance(argv, list):
+        parsed: dict[str, Any] = {}
+        i = 0
+        while i < len(argv):
+            tok = str(argv[i])
+            if tok.startswith("--"):
+                key = tok[2:].split("=", 1)[0].replace("-", "_")
+                if "=" in tok:
+                    parsed[key] = tok.split("=", 1)[1]
+                elif i + 1 < len(argv) and not str(argv[i + 1]).startswith("--"):
+                    parsed[key] = argv[i + 1]
+                    i += 1
+                else:
+                    parsed[key] = True
+            i += 1
+        return parsed
+    return None
+
+
+def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, {arm: info}) for the manifest's top-level arms and each host's arms."""
+    sets = []
+    if isinstance(manifest.get("arms"), dict):
+        sets.append(("", manifest["arms"]))
+    hosts = manifest.get("hosts")
+    if isinstance(hosts, dict):
+        for name in sorted(hosts):
+            info = hosts[name]
+            if isinstance(info, dict) and isinstance(info.get("arms"), dict):
+                sets.append((f"host {name}: ", info["arms"]))
+    return sets
+
+
+def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Differences between arms beyond the speculative args, and uneven client settings."""
+    warnings: list[str] = []
+    for label, arms in _manifest_arm_sets(manifest):
+        parsed = {arm: _args_of(info) for arm, info in sorted(arms.items())}
+        known = {a: p for a, p in parsed.items() if p is not None}
+        missing = sorted(a for a, p in parsed.items() if p is None)
+        if missing:
+            warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
+        if len(known) >= 2:
+            keys = sorted(set().union(*known.values()))
+            for key in keys:
+                if key in FAIRNESS_EXEMPT_KEYS or key.startswith(FAIRNESS_EXEMPT_PREFIXES):
+                    continue
+                values = {a: known[a].get(key) for a in known}
+                if len({repr(v) for v in values.values()}) > 1:
+                    shown = ", ".join(f"{a}={'unset' if v is None else v}" for a, v in values.items())
+                    warnings.append(f"{label}{key} differs between arms: {shown}")
+        for arm, args in known.items():
+            if args.get("speculative_algorithm") and args.get("max_running_requests") in (None, "None"):
+                warnings.append(f"{label}{arm} speculates without --max-running-requests: SGLang caps it at "
+                                f"{SPEC_RUNNING_CAP} running requests")
+    settings: dict[tuple[str, int], set[tuple]] = defaultdict(set)
+    for rec in records:
+        settings[(str(rec.get("host", "")), int(rec.get("concurrency", 0)))].add(
+            (rec.get("input_len"), rec.get("output_len"), rec.get("num_prompts")))
+    for (host, c), combos in sorted(settings.items()):
+        if len(combos) > 1:
+            shown = "; ".join(f"in={i} out={o} n={n}" for i, o, n in sorted(combos, key=repr))
+            warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at c={c}: {shown}")
+    return warnings
+
+
+# ---------------------------------------------------------------- summary + rendering
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _headline(summaries: Sequence[HostSummary]) -> list[str]:
+    lines = []
+    for s in summaries:
+        prefix = f"[{s.host}] " if len(summaries) > 1 else ""
+        if s.crossover.kind == "interpolated":
+            cross = f"crossover at c≈{format_level(s.crossover.value)} (between {s.crossover.below} and {s.crossover.above})"
+        else:
+            cross = "crossover: " + s.crossover.text()
+        lines.append(prefix + cross)
+        lines.append(prefix + "recommended threshold: " + s.threshold_text())
+        lines.append(prefix + "adaptive: " + s.adaptive_text())
+    return lines
+
+
+def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None = None) -> ReportSummary:
+    """Everything the report says, computed from records and the manifest."""
+    manifest = manifest or {}
+    effective = store.effective_records(records)
+    ok = _ok_records(records)
+    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in ok:
+        by_host[str(rec.get("host", ""))].append(rec)
+    summaries = [summarize_host(h, by_host[h]) for h in sorted(by_host)]
+    failed = sorted((r for r in effective if r.get("status") != STATUS_OK),
+                    key=lambda r: (str(r.get("host", "")), str(r.get("arm", "")), int(r.get("concurrency", 0)),
+                                   int(r.get("repeat", 0))))
+    simulated = any(bool(r.get("simulated")) for r in effective) or bool(manifest.get("simulated"))
+    summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok), _headline(summaries), "")
+    summary.markdown = render_markdown(summary, manifest)
+    return summary
+
+
+SIM_BANNER = ("> **SIMULATED RESULTS.** These numbers come from specops's SGLang simulator, not a GPU: "
+              "they show the method and the shape of the curves, not your hardware.")
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
+    """report.md text: deterministic for the same files."""
+    out: list[str] = ["# specops bench report", ""]
+    if summary.simulated:
+        out += [SIM_BANNER, ""]
+    facts = []
+    for key, label in (("run_id", "run"), ("sglang_version", "SGLang"), ("sglang_commit", "commit"),
+                       ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"), ("dataset", "dataset"),
+                       ("dataset_hash", "dataset hash"), ("input_len", "input len"), ("output_len", "output len")):
+        if manifest.get(key) not in (None, ""):
+            facts.append(f"{label}: `{manifest[key]}`")
+    if facts:
+        out += ["- " + " · ".join(facts), ""]
+    out += ["## Headline", ""] + [f"- {line}" for line in summary.headline] + [""]
+    if not summary.hosts:
+        out += ["No successful results yet.", ""]
+    for s in summary.hosts:
+        out += [f"## Results{' on ' + s.host if s.host else ''}", ""]
+        out += ["| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
+                "| accept len | ratio to baseline (spread) |",
+                "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for c in s.levels:
+            for arm in s.arms:
+                cell = s.cells.get((arm, c))
+                if cell is None:
+                    continue
+                ratio = s.ratios.get((arm, c))
+                rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
+                out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
+                           f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
+                           f"{_fmt(cell.accept_length, 2)} | {rtext} |")
+        out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
+                f"- adaptive: {s.adaptive_text()}", ""]
+    out += ["## Fairness", ""]
+    out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings] or ["- no differences found between arms "
+                                                                         "beyond the speculative arguments"]
+    out.append("")
+    if summary.failed:
+        out += ["## Failed points", "", "| host | arm | concurrency | repeat | error |", "|---|---|---:|---:|---|"]
+        for r in summary.failed:
+            err = _md_escape(str(r.get("error") or "unknown error"))
+            out.append(f"| {r.get('host', '')} | {r.get('arm', '')} | {r.get('concurrency', '')} | "
+                       f"{r.get('repeat', '')} | {err[:300]} |")
+        out.append("")
+    out += ["## Plots", "", "![output tok/s](plots/throughput.png)", "![ratio to baseline](plots/ratio.png)",
+            "![TTFT](plots/ttft.png)", "![TPOT](plots/tpot.png)", ""]
+    out += ["## Method", "",
+            "Medians over repeats; spread is min-max. The ratio is the arm's median over baseline's median; "
+            "its spread is the min-max of per-repeat ratios. The crossover is the first level where EAGLE-3's "
+            "ratio drops below 1, interpolated linearly in log2(concurrency) from the level before. The "
+            f"threshold is the largest level at which EAGLE-3's ratio is >= {THRESHOLD_MARGIN:.2f} there and "
+            f"at every lower level. The adaptive arm should reach {ADAPTIVE_TOLERANCE:.2f}x of the better of "
+            "baseline and EAGLE-3 at every level.", ""]
+    return "\n".join(out)
+
+
+def terminal_table(summary: ReportSummary) -> Table:
+    """The same table for the terminal (rich)."""
+    table = Table(title="specops bench" + (" (SIMULATED)" if summary.simulated else ""))
+    for name, justify in (("host", "left"), ("c", "right"), ("arm", "left"), ("tok/s", "right"),
+                          ("spread", "right"), ("TTFT ms", "right"), ("TPOT ms", "right"), ("vs base", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for s in summary.hosts:
+        for c in s.levels:
+            for arm in s.arms:
+                cell = s.cells.get((arm, c))
+                if cell is None:
+                    continue
+                ratio = s.ratios.get((arm, c))
+                table.add_row(s.host, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
+                              _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
+                              "-" if ratio is None else f"{ratio.ratio:.3f}")
+    return table
+
+
+def render_report(run_dir: Path, *, plots: bool = True) -> ReportSummary:
+    """Re-render report.md (and plots/) from results.jsonl + manifest.json alone."""
+    run_dir = Path(run_dir)
+    records = store.load_results(run_dir)
+    manifest = store.load_manifest(run_dir)
+    summary = summarize(records, manifest)
+    summary.report_path = run_dir / REPORT_MD
+    store.atomic_write(summary.report_path, summary.markdown)
+    if plots:
+        from specops.bench.plots import write_plots
+        summary.plot_paths = write_plots(summary, run_dir / "plots")
+    return summary

@@ -1,0 +1,127 @@
+"""The normalized result record: one benchmark point, whichever runner produced it.
+
+Both runners (SGLang's `bench_serving` and the builtin client) map their output onto
+this one shape so the store, the report and the plots never care where a number came
+from. `results.csv` carries `CSV_COLUMNS` in this order; `results.jsonl` carries every
+field (percentiles, client lag, the raw runner output, provenance).
+
+Timing values are milliseconds (`*_ms`), throughputs per second. A value the runner did
+not report, or reported as NaN/Infinity, is None: never NaN, so the JSON stays strict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+CSV_COLUMNS: tuple[str, ...] = (
+    "host", "arm", "mechanism", "concurrency", "repeat", "completed", "failed",
+    "duration_s", "output_throughput", "request_throughput",
+    "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+    "mean_itl_ms", "p99_itl_ms", "mean_e2e_ms", "p99_e2e_ms",
+    "accept_length", "simulated",
+)
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+
+# The latency families every runner reports (as far as it can) and the statistics kept.
+LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
+LATENCY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p99")
+
+
+@dataclass
+class ResultRecord:
+    """One point of the matrix: (host, arm, concurrency, repeat) and what it measured."""
+
+    host: str = ""
+    arm: str = ""
+    mechanism: str = ""
+    concurrency: int = 0
+    repeat: int = 0
+    completed: int = 0
+    failed: int = 0
+    duration_s: float | None = None
+    output_throughput: float | None = None
+    request_throughput: float | None = None
+    mean_ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    mean_tpot_ms: float | None = None
+    p99_tpot_ms: float | None = None
+    mean_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    mean_e2e_ms: float | None = None
+    p99_e2e_ms: float | None = None
+    accept_length: float | None = None
+    simulated: bool = False
+    # --- kept in results.jsonl only ---
+    status: str = STATUS_OK
+    error: str | None = None          # failure text, with the server log excerpt if any
+    runner: str = ""                  # "builtin" | "sglang"
+    p50_ttft_ms: float | None = None
+    p90_ttft_ms: float | None = None
+    p50_tpot_ms: float | None = None
+    p90_tpot_ms: float | None = None
+    p50_itl_ms: float | None = None
+    p90_itl_ms: float | None = None
+    p50_e2e_ms: float | None = None
+    p90_e2e_ms: float | None = None
+    total_input_tokens: int | None = None
+    total_output_tokens: int | None = None
+    num_prompts: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    itl_spread: bool | None = None    # a chunk carried several tokens; its gap was spread
+    client_lag_mean_ms: float | None = None
+    client_lag_p99_ms: float | None = None
+    client_lag_max_ms: float | None = None
+    sim_time_scale: float | None = None
+    started_at: str | None = None     # ISO-8601 UTC, when the measured run began
+    sglang_version: str | None = None
+    sglang_commit: str | None = None
+    raw: Any = None                   # the runner's own output (bench_serving's JSON line)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for results.jsonl; non-finite floats become None."""
+        return {k: clean_number(v) for k, v in asdict(self).items()}
+
+    def csv_row(self) -> list[str]:
+        """The CSV cells, in `CSV_COLUMNS` order (empty cell for None)."""
+        return [format_cell(getattr(self, name)) for name in CSV_COLUMNS]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ResultRecord":
+        """Build from a stored dict; unknown keys go to `extra` so nothing is lost."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        unknown = {k: v for k, v in data.items() if k not in known}
+        if unknown:
+            kwargs["extra"] = {**dict(kwargs.get("extra") or {}), **unknown}
+        return cls(**kwargs)
+
+
+def clean_number(value: Any) -> Any:
+    """NaN and +-Infinity become None; everything else passes through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def format_cell(value: Any) -> str:
+    """CSV text for one value: stable float formatting so the file diffs cleanly."""
+    value = clean_number(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e-3 and value != 0 else f"{value:.4f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def point_key(record: dict[str, Any]) -> tuple[str, str, int, int]:
+    """The identity of a point in a run: (host, arm, concurrency, repeat)."""
+    return (str(record.get("host", "")), str(record.get("arm", "")),
+            int(record.get("concurrency", 0)), int(record.get("repeat", 0)))

@@ -1,0 +1,193 @@
+"""The `sglang` runner: SGLang's own `bench_serving`, its command and its JSON line parsed.
+
+Key names come from the `result = {...}` dict that `bench_serving.py` appends with
+`json.dumps` to `--output-file` (read in the 0.4.10.post2, 0.5.4, 0.5.10.post1 and 0.5.14
+wheels): every version has duration, completed, request/output throughput and
+mean/median/p99 of TTFT, TPOT and ITL plus mean/median/p99 E2E latency
+(`*_e2e_latency_ms`) and accept_length; 0.5.10 adds p90 E2E, `server_info`, `tag`,
+`total_throughput`; 0.5.14 adds p90/p95 for TTFT and TPOT. Older releases (0.2/0.3) lack
+p99, ITL and some E2E keys; a missing key is None. Python's json accepts the `NaN` and
+`Infinity` that numpy statistics produce on empty lists; they become None here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from specops.bench.schema import clean_number
+from specops.errors import SpecopsError
+
+# bench_serving key -> normalized field. First key present wins.
+_KEY_MAP: dict[str, tuple[str, ...]] = {
+    "duration_s": ("duration",),
+    "completed": ("completed",),
+    "output_throughput": ("output_throughput",),
+    "request_throughput": ("request_throughput",),
+    "total_input_tokens": ("total_input_tokens",),
+    "total_output_tokens": ("total_output_tokens",),
+    "accept_length": ("accept_length",),
+    "measured_concurrency": ("concurrency",),
+    "max_concurrency": ("max_concurrency",),
+    "input_len": ("random_input_len",),
+    "output_len": ("random_output_len",),
+}
+for _metric, _suffix in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2e", "e2e_latency_ms")):
+    _KEY_MAP[f"mean_{_metric}_ms"] = (f"mean_{_suffix}",)
+    _KEY_MAP[f"p50_{_metric}_ms"] = (f"median_{_suffix}", f"p50_{_suffix}")
+    _KEY_MAP[f"p90_{_metric}_ms"] = (f"p90_{_suffix}",)
+    _KEY_MAP[f"p95_{_metric}_ms"] = (f"p95_{_suffix}",)
+    _KEY_MAP[f"p99_{_metric}_ms"] = (f"p99_{_suffix}",)
+    _KEY_MAP[f"std_{_metric}_ms"] = (f"std_{_suffix}",)
+
+_INT_FIELDS = {"completed", "total_input_tokens", "total_output_tokens", "max_concurrency", "input_len", "output_len"}
+
+# `--dataset` values of `specops bench` -> bench_serving's --dataset-name. Our "random"
+# is random token ids: bench_serving's own "random" samples text from ShareGPT, which
+# it downloads, and GPU hosts are often offline.
+DATASET_NAMES = {"random": "random-ids", "random-ids": "random-ids", "random-text": "random", "sharegpt": "sharegpt"}
+
+
+def bench_serving_argv(
+    python: str,
+    *,
+    port: int | None = None,
+    base_url: str | None = None,
+    dataset: str = "random",
+    input_len: int,
+    output_len: int,
+    num_prompts: int,
+    concurrency: int,
+    output_file: str,
+    seed: int = 1,
+    model: str | None = None,
+    tokenizer: str | None = None,
+    warmup_requests: int | None = None,
+    flush_cache: bool = True,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The argument list for one point of `python -m sglang.bench_serving`.
+
+    `dataset` is random / random-ids / random-text / sharegpt, or a path (a ShareGPT
+    JSON file, passed as --dataset-path). Warm-up defaults to `concurrency` requests;
+    `--flush-cache` runs after the warm-up, before the measured run. bench_serving
+    appends to `output_file`, so give each point its own file.
+    """
+    if (port is None) == (base_url is None):
+        raise SpecopsError("give exactly one of port and base_url", where="bench_serving_argv")
+    for name, value in (("input_len", input_len), ("output_len", output_len),
+                        ("num_prompts", num_prompts), ("concurrency", concurrency)):
+        if not isinstance(value, int) or value < 1:
+            raise SpecopsError(f"{name} must be a positive integer, got {value!r}", where="bench_serving_argv")
+    argv = [python, "-m", "sglang.bench_serving", "--backend", "sglang"]
+    argv += ["--base-url", base_url] if base_url else ["--host", "127.0.0.1", "--port", str(port)]
+    dataset_path = None
+    dataset_name = DATASET_NAMES.get(dataset)
+    if dataset_name is None:
+        dataset_name, dataset_path = "sharegpt", dataset
+    argv += ["--dataset-name", dataset_name]
+    if dataset_path:
+        argv += ["--dataset-path", dataset_path]
+    if model:
+        argv += ["--model", model]
+    if tokenizer:
+        argv += ["--tokenizer", tokenizer]
+    argv += [
+        "--random-input-len", str(input_len),
+        "--random-output-len", str(output_len),
+        "--random-range-ratio", "1.0",
+        "--sharegpt-output-len", str(output_len),
+        "--num-prompts", str(num_prompts),
+        "--max-concurrency", str(concurrency),
+        "--request-rate", "inf",
+        "--seed", str(seed),
+        "--warmup-requests", str(concurrency if warmup_requests is None else warmup_requests),
+        "--output-file", output_file,
+        "--disable-tqdm",
+    ]
+    if flush_cache:
+        argv.append("--flush-cache")
+    argv += list(extra)
+    return argv
+
+
+def _number(value: Any, field: str) -> Any:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        value = clean_number(float(value))
+        if value is None:
+            return None
+        return int(value) if field in _INT_FIELDS else value
+    if isinstance(value, str):  # some versions write "inf" request rates etc.
+        try:
+            return _number(float(value), field)
+        except ValueError:
+            return None
+    return None
+
+
+def parse_bench_serving_line(line: str, *, num_prompts: int | None = None) -> dict[str, Any]:
+    """Map one bench_serving JSON line (any version) onto the normalized record fields.
+
+    Missing keys and NaN/Infinity values become None. `failed` is `num_prompts -
+    completed` when `num_prompts` is given (bench_serving does not count failures).
+    The line itself is kept under `raw`. Raises SpecopsError on text that is not a
+    JSON object.
+    """
+    text = line.strip()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SpecopsError(f"bench_serving output is not JSON: {exc}: {text[:200]!r}",
+                           where="bench_serving output file") from None
+    if not isinstance(data, dict):
+        raise SpecopsError(f"bench_serving output is not a JSON object: {text[:200]!r}",
+                           where="bench_serving output file")
+    out: dict[str, Any] = {"runner": "sglang", "raw": text}
+    for field, keys in _KEY_MAP.items():
+        value = None
+        for key in keys:
+            if key in data:
+                value = _number(data[key], field)
+                break
+        out[field] = value
+    if out["accept_length"] is None:
+        out["accept_length"] = _accept_from_server_info(data.get("server_info"))
+    completed = out["completed"] or 0
+    out["completed"] = completed
+    out["failed"] = max(0, num_prompts - completed) if num_prompts is not None else 0
+    out["num_prompts"] = num_prompts
+    out["tag"] = data.get("tag")
+    out["dataset_name"] = data.get("dataset_name")
+    return out
+
+
+def _accept_from_server_info(info: Any) -> float | None:
+    """0.5.10+ embed /server_info; its internal_states carry the accept length too."""
+    if not isinstance(info, dict):
+        return None
+    if isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        value = _number(states[0].get("avg_spec_accept_length"), "accept_length")
+        if value is not None:
+            return value
+    return _number(info.get("avg_spec_accept_length"), "accept_length")
+
+
+def parse_bench_serving_output(text: str, *, num_prompts: int | None = None) -> dict[str, Any]:
+    """Parse the last non-empty line of an output file (bench_serving appends to it)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise SpecopsError("bench_serving wrote no result line (it prints 'Error running benchmark' "
+                           "when every request failed)", where="bench_serving output file",
+                           hint="look at the bench_serving stdout and the server log")
+    return parse_bench_serving_line(lines[-1], num_prompts=num_prompts)
+
+
+def is_finite(value: Any) -> bool:
+    """True for a real, finite number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,192 @@
+"""The run directory: results appended as they happen, CSV and manifest written atomically.
+
+`results.jsonl` is the source of truth: one JSON object per finished point (ok or
+failed), appended and fsynced the moment the point exists, so a crash of specops, the
+server or the machine loses at most the point in flight. `results.csv` is derived from it
+(rewritten whole, temp + os.replace) and holds one row per point: the latest ok record of
+that point, else its latest failure. A line torn by a crash mid-write is skipped with a
+warning (and cut off before the next append, so it cannot glue onto a new line).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from specops.bench.matrix import Point
+from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
+from specops.errors import SpecopsError
+
+log = logging.getLogger(__name__)
+
+RESULTS_JSONL = "results.jsonl"
+RESULTS_CSV = "results.csv"
+MANIFEST_JSON = "manifest.json"
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write `data` to a temp file beside `path`, fsync, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _record_dict(record: ResultRecord | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(record, ResultRecord):
+        return record.to_dict()
+    return ResultRecord.from_dict(record).to_dict()
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """If the file ends mid-line, drop that fragment (or terminate it if it is whole JSON)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        data = fh.read()
+        start = data.rfind(b"\n") + 1
+        tail = data[start:]
+        try:
+            json.loads(tail)
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n")  # a complete record whose newline was lost
+        except ValueError:
+            log.warning("%s: dropping a torn last line (%d bytes) before appending", path, len(tail))
+            fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def append_result(run_dir: Path, record: ResultRecord | dict[str, Any], *, rewrite_csv: bool = True) -> dict[str, Any]:
+    """Append one point to results.jsonl (open-append-fsync), then refresh results.csv."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RESULTS_JSONL
+    data = _record_dict(record)
+    line = json.dumps(data, sort_keys=True, allow_nan=False, default=str) + "\n"
+    _cut_torn_tail(path)
+    with open(path, "ab") as fh:
+        fh.write(line.encode())
+        fh.flush()
+        os.fsync(fh.fileno())
+    if rewrite_csv:
+        write_csv(run_dir)
+    return data
+
+
+def load_results(run_dir: Path) -> list[dict[str, Any]]:
+    """Every record in results.jsonl, in file order. A torn last line is skipped with a warning."""
+    path = Path(run_dir) / RESULTS_JSONL
+    if not path.exists():
+        return []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    torn_possible = not text.endswith("\n")
+    records: list[dict[str, Any]] = []
+    for index, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            if torn_possible and index == len(lines):
+                log.warning("%s:%d: skipping a torn last line (a crash mid-write): %.60r", path, index, line)
+                continue
+            raise SpecopsError(f"corrupt result line: {exc}", where=f"{path}:{index}",
+                               hint="fix or delete that line; every other line is one point") from None
+        records.append(obj)
+    return records
+
+
+def effective_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per point: its latest ok record, else its latest failure; first-seen order."""
+    chosen: dict[tuple, dict[str, Any]] = {}
+    for rec in records:
+        key = point_key(rec)
+        current = chosen.get(key)
+        if current is None or rec.get("status") == STATUS_OK or current.get("status") != STATUS_OK:
+            chosen[key] = rec
+    return list(chosen.values())
+
+
+def render_csv(records: Iterable[dict[str, Any]]) -> str:
+    """The results.csv text for these records (one row per point)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for rec in effective_records(records):
+        writer.writerow(ResultRecord.from_dict(rec).csv_row())
+    return buf.getvalue()
+
+
+def write_csv(run_dir: Path) -> Path:
+    """Rewrite results.csv from results.jsonl, atomically."""
+    path = Path(run_dir) / RESULTS_CSV
+    atomic_write(path, render_csv(load_results(run_dir)))
+    return path
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> Path:
+    """Write manifest.json atomically (sorted keys, so re-writes diff cleanly)."""
+    path = Path(run_dir) / MANIFEST_JSON
+    atomic_write(path, json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    """manifest.json as a dict; {} when the run has none yet."""
+    path = Path(run_dir) / MANIFEST_JSON
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise SpecopsError(f"manifest is not valid JSON: {exc}", where=str(path)) from None
+    if not isinstance(data, dict):
+        raise SpecopsError("manifest is not a JSON object", where=str(path))
+    return data
+
+
+def done_points(run_dir: Path, *, host: str | None = None) -> set[Point]:
+    """Points with an ok record (for `host`, when given)."""
+    done: set[Point] = set()
+    for rec in load_results(run_dir):
+        if rec.get("status") != STATUS_OK:
+            continue
+        if host is not None and rec.get("host") != host:
+            continue
+        done.add(Point(str(rec["arm"]), int(rec["concurrency"]), int(rec["repeat"])))
+    return done
+
+
+def missing_points(run_dir: Path, matrix: Iterable[Point], *, host: str | None = None) -> list[Point]:
+    """The points of `matrix` still to run for --resume: no ok record yet (failed ones re-run).
+
+    Keeps the matrix order, so a resumed sweep interleaves arms as the original did.
+    """
+    done = done_points(run_dir, host=host)
+    return [p for p in matrix if p not in done]

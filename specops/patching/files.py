@@ -1,0 +1,123 @@
+"""File access to an SGLang tree, local or over a Transport, so one patch engine serves both.
+
+The engine reads whole files, edits and compiles them in memory here, and only then
+writes; every write is atomic (temp file beside the target + rename).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+from specops.errors import TransportError
+from specops.transport.base import Transport
+
+_IO_TIMEOUT_S = 60.0
+
+
+class TreeFiles(Protocol):
+    """Files of one tree, addressed by path relative to the tree root."""
+
+    root: str
+
+    def read(self, relpath: str) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+        ...
+
+    def write(self, relpath: str, data: bytes) -> None:
+        """Replace the file atomically (parents created)."""
+        ...
+
+    def remove(self, relpath: str) -> None:
+        """Delete the file; absent is fine."""
+        ...
+
+    def exists(self, relpath: str) -> bool:
+        ...
+
+
+def _check_rel(relpath: str) -> str:
+    norm = posixpath.normpath(relpath)
+    if norm.startswith("/") or norm == ".." or norm.startswith("../"):
+        raise ValueError(f"path {relpath!r} leaves the tree")
+    return norm
+
+
+class LocalTreeFiles:
+    """A tree on this machine."""
+
+    def __init__(self, root: Path | str):
+        self.path = Path(root).expanduser().resolve()
+        self.root = str(self.path)
+
+    def _p(self, relpath: str) -> Path:
+        return self.path / _check_rel(relpath)
+
+    def read(self, relpath: str) -> bytes | None:
+        try:
+            return self._p(relpath).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, relpath: str, data: bytes) -> None:
+        target = self._p(relpath)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".specops-tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def remove(self, relpath: str) -> None:
+        try:
+            self._p(relpath).unlink()
+        except FileNotFoundError:
+            pass
+
+    def exists(self, relpath: str) -> bool:
+        return self._p(relpath).is_file()
+
+    def __repr__(self) -> str:
+        return f"LocalTreeFiles({self.root})"
+
+
+class TransportTreeFiles:
+    """A tree on a host, reached through a Transport (ssh or local)."""
+
+    def __init__(self, transport: Transport, root: str, timeout: float = _IO_TIMEOUT_S):
+        self.transport = transport
+        self.root = transport.expand(root)
+        self.timeout = timeout
+
+    def _p(self, relpath: str) -> str:
+        return posixpath.join(self.root, _check_rel(relpath))
+
+    def read(self, relpath: str) -> bytes | None:
+        path = self._p(relpath)
+        if self.transport.stat_size(path) is None:
+            return None
+        return self.transport.get(path)
+
+    def write(self, relpath: str, data: bytes) -> None:
+        self.transport.put(data, self._p(relpath))
+
+    def remove(self, relpath: str) -> None:
+        res = self.transport.run(["rm", "-f", "--", self._p(relpath)], timeout=self.timeout)
+        if not res.ok:
+            raise TransportError(f"cannot remove {self._p(relpath)}: {res.tail(3)}",
+                                 where=f"host {self.transport.name}")
+
+    def exists(self, relpath: str) -> bool:
+        return self.transport.stat_size(self._p(relpath)) is not None
+
+    def __repr__(self) -> str:
+        return f"TransportTreeFiles({self.transport.name}:{self.root})"

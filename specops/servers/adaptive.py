@@ -1,0 +1,141 @@
+"""The adaptive arm's native config (SGLang >= 0.5.14) and the threshold it really gives.
+
+SGLang routes a running batch of size b to an adaptive tier by first padding b up to its
+CUDA-graph capture bucket (bisect_left over the bucket list), then taking the tier with
+the largest key <= padded size (`AdaptiveSpeculativeParams._route` in
+srt/speculative/adaptive_spec_params.py). A two-tier config {"1": [steps], "K": [0]}
+therefore speculates exactly for the batches whose padded size is < K. We put K just past
+the bucket that the threshold pads to, so every batch at or below the threshold still
+speculates, and report that bucket as the effective threshold.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+from dataclasses import dataclass
+
+#: SGLang's speculative capture list (0.5.4 .. 0.5.14 `_generate_*cuda_graph_batch_sizes`,
+#: the `else:` branch for speculative_algorithm set), used when the tree's own source
+#: cannot be read.
+def default_spec_buckets(max_bs: int) -> list[int]:
+    bs = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
+          + list(range(72, 257, 8)) + list(range(272, max_bs + 1, 16)))
+    return _finish(bs, max_bs)
+
+
+def _finish(bs: list[int], max_bs: int) -> list[int]:
+    out = sorted({b for b in bs if 0 < b <= max_bs})
+    if max_bs not in out:
+        out.append(max_bs)
+    return out
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _eval(node: ast.AST, max_bs: int) -> object:
+    """Evaluate the tiny expression language of the bucket lists: int literals, lists,
+    range(), +, and the max-bs name. Anything else is unsupported (fall back)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.List):
+        return [_eval(e, max_bs) for e in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = _eval(node.left, max_bs), _eval(node.right, max_bs)
+        if isinstance(node.op, ast.Add):
+            return a + b  # type: ignore[operator]
+        if isinstance(node.op, ast.Sub):
+            return a - b  # type: ignore[operator]
+        return a * b  # type: ignore[operator]
+    if isinstance(node, ast.Name) and node.id == "max_bs":
+        return max_bs
+    if isinstance(node, ast.Attribute) and node.attr in ("cuda_graph_max_bs", "cuda_graph_max_bs_decode"):
+        return max_bs
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        args = [_eval(a, max_bs) for a in node.args]
+        if node.func.id == "range" and all(isinstance(a, int) for a in args):
+            return list(range(*args))  # type: ignore[arg-type]
+        if node.func.id == "list" and len(args) == 1 and isinstance(args[0], list):
+            return args[0]
+    raise _Unsupported(ast.dump(node)[:80])
+
+
+def buckets_from_source(server_args_source: str, max_bs: int) -> list[int] | None:
+    """The speculative CUDA-graph bucket list as the tree's own server_args.py builds it
+    (the `else` branch after `if self.speculative_algorithm is None`), or None when the
+    source has no such function or it uses constructs we do not evaluate."""
+    try:
+        tree = ast.parse(server_args_source)
+    except SyntaxError:
+        return None
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and "cuda_graph_batch_sizes" in fn.name
+                and "cpu" not in fn.name and "compile" not in fn.name):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.If):
+                continue
+            t = node.test
+            if (isinstance(t, ast.Compare) and isinstance(t.left, ast.Attribute)
+                    and t.left.attr == "speculative_algorithm"
+                    and isinstance(t.ops[0], ast.Is)):
+                for stmt in node.orelse:
+                    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                            and isinstance(stmt.targets[0], ast.Name)
+                            and stmt.targets[0].id == "capture_bs"):
+                        try:
+                            value = _eval(stmt.value, max_bs)
+                        except (_Unsupported, TypeError):
+                            return None
+                        if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+                            return _finish(value, max_bs)
+    return None
+
+
+@dataclass
+class AdaptivePlan:
+    """The generated config and what it means at run time."""
+
+    config: dict
+    threshold: int  # what the user asked for
+    effective_threshold: int  # largest batch size that still speculates
+    buckets: list[int]
+    buckets_source: str  # "tree" or "default"
+
+    def note(self) -> str:
+        if self.effective_threshold == self.threshold:
+            return f"speculates at running batch <= {self.threshold} (a CUDA-graph bucket)"
+        return (f"threshold {self.threshold} pads to CUDA-graph bucket {self.effective_threshold}: "
+                f"speculates at running batch <= {self.effective_threshold}")
+
+
+def pad_to_bucket(batch_size: int, buckets: list[int]) -> int:
+    """SGLang's `_pad_to_cuda_graph_bs`: the smallest bucket >= batch_size (itself past the end)."""
+    idx = bisect.bisect_left(buckets, batch_size)
+    return buckets[idx] if idx < len(buckets) else batch_size
+
+
+def route_steps(config: dict, batch_size: int, buckets: list[int]) -> list[int]:
+    """Candidate steps SGLang would use at `batch_size` (mirrors `_route`); for tests and reports."""
+    keys = sorted(int(k) for k in config if k.isdigit())
+    padded = pad_to_bucket(batch_size, buckets)
+    idx = max(0, bisect.bisect_right(keys, padded) - 1)
+    return list(config[str(keys[idx])]["candidate_steps"])
+
+
+def adaptive_config(threshold: int, num_steps: int, max_bs: int,
+                    server_args_source: str | None = None) -> AdaptivePlan:
+    """Two tiers: `num_steps` for batches padding to <= bucket(threshold), 0 steps above."""
+    buckets = buckets_from_source(server_args_source, max_bs) if server_args_source else None
+    source = "tree"
+    if buckets is None:
+        buckets, source = default_spec_buckets(max_bs), "default"
+    effective = pad_to_bucket(threshold, buckets)
+    tier = {"up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}
+    config = {
+        "1": {"candidate_steps": [num_steps], **tier},
+        str(effective + 1): {"candidate_steps": [0], **tier},
+    }
+    return AdaptivePlan(config, threshold, effective, buckets, source)

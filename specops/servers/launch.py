@@ -1,0 +1,190 @@
+"""Arm profile + the checkout's detected layout -> the exact launch command.
+
+The command depends on what the tree supports (flag names change across SGLang
+versions, and the adaptive arm has two mechanisms), so it is built from the layout, and
+an arm the tree cannot run is refused here, before anything is launched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import shlex
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from specops.errors import ConfigError
+from specops.servers.adaptive import adaptive_config
+from specops.servers.arms import ArmSpec
+
+HOST = "127.0.0.1"
+
+MECHANISMS = ("none", "eagle3", "native-adaptive", "dynamic-spec-disable-patch")
+
+
+class LayoutLike(Protocol):
+    """What launch needs from `specops.patching.layout.SGLangLayout`."""
+
+    version: str | None
+    args_layout: str
+    adaptive_zero_steps: bool
+    cuda_graph_flag: str
+    dynamic_spec_disable_applied: bool
+
+
+@dataclass
+class LaunchPlan:
+    """Everything needed to start one arm and to recognise it later (the args hash)."""
+
+    arm: str
+    kind: str
+    port: int
+    argv: list[str]
+    env: dict[str, str]
+    mechanism: str
+    workdir: str
+    log_path: str
+    state_path: str
+    config_path: str | None = None
+    config_json: str | None = None
+    effective_threshold: int | None = None
+    notes: list[str] = field(default_factory=list)
+    model: str = ""
+
+    @property
+    def command(self) -> str:
+        """The full command line as a user would paste it (env first)."""
+        prefix = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        return shlex.join(prefix + self.argv)
+
+    @property
+    def args_hash(self) -> str:
+        """sha256 of argv + env + adaptive config: equal hashes mean an identical server."""
+        blob = json.dumps({"argv": self.argv, "env": sorted(self.env.items()),
+                           "config": self.config_json}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def specops_dir(workdir: str) -> str:
+    return posixpath.join(workdir, ".specops")
+
+
+def state_path(workdir: str, arm: str) -> str:
+    return posixpath.join(workdir, ".specops", "servers", f"{arm}.json")
+
+
+def log_path(workdir: str, arm: str) -> str:
+    return posixpath.join(workdir, ".specops", "logs", f"{arm}.log")
+
+
+def _common_flags(arm: ArmSpec, layout: LayoutLike) -> list[str]:
+    return ["--model-path", arm.model, "--host", HOST, "--port", str(arm.port),
+            "--max-running-requests", str(arm.max_running_requests),
+            layout.cuda_graph_flag, str(arm.cuda_graph_max_bs)]
+
+
+def _eagle_flags(arm: ArmSpec) -> list[str]:
+    assert arm.draft_model and arm.num_steps and arm.eagle_topk and arm.num_draft_tokens
+    return ["--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", arm.draft_model,
+            "--speculative-num-steps", str(arm.num_steps),
+            "--speculative-eagle-topk", str(arm.eagle_topk),
+            "--speculative-num-draft-tokens", str(arm.num_draft_tokens)]
+
+
+def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str = "python3",
+                 engine: str = "sglang", sglang_tree: str | None = None,
+                 sim_options: Sequence[str] = (), server_args_source: str | None = None,
+                 where: str | None = None) -> LaunchPlan:
+    """The launch plan for `arm` on a tree with `layout`. `workdir` is the host's absolute
+    work directory. `engine="sim"` runs `python -m specops.sim --sglang-tree TREE` with the
+    same SGLang flags. `server_args_source` (the tree's srt/server_args.py) lets the
+    adaptive arm read the CUDA-graph buckets the tree really uses.
+
+    Raises ConfigError when the tree cannot run the arm (e.g. adaptive without a mechanism)."""
+    where = where or f"arm '{arm.name}'"
+    flags = _common_flags(arm, layout)
+    notes: list[str] = []
+    config_path = config_json = None
+    effective = None
+    if arm.kind == "baseline":
+        mechanism = "none"
+    elif arm.kind == "eagle3":
+        mechanism = "eagle3"
+        flags += _eagle_flags(arm)
+    else:
+        assert arm.threshold is not None and arm.num_steps is not None
+        flags += _eagle_flags(arm)
+        if layout.adaptive_zero_steps:
+            if arm.eagle_topk != 1:
+                raise ConfigError(f"native adaptive speculation supports eagle_topk 1 only, got {arm.eagle_topk}",
+                                  where=where)
+            mechanism = "native-adaptive"
+            plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, server_args_source)
+            config_path = posixpath.join(workdir, ".specops", "servers", f"{arm.name}.adaptive.json")
+            config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
+            effective = plan.effective_threshold
+            flags += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
+            notes.append(plan.note() + f" (buckets from {plan.buckets_source})")
+        elif layout.dynamic_spec_disable_applied:
+            mechanism = "dynamic-spec-disable-patch"
+            effective = arm.threshold
+            flags += ["--speculative-disable-batch-threshold", str(arm.threshold)]
+            notes.append(f"speculation disabled when the running batch exceeds {arm.threshold}")
+        else:
+            version = layout.version or "unknown version"
+            raise ConfigError(
+                f"the SGLang tree ({version}) has neither zero-step adaptive tiers nor the "
+                f"dynamic-spec-disable patch, so the adaptive arm cannot run",
+                where=where,
+                hint="apply the `dynamic-spec-disable` patch set to the tree, or use SGLang >= 0.5.14")
+    flags += arm.extra_args
+    if engine == "sim":
+        if not sglang_tree:
+            raise ConfigError("engine sim needs the SGLang tree path", where=where)
+        argv = [python, "-m", "specops.sim", "--sglang-tree", sglang_tree, *flags, *sim_options]
+    elif engine == "sglang":
+        argv = [python, "-m", "sglang.launch_server", *flags]
+    else:
+        raise ConfigError(f"unknown engine {engine!r} (sglang or sim)", where=where)
+    env = dict(arm.env)
+    if arm.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
+    return LaunchPlan(arm=arm.name, kind=arm.kind, port=arm.port, argv=argv, env=env,
+                      mechanism=mechanism, workdir=workdir,
+                      log_path=log_path(workdir, arm.name), state_path=state_path(workdir, arm.name),
+                      config_path=config_path, config_json=config_json,
+                      effective_threshold=effective, notes=notes, model=arm.model)
+
+
+#: Resolved server args that legitimately differ between arms.
+_FAIRNESS_IGNORED_PREFIXES = ("speculative_",)
+_FAIRNESS_IGNORED = {
+    "port", "host", "model_path", "served_model_name", "tokenizer_path", "random_seed",
+    "base_gpu_id", "gpu_id", "dist_init_addr", "nccl_port", "metrics_port", "file_storage_path",
+    "enable_dynamic_spec_disable", "log_prefix", "decrypted_draft_model_path",
+    "decrypted_config_file", "version", "internal_states", "last_gen_throughput",
+    "memory_usage", "status",
+}
+
+
+def fairness_warnings(server_infos: dict[str, dict]) -> list[str]:
+    """Warnings for resolved args (`/server_info`) that differ between arms beyond the
+    speculative ones; e.g. max_running_requests capped at 48 on an EAGLE arm only."""
+    if len(server_infos) < 2:
+        return []
+    keys: set[str] = set()
+    for info in server_infos.values():
+        keys.update(info)
+    warnings = []
+    for key in sorted(keys):
+        if key in _FAIRNESS_IGNORED or key.startswith(_FAIRNESS_IGNORED_PREFIXES):
+            continue
+        values = {arm: info.get(key) for arm, info in server_infos.items()}
+        if not all(isinstance(v, (str, int, float, bool, type(None))) for v in values.values()):
+            values = {a: json.dumps(v, sort_keys=True, default=str) for a, v in values.items()}
+        if len({json.dumps(v, default=str) for v in values.values()}) > 1:
+            shown = ", ".join(f"{arm}={v!r}" for arm, v in values.items())
+            warnings.append(f"arms differ in {key}: {shown}")
+    return warnings

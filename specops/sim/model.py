@@ -1,0 +1,228 @@
+"""The simulator's performance model: one place for every constant, and pure predictions.
+
+Calibrated on the observation this project starts from: at high concurrency the baseline
+saturates near 773 output tok/s and EAGLE-3 near 354 tok/s, while at concurrency 1 EAGLE-3
+is ahead (here about 2x). A decode step costs `STEP_MS + STEP_MS_PER_REQ * batch` model-ms
+and is never faster than the arm's compute ceiling allows (a roofline), so throughput rises
+with the batch and then flattens at the ceiling. Baseline emits 1 token per request per step;
+EAGLE-3 emits its accept length (about 3 at batch 1, slowly falling) at a higher step cost.
+Adaptive speculates while the running batch is at or below its threshold and otherwise runs
+as the baseline minus a small tax.
+
+Time: every duration here is *model* time. The server sleeps `model_seconds * time_scale`
+of wall time, so a client measuring wall time converts with `to_model_seconds` /
+`to_model_throughput` (the server reports `sim_time_scale` in /server_info).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Literal
+
+Arm = Literal["baseline", "eagle3", "adaptive"]
+
+# ---------------------------------------------------------------- calibration (model units)
+BASELINE_STEP_MS = 8.7  # fixed cost of one decode step (weights read once)
+BASELINE_STEP_MS_PER_REQ = 1.15  # extra cost per running request
+BASELINE_CEILING_TOK_S = 773.0  # compute ceiling: output tok/s the baseline saturates at
+
+EAGLE_STEP_MS = 11.3  # draft + verify of one speculative step
+EAGLE_STEP_MS_PER_REQ = 3.0  # verify work grows faster with the batch
+EAGLE_CEILING_TOK_S = 354.0  # EAGLE-3 saturation (output tok/s)
+EAGLE_ACCEPT_LEN_BS1 = 3.0  # mean tokens emitted per request per step at batch 1
+EAGLE_ACCEPT_DECAY_PER_DOUBLING = 0.08  # accept length lost per doubling of the batch
+EAGLE_ACCEPT_LEN_FLOOR = 2.4
+DEFAULT_SPEC_NUM_STEPS = 3  # SGLang's usual EAGLE-3 choice; accept length <= steps + 1
+
+ADAPTIVE_TAX = 0.03  # adaptive above threshold = baseline throughput * (1 - tax)
+
+SPEC_DEFAULT_MAX_RUNNING = 48  # SGLang resets speculative servers to 48 unless the flag is set
+BASELINE_DEFAULT_MAX_RUNNING = 2048  # what the KV pool would allow for a small model
+DEFAULT_MAX_TOTAL_TOKENS = 400_000  # KV cache size, for the "token usage" figure only
+
+PREFILL_STEP_MS = 4.0  # one prefill (extend) batch: fixed + per input token
+PREFILL_MS_PER_TOKEN = 0.02
+
+NOISE_REL = 0.03  # std-dev of the slow step-time drift (redrawn every log interval)
+DECODE_LOG_INTERVAL = 40  # decode steps between "Decode batch" lines, as SGLang's default
+
+DEFAULT_TIME_SCALE = 1.0
+LOAD_SECONDS = 0.3  # wall seconds of simulated weight loading (503 on /health meanwhile)
+
+
+# ---------------------------------------------------------------- per-step model
+
+
+def accept_length(batch: int, num_steps: int | None = None) -> float:
+    """Mean tokens a speculative step emits per request at this batch size."""
+    acc = EAGLE_ACCEPT_LEN_BS1 - EAGLE_ACCEPT_DECAY_PER_DOUBLING * math.log2(max(1, batch))
+    acc = max(EAGLE_ACCEPT_LEN_FLOOR, acc)
+    steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else num_steps
+    return max(1.0, min(acc, steps + 1.0))
+
+
+def step_ms(speculating: bool, batch: int, accept_len: float = 1.0, tax: float = 0.0) -> float:
+    """Model-ms of one decode step for `batch` running requests (no noise)."""
+    batch = max(1, batch)
+    if speculating:
+        linear = EAGLE_STEP_MS + EAGLE_STEP_MS_PER_REQ * batch
+        roof = batch * accept_len * 1000.0 / EAGLE_CEILING_TOK_S
+    else:
+        linear = BASELINE_STEP_MS + BASELINE_STEP_MS_PER_REQ * batch
+        roof = batch * 1000.0 / BASELINE_CEILING_TOK_S
+    return max(linear, roof) / (1.0 - tax)
+
+
+def prefill_ms(input_tokens: int) -> float:
+    """Model-ms of one prefill batch covering `input_tokens` new tokens."""
+    return PREFILL_STEP_MS + PREFILL_MS_PER_TOKEN * max(0, input_tokens)
+
+
+# ---------------------------------------------------------------- arms and thresholds
+
+
+def spec_cuda_graph_bs(max_bs: int = 256) -> list[int]:
+    """SGLang's decode CUDA-graph batch sizes for speculative servers (0.5.14 source)."""
+    bs = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
+    bs += list(range(272, max_bs + 1, 16))
+    bs = [b for b in bs if b <= max_bs]
+    if max_bs not in bs:
+        bs.append(max_bs)
+    return bs
+
+
+@dataclass(frozen=True)
+class AdaptiveTiers:
+    """An `--speculative-adaptive-config` read the way SGLang's AdaptiveSpeculativeParams does."""
+
+    tiers: dict[int, list[int]]  # batch-size key -> candidate_steps
+    cuda_graph_bs: tuple[int, ...] | None = None
+
+    def speculates(self, batch: int) -> bool:
+        """Pad the batch to a CUDA-graph bucket, take the closest tier at or below; [0] = off."""
+        padded = batch
+        if self.cuda_graph_bs:
+            i = bisect.bisect_left(self.cuda_graph_bs, batch)
+            padded = self.cuda_graph_bs[i] if i < len(self.cuda_graph_bs) else batch
+        keys = sorted(self.tiers)
+        key = keys[max(0, bisect.bisect_right(keys, padded) - 1)]
+        return max(self.tiers[key]) > 0
+
+    def threshold(self, limit: int = 4096) -> int | None:
+        """Largest batch that still speculates when all smaller ones do (None: never stops)."""
+        last = 0
+        for b in range(1, limit + 1):
+            if not self.speculates(b):
+                return last
+            last = b
+        return None
+
+
+DEFAULT_ADAPTIVE_TIERS = {1: [1, 3, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
+
+
+def load_adaptive_config(path: str | Path | None, cuda_graph_bs: list[int] | None = None) -> AdaptiveTiers:
+    """Parse the JSON config like SGLang (only integer-string keys are tiers); None = its default."""
+    if path is None:
+        tiers = dict(DEFAULT_ADAPTIVE_TIERS)
+    else:
+        cfg = json.loads(Path(path).read_text())
+        tiers = {}
+        for key, entry in cfg.items():
+            if not str(key).isdigit():
+                continue
+            steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+            if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
+                raise ValueError(f"BS {key}: candidate_steps must be a list of non-negative ints, got {steps!r}")
+            tiers[int(key)] = steps
+        if not tiers:
+            raise ValueError(
+                "speculative_adaptive_config must contain at least one integer-string BS key, "
+                f'e.g. {{"1": {{"candidate_steps": [1,3,7]}}}}. Got keys: {list(cfg.keys())}'
+            )
+    return AdaptiveTiers(tiers=tiers, cuda_graph_bs=tuple(sorted(cuda_graph_bs)) if cuda_graph_bs else None)
+
+
+@dataclass(frozen=True)
+class ArmModel:
+    """How one server decodes: never, always, or up to a batch threshold."""
+
+    arm: Arm
+    threshold: int | None = None  # adaptive: speculate while batch <= threshold (0/None: always)
+    tiers: AdaptiveTiers | None = None  # native adaptive config (0.5.14+), instead of threshold
+    num_steps: int | None = None
+
+    def speculates(self, batch: int) -> bool:
+        if self.arm == "baseline":
+            return False
+        if self.arm == "eagle3":
+            return True
+        if self.tiers is not None:
+            return self.tiers.speculates(batch)
+        return not self.threshold or batch <= self.threshold
+
+    def step(self, batch: int) -> tuple[float, float]:
+        """(model-ms, mean tokens per request) of one decode step at this batch size."""
+        if self.speculates(batch):
+            acc = accept_length(batch, self.num_steps)
+            return step_ms(True, batch, acc), acc
+        tax = ADAPTIVE_TAX if self.arm == "adaptive" else 0.0
+        return step_ms(False, batch, 1.0, tax), 1.0
+
+    def default_max_running(self) -> int:
+        return BASELINE_DEFAULT_MAX_RUNNING if self.arm == "baseline" else SPEC_DEFAULT_MAX_RUNNING
+
+
+# ---------------------------------------------------------------- predictions (pure)
+
+
+def predicted_output_throughput(
+    arm: Arm,
+    concurrency: int,
+    threshold: int | None = None,
+    max_running: int | None = None,
+    num_steps: int | None = None,
+) -> float:
+    """Steady-state decode output tok/s (model units) with `concurrency` requests in flight.
+
+    Excludes prefill and the ramp-down tail of a finite benchmark, which cost a few percent.
+    `threshold` only matters for `adaptive` (None or 0 = always speculate).
+    """
+    if arm not in ("baseline", "eagle3", "adaptive"):
+        raise ValueError(f"unknown arm {arm!r}: expected baseline, eagle3 or adaptive")
+    model = ArmModel(arm=arm, threshold=threshold, num_steps=num_steps)
+    batch = max(1, min(int(concurrency), max_running or model.default_max_running()))
+    ms, acc = model.step(batch)
+    return batch * acc * 1000.0 / ms
+
+
+def predicted_crossover(levels: Iterable[int], max_running: int | None = None) -> int | None:
+    """First concurrency level where the baseline is at least as fast as EAGLE-3 (None: never)."""
+    for c in sorted(set(levels)):
+        if predicted_output_throughput("baseline", c, max_running=max_running) >= predicted_output_throughput(
+            "eagle3", c, max_running=max_running
+        ):
+            return c
+    return None
+
+
+def predicted_best_threshold(levels: Iterable[int], max_running: int | None = None) -> int:
+    """Largest level below the crossover, i.e. where EAGLE-3 still beats the baseline (0: none)."""
+    levels = sorted(set(levels))
+    cross = predicted_crossover(levels, max_running)
+    below = [c for c in levels if cross is None or c < cross]
+    return below[-1] if below else 0
+
+
+def to_model_seconds(wall_seconds: float, time_scale: float) -> float:
+    """Wall seconds measured against a scaled simulator -> model seconds."""
+    return wall_seconds / time_scale
+
+
+def to_model_throughput(wall_tok_per_s: float, time_scale: float) -> float:
+    """Tokens per wall second against a scaled simulator -> tokens per model second."""
+    return wall_tok_per_s * time_scale

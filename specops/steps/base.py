@@ -1,0 +1,177 @@
+"""The step contract: describe (for --check), is_done (skip on re-run), apply, verify, rollback.
+
+A kind implements what is specific to it; the engine owns ordering, retries, `verify:`,
+journaling and failure handling, so every kind behaves the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from specops.errors import ConfigError
+from specops.inventory import Host
+from specops.journal import Journal
+from specops.playbook import Step
+from specops.templating import render_tree
+from specops.transport.base import Command, CommandResult, Transport
+
+#: Timeout for small host-side reads and checks (file exists, HTTP probe, rev-parse).
+PROBE_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Outcome:
+    """What apply did: the main command's result (for stdout_* checks) and facts to record."""
+
+    result: CommandResult | None = None
+    changed: bool = True
+    data: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+@dataclass
+class StepContext:
+    """Everything a step needs on one host; `run` journals every command it runs."""
+
+    host: Host
+    transport: Transport
+    step: Step
+    args: Any
+    vars: dict[str, Any]
+    journal: Journal
+    run_dir: Path
+    playbook_dir: Path
+    check: bool = False
+    emit: Callable[[str], None] = lambda _msg: None
+
+    @property
+    def timeout(self) -> float:
+        return self.step.timeout
+
+    def run(self, cmd: Command, *, timeout: float | None = None, cwd: str | None = None,
+            env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
+        result = self.transport.run(cmd, timeout=timeout or self.step.timeout, cwd=cwd, env=env, stdin=stdin)
+        self.journal.command(self.host.name, self.step.name, result)
+        return result
+
+    def probe(self, cmd: Command) -> CommandResult:
+        """A read-only check with the short probe timeout."""
+        return self.run(cmd, timeout=min(PROBE_TIMEOUT_S, self.step.timeout))
+
+    def path(self, value: str) -> str:
+        """A host path from a step argument, with `~` and relative paths resolved on the host."""
+        return self.transport.expand(value)
+
+
+class StepKind:
+    """Base class; subclasses set `name` and override what applies to them."""
+
+    name: str = ""
+    #: argument keys rendered in shell mode (every substituted value shell-quoted)
+    shell_keys: frozenset[str] = frozenset()
+    #: top-level keys the kind accepts when its args are a mapping
+    keys: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+
+    def validate(self, step: Step) -> None:
+        """Static checks at load time, before templating."""
+        from specops.yamlfile import check_keys
+
+        if self.keys:
+            check_keys(step.args, self.keys, f"{step.label} ({self.name})", required=self.required)
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        return render_tree(step.args, variables, where=f"{step.where}: {step.label}", shell_keys=self.shell_keys)
+
+    def describe(self, ctx: StepContext) -> list[str]:
+        """The exact commands apply would run (for --check). May run read-only probes."""
+        return []
+
+    def is_done(self, ctx: StepContext) -> bool | None:
+        """True when the host already has this step's result; None when it cannot tell."""
+        return None
+
+    def apply(self, ctx: StepContext) -> Outcome:
+        raise NotImplementedError
+
+    def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
+        """The kind's built-in verification; (ok, what was seen)."""
+        if outcome.result is not None and not outcome.result.ok:
+            r = outcome.result
+            seen = "timed out" if r.timed_out else f"exit code {r.rc}"
+            return False, f"{seen}: {r.tail(5) or '(no output)'}"
+        return True, ""
+
+    def rollback(self, ctx: StepContext, outcome: Outcome | None) -> str:
+        """Undo what apply left; return a note of what was done (or '')."""
+        return ""
+
+
+# ----- the `verify:` block shared by every kind ---------------------------------------
+
+STATE_KEYS = ("file_exists", "file_contains", "http_status")
+
+
+def http_probe_script(url: str, timeout: float = 5.0) -> list[str]:
+    """Print the HTTP status of `url` using whatever the host has (curl, else python3)."""
+    py = ("import sys,urllib.request,urllib.error\n"
+          "try:\n print(urllib.request.urlopen(sys.argv[1],timeout=float(sys.argv[2])).status)\n"
+          "except urllib.error.HTTPError as e:\n print(e.code)\n"
+          "except Exception:\n print(0)\n")
+    script = ('if command -v curl >/dev/null 2>&1; then curl -s -o /dev/null -m "$2" -w "%{http_code}" "$1"; '
+              'echo; else python3 -c "$3" "$1" "$2"; fi')
+    return ["bash", "-c", script, "probe", url, str(timeout), py]
+
+
+def check_user_verify(ctx: StepContext, spec: dict[str, Any], result: CommandResult | None,
+                      only_state: bool = False) -> tuple[bool, str]:
+    """Evaluate a rendered `verify:` mapping; (ok, what was seen)."""
+    if not only_state and result is not None:
+        want_rc = spec.get("rc", 0)
+        if result.rc != want_rc:
+            return False, f"exit code {result.rc}, expected {want_rc}: {result.tail(5) or '(no output)'}"
+        if "stdout_contains" in spec and spec["stdout_contains"] not in result.stdout:
+            return False, f"stdout does not contain {spec['stdout_contains']!r}: {result.stdout.strip()[-300:]!r}"
+        if "stdout_matches" in spec and not re.search(spec["stdout_matches"], result.stdout, re.M):
+            return False, f"stdout does not match /{spec['stdout_matches']}/: {result.stdout.strip()[-300:]!r}"
+    if "file_exists" in spec:
+        path = ctx.path(spec["file_exists"])
+        if ctx.probe(["test", "-e", path]).rc != 0:
+            return False, f"file {path} does not exist"
+    if "file_contains" in spec:
+        fc = spec["file_contains"]
+        path = ctx.path(fc["path"])
+        probe = ctx.probe(["grep", "-E", "-q", "-e", fc["regex"], "--", path])
+        if probe.rc != 0:
+            why = "does not exist or cannot be read" if probe.rc == 2 else f"has no line matching /{fc['regex']}/"
+            return False, f"file {path} {why}"
+    if "http_status" in spec:
+        hs = spec["http_status"]
+        url, want = (hs, 200) if isinstance(hs, str) else (hs["url"], int(hs.get("status", 200)))
+        probe = ctx.probe(http_probe_script(url))
+        got = probe.stdout.strip() or "0"
+        if got != str(want):
+            return False, f"GET {url} answered {got if got != '000' and got != '0' else 'nothing'}, expected {want}"
+    return True, ""
+
+
+def has_state_checks(spec: dict[str, Any]) -> bool:
+    return any(k in spec for k in STATE_KEYS)
+
+
+def quote_cmd(cmd: Command) -> str:
+    return cmd if isinstance(cmd, str) else shlex.join(str(a) for a in cmd)
+
+
+def pretty_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str)
+
+
+def require_type(step: Step, value: Any, types: type | tuple, what: str) -> None:
+    if not isinstance(value, types):
+        raise ConfigError(f"{step.label}: {what}", where=step.where)

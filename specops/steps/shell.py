@@ -1,0 +1,57 @@
+"""`shell`: a script (run with bash -c, every substituted value shell-quoted) or an argv list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specops.errors import ConfigError
+from specops.playbook import Step
+from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd
+from specops.templating import render, render_tree
+from specops.transport.base import command_line
+
+
+class Shell(StepKind):
+    name = "shell"
+    keys = ("cmd", "chdir", "env", "creates")
+
+    def validate(self, step: Step) -> None:
+        args = step.args
+        if isinstance(args, str):
+            return
+        if isinstance(args, list):
+            if not args or not all(isinstance(a, (str, int, float)) for a in args):
+                raise ConfigError(f"{step.label}: an argv list must hold strings", where=step.where)
+            return
+        super().validate(step)
+        if "cmd" not in args:
+            raise ConfigError(f"{step.label}: shell needs 'cmd' (a script or an argv list)", where=step.where)
+
+    def render(self, step: Step, variables: dict[str, Any]) -> dict[str, Any]:
+        where = f"{step.where}: {step.label}"
+        args = step.args if isinstance(step.args, dict) else {"cmd": step.args}
+        cmd = args["cmd"]
+        rendered = dict(render_tree({k: v for k, v in args.items() if k != "cmd"}, variables, where=where))
+        if isinstance(cmd, str):
+            rendered["cmd"] = render(cmd, variables, shell=True, where=where)
+        else:  # argv: each element is one argument, never re-parsed by a shell
+            rendered["cmd"] = [str(render(str(a), variables, where=where)) for a in cmd]
+        return rendered
+
+    def describe(self, ctx: StepContext) -> list[str]:
+        line = command_line(ctx.args["cmd"])
+        if ctx.args.get("chdir"):
+            line = f"cd {ctx.args['chdir']} && {line}"
+        return [line]
+
+    def is_done(self, ctx: StepContext) -> bool | None:
+        creates = ctx.args.get("creates")
+        if creates:
+            return ctx.probe(["test", "-e", ctx.path(creates)]).rc == 0
+        return None
+
+    def apply(self, ctx: StepContext) -> Outcome:
+        env = {str(k): str(v) for k, v in (ctx.args.get("env") or {}).items()}
+        cwd = ctx.path(ctx.args["chdir"]) if ctx.args.get("chdir") else None
+        result = ctx.run(ctx.args["cmd"], cwd=cwd, env=env or None)
+        return Outcome(result=result, message=quote_cmd(ctx.args["cmd"])[:80])

@@ -1,0 +1,96 @@
+"""Jinja2 templating with StrictUndefined, and shell-safe substitution for scripts.
+
+In a shell script every `{{ value }}` is shell-quoted on the way out, so a variable such as
+`x; touch PWNED; echo $(id)` is written literally and never runs. A deliberate raw
+substitution says so: `{{ value | raw }}`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import jinja2
+from jinja2.nativetypes import NativeEnvironment
+
+from specops.errors import ConfigError
+
+_SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.S)
+
+
+class Raw(str):
+    """A value the author asked to paste into a shell script unquoted."""
+
+
+def _shell_finalize(value: Any) -> Any:
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return " ".join(shlex.quote(str(v)) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return shlex.quote("" if value is None else str(value))
+
+
+def _filters(env: jinja2.Environment) -> None:
+    env.filters["raw"] = lambda v: Raw("" if v is None else v)
+    env.filters["quote"] = lambda v: shlex.quote(str(v))
+
+
+_plain = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+_shell = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                            finalize=_shell_finalize)
+_native = NativeEnvironment(undefined=jinja2.StrictUndefined)
+for _env in (_plain, _shell, _native):
+    _filters(_env)
+
+
+def _undefined_name(exc: jinja2.UndefinedError) -> str:
+    match = re.search(r"'([^']+)' is undefined", str(exc))
+    return match.group(1) if match else str(exc)
+
+
+def render(text: str, variables: dict[str, Any], *, shell: bool = False, where: str = "") -> Any:
+    """Render one string. A string that is a single `{{ expr }}` keeps its native type
+    (a list stays a list), except in shell mode where everything becomes quoted text."""
+    if "{{" not in text and "{%" not in text:
+        return text
+    try:
+        if shell:
+            return _shell.from_string(text).render(variables)
+        if _SINGLE_EXPR.match(text):
+            value = _native.from_string(text).render(variables)
+            if isinstance(value, jinja2.Undefined):
+                str(value)  # raises UndefinedError with the variable's name
+            return value
+        return _plain.from_string(text).render(variables)
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"undefined variable '{_undefined_name(exc)}'", where=where) from None
+    except jinja2.TemplateError as exc:
+        raise ConfigError(f"template error: {exc}", where=where) from None
+
+
+def render_tree(value: Any, variables: dict[str, Any], *, where: str = "", shell_keys: frozenset[str] = frozenset()) -> Any:
+    """Render every string inside dicts/lists; keys in `shell_keys` are rendered in shell mode."""
+    if isinstance(value, str):
+        return render(value, variables, where=where)
+    if isinstance(value, list):
+        return [render_tree(v, variables, where=where) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: (render(v, variables, shell=True, where=where) if k in shell_keys and isinstance(v, str)
+                else render_tree(v, variables, where=where))
+            for k, v in value.items()
+        }
+    return value
+
+
+def evaluate(expression: str, variables: dict[str, Any], *, where: str = "") -> Any:
+    """Evaluate a bare expression (for `when:`)."""
+    try:
+        return _plain.compile_expression(expression, undefined_to_none=False)(**variables)
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"undefined variable '{_undefined_name(exc)}' in when: {expression}", where=where) from None
+    except jinja2.TemplateError as exc:
+        raise ConfigError(f"bad when: expression '{expression}': {exc}", where=where) from None
