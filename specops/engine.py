@@ -185,6 +185,10 @@ class Engine:
             self.transports[host.name] = transport
             report.current = "connecting"
             workdir = transport.expand(host.workdir)
+            if not self.check:
+                made = transport.run(["mkdir", "-p", workdir], timeout=30)
+                if not made.ok:
+                    raise SpecopsError(f"cannot create workdir {workdir}: {made.tail(2)}", where=f"host {host.name}")
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
         except SpecopsError as exc:
             report.error = str(exc)
@@ -257,7 +261,9 @@ class Engine:
         if done:
             reason = "verified (resumed run)" if resumed else "already verified"
             status.status, status.detail = SKIPPED, reason
-            journal.event("skip", reason=reason, **ev)
+            if step.register:
+                variables[step.register] = dict(ctx.facts, skipped=True)
+            journal.event("skip", reason=reason, **ev, **_jsonable(ctx.facts))
             return
 
         outcome: Outcome | None = None

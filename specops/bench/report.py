@@ -138,7 +138,7 @@ class ReportSummary:
 def format_level(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.1f}" if abs(value - round(value)) > 0.05 else str(int(round(value)))
+    return f"{value:.1f}"
 
 
 def find_crossover(points: Sequence[tuple[int, float]]) -> Crossover:

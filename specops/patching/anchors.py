@@ -120,7 +120,13 @@ def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) 
             if anchor.position:
                 body = [s for s in fn.body if not _is_docstring(s)] or fn.body
                 stmt = body[0] if anchor.position == "body_start" else fn.body[-1]
-                out.append(_span(stmt, lines))
+                span = _span(stmt, lines)
+                if anchor.position == "body_start":  # before the comments that lead the body
+                    first = span.first
+                    while first - 1 > fn.lineno and lines[first - 2].strip().startswith("#"):
+                        first -= 1
+                    span = Span(first, span.last, span.indent)
+                out.append(span)
             elif anchor.statement:
                 pattern = re.compile(anchor.statement)
                 hits = [s for s in _statements_in(fn)

@@ -131,7 +131,7 @@ def _newline(text: str) -> str:
 
 
 def _block(edit_text: str, indent: str, nl: str) -> list[str]:
-    body = textwrap.dedent(edit_text).strip("\n")
+    body = textwrap.dedent(edit_text).rstrip("\n")
     return [(indent + ln if ln.strip() else "") + nl for ln in body.split("\n")]
 
 

@@ -48,6 +48,8 @@ class StepContext:
     playbook_dir: Path
     check: bool = False
     emit: Callable[[str], None] = lambda _msg: None
+    #: what is_done learned (e.g. the checked-out sha), registered when the step is skipped
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def timeout(self) -> float:

@@ -50,11 +50,15 @@ class Git(StepKind):
         if self._git(ctx, "rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{ref}", timeout=30).rc == 0:
             return False
         head, want = self._head(ctx), self._resolve(ctx)
-        return head is not None and head == want
+        if head is not None and head == want:
+            ctx.facts.update(sha=head, ref=ref)
+            return True
+        return False
 
     def apply(self, ctx: StepContext) -> Outcome:
         dest, repo, ref = ctx.path(ctx.args["dest"]), str(ctx.args["repo"]), str(ctx.args["ref"])
-        if ctx.probe(["test", "-e", f"{dest}/.git"]).rc != 0:
+        fresh = ctx.probe(["test", "-e", f"{dest}/.git"]).rc != 0
+        if fresh:
             if ctx.probe(["bash", "-c", 'test -e "$1" && test -n "$(ls -A "$1")"', "_", dest]).rc == 0:
                 raise StepError(f"{dest} exists and is not a git checkout; refusing to clone over it")
             clone = ["git", "clone", "--no-checkout"]
@@ -71,12 +75,12 @@ class Git(StepKind):
             if r.rc != 0:
                 raise StepError(f"git fetch in {dest} failed: {r.tail(3)}")
         want = self._resolve(ctx)
-        if want is None and (_SHA.match(ref) or True):
+        if want is None:  # a commit not on any fetched branch or tag
             self._git(ctx, "fetch", "origin", ref)
             want = self._resolve(ctx)
         if want is None:
             raise StepError(f"ref '{ref}' not found in {repo} (not a branch, tag or commit)")
-        head = self._head(ctx)
+        head = None if fresh else self._head(ctx)
         if head != want and head is not None and not ctx.args.get("force"):
             dirty = self._git(ctx, "status", "--porcelain", "--untracked-files=no", timeout=60)
             if dirty.stdout.strip():

@@ -1,0 +1,496 @@
+"""Launch, reuse, readiness, stop and status of arm servers on a host, over a Transport.
+
+Servers are detached (setsid nohup, stdin from /dev/null, output to a log) so they
+outlive the SSH session; their pid, process group, command and args hash are kept in
+`<workdir>/.specops/servers/<arm>.json` on the host, which is all later commands
+(`status`, `stop`, `logs`, a re-run) need. Each check is one remote round trip.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import posixpath
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from specops.errors import StepError, TransportError
+from specops.logwatch import (READY_LINE, crash_excerpt, find_signature, parse_chunk_line,
+                              chunk_script, read_new, tail_lines)
+from specops.servers.launch import LaunchPlan, log_path, state_path
+from specops.servers.remote import FUNCS, q
+from specops.transport.base import Transport
+
+_RUN_TIMEOUT = 60.0
+#: How long a crash signature may precede the process's exit before we fail anyway;
+#: it lets the rest of the traceback reach the log.
+CRASH_GRACE_S = 1.0
+_KEEP_BYTES = 512 * 1024
+
+
+@dataclass
+class ServerState:
+    """What the host's state file records about one launched arm."""
+
+    arm: str
+    kind: str
+    pid: int
+    pgid: int
+    proc_start: str  # /proc/<pid>/stat starttime: tells our process from a reused pid
+    port: int
+    command: str
+    argv: list[str]
+    env: dict[str, str]
+    args_hash: str
+    log_path: str
+    state_path: str
+    mechanism: str
+    started_at: float
+    workdir: str
+    model: str = ""
+    config_path: str | None = None
+    effective_threshold: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> bytes:
+        # One key per line: the status script reads pid/port/proc_start with sed.
+        return (json.dumps(asdict(self), indent=1) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> "ServerState":
+        raw = json.loads(data)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+@dataclass
+class LaunchOutcome:
+    state: ServerState
+    action: str  # "launched" | "reused" | "restarted"
+
+
+def _where(transport: Transport, arm: str) -> str:
+    return f"host {transport.name}, server '{arm}'"
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "~", "./", "../"))
+
+
+def _run(transport: Transport, script: str, timeout: float = _RUN_TIMEOUT, **kw):
+    return transport.run(FUNCS + script, timeout=timeout, **kw)
+
+
+# --- state files -----------------------------------------------------------------------
+
+def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | None:
+    path = state_path(transport.expand(workdir), arm)
+    if transport.stat_size(path) is None:
+        return None
+    try:
+        return ServerState.from_json(transport.get(path))
+    except (ValueError, TypeError):
+        return None  # a damaged state file is treated as no server
+
+
+def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
+    """All state files under the workdir, in one round trip."""
+    d = posixpath.join(transport.expand(workdir), ".specops", "servers")
+    script = (f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
+              f"case \"$f\" in *.adaptive.json) continue;; esac; "
+              f"printf '@@STATE %s\\n' \"$(base64 -w0 < \"$f\")\"; done")
+    res = transport.run(script, timeout=_RUN_TIMEOUT)
+    out: dict[str, ServerState] = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("@@STATE "):
+            try:
+                st = ServerState.from_json(base64.b64decode(line[8:]))
+            except (ValueError, TypeError):
+                continue
+            out[st.arm] = st
+    return out
+
+
+# --- probing ---------------------------------------------------------------------------
+
+@dataclass
+class Probe:
+    alive: bool
+    health: str  # HTTP code as text, "000" when nothing answered
+
+
+def probe(transport: Transport, states: Sequence[ServerState]) -> list[Probe]:
+    """Process liveness and /health code for each state, one round trip."""
+    parts = []
+    for st in states:
+        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port})\"; "
+                     f"else echo '@@P 0 000'; fi")
+    res = _run(transport, "\n".join(parts))
+    lines = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
+    if len(lines) != len(states):
+        raise TransportError(f"probing servers failed: {res.tail(5)}", where=f"host {transport.name}")
+    return [Probe(ln[1] == "1", ln[2] if len(ln) > 2 else "000") for ln in lines]
+
+
+# --- launch ----------------------------------------------------------------------------
+
+def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
+    logdir = posixpath.dirname(plan.log_path)
+    statedir = posixpath.dirname(plan.state_path)
+    lines = [f"mkdir -p {q(logdir)} {q(statedir)} || exit 12",
+             f"if _port_busy {plan.port}; then echo '@@PORTBUSY'; "
+             f"ss -ltnp 'sport = :{plan.port}' 2>/dev/null | tail -n +2 | head -3; exit 10; fi"]
+    model_flags = ("--model-path", "--speculative-draft-model-path")
+    for i, a in enumerate(plan.argv[:-1]):
+        if a in model_flags and _looks_local(plan.argv[i + 1]):
+            p = plan.argv[i + 1]
+            p = transport.expand(p) if p.startswith("~") else p
+            lines.append(f"if [ ! -e {q(p)} ]; then echo '@@NOMODEL '{q(p)}; exit 11; fi")
+    lp = q(plan.log_path)
+    env_words = " ".join(q(f"{k}={v}") for k, v in sorted(plan.env.items()))
+    lines += [
+        f"if [ -e {lp} ]; then mv -f {lp} {q(plan.log_path + '.1')}; fi",
+        f"cd {q(plan.workdir)} || exit 12",
+        f"setsid nohup env {env_words} {' '.join(q(a) for a in plan.argv)} > {lp} 2>&1 < /dev/null &",
+        "pid=$!",
+        "echo \"@@PID $pid $(_start $pid)\"",
+    ]
+    return "\n".join(lines)
+
+
+def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) -> LaunchOutcome:
+    """Start the arm detached, or reuse a healthy server launched with the same args hash.
+
+    A server recorded with different args, or a dead one, is stopped and replaced. A port
+    held by something else, or a local model path that does not exist, raises StepError
+    naming it, before anything starts."""
+    where = _where(transport, plan.arm)
+    existing = read_state(transport, plan.workdir, plan.arm)
+    action = "launched"
+    if existing is not None:
+        (p,) = probe(transport, [existing])
+        if reuse and p.alive and p.health == "200" and existing.args_hash == plan.args_hash:
+            return LaunchOutcome(existing, "reused")
+        stop_states(transport, [existing])
+        if p.alive:
+            action = "restarted"
+    if plan.config_path and plan.config_json is not None:
+        transport.put(plan.config_json.encode(), plan.config_path)
+    res = _run(transport, _launch_script(transport, plan))
+    out = res.stdout
+    if res.rc == 10 or "@@PORTBUSY" in out:
+        holder = out.split("@@PORTBUSY", 1)[1].strip()
+        raise StepError(f"port {plan.port} is already in use by another process"
+                        + (f":\n{holder}" if holder else ""), where=where,
+                        hint=f"stop whatever listens on port {plan.port} or give arm '{plan.arm}' another port")
+    if res.rc == 11 or "@@NOMODEL" in out:
+        path = out.split("@@NOMODEL", 1)[1].strip()
+        raise StepError(f"model path {path} does not exist on the host", where=where,
+                        hint="download the model there first or fix the model path")
+    pid_line = next((ln for ln in out.splitlines() if ln.startswith("@@PID ")), None)
+    if not res.ok or pid_line is None:
+        raise StepError(f"launch failed (rc {res.rc}): {res.tail(10)}", where=where)
+    parts = pid_line.split()
+    pid = int(parts[1])
+    state = ServerState(
+        arm=plan.arm, kind=plan.kind, pid=pid, pgid=pid, proc_start=parts[2] if len(parts) > 2 else "",
+        port=plan.port, command=plan.command, argv=plan.argv, env=plan.env, args_hash=plan.args_hash,
+        log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
+        started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
+        effective_threshold=plan.effective_threshold, notes=plan.notes)
+    transport.put(state.to_json(), plan.state_path)
+    return LaunchOutcome(state, action)
+
+
+def launch_arms(transport: Transport, plans: Sequence[LaunchPlan], *, reuse: bool = True) -> list[LaunchOutcome]:
+    return [launch_arm(transport, p, reuse=reuse) for p in plans]
+
+
+# --- readiness -------------------------------------------------------------------------
+
+@dataclass
+class _Watch:
+    state: ServerState
+    offset: int = 0
+    text: str = ""
+    ready_line: bool = False
+    crash_at: float | None = None
+    signature: str | None = None
+    health: str = "000"
+    alive: bool = True
+    ready_after_s: float | None = None
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.offset += len(data)
+        start = max(0, len(self.text) - 300)
+        self.text += data.decode(errors="replace")
+        if len(self.text) > _KEEP_BYTES:
+            cut = len(self.text) - _KEEP_BYTES
+            self.text, start = self.text[cut:], max(0, start - cut)
+        new = self.text[start:]
+        if READY_LINE in new:
+            self.ready_line = True
+        if self.signature is None:
+            for line in new.splitlines():
+                sig = find_signature(line)
+                if sig:
+                    self.signature = sig
+                    self.crash_at = time.monotonic()
+                    break
+
+
+def _poll(transport: Transport, watches: Sequence[_Watch], max_bytes: int) -> None:
+    parts = []
+    for w in watches:
+        st = w.state
+        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port})\"; "
+                     f"else echo '@@P 0 000'; fi")
+        parts.append(chunk_script(st.log_path, w.offset, max_bytes))
+    res = _run(transport, "\n".join(parts))
+    probes = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
+    logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
+    if len(probes) != len(watches) or len(logs) != len(watches):
+        raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {transport.name}")
+    for w, p, lg in zip(watches, probes, logs):
+        w.alive, w.health = p[1] == "1", p[2] if len(p) > 2 else "000"
+        w.feed(parse_chunk_line(w.state.log_path, lg).data)
+
+
+def _drain(transport: Transport, w: _Watch) -> None:
+    """Read what is left of a dead server's log (bounded), so the excerpt is complete."""
+    for _ in range(16):
+        (c,) = read_new(transport, [(w.state.log_path, w.offset)], max_bytes=256 * 1024)
+        if not c.data:
+            return
+        w.feed(c.data)
+
+
+def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
+    st = w.state
+    excerpt = crash_excerpt(w.text)
+    if not w.alive:
+        what = f"exited {elapsed:.1f}s after the readiness wait began"
+    else:
+        what = f"logged a crash ({w.signature})"
+    if w.signature and not w.alive:
+        what += f" ({w.signature})"
+    return StepError(f"server '{st.arm}' {what}; log {st.log_path}:\n{excerpt}",
+                     where=_where(transport, st.arm),
+                     hint=f"specops logs --server {st.arm} --errors; command: {st.command}")
+
+
+def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout_s: float,
+                    poll_s: float = 0.5, *, max_bytes: int = 256 * 1024) -> dict[str, float]:
+    """Wait until every server is ready (alive, /health 200, ready line logged), polling
+    all of them in one round trip at most `poll_s` (<= 1 s) apart. Returns seconds to
+    ready per arm. A dead process or a crash signature raises StepError at once with the
+    log's crash block; a timeout raises it with the last log lines."""
+    poll_s = min(max(poll_s, 0.05), 1.0)
+    watches = [_Watch(st) for st in states]
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    while True:
+        _poll(transport, [w for w in watches if w.ready_after_s is None], max_bytes)
+        now = time.monotonic()
+        for w in watches:
+            if w.ready_after_s is not None:
+                continue
+            if not w.alive:
+                _drain(transport, w)
+                raise _fail(transport, w, now - t0)
+            if w.crash_at is not None and now - w.crash_at >= CRASH_GRACE_S:
+                raise _fail(transport, w, now - t0)
+            if w.health == "200" and w.ready_line:
+                w.ready_after_s = now - t0
+        if all(w.ready_after_s is not None for w in watches):
+            return {w.state.arm: w.ready_after_s for w in watches}  # type: ignore[misc]
+        if now >= deadline:
+            w = next(w for w in watches if w.ready_after_s is None)
+            try:
+                last = "\n".join(tail_lines(transport, w.state.log_path, 30))
+            except TransportError:
+                last = "(no log file)"
+            missing = []
+            if w.health != "200":
+                missing.append(f"/health answered {w.health}")
+            if not w.ready_line:
+                missing.append("ready line not logged")
+            raise StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s "
+                            f"({', '.join(missing)}); last lines of {w.state.log_path}:\n{last}",
+                            where=_where(transport, w.state.arm),
+                            hint="raise the step's timeout if the model is large")
+        pending = [w for w in watches if w.ready_after_s is None and w.crash_at is not None]
+        time.sleep(min(poll_s, 0.2) if pending else min(poll_s, max(0.0, deadline - now)))
+
+
+def wait_ready(transport: Transport, state: ServerState, timeout_s: float, poll_s: float = 0.5) -> float:
+    """wait_ready_many for one server; returns seconds to ready."""
+    return wait_ready_many(transport, [state], timeout_s, poll_s)[state.arm]
+
+
+# --- stop ------------------------------------------------------------------------------
+
+@dataclass
+class StopResult:
+    arm: str
+    pid: int
+    port: int
+    was_running: bool
+    signal: str | None  # "TERM", "KILL" or None when nothing ran
+    port_free: bool
+    gpu_released: bool | None  # None where nvidia-smi does not exist
+
+
+def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: float, gpu_wait_s: float) -> str:
+    lines = ["declare -A SIG PIDS", "now() { date +%s%N | cut -c1-13; }"]
+    for i, st in enumerate(states):
+        lines.append(
+            f"SIG[{i}]=none; PIDS[{i}]=''; "
+            f"if _ours {st.pid} {q(st.proc_start)} && _grp_alive {st.pgid}; then "
+            f"PIDS[{i}]=$(_grp_pids {st.pgid} | tr '\\n' ' '); kill -TERM -- -{st.pgid} 2>/dev/null; SIG[{i}]=TERM; fi")
+    n = len(states)
+    idx = " ".join(str(i) for i in range(n))
+    pg = {i: st.pgid for i, st in enumerate(states)}
+    pgids = " ".join(f"[{i}]={pg[i]}" for i in range(n))
+    ports = " ".join(f"[{i}]={st.port}" for i, st in enumerate(states))
+    lines += [
+        f"declare -A PG=({pgids}) PORT=({ports})",
+        f"end=$(( $(now) + {int(grace_s * 1000)} ))",
+        f"while [ $(now) -lt $end ]; do left=0; for i in {idx}; do "
+        f"[ ${{SIG[$i]}} != none ] && _grp_alive ${{PG[$i]}} && left=1; done; "
+        f"[ $left = 0 ] && break; sleep 0.1; done",
+        f"for i in {idx}; do if [ ${{SIG[$i]}} != none ] && _grp_alive ${{PG[$i]}}; then "
+        f"kill -KILL -- -${{PG[$i]}} 2>/dev/null; SIG[$i]=KILL; fi; done",
+        f"end=$(( $(now) + {int(port_wait_s * 1000)} ))",
+        f"while [ $(now) -lt $end ]; do busy=0; for i in {idx}; do "
+        f"_grp_alive ${{PG[$i]}} && busy=1; _port_busy ${{PORT[$i]}} && busy=1; done; "
+        f"[ $busy = 0 ] && break; sleep 0.1; done",
+        "GPU=none; if command -v nvidia-smi >/dev/null 2>&1; then GPU=yes; "
+        f"end=$(( $(now) + {int(gpu_wait_s * 1000)} )); "
+        f"while [ $(now) -lt $end ]; do held=0; g=\" $(_gpu_pids | tr '\\n' ' ') \"; for i in {idx}; do "
+        f"for p in ${{PIDS[$i]}}; do case \"$g\" in *\" $p \"*) held=1;; esac; done; done; "
+        f"[ $held = 0 ] && break; sleep 0.5; done; [ $held = 0 ] || GPU=held; fi",
+        f"for i in {idx}; do pf=1; _port_busy ${{PORT[$i]}} && pf=0; ga=0; _grp_alive ${{PG[$i]}} && ga=1; "
+        f"echo \"@@S $i ${{SIG[$i]}} $pf $ga $GPU\"; done",
+    ]
+    return "\n".join(lines)
+
+
+def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s: float = 10.0,
+                port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
+    """TERM each server's process group, KILL after grace_s, wait (bounded) until its port
+    is free and, where nvidia-smi exists, its GPU memory released; remove its state file."""
+    if not states:
+        return []
+    script = _stop_script(states, grace_s, port_wait_s, gpu_wait_s)
+    res = _run(transport, script, timeout=grace_s + port_wait_s + gpu_wait_s + 30)
+    rows = {int(p[1]): p for p in (ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@S "))}
+    if len(rows) != len(states):
+        raise StepError(f"stop failed: {res.tail(10)}", where=f"host {transport.name}")
+    results = []
+    problems = []
+    for i, st in enumerate(states):
+        _, _, sig, pf, ga, gpu = rows[i]
+        r = StopResult(st.arm, st.pid, st.port, sig != "none", None if sig == "none" else sig,
+                       pf == "1", None if gpu == "none" else gpu == "yes")
+        results.append(r)
+        if ga == "1":
+            problems.append(f"server '{st.arm}': processes of group {st.pgid} survived SIGKILL")
+        elif not r.port_free:
+            problems.append(f"server '{st.arm}': port {st.port} still in use after stop")
+        if r.gpu_released is False:
+            problems.append(f"server '{st.arm}': GPU memory not released after {gpu_wait_s:.0f}s")
+    files = [q(st.state_path) for st in states if rows[states.index(st)][4] == "0"]
+    files += [q(st.config_path) for st in states if st.config_path]
+    if files:
+        transport.run(f"rm -f {' '.join(files)}", timeout=_RUN_TIMEOUT)
+    if problems:
+        raise StepError("; ".join(problems), where=f"host {transport.name}")
+    return results
+
+
+def stop_arms(transport: Transport, workdir: str, arms: Sequence[str] | None = None,
+              grace_s: float = 10.0, *, port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
+    """Stop the named arms (all recorded ones when None) under `workdir` on the host."""
+    states = read_states(transport, workdir)
+    chosen = [states[a] for a in (arms if arms is not None else sorted(states)) if a in states]
+    return stop_states(transport, chosen, grace_s=grace_s, port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
+
+
+# --- status ----------------------------------------------------------------------------
+
+@dataclass
+class ArmStatus:
+    arm: str
+    state: str  # ready | starting | dead | stopped
+    pid: int | None = None
+    port: int | None = None
+    uptime_s: float | None = None
+    mechanism: str | None = None
+    command: str | None = None
+    health: str | None = None
+    log_path: str | None = None
+    effective_threshold: int | None = None
+
+
+def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
+    """Per arm: pid, port, ready/starting/dead/stopped, uptime, mechanism, command; one
+    round trip for all arms. Arms named in `arms` without a state file are "stopped"."""
+    wd = transport.expand(workdir)
+    d = posixpath.join(wd, ".specops", "servers")
+    rl = q(READY_LINE)
+    script = f"""
+echo "@@NOW $(date +%s)"
+for f in {q(d)}/*.json; do
+  [ -e "$f" ] || continue
+  case "$f" in *.adaptive.json) continue;; esac
+  pid=$(sed -n 's/^ *"pid": \\([0-9]*\\).*/\\1/p' "$f" | head -1)
+  port=$(sed -n 's/^ *"port": \\([0-9]*\\).*/\\1/p' "$f" | head -1)
+  ps_=$(sed -n 's/^ *"proc_start": "\\([0-9]*\\)".*/\\1/p' "$f" | head -1)
+  log=${{f%.json}}; log=$(dirname "$(dirname "$log")")/logs/$(basename "$log").log
+  a=0; h=000; r=0
+  if [ -n "$pid" ] && _alive "$pid" "$ps_"; then a=1; h=$(_health "$port"); fi
+  grep -m1 -qF {rl} "$log" 2>/dev/null && r=1
+  echo "@@ST $a $h $r $(base64 -w0 < "$f")"
+done
+"""
+    res = _run(transport, script)
+    now = None
+    found: dict[str, ArmStatus] = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("@@NOW "):
+            now = float(line.split()[1])
+        elif line.startswith("@@ST "):
+            _, a, h, r, blob = line.split(" ", 4)
+            try:
+                st = ServerState.from_json(base64.b64decode(blob))
+            except (ValueError, TypeError):
+                continue
+            if a != "1":
+                state = "dead"
+            elif h == "200" and r == "1":
+                state = "ready"
+            else:
+                state = "starting"
+            found[st.arm] = ArmStatus(
+                st.arm, state, st.pid, st.port,
+                (now - st.started_at) if (now and a == "1") else None,
+                st.mechanism, st.command, h, st.log_path, st.effective_threshold)
+    names = list(arms) if arms is not None else sorted(found)
+    return [found.get(a) or ArmStatus(a, "stopped", log_path=log_path(wd, a)) for a in names]
+
+
+def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict:
+    """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang)."""
+    for path in ("/server_info", "/get_server_info"):
+        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://127.0.0.1:{state.port}{path}"],
+                            timeout=timeout + 5)
+        if res.ok and res.stdout.strip():
+            try:
+                return json.loads(res.stdout)
+            except ValueError:
+                continue
+    raise StepError(f"no /server_info from port {state.port}", where=_where(transport, state.arm))

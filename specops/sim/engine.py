@@ -1,0 +1,235 @@
+"""Continuous-batching scheduler of the simulator: queue, prefill, decode steps, stats.
+
+One asyncio task plays SGLang's scheduler: it admits waiting requests up to the running
+limit (a prefill step), otherwise runs one decode step for the whole running batch, sleeps
+the step's model time times the time scale, and hands each request its new tokens. Request
+handlers wait on an event, so under load a stream chunk carries whatever tokens arrived
+since the last one, as SGLang's tokenizer manager does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from specops.sim import model as M
+from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
+
+WORDS = (
+    "the of and to in is was that for on as with by at from his an were are which this be has had "
+    "one their its new after who they have her she two been other when there all during into school "
+    "time may years more most only over city some world would where later up such used many can state "
+    "about national out known university united then made first any well also game system model token"
+).split()
+
+
+@dataclass
+class SimRequest:
+    """One generation request as the scheduler sees it."""
+
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    seed: int
+    created: float = field(default_factory=time.monotonic)
+    generated: int = 0
+    verify_steps: int = 0
+    finished: bool = False
+    aborted: bool = False
+    first_token_at: float | None = None
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def token_text(self, start: int, end: int) -> str:
+        """Synthetic detokenized text for tokens [start, end): deterministic per request."""
+        return "".join(" " + WORDS[(self.seed * 7919 + i * 104729) % len(WORDS)] for i in range(start, end))
+
+    @property
+    def accept_length(self) -> float:
+        return self.generated / self.verify_steps if self.verify_steps else 0.0
+
+
+@dataclass
+class EngineConfig:
+    arm: M.ArmModel
+    max_running: int
+    time_scale: float = M.DEFAULT_TIME_SCALE
+    seed: int = 0
+    max_total_tokens: int = M.DEFAULT_MAX_TOTAL_TOKENS
+    cuda_graph_max_bs: int = 256
+    max_prefill_tokens: int = 16384
+    decode_log_interval: int = M.DECODE_LOG_INTERVAL
+    crash_after: int | None = None  # completed requests before the injected crash
+
+
+class Scheduler:
+    """The simulated scheduler loop; `on_crash` is awaited once when the injected crash fires."""
+
+    def __init__(self, cfg: EngineConfig, log: SimLog, on_crash: Callable[[], Awaitable[None]] | None = None):
+        self.cfg = cfg
+        self.log = log
+        self.on_crash = on_crash
+        self.rng = random.Random(cfg.seed)
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.wake = asyncio.Event()
+        self.completed = 0
+        self.counted = 0  # completions that count towards crash_after (excludes warmup)
+        self.model_time = 0.0  # model seconds elapsed while busy or idle
+        self.decode_steps = 0
+        self._noise = 1.0
+        self._log_tokens = 0
+        self._log_model_t0 = 0.0
+        self._acc_tokens = 0
+        self._acc_steps = 0
+        self.total_accepted = 0
+        self.total_verify = 0
+        self.last_gen_throughput = 0.0
+        self._clock = 0.0
+        self._ids = itertools.count()
+
+    # ------------------------------------------------------------------ public API
+    def new_request(self, prompt_tokens: int, max_new_tokens: int, rid: str | None = None) -> SimRequest:
+        return SimRequest(rid=rid or uuid.uuid4().hex, prompt_tokens=max(1, prompt_tokens),
+                          max_new_tokens=max(0, max_new_tokens), seed=next(self._ids) + self.cfg.seed * 1000003)
+
+    def submit(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+        self.wake.set()
+
+    def abort(self, req: SimRequest) -> None:
+        """Client went away: drop the request like SGLang's abort."""
+        req.aborted = True
+        if req in self.waiting:
+            self.waiting.remove(req)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    @property
+    def avg_accept_length(self) -> float:
+        return self.total_accepted / self.total_verify if self.total_verify else 0.0
+
+    def token_usage(self) -> tuple[int, float]:
+        used = sum(r.prompt_tokens + r.generated for r in self.running)
+        return used, used / self.cfg.max_total_tokens
+
+    # ------------------------------------------------------------------ loop
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._clock = loop.time()
+        while True:
+            if not self.busy:
+                idle_from = loop.time()
+                self.wake.clear()
+                await self.wake.wait()
+                now = loop.time()
+                self.model_time += (now - idle_from) / self.cfg.time_scale
+                self._clock = now
+            self.running = [r for r in self.running if not r.aborted]
+            room = self.cfg.max_running - len(self.running)
+            if self.waiting and room > 0:
+                await self._prefill(room)
+            elif self.running:
+                await self._decode()
+            if self.cfg.crash_after is not None and self.counted >= self.cfg.crash_after and self.on_crash:
+                await asyncio.sleep(0.05)  # let the finished streams flush, then die mid-batch
+                await self.on_crash()
+                return
+
+    async def _advance(self, model_ms: float) -> None:
+        """Sleep model_ms of model time on an absolute timeline (catches up when the loop lags)."""
+        loop = asyncio.get_running_loop()
+        self.model_time += model_ms / 1000.0
+        self._clock += model_ms / 1000.0 * self.cfg.time_scale
+        delay = self._clock - loop.time()
+        if delay < -0.25:  # far behind (CPU-starved): don't burst, resync
+            self._clock = loop.time()
+        await asyncio.sleep(max(0.0, delay))
+
+    async def _prefill(self, room: int) -> None:
+        batch: list[SimRequest] = []
+        tokens = 0
+        while self.waiting and len(batch) < room:
+            nxt = self.waiting[0]
+            if batch and tokens + nxt.prompt_tokens > self.cfg.max_prefill_tokens:
+                break
+            batch.append(self.waiting.popleft())
+            tokens += nxt.prompt_tokens
+        self.running.extend(batch)
+        used, usage = self.token_usage()
+        self.log.info(prefill_batch_line(len(batch), tokens, usage, len(self.running) - len(batch), len(self.waiting)), rank=True)
+        await self._advance(M.prefill_ms(tokens) * self._noise)
+        now = time.monotonic()
+        for r in batch:  # prefill samples each request's first token
+            if r.aborted:
+                continue
+            r.first_token_at = now
+            self._emit(r, 1)
+        self._finish_done()
+
+    async def _decode(self) -> None:
+        batch = len(self.running)
+        ms, acc = self.cfg.arm.step(batch)
+        speculating = self.cfg.arm.speculates(batch)
+        if self.decode_steps % self.cfg.decode_log_interval == 0:
+            self._noise = max(0.85, min(1.15, self.rng.gauss(1.0, M.NOISE_REL)))
+        await self._advance(ms * self._noise)
+        self.decode_steps += 1
+        kmax = (self.cfg.arm.num_steps or M.DEFAULT_SPEC_NUM_STEPS) + 1
+        for r in self.running:
+            if r.aborted or r.finished:
+                continue
+            if speculating:
+                n = int(acc) + (1 if self.rng.random() < acc - int(acc) else 0)
+                n = max(1, min(kmax, n))
+                r.verify_steps += 1
+                self._acc_steps += 1
+                self.total_verify += 1
+            else:
+                n = 1
+            n = self._emit(r, n)
+            if speculating:
+                self._acc_tokens += n
+                self.total_accepted += n
+        self._finish_done()
+        if self.decode_steps % self.cfg.decode_log_interval == 0:
+            self._log_decode(batch)
+
+    def _emit(self, r: SimRequest, n: int) -> int:
+        n = max(0, min(n, r.max_new_tokens - r.generated))
+        r.generated += n
+        self._log_tokens += n
+        if r.generated >= r.max_new_tokens:
+            r.finished = True
+        r.event.set()
+        return n
+
+    def _finish_done(self) -> None:
+        done = [r for r in self.running if r.finished or r.aborted]
+        if not done:
+            return
+        self.running = [r for r in self.running if not (r.finished or r.aborted)]
+        for r in done:
+            if r.finished:
+                self.completed += 1
+                if not r.rid.startswith("warmup-"):
+                    self.counted += 1
+
+    def _log_decode(self, batch: int) -> None:
+        span = self.model_time - self._log_model_t0
+        self.last_gen_throughput = self._log_tokens / span if span > 0 else 0.0
+        self._log_tokens, self._log_model_t0 = 0, self.model_time
+        acc = None
+        if self.cfg.arm.arm != "baseline":
+            acc = self._acc_tokens / self._acc_steps if self._acc_steps else 1.0
+            self._acc_tokens = self._acc_steps = 0
+        used, usage = self.token_usage()
+        self.log.info(decode_batch_line(batch, used, usage, acc, batch <= self.cfg.cuda_graph_max_bs,
+                                        self.last_gen_throughput, len(self.waiting)), rank=True)

@@ -1,0 +1,108 @@
+"""`specops hosts check`: what a host offers, gathered in one round trip.
+
+Every command over SSH costs a round trip, so one bash script prints every fact in its
+own `@@section` and the client splits them. Missing tools (no git, no nvidia-smi) are
+facts, not failures; only an unreachable host makes `reachable` false.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from specops.errors import TransportError
+from specops.transport.base import HostFacts, Transport
+
+#: Seconds the whole probe may take on the host.
+FACTS_TIMEOUT_S = 30.0
+
+_SCRIPT = r"""
+py={python}
+wd={workdir}
+echo @@python; "$py" --version 2>&1 || echo "@@missing $py"
+echo @@git; git --version 2>&1 || echo "@@missing git"
+echo @@disk
+d="$wd"; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname -- "$d"); done
+echo "$d"; df -Pk -- "$d" 2>&1 | tail -n 1
+echo @@gpus
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1 || echo "@@failed $?"
+fi
+echo @@end
+"""
+
+
+def gather_facts(transport: Transport, workdir: str, python: str = "python3") -> HostFacts:
+    """Reachability, host key status, python/git versions, free disk in `workdir` (on its
+    nearest existing parent) and GPUs. Never raises for a host problem: an unreachable
+    host gives `reachable=False` with the error."""
+    try:
+        wd = transport.expand(workdir)
+        result = transport.run(_SCRIPT.format(python=shlex.quote(python), workdir=shlex.quote(wd)),
+                               timeout=FACTS_TIMEOUT_S)
+    except TransportError as exc:
+        return HostFacts(reachable=False, host_key=_host_key(transport), error=str(exc))
+    facts = HostFacts(reachable=True, host_key=_host_key(transport))
+    if result.timed_out:
+        facts.error = f"probe timed out after {FACTS_TIMEOUT_S:g} s"
+        return facts
+    sections = _sections(result.stdout)
+    facts.python = _version(sections.get("python", []))
+    facts.git = _version(sections.get("git", []))
+    facts.free_disk = _disk(sections.get("disk", []), wd)
+    gpu_lines = sections.get("gpus", [])
+    if any(l.startswith("@@failed") for l in gpu_lines):
+        facts.error = "nvidia-smi failed: " + " ".join(l for l in gpu_lines if not l.startswith("@@"))
+    else:
+        facts.gpus = [_gpu(l) for l in gpu_lines if l.strip()]
+    return facts
+
+
+def _host_key(transport: Transport) -> str:
+    status = getattr(transport, "host_key_status", None)
+    if status is None:
+        return "n/a (local)"
+    fp = getattr(transport, "host_key_fingerprint", "")
+    return f"{status} {fp}".strip() if status else "not checked"
+
+
+def _sections(stdout: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        if line.startswith("@@") and " " not in line:
+            current = sections.setdefault(line[2:], [])
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def _version(lines: list[str]) -> str:
+    """`Python 3.11.7` -> `3.11.7`; a missing tool -> "missing"."""
+    text = " ".join(l.strip() for l in lines if l.strip())
+    if not text or text.startswith("@@missing") or "@@missing" in text:
+        return "missing"
+    words = text.split()
+    for word in words:
+        if word[:1].isdigit():
+            return word
+    return text
+
+
+def _disk(lines: list[str], workdir: str) -> str:
+    """`df -Pk` available column -> `123.4 GiB free on /path`."""
+    if len(lines) < 2:
+        return ""
+    where, row = lines[0].strip(), lines[1].split()
+    try:
+        kib = int(row[3])
+    except (IndexError, ValueError):
+        return "unknown (" + lines[1].strip() + ")"
+    gib = kib / (1024 * 1024)
+    note = "" if where == workdir else f" ({workdir} does not exist yet)"
+    return f"{gib:.1f} GiB free on {where}{note}"
+
+
+def _gpu(line: str) -> str:
+    """`NVIDIA H100 80GB HBM3, 81559 MiB` -> `NVIDIA H100 80GB HBM3 (81559 MiB)`."""
+    name, _, mem = line.partition(",")
+    return f"{name.strip()} ({mem.strip()})" if mem.strip() else name.strip()

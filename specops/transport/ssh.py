@@ -1,0 +1,483 @@
+"""SSH hosts: the Transport interface over one fabric/paramiko connection per host.
+
+The connection is opened lazily on first use and reused by every call (commands run on
+their own channels, so several threads may share it). Every command runs on the host
+under `base.group_wrapped` (its own session, a host-side `timeout` that kills the whole
+process group) with a client-side backstop a little longer. A connection found dropped
+is reopened once per call before the call fails. Files move over SFTP; `put` writes a
+temp file beside the target and renames it into place (posix-rename), so a reader never
+sees half a file.
+
+Commands are read straight from paramiko channels (64 KiB reads, select on the channel)
+rather than through fabric's `Connection.run`, whose runner threads, 1000-byte reads
+and input polling cost time on every command.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import select
+import shlex
+import socket
+import stat
+import threading
+import time
+import uuid
+from typing import Callable, TypeVar
+
+import fabric
+import paramiko
+from paramiko.ssh_exception import NoValidConnectionsError
+
+from specops.errors import TransportError
+from specops.transport import hostkeys
+from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line, group_wrapped
+
+T = TypeVar("T")
+
+#: Seconds between keepalive packets on an idle connection.
+KEEPALIVE_S = 15
+#: Extra seconds the client waits past a command's timeout before abandoning it: the
+#: host-side `timeout` sends TERM at the deadline and KILL 5 s later.
+BACKSTOP_S = 10.0
+#: Bytes per channel read.
+READ_SIZE = 1 << 16
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Marks every process of one command (inherited through its environment), so the client
+#: can kill what is left when a command is abandoned by the backstop.
+_MARKER = "SPECOPS_CMD_ID"
+
+# Our inventory is the source of truth: ~/.ssh/config is not read (hostname/port/user/key
+# come from hosts.yaml).
+_FABRIC_CONFIG = fabric.Config(overrides={"load_ssh_configs": False})
+
+
+class _ConnectionLost(Exception):
+    """The connection died under a call (internal; becomes a retry or a TransportError)."""
+
+
+class SSHTransport:
+    """One SSH host. Thread-safe: calls from several threads share one connection."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        port: int = 22,
+        user: str | None = None,
+        key_filename: str | None = None,
+        host_key: hostkeys.HostKeyMode = "accept-new",
+        known_hosts: str | None = None,
+        connect_timeout: float = 10.0,
+        home_hint: str | None = None,
+    ):
+        if host_key not in hostkeys.HOST_KEY_MODES:
+            raise ValueError(f"host_key must be one of {hostkeys.HOST_KEY_MODES}, not {host_key!r}")
+        self.name = name
+        self.address = address
+        self.port = int(port)
+        self.user = user
+        self.key_filename = os.path.expanduser(key_filename) if key_filename else None
+        self.host_key = host_key
+        self.known_hosts = os.path.expanduser(known_hosts or hostkeys.DEFAULT_KNOWN_HOSTS)
+        self.connect_timeout = float(connect_timeout)
+        #: "known", "recorded in <file>" (after accept-new) or "" before the first connect.
+        self.host_key_status = ""
+        #: The server's key, `ssh-ed25519 SHA256:...`, once connected.
+        self.host_key_fingerprint = ""
+        #: How many times a connection was opened (1 in a healthy run).
+        self.connects = 0
+        self._home = home_hint.rstrip("/") or "/" if home_hint else None
+        self._lock = threading.RLock()
+        self._sftp_lock = threading.Lock()
+        self._conn: fabric.Connection | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._sftp_transport: paramiko.Transport | None = None
+
+    # ------------------------------------------------------------------ connection
+
+    @property
+    def where(self) -> str:
+        return f"host {self.name}"
+
+    @property
+    def target(self) -> str:
+        """`gpu-a (10.0.0.5:22)`: how messages name this host."""
+        return f"{self.name} ({self.address}:{self.port})"
+
+    def _error(self, message: str, hint: str | None = None) -> TransportError:
+        return TransportError(message, where=self.where, hint=hint)
+
+    def connect(self) -> paramiko.Transport:
+        """Open the connection now if it is not open (normally it opens on first use)."""
+        return self._transport()
+
+    @property
+    def connection(self) -> fabric.Connection:
+        """The fabric Connection (opened), for callers that need fabric itself."""
+        self._transport()
+        assert self._conn is not None
+        return self._conn
+
+    def _transport(self, failed: paramiko.Transport | None = None) -> paramiko.Transport:
+        """The live paramiko transport, opening it if needed. With `failed`, reopen the
+        connection unless another thread already replaced that transport."""
+        with self._lock:
+            conn = self._conn
+            if conn is not None and conn.transport is not None:
+                if failed is not None and conn.transport is failed:
+                    self._drop()
+                elif conn.transport.is_active():
+                    return conn.transport
+                else:
+                    self._drop()
+            self._conn = self._open()
+            assert self._conn.transport is not None
+            return self._conn.transport
+
+    def _drop(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+            self._sftp = self._sftp_transport = None
+            if conn is not None:
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+
+    def _open(self) -> fabric.Connection:
+        timeout = self.connect_timeout
+        if self.key_filename and not os.path.isfile(self.key_filename):
+            raise self._error(f"cannot connect to {self.target}: key file {self.key_filename} not found",
+                              hint="check `key:` in hosts.yaml")
+        kwargs: dict = {"timeout": timeout, "banner_timeout": timeout, "auth_timeout": timeout,
+                        "channel_timeout": timeout}
+        if self.key_filename:
+            kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
+        conn = fabric.Connection(self.address, user=self.user, port=self.port,
+                                 config=_FABRIC_CONFIG, connect_kwargs=kwargs)
+        policy = hostkeys.KnownHostsPolicy(self.host_key, self.known_hosts)
+        conn.client.set_missing_host_key_policy(policy)
+        try:
+            hostkeys.load_known_hosts(conn.client, self.known_hosts)
+        except Exception as exc:
+            raise self._error(f"cannot read known_hosts files ({', '.join(policy.searched())}): {exc}") from exc
+        try:
+            conn.open()
+        except BaseException as exc:
+            try:
+                conn.client.close()
+            except Exception:
+                pass
+            raise self._connect_error(exc, conn, policy) from exc
+        assert conn.transport is not None
+        conn.transport.set_keepalive(KEEPALIVE_S)
+        server_key = conn.transport.get_remote_server_key()
+        self.host_key_fingerprint = hostkeys.describe(server_key)
+        self.host_key_status = (f"recorded in {policy.record_file}" if policy.status == "recorded"
+                                else "known")
+        self.connects += 1
+        return conn
+
+    def _connect_error(self, exc: BaseException, conn: fabric.Connection,
+                       policy: hostkeys.KnownHostsPolicy) -> BaseException:
+        """Turn what paramiko raised into one message a user can act on."""
+        keyname = hostkeys.host_key_name(self.address, self.port)
+        secs = f"{self.connect_timeout:g} s"
+        if isinstance(exc, paramiko.BadHostKeyException):
+            files = hostkeys.files_with_host(keyname, policy.searched()) or policy.searched()
+            return self._error(
+                f"host key for {self.target} has CHANGED: the server offers "
+                f"{hostkeys.describe(exc.key)}, but known_hosts ({', '.join(files)}) has "
+                f"{hostkeys.describe(exc.expected_key)} for {keyname}. Refusing to connect: "
+                "this may be a man-in-the-middle attack, or the host was reinstalled",
+                hint=f"if the change is expected, remove the old key: "
+                     f"ssh-keygen -R {shlex.quote(keyname)} -f {shlex.quote(files[0])}")
+        if isinstance(exc, hostkeys.HostKeyRefused):
+            return self._error(
+                f"refusing to connect to {self.target}: {exc.reason}",
+                hint=f"add the host's key to {policy.record_file} (after checking its fingerprint), "
+                     "or set host_key: accept-new")
+        if isinstance(exc, paramiko.AuthenticationException):
+            who = self.user or conn.user
+            key = f"key {self.key_filename}" if self.key_filename else "the ssh agent and default keys"
+            return self._error(
+                f"authentication failed for user {who} on {self.target} with {key}: {exc}",
+                hint="check `user:` and `key:` in hosts.yaml, and the host's authorized_keys")
+        if isinstance(exc, NoValidConnectionsError):
+            return self._error(f"cannot connect to {self.target} within {secs}: connection refused",
+                               hint="is sshd running there, and is the port right?")
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return self._error(f"cannot connect to {self.target} within {secs}: timed out",
+                               hint="check the address, the network and firewalls")
+        if isinstance(exc, socket.gaierror):
+            return self._error(f"cannot connect to {self.target}: cannot resolve {self.address}: "
+                               f"{exc.strerror}")
+        if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+            return self._error(f"cannot connect to {self.target} within {secs}: "
+                               f"no SSH greeting from the server ({exc})")
+        if isinstance(exc, (OSError, EOFError, paramiko.SSHException)):
+            detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            return self._error(f"cannot connect to {self.target} within {secs}: {detail}")
+        return exc
+
+    def close(self) -> None:
+        self._drop()
+
+    def __enter__(self) -> "SSHTransport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ commands
+
+    def _remote_line(self, line: str, timeout: float, cwd: str | None,
+                     env: dict[str, str] | None, marker: str) -> str:
+        """The line the host's shell runs: exports, cd, then `line`, all under the
+        group-killing timeout wrapper."""
+        assigns = [f"{_MARKER}={marker}"]
+        for key, value in (env or {}).items():
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"invalid environment variable name {key!r}")
+            assigns.append(f"{key}={value}")
+        inner = "export " + " ".join(shlex.quote(a) for a in assigns) + "; "
+        if cwd:
+            inner += f"cd {shlex.quote(self.expand(cwd))} && "
+        return group_wrapped(inner + line, timeout)
+
+    def run(self, cmd: Command, *, timeout: float, cwd: str | None = None,
+            env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
+        line = command_line(cmd)
+        marker = uuid.uuid4().hex
+        remote = self._remote_line(line, timeout, cwd, env, marker)
+        started = time.monotonic()
+        chan = self._start(remote, line)
+        try:
+            return self._collect(chan, line, timeout, stdin, started, marker)
+        finally:
+            chan.close()
+
+    def _start(self, remote: str, line: str) -> paramiko.Channel:
+        """Open a channel and exec `remote`; reopen a dropped connection once."""
+        failed: paramiko.Transport | None = None
+        for attempt in (0, 1):
+            transport = self._transport(failed)
+            try:
+                chan = transport.open_session(timeout=self.connect_timeout)
+                chan.exec_command(remote)
+                return chan
+            except (paramiko.ChannelException, paramiko.SSHException, EOFError, OSError) as exc:
+                dead = not transport.is_active()
+                if not dead and "timeout" in str(exc).lower():
+                    dead = True  # a half-dead connection: no answer at all
+                if attempt == 0 and dead:
+                    failed = transport
+                    continue
+                raise self._error(f"cannot start a command on {self.target}: {exc or type(exc).__name__}"
+                                  f"{' (the connection dropped and reopening did not help)' if dead else ''}",
+                                  hint=f"command: {line}") from exc
+        raise AssertionError("unreachable")
+
+    def _collect(self, chan: paramiko.Channel, line: str, timeout: float, stdin: bytes | None,
+                 started: float, marker: str) -> CommandResult:
+        """Feed stdin, read stdout/stderr until EOF and the exit status, or the backstop."""
+        if stdin:
+            def feed() -> None:
+                try:
+                    chan.sendall(stdin)
+                    chan.shutdown_write()
+                except (OSError, EOFError, paramiko.SSHException):
+                    pass  # the command exited without reading it all
+            threading.Thread(target=feed, name=f"stdin-{self.name}", daemon=True).start()
+        else:
+            chan.shutdown_write()
+        out: list[bytes] = []
+        err: list[bytes] = []
+        deadline = started + timeout + BACKSTOP_S
+        transport = chan.get_transport()
+        abandoned = False
+        while True:
+            while chan.recv_ready():
+                out.append(chan.recv(READ_SIZE))
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(READ_SIZE))
+            remaining = deadline - time.monotonic()
+            if chan.eof_received or chan.closed:
+                if not chan.status_event.wait(max(0.0, remaining)):
+                    abandoned = True
+                break
+            if remaining <= 0:
+                abandoned = True
+                break
+            if not transport.is_active():
+                break
+            select.select([chan], [], [], min(remaining, 1.0))
+        while chan.recv_ready():
+            out.append(chan.recv(READ_SIZE))
+        while chan.recv_stderr_ready():
+            err.append(chan.recv_stderr(READ_SIZE))
+        duration = time.monotonic() - started
+        stdout = b"".join(out).decode(errors="replace")
+        stderr = b"".join(err).decode(errors="replace")
+        if abandoned:
+            chan.close()
+            self._kill_marked(marker)
+            stderr += (f"\nspecops: no answer from {self.target} within {timeout + BACKSTOP_S:g} s; "
+                       "command abandoned and its processes killed")
+            return CommandResult(line, TIMEOUT_RC, stdout, stderr, duration, True)
+        status = chan.exit_status if chan.exit_status_ready() else -1
+        if status == -1 and not transport.is_active():
+            raise self._error(f"connection to {self.target} lost while running a command; "
+                              "it may have run partly", hint=f"command: {line}")
+        timed_out = status in (TIMEOUT_RC, 128 + 9) and duration >= timeout
+        return CommandResult(line, TIMEOUT_RC if timed_out else status, stdout, stderr, duration,
+                             timed_out)
+
+    def _kill_marked(self, marker: str) -> None:
+        """Kill every process of an abandoned command (found by the marker in its
+        environment); best effort, never raises."""
+        script = (f"for p in /proc/[0-9]*; do grep -qsxz {_MARKER}={marker} \"$p/environ\" && "
+                  "kill -KILL \"${p#/proc/}\" 2>/dev/null; done; true")
+        try:
+            chan = self._transport().open_session(timeout=self.connect_timeout)
+            try:
+                chan.exec_command(group_wrapped(shlex.join(["bash", "-c", script]), 10))
+                chan.shutdown_write()
+                chan.status_event.wait(15)
+            finally:
+                chan.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ files
+
+    def _sftp_call(self, fn: Callable[[paramiko.SFTPClient], T]) -> T:
+        """Run `fn` with the SFTP session of the live connection; reopen a dropped one once.
+        Errors that are not about the connection (no such file...) pass through."""
+        failed: paramiko.Transport | None = None
+        for attempt in (0, 1):
+            transport = self._transport(failed)
+            try:
+                with self._sftp_lock:
+                    if (self._sftp is None or self._sftp_transport is not transport
+                            or self._sftp.sock.closed):
+                        self._sftp = paramiko.SFTPClient.from_transport(transport)
+                        self._sftp_transport = transport
+                    sftp = self._sftp
+                return fn(sftp)
+            except (EOFError, paramiko.SSHException, OSError) as exc:
+                if transport.is_active() and not isinstance(exc, EOFError):
+                    raise
+                if attempt == 1:
+                    raise self._error(f"connection to {self.target} lost during a file transfer "
+                                      f"and reopening did not help: {exc or type(exc).__name__}") from exc
+                failed = transport
+        raise AssertionError("unreachable")
+
+    def put(self, data: bytes, path: str, mode: int | None = None) -> None:
+        target = self.expand(path)
+        parent, base = posixpath.split(target)
+        tmp = f"{parent}/.{base}.{uuid.uuid4().hex[:12]}.specops-tmp"
+
+        def op(sftp: paramiko.SFTPClient) -> None:
+            try:
+                fh = sftp.open(tmp, "wb")
+            except FileNotFoundError:
+                made = self.run(["mkdir", "-p", "--", parent], timeout=30)
+                if not made.ok:
+                    raise OSError(f"mkdir -p {parent} failed: {made.tail(3)}")
+                fh = sftp.open(tmp, "wb")
+            try:
+                with fh:
+                    fh.set_pipelined(True)
+                    fh.write(data)
+                want = mode
+                if want is None:
+                    try:
+                        want = stat.S_IMODE(sftp.stat(target).st_mode)
+                    except FileNotFoundError:
+                        want = 0o644
+                sftp.chmod(tmp, want)
+                sftp.posix_rename(tmp, target)
+            except BaseException:
+                try:
+                    sftp.remove(tmp)
+                except Exception:
+                    pass
+                raise
+
+        try:
+            self._sftp_call(op)
+        except TransportError:
+            raise
+        except (OSError, paramiko.SSHException) as exc:
+            raise self._error(f"cannot write {target} on {self.target}: {_why(exc)}") from exc
+
+    def get(self, path: str) -> bytes:
+        target = self.expand(path)
+
+        def op(sftp: paramiko.SFTPClient) -> bytes:
+            with sftp.open(target, "rb") as fh:
+                fh.prefetch()
+                return fh.read()
+
+        try:
+            return self._sftp_call(op)
+        except TransportError:
+            raise
+        except (OSError, paramiko.SSHException) as exc:
+            raise self._error(f"cannot read {target} on {self.target}: {_why(exc)}") from exc
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        target = self.expand(path)
+
+        def op(sftp: paramiko.SFTPClient) -> bytes:
+            with sftp.open(target, "rb") as fh:
+                size = fh.stat().st_size or 0
+                count = min(length, size - offset)
+                if count <= 0:
+                    return b""
+                if count <= paramiko.SFTPFile.MAX_REQUEST_SIZE:
+                    fh.seek(offset)
+                    return fh.read(count)
+                return b"".join(fh.readv([(offset, count)]))
+
+        try:
+            return self._sftp_call(op)
+        except TransportError:
+            raise
+        except (OSError, paramiko.SSHException) as exc:
+            raise self._error(f"cannot read {target} on {self.target}: {_why(exc)}") from exc
+
+    def stat_size(self, path: str) -> int | None:
+        target = self.expand(path)
+        try:
+            return self._sftp_call(lambda sftp: sftp.stat(target).st_size)
+        except (OSError, paramiko.SSHException):
+            return None
+
+    def home(self) -> str:
+        """The login user's home on the host (asked once per transport)."""
+        if self._home is None:
+            self._home = self._sftp_call(lambda sftp: sftp.normalize("."))
+        return self._home
+
+    def expand(self, path: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            path = self.home() + path[1:]
+        elif not path.startswith("/"):
+            path = posixpath.join(self.home(), path)
+        return posixpath.normpath(path)
+
+
+def _why(exc: BaseException) -> str:
+    """A short reason for an SFTP failure (`no such file`, `permission denied`...)."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

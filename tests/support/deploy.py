@@ -1,0 +1,42 @@
+"""Helpers to write inventories/playbooks and run `specops` the way a user does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner, Result
+
+from specops.cli import main
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> Result:
+    """Invoke the real CLI in-process; output and exit code as a user would see them."""
+    runner = CliRunner()
+    if cwd is None:
+        return runner.invoke(main, list(args), catch_exceptions=False)
+    import os
+
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(main, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def only_run_dir(runs: Path) -> Path:
+    dirs = sorted(p for p in runs.iterdir() if p.is_dir())
+    assert dirs, f"no run directory in {runs}"
+    return dirs[-1]

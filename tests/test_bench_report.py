@@ -1,0 +1,151 @@
+"""Report math on hand-built records, the rendered report, and the plots."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specops.bench import store
+from specops.bench.report import (
+    SIM_BANNER,
+    THRESHOLD_MARGIN,
+    fairness_warnings,
+    find_crossover,
+    recommend_threshold,
+    render_report,
+    summarize,
+    terminal_table,
+)
+from specops.bench.schema import ResultRecord
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _records(tps: dict[str, dict[int, list[float]]], *, simulated: bool = False) -> list[dict]:
+    """tps[arm][concurrency] = [tok/s of repeat 0, repeat 1, ...]."""
+    out = []
+    for arm, levels in tps.items():
+        for c, values in levels.items():
+            for r, v in enumerate(values):
+                out.append(ResultRecord(host="local", arm=arm, mechanism="m", concurrency=c, repeat=r,
+                                        completed=16, output_throughput=v, mean_ttft_ms=10.0 * c,
+                                        mean_tpot_ms=5.0 + c, simulated=simulated, input_len=32,
+                                        output_len=32, num_prompts=16).to_dict())
+    return out
+
+
+def test_crossover_is_interpolated_in_log2_concurrency():
+    # ratio 1.2 at c=4, 0.8 at c=16: halfway in log2 between 4 (2) and 16 (4) is 2**3 = 8.
+    cross = find_crossover([(1, 1.3), (4, 1.2), (16, 0.8), (64, 0.5)])
+    assert cross.kind == "interpolated" and (cross.below, cross.above) == (4, 16)
+    assert cross.value == pytest.approx(8.0)
+    # 1.1 -> 0.7 between 2 and 8: a quarter of the way, 2**(1 + 0.25*2) = 2**1.5.
+    assert find_crossover([(2, 1.1), (8, 0.7)]).value == pytest.approx(2 ** 1.5)
+
+
+def test_crossover_never_and_at_every_level():
+    assert find_crossover([(1, 1.5), (8, 1.01)]).kind == "never"
+    every = find_crossover([(1, 0.9), (8, 1.2)])
+    assert every.kind == "every" and "every level" in every.text()
+    assert find_crossover([]).kind == "n/a"
+
+
+def test_threshold_needs_margin_at_the_level_and_every_level_below():
+    assert THRESHOLD_MARGIN == 1.05
+    assert recommend_threshold([(1, 1.3), (2, 1.2), (4, 1.04), (8, 0.9)]) == 2
+    # A noisy win above a loss does not extend the threshold.
+    assert recommend_threshold([(1, 1.3), (2, 0.95), (4, 1.2)]) == 1
+    assert recommend_threshold([(1, 1.01), (2, 1.3)]) is None
+    assert recommend_threshold([(1, 1.3), (2, 1.3)]) == 2
+
+
+def test_summary_medians_ratios_and_adaptive_check():
+    records = _records({
+        "baseline": {1: [100, 110, 90], 4: [300, 310, 290], 16: [700, 720, 680]},
+        "eagle3":   {1: [150, 160, 140], 4: [330, 300, 360], 16: [350, 340, 360]},
+        "adaptive": {1: [148, 150, 152], 4: [300, 280, 320], 16: [690, 700, 710]},
+    })
+    summary = summarize(records, {})
+    host = summary.hosts[0]
+    base = host.cells[("baseline", 4)]
+    assert (base.median_tps, base.min_tps, base.max_tps, base.repeats) == (300, 290, 310, 3)
+    r4 = host.ratios[("eagle3", 4)]
+    assert r4.ratio == pytest.approx(330 / 300)
+    assert (r4.low, r4.high) == (pytest.approx(300 / 310), pytest.approx(360 / 290))  # per-repeat ratios
+    # eagle3 1.1 at c=4, 0.5 at c=16 -> 2**(2 + (0.1/0.6)*2).
+    assert host.crossover.value == pytest.approx(2 ** (2 + 2 * (0.1 / 0.6)))
+    assert host.threshold == 4
+    # adaptive at c=4: 300 < 0.95 * 330 = 313.5 -> a shortfall; c=1 and c=16 pass.
+    assert [c for c, _ in host.adaptive_shortfalls] == [4]
+    assert summary.headline[0].startswith("crossover at c≈5.0 (between 4 and 16)")
+    assert "recommended threshold: 4" in summary.headline[1]
+    assert "c=4 (0.909x)" in summary.headline[2]
+
+
+def test_failed_points_are_listed_and_excluded_from_the_medians():
+    records = _records({"baseline": {1: [100, 100]}, "eagle3": {1: [120, 120]}})
+    crash = ResultRecord(host="local", arm="eagle3", concurrency=1, repeat=2, status="failed", failed=16,
+                         error="server exited: Traceback ... CUDA out of memory | see log").to_dict()
+    summary = summarize(records + [crash], {})
+    assert summary.hosts[0].cells[("eagle3", 1)].repeats == 2
+    assert [(r["arm"], r["repeat"]) for r in summary.failed] == [("eagle3", 2)]
+    assert "## Failed points" in summary.markdown
+    assert "CUDA out of memory \\| see log" in summary.markdown
+
+
+def test_fairness_warnings_from_manifest_server_args():
+    manifest = {"arms": {
+        "baseline": {"server_args": {"max_running_requests": 256, "cuda_graph_max_bs": 256, "port": 30000,
+                                     "model_path": "m"}},
+        "eagle3": {"server_args": {"max_running_requests": 48, "cuda_graph_max_bs": 256, "port": 30001,
+                                   "model_path": "m", "speculative_algorithm": "EAGLE3",
+                                   "speculative_num_steps": 3}},
+        "adaptive": {"argv": ["python", "-m", "sglang.launch_server", "--model-path", "m", "--port", "30002",
+                              "--speculative-algorithm", "EAGLE3", "--cuda-graph-max-bs", "128",
+                              "--max-running-requests", "256"]},
+    }}
+    warnings = fairness_warnings(manifest)
+    text = "\n".join(warnings)
+    assert "max_running_requests differs" in text and "eagle3=48" in text
+    assert "cuda_graph_max_bs differs" in text
+    assert "port" not in text and "speculative" not in text.split("differs")[0]
+    unfair_cap = fairness_warnings({"arms": {"eagle3": {"server_args": {"speculative_algorithm": "EAGLE3"}},
+                                             "baseline": {"server_args": {}}}})
+    assert any("caps it at 48" in w for w in unfair_cap)
+    assert fairness_warnings({"arms": {"baseline": {"server_args": {"a": 1}},
+                                       "eagle3": {"server_args": {"a": 1, "speculative_algorithm": "E",
+                                                                  "max_running_requests": 8}}}}) == \
+        ["baseline: max_running_requests differs between arms: baseline=unset, eagle3=8"][:0] + \
+        ["max_running_requests differs between arms: baseline=unset, eagle3=8"]
+
+
+def test_render_report_from_files_is_byte_identical_and_has_plots(tmp_path):
+    records = _records({"baseline": {1: [100, 102], 4: [300, 310], 16: [700, 690]},
+                        "eagle3": {1: [130, 128], 4: [320, 330], 16: [340, 360]},
+                        "adaptive": {1: [129, 127], 4: [318, 320], 16: [680, 675]}}, simulated=True)
+    for rec in records:
+        store.append_result(tmp_path, rec, rewrite_csv=False)
+    store.write_manifest(tmp_path, {"run_id": "r1", "sglang_version": "0.5.10.post1", "arms": {}})
+    first = render_report(tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert SIM_BANNER in text and "crossover at c≈" in first.headline[0]
+    assert "adaptive: reached >= 0.95x of the better arm at every level" in first.headline[2]
+    second = render_report(tmp_path)
+    assert (tmp_path / "report.md").read_text() == text and second.markdown == first.markdown
+    assert [p.name for p in first.plot_paths] == ["throughput.png", "ratio.png", "ttft.png", "tpot.png"]
+    for path in first.plot_paths:
+        data = path.read_bytes()
+        assert data[:8] == PNG_SIGNATURE and len(data) > 10_000, path
+    assert not list((tmp_path / "plots").glob("*.tmp"))
+    table = terminal_table(first)
+    assert table.row_count == 9 and "SIMULATED" in str(table.title)
+
+
+def test_empty_and_baseline_only_runs_render_without_crashing(tmp_path):
+    summary = render_report(tmp_path)
+    assert "No successful results yet." in summary.markdown
+    assert all(p.read_bytes()[:8] == PNG_SIGNATURE for p in summary.plot_paths)
+    only = summarize(_records({"baseline": {1: [100.0]}}), {})
+    assert only.hosts[0].crossover.kind == "n/a" and "n/a" in only.headline[1]
+    assert not math.isnan(only.hosts[0].cells[("baseline", 1)].median_tps)
