@@ -5,11 +5,12 @@ from __future__ import annotations
 from specops.steps.base import StepKind
 from specops.steps.files import Copy, Fetch
 from specops.steps.git import Git
+from specops.steps.patch import Patch
 from specops.steps.shell import Shell
 from specops.steps.sglang_wheel import SGLangWheel
 from specops.steps.wait import Wait
 
-KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel())}
+KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch())}
 
 
 def register(kind: StepKind) -> None:

@@ -1,0 +1,107 @@
+"""Per-step overhead: a 20-step no-op playbook on one loopback host.
+
+Compares, on the same freshly started sshd: specops (`deploy`), a plain fabric
+`Connection.run` loop (the floor for "one command per step over one connection"), and
+`ansible-playbook` (ansible-core, pipelining + ControlPersist), when installed
+(`pip install -e '.[bench]'`). Prints wall times and ratios.
+
+    python bench/overhead.py [--steps 20] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml  # noqa: E402
+
+from tests.support.sshd import start_sshd, stop_sshd  # noqa: E402
+
+
+def time_specops(server, root: Path, steps: int) -> float:
+    inv = root / "hosts.yaml"
+    inv.write_text(yaml.safe_dump({"hosts": {"h": server.host_entry(0, workdir=str(root / "w"))}}))
+    pb = root / "noop.yaml"
+    pb.write_text(yaml.safe_dump({"name": "noop", "steps": [{"name": f"s{i}", "shell": ["true"]} for i in range(steps)]}))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "specops.cli", "deploy", "--host", "h", "-p", str(pb), "-i", str(inv),
+                    "--runs-dir", str(root / "runs")], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def time_fabric(server, steps: int) -> float:
+    code = (
+        "import sys,time,fabric\n"
+        "t0=time.perf_counter()\n"
+        "c=fabric.Connection(sys.argv[1],port=int(sys.argv[2]),user=sys.argv[3],connect_kwargs={'key_filename':sys.argv[4]})\n"
+        "c.client.load_system_host_keys()\n"
+        "import paramiko; c.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())\n"
+        f"[c.run('true',hide=True) for _ in range({steps})]\n"
+        "print(time.perf_counter()-t0)\n"
+    )
+    # Measured in its own interpreter, like the other two, so import time counts for all.
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, server.address(0), str(server.port), server.user, server.key_path],
+                   check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def time_ansible(server, root: Path, steps: int) -> float | None:
+    if not shutil.which("ansible-playbook"):
+        return None
+    inv = root / "ansible_hosts"
+    inv.write_text(f"h ansible_host={server.address(0)} ansible_port={server.port} ansible_user={server.user} "
+                   f"ansible_ssh_private_key_file={server.key_path} ansible_python_interpreter={sys.executable}\n")
+    pb = root / "noop.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "h", "gather_facts": False,
+                                   "tasks": [{"name": f"s{i}", "command": "true"} for i in range(steps)]}]))
+    env = dict(os.environ, ANSIBLE_PIPELINING="True", ANSIBLE_HOST_KEY_CHECKING="False",
+               ANSIBLE_SSH_ARGS="-o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=/dev/null",
+               ANSIBLE_CONTROL_PATH_DIR=str(root / "cp"), ANSIBLE_LOCAL_TEMP=str(root / "tmp"))
+    t0 = time.perf_counter()
+    subprocess.run(["ansible-playbook", "-i", str(inv), str(pb)], check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="specops-overhead-"))
+    server, proc = start_sshd(root / "sshd")
+    try:
+        results: dict[str, list[float]] = {"specops": [], "fabric loop": [], "ansible-playbook": []}
+        for r in range(args.repeats):
+            work = root / f"r{r}"
+            work.mkdir()
+            results["specops"].append(time_specops(server, work, args.steps))
+            results["fabric loop"].append(time_fabric(server, args.steps))
+            a = time_ansible(server, work, args.steps)
+            if a is not None:
+                results["ansible-playbook"].append(a)
+    finally:
+        stop_sshd(proc)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{args.steps}-step no-op playbook, one loopback host, median of {args.repeats} (whole process, wall s)")
+    med = {k: statistics.median(v) for k, v in results.items() if v}
+    for name, value in med.items():
+        print(f"  {name:18s} {value:7.3f} s   {1000 * value / args.steps:6.1f} ms/step")
+    if "ansible-playbook" in med:
+        print(f"  specops / ansible  = {med['specops'] / med['ansible-playbook']:.2f}")
+    else:
+        print("  ansible-playbook not installed: pip install -e '.[bench]'")
+    print(f"  specops / fabric   = {med['specops'] / med['fabric loop']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
