@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import statistics
 import time
@@ -122,6 +123,7 @@ class RequestResult:
     e2e: float | None = None
     itls: list[float] = field(default_factory=list)
     spread: bool = False               # some chunk carried several tokens
+    chunks: int = 0                    # stream chunks that carried tokens
     sent_at: float = 0.0               # perf_counter
     ended_at: float = 0.0
     lag: float = 0.0                   # sent_at - slot free
@@ -214,6 +216,7 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
         res.error = f"{type(exc).__name__}: {exc}"[:300]
         return res
     counted = _split_counts(chunks, total)
+    res.chunks = len(counted)
     res.output_tokens = total if total is not None else sum(k for _, k in counted)
     if not counted or res.output_tokens <= 0:
         res.error = "stream ended without any output tokens"
@@ -318,16 +321,21 @@ async def _server_info(session: aiohttp.ClientSession, base_url: str, timeout_s:
 
 
 def accept_length_from_info(info: dict[str, Any]) -> float | None:
-    """`internal_states[0].avg_spec_accept_length`, or the top-level key of old versions."""
+    """`internal_states[0].avg_spec_accept_length`, or the top-level key of old versions.
+
+    None when absent or not positive (a server that does not speculate has none).
+    """
     if isinstance(info.get("decode"), list) and info["decode"]:
         info = info["decode"][0]
     states = info.get("internal_states")
+    value = None
     if isinstance(states, list) and states and isinstance(states[0], dict):
         value = states[0].get("avg_spec_accept_length")
-        if isinstance(value, (int, float)):
-            return float(value)
-    value = info.get("avg_spec_accept_length")
-    return float(value) if isinstance(value, (int, float)) else None
+    if value is None:
+        value = info.get("avg_spec_accept_length")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
 
 
 async def _flush_cache(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str:
@@ -339,6 +347,8 @@ async def _flush_cache(session: aiohttp.ClientSession, base_url: str, timeout_s:
                 if resp.status == 200:
                     return "ok"
                 last = f"HTTP {resp.status}: {(await resp.text())[:200].strip()}"
+        except aiohttp.ClientConnectorError as exc:
+            return f"failed: {exc}"  # nothing listens: retrying will not help
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             last = f"{type(exc).__name__}: {exc}"
         await asyncio.sleep(0.2)
@@ -444,6 +454,7 @@ async def run_point_async(
             "loop_lag_max_ms": max(probe.lags) * 1000 if probe.lags else None,
             "client_lag_units": "wall-clock ms",
             "duration_wall_s": duration_wall,
+            "stream_chunks": sum(r.chunks for r in ok),
         },
     )
     for name, values in (("ttft", [r.ttft for r in ok if r.ttft is not None]),

@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from specops.bench.report import HostSummary, ReportSummary
 
 PLOT_FILES = ("throughput.png", "ratio.png", "ttft.png", "tpot.png")
+ARM_COLORS = {"baseline": "tab:blue", "eagle3": "tab:orange", "adaptive": "tab:green"}
+_OTHER_COLORS = ("tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+
+
+def _color(host: "HostSummary", arm: str) -> str:
+    """One colour per arm in every plot (and its band), so the figures read together."""
+    if arm in ARM_COLORS:
+        return ARM_COLORS[arm]
+    others = [a for a in host.arms if a not in ARM_COLORS]
+    return _OTHER_COLORS[others.index(arm) % len(_OTHER_COLORS)] if arm in others else "tab:gray"
 
 
 def _figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, object]:
@@ -63,8 +73,9 @@ def _throughput(summary: "ReportSummary", path: Path) -> Path:
                 continue
             xs = [c.concurrency for c in cells]
             levels.update(xs)
-            ax.plot(xs, [c.median_tps for c in cells], marker="o", label=_label(host, arm, many))
-            ax.fill_between(xs, [c.min_tps for c in cells], [c.max_tps for c in cells], alpha=0.15)
+            color = _color(host, arm)
+            ax.plot(xs, [c.median_tps for c in cells], marker="o", color=color, label=_label(host, arm, many))
+            ax.fill_between(xs, [c.min_tps for c in cells], [c.max_tps for c in cells], color=color, alpha=0.15)
     _xticks(ax, sorted(levels))
     if levels:
         ax.legend()
@@ -83,8 +94,9 @@ def _ratio(summary: "ReportSummary", path: Path) -> Path:
                 continue
             xs = [r.concurrency for r in ratios]
             levels.update(xs)
-            ax.plot(xs, [r.ratio for r in ratios], marker="o", label=_label(host, arm, many))
-            ax.fill_between(xs, [r.low for r in ratios], [r.high for r in ratios], alpha=0.2)
+            color = _color(host, arm)
+            ax.plot(xs, [r.ratio for r in ratios], marker="o", color=color, label=_label(host, arm, many))
+            ax.fill_between(xs, [r.low for r in ratios], [r.high for r in ratios], color=color, alpha=0.2)
         if host.crossover.kind == "interpolated" and host.crossover.value:
             ax.axvline(host.crossover.value, color="grey", linewidth=1, linestyle=":")
     _xticks(ax, sorted(levels))
@@ -105,7 +117,8 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[["ReportSummary", P
                 if not pts:
                     continue
                 levels.update(c for c, _ in pts)
-                ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", label=_label(host, arm, many))
+                ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", color=_color(host, arm),
+                        label=_label(host, arm, many))
         _xticks(ax, sorted(levels))
         if levels:
             ax.legend()

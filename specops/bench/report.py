@@ -258,13 +258,13 @@ def _args_of(arm_info: Any) -> dict[str, Any] | None:
 def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(label, {arm: info}) for the manifest's top-level arms and each host's arms."""
     sets = []
-    if isinstance(manifest.get("arms"), dict):
+    if isinstance(manifest.get("arms"), dict) and manifest["arms"]:
         sets.append(("", manifest["arms"]))
     hosts = manifest.get("hosts")
     if isinstance(hosts, dict):
         for name in sorted(hosts):
             info = hosts[name]
-            if isinstance(info, dict) and isinstance(info.get("arms"), dict):
+            if isinstance(info, dict) and isinstance(info.get("arms"), dict) and info["arms"]:
                 sets.append((f"host {name}: ", info["arms"]))
     return sets
 
@@ -382,8 +382,11 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
         out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
                 f"- adaptive: {s.adaptive_text()}", ""]
     out += ["## Fairness", ""]
-    out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings] or ["- no differences found between arms "
-                                                                         "beyond the speculative arguments"]
+    out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings]
+    if not _manifest_arm_sets(manifest):
+        out.append("- server args not checked: manifest.json records no arms")
+    elif not summary.warnings:
+        out.append("- no differences found between arms beyond the speculative arguments")
     out.append("")
     if summary.failed:
         out += ["## Failed points", "", "| host | arm | concurrency | repeat | error |", "|---|---|---:|---:|---|"]

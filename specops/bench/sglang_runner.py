@@ -13,7 +13,6 @@ p99, ITL and some E2E keys; a missing key is None. Python's json accepts the `Na
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Sequence
 
 from specops.bench.schema import clean_number
@@ -155,6 +154,8 @@ def parse_bench_serving_line(line: str, *, num_prompts: int | None = None) -> di
         out[field] = value
     if out["accept_length"] is None:
         out["accept_length"] = _accept_from_server_info(data.get("server_info"))
+    if out["accept_length"] is not None and out["accept_length"] <= 0:
+        out["accept_length"] = None  # no speculation: bench_serving prints none either
     completed = out["completed"] or 0
     out["completed"] = completed
     out["failed"] = max(0, num_prompts - completed) if num_prompts is not None else 0
@@ -187,7 +188,3 @@ def parse_bench_serving_output(text: str, *, num_prompts: int | None = None) -> 
                            hint="look at the bench_serving stdout and the server log")
     return parse_bench_serving_line(lines[-1], num_prompts=num_prompts)
 
-
-def is_finite(value: Any) -> bool:
-    """True for a real, finite number."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
 MANIFEST_JSON = "manifest.json"
+
+# Arms on different hosts/GPUs finish points at the same time; one writer at a time per
+# process keeps the torn-tail repair, the append and the CSV rewrite from interleaving.
+_WRITE_LOCK = threading.Lock()
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -86,13 +91,14 @@ def append_result(run_dir: Path, record: ResultRecord | dict[str, Any], *, rewri
     path = run_dir / RESULTS_JSONL
     data = _record_dict(record)
     line = json.dumps(data, sort_keys=True, allow_nan=False, default=str) + "\n"
-    _cut_torn_tail(path)
-    with open(path, "ab") as fh:
-        fh.write(line.encode())
-        fh.flush()
-        os.fsync(fh.fileno())
-    if rewrite_csv:
-        write_csv(run_dir)
+    with _WRITE_LOCK:
+        _cut_torn_tail(path)
+        with open(path, "ab") as fh:
+            fh.write(line.encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        if rewrite_csv:
+            write_csv(run_dir)
     return data
 
 

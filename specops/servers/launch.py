@@ -159,7 +159,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
 
 
 #: Resolved server args that legitimately differ between arms.
-_FAIRNESS_IGNORED_PREFIXES = ("speculative_",)
+_FAIRNESS_IGNORED_PREFIXES = ("speculative_", "sim_")  # sim_*: the simulator's own labels
 _FAIRNESS_IGNORED = {
     "port", "host", "model_path", "served_model_name", "tokenizer_path", "random_seed",
     "base_gpu_id", "gpu_id", "dist_init_addr", "nccl_port", "metrics_port", "file_storage_path",

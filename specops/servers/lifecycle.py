@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from specops.errors import StepError, TransportError
-from specops.logwatch import (READY_LINE, crash_excerpt, find_signature, parse_chunk_line,
+from specops.logwatch import (READY_LINE, crash_blocks, crash_excerpt, find_signature, parse_chunk_line,
                               chunk_script, read_new, tail_lines)
 from specops.servers.launch import LaunchPlan, log_path, state_path
 from specops.servers.remote import FUNCS, q
@@ -139,6 +139,7 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
     logdir = posixpath.dirname(plan.log_path)
     statedir = posixpath.dirname(plan.state_path)
     lines = [f"mkdir -p {q(logdir)} {q(statedir)} || exit 12",
+             f"cd {q(plan.workdir)} || exit 12",  # relative model paths are relative to the workdir
              f"if _port_busy {plan.port}; then echo '@@PORTBUSY'; "
              f"ss -ltnp 'sport = :{plan.port}' 2>/dev/null | tail -n +2 | head -3; exit 10; fi"]
     model_flags = ("--model-path", "--speculative-draft-model-path")
@@ -151,7 +152,6 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
     env_words = " ".join(q(f"{k}={v}") for k, v in sorted(plan.env.items()))
     lines += [
         f"if [ -e {lp} ]; then mv -f {lp} {q(plan.log_path + '.1')}; fi",
-        f"cd {q(plan.workdir)} || exit 12",
         f"setsid nohup env {env_words} {' '.join(q(a) for a in plan.argv)} > {lp} 2>&1 < /dev/null &",
         "pid=$!",
         "echo \"@@PID $pid $(_start $pid)\"",
@@ -271,12 +271,14 @@ def _drain(transport: Transport, w: _Watch) -> None:
 def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
     st = w.state
     excerpt = crash_excerpt(w.text)
+    blocks = crash_blocks(w.text)
+    reason = blocks[-1].splitlines()[-1].strip()[:160] if blocks else None
     if not w.alive:
         what = f"exited {elapsed:.1f}s after the readiness wait began"
     else:
-        what = f"logged a crash ({w.signature})"
-    if w.signature and not w.alive:
-        what += f" ({w.signature})"
+        what = "logged a crash"
+    if reason:
+        what += f" ({reason})"
     return StepError(f"server '{st.arm}' {what}; log {st.log_path}:\n{excerpt}",
                      where=_where(transport, st.arm),
                      hint=f"specops logs --server {st.arm} --errors; command: {st.command}")

@@ -363,14 +363,17 @@ def _extract(tree: Path) -> TreeFlags:
 
     if field_modules:
         layout = "fields"
-        for _, mod in field_modules:
-            for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
-                for node in _class_fields(cls):
-                    name = node.target.id
-                    if name.startswith("_"):
-                        continue
-                    defaults.setdefault(name, _field_default(node))
-                    add(_spec_from_field(name, node.annotation, node.value, classes, require_meta=False))
+        # ServerArgs collects the fields of every class carrying `_NS_PATH` (fields/__init__.py),
+        # then derives flags with add_cli_args_from_dataclass: only annotated fields get one.
+        field_classes = [n for _, mod in field_modules for n in mod.body if isinstance(n, ast.ClassDef)]
+        namespaced = [c for c in field_classes if any(
+            isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_NS_PATH" for t in s.targets)
+            for s in c.body)]
+        for cls in namespaced or field_classes:
+            for node in _class_fields(cls):
+                name = node.target.id
+                defaults.setdefault(name, _field_default(node))
+                add(_spec_from_field(name, node.annotation, node.value, classes, require_meta=True))
     elif add_cli is not None and any(
         isinstance(c, ast.Call) and _dotted(c.func).endswith("add_cli_args_from_dataclass") for c in ast.walk(add_cli)
     ):

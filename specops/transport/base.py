@@ -58,9 +58,11 @@ def group_wrapped(line: str, timeout: float) -> str:
     it leads, and coreutils `timeout` (without --foreground) signals its whole group on
     expiry, so every child of the command dies with it. The reverse order
     (`timeout ... setsid ...`) moves the command out of timeout's group and leaves its
-    children running."""
+    children running. `--norc`: over ssh, bash sources ~/.bashrc even when not
+    interactive (a pyenv/conda init there costs ~100 ms); the login shell that runs this
+    line has already done so and exported its environment."""
     return shlex.join(["setsid", "-w", "timeout", "-k", "5", timeout_arg(timeout),
-                       "bash", "-c", line])
+                       "bash", "--norc", "--noprofile", "-c", line])
 
 
 def timeout_arg(timeout: float) -> str:

@@ -39,6 +39,20 @@ def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen | None =
         pass
 
 
+def _drain(proc: subprocess.Popen, grace_s: float = 2.0) -> tuple[bytes, bytes]:
+    """What a killed command wrote. A process that left the group (its own `setsid`) may
+    still hold the pipes open: give up on them after `grace_s` rather than hang."""
+    try:
+        return proc.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired as exc:
+        out, err = exc.stdout or b"", exc.stderr or b""
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        return out, err
+
+
 class LocalTransport:
     """Runs commands on this machine. Each command leads its own process group."""
 
@@ -65,7 +79,7 @@ class LocalTransport:
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc.pid, proc=proc)
-            out, err = proc.communicate()
+            out, err = _drain(proc)
         rc = TIMEOUT_RC if timed_out else proc.returncode
         return CommandResult(line, rc, out.decode(errors="replace"), err.decode(errors="replace"),
                              time.monotonic() - started, timed_out)
@@ -75,15 +89,20 @@ class LocalTransport:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".specops-tmp", dir=target.parent)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            if mode is not None:
-                os.chmod(tmp, mode)
-            elif target.exists():
-                os.chmod(tmp, target.stat().st_mode & 0o7777)
-            else:
-                os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                if mode is not None:
+                    os.chmod(tmp, mode)
+                elif target.exists():
+                    os.chmod(tmp, target.stat().st_mode & 0o7777)
+                else:
+                    os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                raise
         except OSError as exc:
             raise TransportError(f"cannot write {target}: {exc}", where=f"host {self.name}") from exc
 

@@ -297,25 +297,34 @@ class SSHTransport:
             chan.shutdown_write()
         out: list[bytes] = []
         err: list[bytes] = []
+        # The host-side timeout normally ends the command at `started + timeout`; past
+        # `deadline` the host is not answering. A command that exited while processes it
+        # started still hold its output open is given up at `started + timeout`, as
+        # LocalTransport does.
         deadline = started + timeout + BACKSTOP_S
         transport = chan.get_transport()
-        abandoned = False
+        abandoned = ""
         while True:
             while chan.recv_ready():
                 out.append(chan.recv(READ_SIZE))
             while chan.recv_stderr_ready():
                 err.append(chan.recv_stderr(READ_SIZE))
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
             if chan.eof_received or chan.closed:
-                if not chan.status_event.wait(max(0.0, remaining)):
-                    abandoned = True
+                if not chan.status_event.wait(max(0.0, deadline - now)):
+                    abandoned = f"no exit status from {self.target} within {timeout + BACKSTOP_S:g} s"
                 break
-            if remaining <= 0:
-                abandoned = True
+            if now >= deadline:
+                abandoned = f"no answer from {self.target} within {timeout + BACKSTOP_S:g} s"
+                break
+            if chan.exit_status_ready() and now >= started + timeout:
+                abandoned = (f"the command exited but processes it started still held its output "
+                             f"open after {timeout:g} s")
                 break
             if not transport.is_active():
                 break
-            select.select([chan], [], [], min(remaining, 1.0))
+            limit = started + timeout if chan.exit_status_ready() else deadline
+            select.select([chan], [], [], min(max(limit - now, 0.01), 1.0))
         while chan.recv_ready():
             out.append(chan.recv(READ_SIZE))
         while chan.recv_stderr_ready():
@@ -326,8 +335,7 @@ class SSHTransport:
         if abandoned:
             chan.close()
             self._kill_marked(marker)
-            stderr += (f"\nspecops: no answer from {self.target} within {timeout + BACKSTOP_S:g} s; "
-                       "command abandoned and its processes killed")
+            stderr += f"\nspecops: {abandoned}; killed its processes"
             return CommandResult(line, TIMEOUT_RC, stdout, stderr, duration, True)
         status = chan.exit_status if chan.exit_status_ready() else -1
         if status == -1 and not transport.is_active():

@@ -1,0 +1,54 @@
+"""From a host's variables and its SGLang tree to launch plans: the glue the `server` step
+and `specops bench` share."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from specops.errors import ConfigError
+from specops.inventory import Host
+from specops.patching import TransportTreeFiles, detect_layout
+from specops.servers.arms import arms_from_vars
+from specops.servers.launch import LaunchPlan, build_launch
+from specops.transport.base import Transport
+
+SERVER_ARGS = "python/sglang/srt/server_args.py"
+
+
+def sim_options(variables: dict[str, Any]) -> list[str]:
+    """Simulator knobs from vars (`sim: {time_scale: 0.05, crash_after: 40, ...}`), for sim hosts only."""
+    opts = variables.get("sim") or {}
+    if not isinstance(opts, dict):
+        raise ConfigError("'sim' must be a mapping such as {time_scale: 0.05}")
+    out: list[str] = []
+    for key, value in opts.items():
+        flag = "--sim-" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value not in (None, False):
+            out += [flag, str(value)]
+    return out
+
+
+def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_names: Sequence[str],
+              tree: str, *, where: str = "vars") -> list[LaunchPlan]:
+    """Launch plans for the named arms on `host`, built from the tree's detected layout."""
+    specs = arms_from_vars(variables, where=where)
+    unknown = [a for a in arm_names if a not in specs]
+    if unknown:
+        raise ConfigError(f"unknown arm(s) {', '.join(unknown)}; the vars define: {', '.join(specs)}", where=where)
+    tree = transport.expand(tree)
+    files = TransportTreeFiles(transport, tree)
+    if not files.exists(SERVER_ARGS):
+        raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
+                          where=f"host {host.name}")
+    layout = detect_layout(files)
+    source = (files.read(SERVER_ARGS) or b"").decode(errors="replace")
+    workdir = transport.expand(str(variables.get("workdir") or host.workdir))
+    engine = str(variables.get("engine") or host.engine)
+    return [
+        build_launch(specs[name], layout, workdir=workdir, python=host.python, engine=engine, sglang_tree=tree,
+                     sim_options=sim_options(variables) if engine == "sim" else (),
+                     server_args_source=source, where=f"host {host.name}, arm '{name}'")
+        for name in arm_names
+    ]

@@ -1,0 +1,125 @@
+"""`python -m specops.sim --sglang-tree TREE <launch_server flags>`: a stand-in for SGLang.
+
+Simulator knobs are stripped before SGLang's own parsing, so the rest of argv is judged by
+the flags the tree declares. Each knob also reads an environment variable (the flag wins):
+
+  --sglang-tree TREE        SPECOPS_SIM_TREE         repo-shaped checkout: TREE/python/sglang/...
+  --sim-time-scale F        SPECOPS_SIM_TIME_SCALE   wall = model time * F (0.05: 20x faster)
+  --sim-fail-at-start       SPECOPS_SIM_FAIL_AT_START  die after loading, traceback in the log, exit 1
+  --sim-crash-after N       SPECOPS_SIM_CRASH_AFTER  after N finished requests, scheduler traceback, SIGKILL
+  --sim-slow-start S        SPECOPS_SIM_SLOW_START   S more wall seconds of loading (/health 503)
+  --sim-seed N              SPECOPS_SIM_SEED         noise and token seed
+
+Exit codes: 2 for argparse errors (as SGLang), 1 for a source that does not compile or a
+start-up failure, -9 (killed) after an injected crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from specops.sim.flags import tree_flags
+from specops.sim.logs import SimLog, import_failure_traceback
+from specops.sim.server import SimOptions, SimServer, bind_socket
+
+_VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
+           "--sim-slow-start": "slow_start", "--sim-seed": "seed"}
+_SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
+_ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
+        "slow_start": "SPECOPS_SIM_SLOW_START", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START"}
+
+
+class UsageError(Exception):
+    pass
+
+
+def split_argv(argv: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """Separate simulator knobs (flags, then env as fallback) from SGLang's argv."""
+    env = os.environ if env is None else env
+    knobs: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name, eq, val = a.partition("=")
+        if name in _VALUED:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"{name} needs a value")
+                val = argv[i + 1]
+                i += 1
+            knobs[_VALUED[name]] = val
+        elif a in _SWITCHES:
+            knobs[_SWITCHES[a]] = "1"
+        else:
+            rest.append(a)
+        i += 1
+    for key, var in _ENV.items():
+        if key not in knobs and env.get(var):
+            knobs[key] = env[var]
+    return knobs, rest
+
+
+def options(knobs: dict[str, str]) -> SimOptions:
+    if not knobs.get("tree"):
+        raise UsageError("--sglang-tree TREE (or SPECOPS_SIM_TREE) is required: the SGLang checkout whose flags to accept")
+    try:
+        opts = SimOptions(
+            tree=Path(knobs["tree"]).expanduser(),
+            time_scale=float(knobs.get("time_scale", 1.0)),
+            fail_at_start=knobs.get("fail_at_start", "").lower() not in ("", "0", "false", "no"),
+            crash_after=int(knobs["crash_after"]) if knobs.get("crash_after") not in (None, "") else None,
+            slow_start=float(knobs.get("slow_start", 0) or 0),
+            seed=int(knobs.get("seed", 0) or 0),
+        )
+    except ValueError as e:
+        raise UsageError(f"bad simulator option: {e}") from None
+    if opts.time_scale <= 0:
+        raise UsageError("--sim-time-scale must be > 0")
+    return opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts = options(split_argv(argv)[0])
+        rest = split_argv(argv)[1]
+    except UsageError as e:
+        print(f"specops.sim: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        flags = tree_flags(opts.tree)
+    except SyntaxError as e:
+        sys.stderr.write(import_failure_traceback(opts.tree.resolve(), traceback.format_exception_only(type(e), e)))
+        return 1
+    except FileNotFoundError as e:
+        print(f"specops.sim: error: {e}", file=sys.stderr)
+        return 2
+    args = flags.parse(rest)  # argparse prints usage + "unrecognized arguments" and exits 2 itself
+    args.setdefault("host", "127.0.0.1")
+    args["host"] = args.get("host") or "127.0.0.1"
+    args["port"] = args.get("port") or 30000
+    args["_cuda_graph_max_bs"] = args.get("cuda_graph_max_bs") or args.get("cuda_graph_max_bs_decode")
+    log = SimLog()
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if not k.startswith("_"))
+    log.info(f"server_args=ServerArgs({shown})")
+    try:
+        sock = bind_socket(args["host"], int(args["port"]))
+    except OSError as e:
+        log.info(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address "
+                 f"{(args['host'], int(args['port']))!r}: {e.strerror.lower() if e.strerror else e}")
+        return 1
+    server = SimServer(flags, args, opts, log)
+    try:
+        asyncio.run(server.start(sock))
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

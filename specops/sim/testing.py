@@ -1,0 +1,195 @@
+"""Helpers to run the real simulator as a subprocess (tests, demos) and to load it.
+
+`run_sim` starts `python -m specops.sim` in its own process group, waits until it is ready
+(/health 200 and the ready line in its log) and kills the whole group on exit. `drive` is a
+small closed-loop streaming client that reports throughput in *model* units, converting
+the wall clock with the server's `sim_time_scale`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from specops.sim.logs import READY_LINE
+
+
+class SimStartError(RuntimeError):
+    """The simulator exited or never became ready; carries its exit code and log text."""
+
+    def __init__(self, message: str, returncode: int | None, log: str):
+        super().__init__(f"{message} (exit code {returncode})\n--- log tail ---\n{log[-4000:]}")
+        self.returncode = returncode
+        self.log = log
+
+
+@dataclass
+class SimProcess:
+    port: int
+    url: str
+    log_path: Path
+    process: subprocess.Popen
+    argv: list[str] = field(default_factory=list)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def get_json(self, path: str, timeout: float = 5.0) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as resp:
+            return json.loads(resp.read())
+
+    def server_info(self) -> dict:
+        return self.get_json("/server_info")
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        return self.process.wait(timeout=timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health_status(url: str, timeout: float = 1.0) -> int | None:
+    """HTTP status of /health, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def start_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_path: str | Path | None = None,
+              env: dict[str, str] | None = None) -> SimProcess:
+    """Launch the simulator detached in its own session, output to log_path; does not wait."""
+    args = list(args)
+    if "--port" in args:
+        port = int(args[args.index("--port") + 1])
+    else:
+        port = port or free_port()
+        args += ["--port", str(port)]
+    if "--host" not in args:
+        args += ["--host", "127.0.0.1"]
+    if log_path is None:
+        fd, name = tempfile.mkstemp(prefix="specops-sim-", suffix=".log")
+        os.close(fd)
+        log_path = name
+    log_path = Path(log_path)
+    argv = [sys.executable, "-m", "specops.sim", "--sglang-tree", str(tree), *args]
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=full_env, start_new_session=True)
+    return SimProcess(port=port, url=f"http://127.0.0.1:{port}", log_path=log_path, process=proc, argv=argv)
+
+
+def wait_ready(sim: SimProcess, timeout: float = 30.0) -> None:
+    """Ready = alive, /health 200 and the ready line logged; raises SimStartError otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rc = sim.process.poll()
+        if rc is not None:
+            raise SimStartError("simulator exited before it was ready", rc, sim.log_text())
+        if health_status(sim.url) == 200 and READY_LINE in sim.log_text():
+            return
+        time.sleep(0.05)
+    raise SimStartError(f"simulator not ready after {timeout:.0f}s", sim.process.poll(), sim.log_text())
+
+
+def stop_sim(sim: SimProcess, grace: float = 5.0) -> None:
+    """TERM the process group, then KILL what is left."""
+    if sim.process.poll() is None:
+        try:
+            os.killpg(sim.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            sim.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(sim.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            sim.process.wait(timeout=grace)
+
+
+@contextmanager
+def run_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_path: str | Path | None = None,
+            env: dict[str, str] | None = None, ready_timeout: float = 30.0, wait: bool = True) -> Iterator[SimProcess]:
+    """Start the simulator, wait for readiness (unless wait=False), always kill its group at exit."""
+    sim = start_sim(tree, args, port=port, log_path=log_path, env=env)
+    try:
+        if wait:
+            wait_ready(sim, ready_timeout)
+        yield sim
+    finally:
+        stop_sim(sim)
+
+
+# ---------------------------------------------------------------------- load generator
+
+
+async def _one(session, url: str, prompt: str, max_new_tokens: int) -> tuple[int, float | None]:
+    payload = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0,
+                                                  "ignore_eos": True}, "stream": True}
+    t0 = time.perf_counter()
+    ttft, tokens = None, 0
+    async with session.post(url + "/generate", json=payload) as resp:
+        resp.raise_for_status()
+        async for raw in resp.content:
+            line = raw.decode().strip()
+            if not line.startswith("data:") or line == "data: [DONE]":
+                continue
+            data = json.loads(line[5:])
+            if ttft is None:
+                ttft = time.perf_counter() - t0
+            tokens = data["meta_info"]["completion_tokens"]
+    return tokens, ttft
+
+
+async def drive(url: str, concurrency: int, num_requests: int, max_new_tokens: int = 64, input_words: int = 32) -> dict:
+    """Closed loop: `concurrency` streams at a time until `num_requests` are done.
+
+    Returns wall and model-unit figures: output_throughput is tokens per *model* second.
+    """
+    import aiohttp
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        async with session.get(url + "/server_info") as r:
+            scale = float((await r.json()).get("sim_time_scale", 1.0))
+        prompt = " ".join(["word"] * input_words)
+        left = num_requests
+        results: list[tuple[int, float | None]] = []
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                results.append(await _one(session, url, prompt, max_new_tokens))
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    tokens = sum(n for n, _ in results)
+    ttfts = [t for _, t in results if t is not None]
+    return {
+        "completed": len(results), "output_tokens": tokens, "wall_s": wall, "time_scale": scale,
+        "duration_s": wall / scale, "output_throughput": tokens / wall * scale,
+        "mean_ttft_ms": (sum(ttfts) / len(ttfts)) / scale * 1000 if ttfts else None,
+    }

@@ -1,0 +1,106 @@
+"""`server` (launch arms detached, wait until ready while watching for crashes) and `stop`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specops.errors import ConfigError
+from specops.playbook import Step
+from specops.servers import fairness_warnings, launch_arms, server_info, server_status, stop_arms, wait_ready_many
+from specops.servers.plans import plan_arms
+from specops.steps.base import Outcome, StepContext, StepKind
+
+#: Arms launched by this process, per host, so Ctrl-C can stop what this run started.
+LAUNCHED: dict[str, set[str]] = {}
+
+
+def _arm_list(step: Step, value: Any) -> None:
+    if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(a, str) for a in value))):
+        raise ConfigError(f"{step.label}: arms must be a list of arm names", where=step.where)
+
+
+class Server(StepKind):
+    name = "server"
+    keys = ("arms", "tree", "reuse", "ready_timeout")
+    required = ("arms", "tree")
+
+    def validate(self, step: Step) -> None:
+        super().validate(step)
+        _arm_list(step, step.args["arms"])
+
+    def _plans(self, ctx: StepContext):
+        arms = ctx.args["arms"]
+        arms = [a.strip() for a in arms.split(",")] if isinstance(arms, str) else list(arms)
+        return plan_arms(ctx.transport, ctx.host, ctx.vars, arms, str(ctx.args["tree"]), where=ctx.step.where)
+
+    def describe(self, ctx: StepContext) -> list[str]:
+        lines = []
+        for plan in self._plans(ctx):
+            lines.append(f"[{plan.arm}] ({plan.mechanism}) setsid nohup {plan.command} > {plan.log_path} 2>&1 < /dev/null &")
+            if plan.config_json:
+                lines.append(f"[{plan.arm}] write {plan.config_path}: {plan.config_json}")
+            lines += [f"[{plan.arm}] note: {n}" for n in plan.notes]
+        return lines
+
+    def is_done(self, ctx: StepContext) -> bool | None:
+        plans = self._plans(ctx)
+        status = {s.arm: s for s in server_status(ctx.transport, ctx.vars["workdir"], [p.arm for p in plans])}
+        from specops.servers import read_states
+
+        states = read_states(ctx.transport, ctx.vars["workdir"])
+        for plan in plans:
+            st, state = status.get(plan.arm), states.get(plan.arm)
+            if st is None or st.state != "ready" or state is None or state.args_hash != plan.args_hash:
+                return False
+        ctx.facts["arms"] = {p.arm: {"mechanism": p.mechanism, "port": p.port, "action": "reused"} for p in plans}
+        return True
+
+    def apply(self, ctx: StepContext) -> Outcome:
+        plans = self._plans(ctx)
+        outcomes = launch_arms(ctx.transport, plans, reuse=bool(ctx.args.get("reuse", True)))
+        LAUNCHED.setdefault(ctx.host.name, set()).update(o.state.arm for o in outcomes if o.action != "reused")
+        for o in outcomes:
+            ctx.journal.event("server", host=ctx.host.name, step=ctx.step.name, arm=o.state.arm, action=o.action,
+                              pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
+                              command=o.state.command, log=o.state.log_path)
+        timeout = float(ctx.args.get("ready_timeout", ctx.timeout))
+        try:
+            ready = wait_ready_many(ctx.transport, [o.state for o in outcomes], timeout_s=timeout, poll_s=0.5)
+        except Exception:
+            # a crashed or hung arm must not keep running (and holding its GPU) after the step failed
+            stop_arms(ctx.transport, ctx.vars["workdir"], [o.state.arm for o in outcomes if o.action != "reused"])
+            raise
+        infos = {o.state.arm: server_info(ctx.transport, o.state) for o in outcomes}
+        warnings = fairness_warnings(infos)
+        for w in warnings:
+            ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=w)
+        arms = {o.state.arm: {"mechanism": o.state.mechanism, "port": o.state.port, "action": o.action,
+                              "pid": o.state.pid, "ready_s": round(ready.get(o.state.arm, 0.0), 2),
+                              "effective_threshold": o.state.effective_threshold} for o in outcomes}
+        summary = ", ".join(f"{a}: {v['action']} ({v['mechanism']})" for a, v in arms.items())
+        return Outcome(changed=any(o.action != "reused" for o in outcomes), data={"arms": arms, "warnings": warnings},
+                       message=summary + (f"; {len(warnings)} fairness warning(s)" if warnings else ""))
+
+
+class Stop(StepKind):
+    name = "stop"
+    keys = ("arms",)
+
+    def validate(self, step: Step) -> None:
+        if step.args is None:
+            step.args = {}
+        super().validate(step)
+        if "arms" in step.args:
+            _arm_list(step, step.args["arms"])
+
+    def _arms(self, ctx: StepContext) -> list[str] | None:
+        arms = (ctx.args or {}).get("arms")
+        return [a.strip() for a in arms.split(",")] if isinstance(arms, str) else arms
+
+    def describe(self, ctx: StepContext) -> list[str]:
+        return [f"stop servers {self._arms(ctx) or 'all'}: TERM the process group, KILL after grace, wait for the port"]
+
+    def apply(self, ctx: StepContext) -> Outcome:
+        results = stop_arms(ctx.transport, ctx.vars["workdir"], self._arms(ctx))
+        return Outcome(changed=bool(results), data={"stopped": [vars(r) for r in results]},
+                       message=", ".join(r.arm for r in results) or "nothing running")
