@@ -85,9 +85,10 @@ def default_playbook(name: str) -> Path:
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="default: runs/ beside the inventory")
 @click.option("--forks", type=int, help="hosts at once (default sized to the run)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+@click.option("--keep-servers", is_flag=True, help="on Ctrl-C, leave servers this run launched running")
 def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None, var_items: tuple[str, ...],
            check: bool, resume: bool, from_step: str | None, runs_dir: str | None, forks: int | None,
-           as_json: bool) -> None:
+           as_json: bool, keep_servers: bool) -> None:
     """Run a playbook on hosts: steps in order, hosts in parallel, every step verified."""
     from specops.runner import run_playbook
 
@@ -95,6 +96,7 @@ def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None
         _inventory(inventory_path), Path(playbook_path) if playbook_path else default_playbook("deploy"),
         host_spec, extra_vars=parse_vars(var_items), check=check, resume=resume, from_step=from_step,
         runs_dir=Path(runs_dir) if runs_dir else None, forks=forks, console=console, as_json=as_json,
+        keep_servers=keep_servers,
     )
     sys.exit(0 if report.ok else 1)
 

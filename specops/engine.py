@@ -119,7 +119,7 @@ class Engine:
                  check: bool = False, resume: bool = False, from_step: str | None = None,
                  forks: int | None = None, listener: Callable[[dict], None] | None = None,
                  transport_factory: Callable[[Host], Transport] = open_transport,
-                 run_label: str | None = None):
+                 run_label: str | None = None, run_dir: Path | None = None):
         self.inventory = inventory
         self.playbook = playbook
         self.hosts = hosts
@@ -138,7 +138,8 @@ class Engine:
                 raise ConfigError(f"--resume: no failed run of playbook '{playbook.name}' in {self.runs_dir}")
             self.resumed_from = found
             self.previous = done_steps(found)
-        self.run_dir = self.resumed_from or self.runs_dir / new_run_id(run_label or playbook.name)
+        self.run_dir = Path(run_dir) if run_dir else (
+            self.resumed_from or self.runs_dir / new_run_id(run_label or playbook.name))
         self.run_id = self.run_dir.name
         self._abort = threading.Event()
         self.reports = {h.name: HostReport(h.name, [StepStatus() for _ in playbook.steps]) for h in hosts}

@@ -123,3 +123,13 @@ def test_manifest_round_trip_is_atomic_and_sorted(tmp_path):
     (tmp_path / "manifest.json").write_text("{broken")
     with pytest.raises(SpecopsError, match="manifest"):
         store.load_manifest(tmp_path)
+
+
+def test_concurrent_appends_from_threads_keep_every_point(tmp_path):
+    """Arms on different hosts report at once: no line is lost or interleaved, CSV complete."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda i: store.append_result(tmp_path, _rec(f"arm{i % 4}", 1, i)), range(40)))
+    assert sorted(r["repeat"] for r in store.load_results(tmp_path)) == list(range(40))
+    assert len(list(csv.DictReader((tmp_path / "results.csv").open()))) == 40

@@ -161,3 +161,31 @@ def test_errors_only_shows_the_crash_blocks(tmp_path: Path) -> None:
     show([LogSource(t, str(log), "adaptive")], lines=50, errors_only=True, console=console)
     out = console.export_text()
     assert "Decode batch" not in out and "ValueError: boom" in out and "tail" not in out
+
+
+def test_sources_for_lists_arm_logs_and_follow_prefixes(tmp_path: Path) -> None:
+    from specops.logs_view import sources_for
+
+    logs = tmp_path / "wd" / ".specops" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "baseline.log").write_text("b0\n")
+    (logs / "eagle3.log").write_text("e0\n")
+    (logs / "eagle3.log.1").write_text("rotated\n")
+    t = LocalTransport()
+    srcs = sources_for(t, str(tmp_path / "wd"))
+    assert [s.label for s in srcs] == ["baseline", "eagle3"]
+    console = Console(record=True, width=200)
+    stop = threading.Event()
+    th = threading.Thread(target=show, args=(srcs,), kwargs=dict(lines=1, follow=True, console=console,
+                                                                 stop_event=stop, interval=0.05))
+    th.start()
+    try:
+        time.sleep(0.3)
+        with (logs / "eagle3.log").open("a") as fh:
+            fh.write("e1 appended\n")
+        _until(lambda: "e1 appended" in console.export_text(clear=False))
+    finally:
+        stop.set()
+        th.join(5)
+    out = console.export_text()
+    assert "baseline | b0" in out and "eagle3 | e0" in out and "eagle3 | e1 appended" in out

@@ -35,7 +35,7 @@ ADAPTIVE_TOLERANCE = 0.95    # adaptive should reach 95% of the better of baseli
 REPORT_MD = "report.md"
 
 # Server args allowed to differ between arms: the speculative ones (prefix) and placement.
-FAIRNESS_EXEMPT_PREFIXES = ("speculative",)
+FAIRNESS_EXEMPT_PREFIXES = ("speculative", "sim_")  # sim_*: the simulator labelling its own arm
 FAIRNESS_EXEMPT_KEYS = frozenset({
     "port", "host", "base_gpu_id", "gpu_id", "nccl_port", "dist_init_addr", "log_file",
     "log_requests", "served_model_name", "random_seed", "api_key", "file_storage_path",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from specops.sim.flags import tree_flags
 from specops.sim.logs import SimLog, import_failure_traceback
-from specops.sim.server import SimOptions, SimServer, bind_socket
+from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
 _VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
            "--sim-slow-start": "slow_start", "--sim-seed": "seed"}
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args["port"] = args.get("port") or 30000
     args["_cuda_graph_max_bs"] = args.get("cuda_graph_max_bs") or args.get("cuda_graph_max_bs_decode")
     log = SimLog()
+    resolve_args(args, log)
     shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if not k.startswith("_"))
     log.info(f"server_args=ServerArgs({shown})")
     try:

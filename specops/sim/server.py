@@ -39,12 +39,12 @@ class SimOptions:
     seed: int = 0
 
 
-def _resolve_arm(args: dict[str, Any], log: SimLog, opts: SimOptions) -> tuple[M.ArmModel, str | None, int]:
-    """Which arm the flags describe, the adaptive mechanism, and the running-request limit."""
-    algo = args.get("speculative_algorithm")
-    if not algo:
-        mr = args.get("max_running_requests") or M.BASELINE_DEFAULT_MAX_RUNNING
-        return M.ArmModel("baseline"), None, mr
+def resolve_args(args: dict[str, Any], log: SimLog) -> None:
+    """What ServerArgs.__post_init__ would settle before the dump: 48-cap and EAGLE-3 defaults."""
+    if not args.get("speculative_algorithm"):
+        if args.get("max_running_requests") is None:
+            args["max_running_requests"] = M.BASELINE_DEFAULT_MAX_RUNNING
+        return
     if args.get("max_running_requests") is None:
         log.info(
             "Max running requests is reset to 48 for speculative decoding. You can override this by "
@@ -55,15 +55,21 @@ def _resolve_arm(args: dict[str, Any], log: SimLog, opts: SimOptions) -> tuple[M
                      ("speculative_num_draft_tokens", M.DEFAULT_SPEC_NUM_STEPS + 1)):
         if args.get(key) is None:
             args[key] = val
+
+
+def arm_model(args: dict[str, Any]) -> tuple[M.ArmModel, str | None]:
+    """Which arm resolved args describe and the adaptive mechanism (raises on a bad adaptive config)."""
+    if not args.get("speculative_algorithm"):
+        return M.ArmModel("baseline"), None
     steps = int(args["speculative_num_steps"])
-    threshold = args.get("speculative_disable_batch_threshold")
     if args.get("speculative_adaptive"):
         tiers = M.load_adaptive_config(args.get("speculative_adaptive_config"),
                                        M.spec_cuda_graph_bs(args.get("_cuda_graph_max_bs") or 256))
-        return M.ArmModel("adaptive", tiers=tiers, num_steps=steps), "native-adaptive", args["max_running_requests"]
+        return M.ArmModel("adaptive", tiers=tiers, num_steps=steps), "native-adaptive"
+    threshold = args.get("speculative_disable_batch_threshold")
     if threshold:
-        return M.ArmModel("adaptive", threshold=int(threshold), num_steps=steps), "disable-batch-threshold", args["max_running_requests"]
-    return M.ArmModel("eagle3", num_steps=steps), None, args["max_running_requests"]
+        return M.ArmModel("adaptive", threshold=int(threshold), num_steps=steps), "disable-batch-threshold"
+    return M.ArmModel("eagle3", num_steps=steps), None
 
 
 def _count_prompt_tokens(body: dict[str, Any], text_key: str) -> int:
@@ -342,11 +348,11 @@ class SimServer:
                 "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                 f"Current value: mem_fraction_static={mem}")
         try:
-            self.arm, self.mechanism, max_running = _resolve_arm(args, log, opts)
+            self.arm, self.mechanism = arm_model(args)
         except (OSError, ValueError) as e:
             self._scheduler_init_error(f"{type(e).__name__}: {e}")
             return
-        args["max_running_requests"] = max_running
+        max_running = int(args["max_running_requests"])
         max_total = args.get("max_total_tokens") or M.DEFAULT_MAX_TOTAL_TOKENS
         args["max_total_tokens"] = max_total
         log.info(f"KV Cache is allocated. #tokens: {max_total}, K size: 24.41 GB, V size: 24.41 GB", rank=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specops.steps.base import StepKind
+from specops.steps.bench import Bench
 from specops.steps.files import Copy, Fetch
 from specops.steps.git import Git
 from specops.steps.patch import Patch
@@ -11,7 +12,7 @@ from specops.steps.shell import Shell
 from specops.steps.sglang_wheel import SGLangWheel
 from specops.steps.wait import Wait
 
-KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop())}
+KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop(), Bench())}
 
 
 def register(kind: StepKind) -> None:

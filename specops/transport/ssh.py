@@ -257,7 +257,7 @@ class SSHTransport:
         started = time.monotonic()
         chan = self._start(remote, line)
         try:
-            return self._collect(chan, line, timeout, stdin, started, marker)
+            return self._collect(chan, line, timeout, stdin, started, time.monotonic(), marker)
         finally:
             chan.close()
 
@@ -283,8 +283,10 @@ class SSHTransport:
         raise AssertionError("unreachable")
 
     def _collect(self, chan: paramiko.Channel, line: str, timeout: float, stdin: bytes | None,
-                 started: float, marker: str) -> CommandResult:
-        """Feed stdin, read stdout/stderr until EOF and the exit status, or the backstop."""
+                 started: float, begun: float, marker: str) -> CommandResult:
+        """Feed stdin, read stdout/stderr until EOF and the exit status, or the backstop.
+        `started`: when the call began (for the duration, connecting included); `begun`:
+        when the command started on the host (for its deadlines)."""
         if stdin:
             def feed() -> None:
                 try:
@@ -297,11 +299,11 @@ class SSHTransport:
             chan.shutdown_write()
         out: list[bytes] = []
         err: list[bytes] = []
-        # The host-side timeout normally ends the command at `started + timeout`; past
+        # The host-side timeout normally ends the command at `begun + timeout`; past
         # `deadline` the host is not answering. A command that exited while processes it
-        # started still hold its output open is given up at `started + timeout`, as
+        # started still hold its output open is given up at `begun + timeout`, as
         # LocalTransport does.
-        deadline = started + timeout + BACKSTOP_S
+        deadline = begun + timeout + BACKSTOP_S
         transport = chan.get_transport()
         abandoned = ""
         while True:
@@ -317,13 +319,13 @@ class SSHTransport:
             if now >= deadline:
                 abandoned = f"no answer from {self.target} within {timeout + BACKSTOP_S:g} s"
                 break
-            if chan.exit_status_ready() and now >= started + timeout:
+            if chan.exit_status_ready() and now >= begun + timeout:
                 abandoned = (f"the command exited but processes it started still held its output "
                              f"open after {timeout:g} s")
                 break
             if not transport.is_active():
                 break
-            limit = started + timeout if chan.exit_status_ready() else deadline
+            limit = begun + timeout if chan.exit_status_ready() else deadline
             select.select([chan], [], [], min(max(limit - now, 0.01), 1.0))
         while chan.recv_ready():
             out.append(chan.recv(READ_SIZE))
@@ -341,7 +343,7 @@ class SSHTransport:
         if status == -1 and not transport.is_active():
             raise self._error(f"connection to {self.target} lost while running a command; "
                               "it may have run partly", hint=f"command: {line}")
-        timed_out = status in (TIMEOUT_RC, 128 + 9) and duration >= timeout
+        timed_out = status in (TIMEOUT_RC, 128 + 9) and time.monotonic() - begun >= timeout
         return CommandResult(line, TIMEOUT_RC if timed_out else status, stdout, stderr, duration,
                              timed_out)
 

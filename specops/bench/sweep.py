@@ -1,0 +1,282 @@
+"""One host's part of `specops bench`: launch (or reuse) the arms, run the matrix point by
+point, write each result the moment it exists, relaunch a crashed arm once, stop what
+was launched. Used by the `bench` step kind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from specops import __version__
+from specops.bench.client import make_prompts, run_point
+from specops.bench.matrix import Point, plan_points
+from specops.bench.schema import STATUS_FAILED, ResultRecord
+from specops.bench.sglang_runner import bench_serving_argv, parse_bench_serving_output
+from specops.bench.store import append_result, load_manifest, missing_points, write_manifest
+from specops.errors import ConfigError, SpecopsError
+from specops.inventory import Host
+from specops.logwatch import crash_blocks, tail_lines
+from specops.servers import (LaunchPlan, ServerState, launch_arm, read_states, server_info, server_status,
+                             stop_states, wait_ready_many)
+from specops.transport.base import Transport
+from specops.tunnel import reach
+
+RUNNERS = ("auto", "builtin", "sglang")
+_MANIFEST_LOCK = threading.Lock()
+
+
+@dataclass
+class BenchSettings:
+    """What a sweep measures; the same for every arm (fairness) and kept in the manifest."""
+
+    arms: list[str] = field(default_factory=lambda: ["baseline", "eagle3", "adaptive"])
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
+    repeats: int = 3
+    num_prompts: int | None = None
+    prompts_per_level: int | None = None
+    input_len: int = 256
+    output_len: int = 256
+    dataset: str = "random"
+    runner: str = "auto"
+    seed: int = 1
+    keep_servers: bool = False
+    ready_timeout: float = 1800.0
+    point_timeout: float = 1800.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
+        known = set(cls.__dataclass_fields__)
+        unknown = [k for k in data if k not in known]
+        if unknown:
+            raise ConfigError(f"unknown bench setting(s): {', '.join(unknown)}", where=where)
+        settings = cls(**{k: v for k, v in data.items() if v is not None})
+        if settings.runner not in RUNNERS:
+            raise ConfigError(f"--runner must be one of {', '.join(RUNNERS)}, got {settings.runner!r}", where=where)
+        for name in ("input_len", "output_len", "repeats"):
+            if int(getattr(settings, name)) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1", where=where)
+        if settings.num_prompts is not None and settings.prompts_per_level is not None:
+            raise ConfigError("give --num-prompts or --prompts-per-level, not both", where=where)
+        plan_points(settings.arms, settings.concurrency, settings.repeats)  # validates arms/levels
+        return settings
+
+    def prompts_for(self, concurrency: int) -> int:
+        """Requests per point: explicit, or at least 4x the concurrency (ramp-up and drain)."""
+        if self.num_prompts:
+            return int(self.num_prompts)
+        if self.prompts_per_level:
+            return int(self.prompts_per_level)
+        return max(4 * concurrency, 16)
+
+
+def dataset_hash(settings: BenchSettings) -> str:
+    """A fingerprint of the prompts every arm receives, so runs can be compared honestly."""
+    prompts = make_prompts(4, input_len=settings.input_len, output_len=settings.output_len, seed=settings.seed,
+                           dataset=settings.dataset)
+    blob = json.dumps([settings.dataset, settings.input_len, settings.output_len, settings.seed,
+                       [p.text for p in prompts]])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def update_manifest(run_dir: Path, update: Callable[[dict[str, Any]], None]) -> None:
+    """Read-modify-write manifest.json under a lock (hosts write their parts from threads)."""
+    with _MANIFEST_LOCK:
+        manifest = load_manifest(run_dir) if (run_dir / "manifest.json").exists() else {}
+        update(manifest)
+        write_manifest(run_dir, manifest)
+
+
+def _gpus_share(plans: list[LaunchPlan]) -> bool:
+    """True when two arms would share a GPU: then they run one after another."""
+    seen: set[str] = set()
+    for plan in plans:
+        devices = {d for d in plan.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d}
+        if not devices:
+            continue
+        if devices & seen:
+            return True
+        seen |= devices
+    return False
+
+
+class HostSweep:
+    """The sweep on one host. `log` receives progress lines (the step's journal)."""
+
+    def __init__(self, *, host: Host, transport: Transport, plans: list[LaunchPlan], settings: BenchSettings,
+                 run_dir: Path, tree: str, log: Callable[[str, dict[str, Any]], None],
+                 progress: Callable[[dict[str, Any]], None] | None = None):
+        self.host, self.transport, self.settings, self.run_dir, self.tree = host, transport, settings, run_dir, tree
+        self.plans = {p.arm: p for p in plans}
+        self.log = log
+        self.progress = progress or (lambda _e: None)
+        self.states: dict[str, ServerState] = {}
+        self.launched: set[str] = set()
+        self.relaunched: set[str] = set()
+        self.runner = settings.runner if settings.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
+
+    # ----- servers ---------------------------------------------------------------------
+
+    def _up(self, arms: list[str]) -> None:
+        outcomes = []
+        for arm in arms:
+            outcome = launch_arm(self.transport, self.plans[arm], reuse=True)
+            self.states[arm] = outcome.state
+            if outcome.action != "reused":
+                self.launched.add(arm)
+            self.log("server", {"arm": arm, "action": outcome.action, "pid": outcome.state.pid,
+                                "mechanism": outcome.state.mechanism})
+            outcomes.append(outcome)
+        wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout, poll_s=0.5)
+        self._record_arms(arms)
+
+    def _down(self, arms: list[str]) -> None:
+        states = [self.states[a] for a in arms if a in self.launched and a in self.states]
+        if states and not self.settings.keep_servers:
+            stop_states(self.transport, states)
+            for s in states:
+                self.launched.discard(s.arm)
+
+    def stop_launched(self) -> None:
+        self._down(list(self.launched))
+
+    def _record_arms(self, arms: list[str]) -> None:
+        infos = {}
+        for arm in arms:
+            try:
+                infos[arm] = server_info(self.transport, self.states[arm])
+            except SpecopsError as exc:
+                infos[arm] = {"error": str(exc)}
+
+        def update(manifest: dict[str, Any]) -> None:
+            host_part = manifest.setdefault("hosts", {}).setdefault(self.host.name, {})
+            arms_part = host_part.setdefault("arms", {})
+            for arm in arms:
+                plan, state, info = self.plans[arm], self.states[arm], infos[arm]
+                server_args = {k: v for k, v in info.items() if k not in ("internal_states",)}
+                arms_part[arm] = {"command": state.command, "argv": state.argv, "mechanism": state.mechanism,
+                                  "effective_threshold": state.effective_threshold, "notes": plan.notes,
+                                  "server_args": server_args, "simulated": bool(info.get("simulated"))}
+        update_manifest(self.run_dir, update)
+
+    # ----- points ----------------------------------------------------------------------
+
+    def _measure(self, point: Point) -> dict[str, Any]:
+        s, state = self.settings, self.states[point.arm]
+        n = s.prompts_for(point.concurrency)
+        if self.runner == "builtin":
+            with reach(self.transport, state.port) as base_url:
+                return run_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
+                                 output_len=s.output_len, seed=s.seed, dataset=s.dataset,
+                                 timeout_s=s.point_timeout)
+        out_file = f"{state.workdir}/.specops/bench/{point.arm}-c{point.concurrency}-r{point.repeat}.jsonl"
+        argv = bench_serving_argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
+                                  output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
+                                  output_file=out_file, seed=s.seed, model=state.model or None)
+        self.transport.run(["mkdir", "-p", f"{state.workdir}/.specops/bench"], timeout=30)
+        self.transport.run(["rm", "-f", out_file], timeout=30)
+        result = self.transport.run(argv, timeout=s.point_timeout, cwd=self.tree)
+        if not result.ok:
+            return {"status": STATUS_FAILED, "completed": 0, "failed": n,
+                    "error": f"bench_serving exited {result.rc}: {result.tail(8)}", "runner": "sglang"}
+        record = parse_bench_serving_output(self.transport.get(out_file).decode(errors="replace"), num_prompts=n)
+        record["runner"] = "sglang"
+        return record
+
+    def _crash_excerpt(self, arm: str) -> str:
+        state = self.states[arm]
+        lines = tail_lines(self.transport, state.log_path, 400)
+        blocks = crash_blocks("\n".join(lines))
+        return blocks[-1] if blocks else "\n".join(lines[-20:])
+
+    def _arm_dead(self, arm: str) -> bool:
+        statuses = {st.arm: st for st in server_status(self.transport, self.states[arm].workdir, [arm])}
+        return arm in statuses and statuses[arm].state == "dead"
+
+    def run_point(self, point: Point) -> dict[str, Any]:
+        """Measure one point and write it; on a crashed server record the failure with the log
+        excerpt and relaunch the arm once."""
+        plan = self.plans[point.arm]
+        started = time.time()
+        try:
+            raw = self._measure(point)
+        except SpecopsError as exc:
+            raw = {"status": STATUS_FAILED, "error": str(exc)}
+        record = ResultRecord.from_dict({**raw, "host": self.host.name, "arm": point.arm,
+                                         "mechanism": plan.mechanism, "concurrency": point.concurrency,
+                                         "repeat": point.repeat}).to_dict()
+        record.setdefault("started_at", started)
+        crashed = record.get("status") == STATUS_FAILED and self._arm_dead(point.arm)
+        if crashed:
+            excerpt = self._crash_excerpt(point.arm)
+            record["error"] = f"server '{point.arm}' crashed during the point: {record.get('error') or ''}".strip()
+            record["log_excerpt"] = excerpt
+        written = append_result(self.run_dir, record)
+        self.log("point", {"arm": point.arm, "concurrency": point.concurrency, "repeat": point.repeat,
+                           "status": written.get("status"), "output_throughput": written.get("output_throughput")})
+        self.progress({"host": self.host.name, **written})
+        if crashed:
+            self._relaunch(point.arm)
+        return written
+
+    def _relaunch(self, arm: str) -> None:
+        if arm in self.relaunched:
+            raise SpecopsError(f"server '{arm}' crashed again after its relaunch; stopping this host's sweep",
+                               where=f"host {self.host.name}")
+        self.relaunched.add(arm)
+        self.log("relaunch", {"arm": arm})
+        self._up([arm])
+
+    # ----- the sweep -------------------------------------------------------------------
+
+    def run(self, points: list[Point]) -> None:
+        try:
+            if _gpus_share(list(self.plans.values())):
+                # Arms that share GPUs cannot be up together: launch, sweep, stop, one arm at a time.
+                for arm in self.settings.arms:
+                    arm_points = [p for p in points if p.arm == arm]
+                    if not arm_points:
+                        continue
+                    self._up([arm])
+                    for point in arm_points:
+                        self.run_point(point)
+                    self._down([arm])
+            else:
+                needed = [a for a in self.settings.arms if any(p.arm == a for p in points)]
+                if needed:
+                    self._up(needed)
+                for point in points:
+                    self.run_point(point)
+        finally:
+            self.stop_launched()
+
+
+def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]:
+    """The points this host still has to run (all of them on a fresh run)."""
+    return missing_points(run_dir, plan_points(settings.arms, settings.concurrency, settings.repeats), host=host)
+
+
+def settings_record(settings: BenchSettings) -> dict[str, Any]:
+    data = asdict(settings)
+    data["dataset_hash"] = dataset_hash(settings)
+    return data
+
+
+def gpu_facts(transport: Transport) -> dict[str, Any]:
+    r = transport.run(["bash", "-c", "command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader"],
+                      timeout=30)
+    names = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()] if r.ok else []
+    return {"gpu": names[0] if names else "none (CPU host)", "gpu_count": len(names)}
+
+
+def tree_commit(transport: Transport, tree: str) -> str | None:
+    r = transport.run(["git", "-C", tree, "rev-parse", "HEAD"], timeout=30)
+    return r.stdout.strip() if r.ok else None
+
+
+def specops_version() -> str:
+    return __version__

@@ -1,0 +1,74 @@
+"""`bench`: this host's part of a concurrency sweep; results land in the run directory."""
+
+from __future__ import annotations
+
+from specops.bench.store import load_results
+from specops.bench.sweep import (BenchSettings, HostSweep, gpu_facts, matrix_for, settings_record,
+                                 specops_version, tree_commit, update_manifest)
+from specops.errors import StepError
+from specops.patching import TransportTreeFiles, detect_layout
+from specops.servers.plans import plan_arms
+from specops.steps.base import Outcome, StepContext, StepKind
+
+#: Sweeps under way in this process, per host, so Ctrl-C can stop what they launched.
+ACTIVE: dict[str, HostSweep] = {}
+
+
+class Bench(StepKind):
+    name = "bench"
+    keys = ("tree", "settings")
+    required = ("tree", "settings")
+
+    def _settings(self, ctx: StepContext) -> BenchSettings:
+        return BenchSettings.from_dict(dict(ctx.args["settings"]), where=ctx.step.where)
+
+    def describe(self, ctx: StepContext) -> list[str]:
+        s = self._settings(ctx)
+        points = matrix_for(s, ctx.run_dir, ctx.host.name)
+        return [f"sweep {len(points)} points: arms {','.join(s.arms)} x concurrency {s.concurrency} x {s.repeats} "
+                f"repeats; results to {ctx.run_dir}/results.jsonl"]
+
+    def apply(self, ctx: StepContext) -> Outcome:
+        settings = self._settings(ctx)
+        tree = ctx.path(str(ctx.args["tree"]))
+        plans = plan_arms(ctx.transport, ctx.host, ctx.vars, settings.arms, tree, where=ctx.step.where)
+        layout = detect_layout(TransportTreeFiles(ctx.transport, tree))
+        facts = {"sglang_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
+                 "engine": ctx.host.engine, **gpu_facts(ctx.transport)}
+
+        def record_host(manifest: dict) -> None:
+            manifest.setdefault("specops_version", specops_version())
+            manifest.setdefault("run_id", ctx.run_dir.name)
+            manifest["bench"] = settings_record(settings)
+            manifest.setdefault("client", {"runner": settings.runner, "seed": settings.seed,
+                                           "input_len": settings.input_len, "output_len": settings.output_len,
+                                           "dataset": settings.dataset, "temperature": 0})
+            for key in ("sglang_version", "sglang_commit", "gpu", "gpu_count"):
+                manifest.setdefault(key, facts[key])
+            manifest.setdefault("hosts", {}).setdefault(ctx.host.name, {}).update(facts)
+
+        update_manifest(ctx.run_dir, record_host)
+        points = matrix_for(settings, ctx.run_dir, ctx.host.name)
+        sweep = HostSweep(host=ctx.host, transport=ctx.transport, plans=plans, settings=settings,
+                          run_dir=ctx.run_dir, tree=tree,
+                          log=lambda kind, data: ctx.journal.event(f"bench_{kind}", host=ctx.host.name,
+                                                                   step=ctx.step.name, **data),
+                          progress=ctx.vars.get("_bench_progress"))
+        ACTIVE[ctx.host.name] = sweep
+        try:
+            sweep.run(points)
+        finally:
+            ACTIVE.pop(ctx.host.name, None)
+        mine = [r for r in load_results(ctx.run_dir) if r.get("host") == ctx.host.name]
+        failed = [r for r in mine if r.get("status") != "ok"]
+        return Outcome(changed=bool(points), data={"points": len(points), "failed_points": len(failed)},
+                       message=f"{len(points)} points run, {len(failed)} failed")
+
+    def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
+        settings = self._settings(ctx)
+        missing = matrix_for(settings, ctx.run_dir, ctx.host.name)
+        if missing:
+            labels = ", ".join(f"{p.arm}@c{p.concurrency}#r{p.repeat}" for p in missing[:6])
+            return False, f"{len(missing)} point(s) have no ok result ({labels}{'…' if len(missing) > 6 else ''}); " \
+                          f"`specops bench --resume {ctx.run_dir}` runs only those"
+        return True, ""
