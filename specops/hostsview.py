@@ -30,7 +30,7 @@ def _facts(host: Host) -> HostFacts:
 
     transport = open_transport(host)
     try:
-        return gather_facts(transport, host.workdir)
+        return gather_facts(transport, host.workdir, python=host.python)
     except SpecopsError as exc:
         return HostFacts(reachable=False, error=str(exc))
     finally:

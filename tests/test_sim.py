@@ -360,3 +360,31 @@ def test_sim_knobs_come_from_flags_or_env_and_are_stripped():
     knobs, _ = split_argv([], env={"SPECOPS_SIM_TREE": "/x", "SPECOPS_SIM_SLOW_START": "2", "SPECOPS_SIM_SEED": "9"})
     opts = options(knobs)
     assert (str(opts.tree), opts.slow_start, opts.seed, opts.fail_at_start) == ("/x", 2.0, 9, False)
+
+
+def test_broken_eagle_worker_kills_only_speculative_servers(sglang_tree):
+    """A bad worker patch: the baseline never imports it; an EAGLE-3 server dies in its scheduler."""
+    tree = sglang_tree("0.4.10.post2")
+    worker = tree / "python/sglang/srt/speculative/eagle_worker.py"
+    src = worker.read_text()
+    assert "    def __init__(\n" in src
+    worker.write_text(src.replace("    def __init__(\n", "    def __init__(\n        self.disable_threshold = 0\n", 1))
+    with run_sim(tree, MODEL + FAST) as sim:
+        assert health_status(sim.url) == 200
+    with pytest.raises(SimStartError) as err:
+        with run_sim(tree, MODEL + EAGLE + FAST, ready_timeout=20):
+            pass
+    assert err.value.returncode == 1
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in err.value.log
+    assert f'File "{worker.resolve()}", line' in err.value.log and "SyntaxError" in err.value.log
+
+
+def test_bad_adaptive_config_fails_at_start_like_sglang(tmp_path):
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [-1]}}))
+    with pytest.raises(SimStartError) as err:
+        with run_sim(ensure_tree("0.5.14"), MODEL + EAGLE + FAST + ["--speculative-adaptive",
+                                                                   "--speculative-adaptive-config", str(cfg)]):
+            pass
+    assert err.value.returncode == 1
+    assert "ValueError: BS 1: candidate_steps must be a list of non-negative ints, got [-1]" in err.value.log

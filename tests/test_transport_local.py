@@ -151,3 +151,22 @@ def test_gather_facts_local(local):
     assert facts.reachable and facts.python == sys.version.split()[0]
     assert facts.host_key == "n/a (local)"
     assert "GiB free on" in facts.free_disk
+
+
+@pytest.mark.parametrize("script, gpus, error", [
+    ('echo "NVIDIA H200, 143771 MiB"; echo "NVIDIA H200, 143771 MiB"',
+     ["NVIDIA H200 (143771 MiB)", "NVIDIA H200 (143771 MiB)"], ""),
+    ('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver"; exit 9',
+     [], "nvidia-smi failed: NVIDIA-SMI has failed"),
+])
+def test_gather_facts_gpus(local, tmp_path, monkeypatch, script, gpus, error):
+    """No GPU in CI: a stand-in nvidia-smi on PATH prints what the real one prints."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\n{script}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    facts = gather_facts(local, local.home)
+    assert facts.gpus == gpus
+    assert facts.error.startswith(error)
