@@ -1,21 +1,69 @@
 """Reach a port on the host from here: directly for `local`, through the SSH connection
-(a local forward over the existing session) for remote hosts, whose servers listen on
-127.0.0.1 only."""
+for remote hosts, whose servers listen on 127.0.0.1 only.
+
+The forward is a small threaded TCP listener on 127.0.0.1 whose every accepted connection
+becomes a `direct-tcpip` channel of the host's existing SSH connection (no new login).
+"""
 
 from __future__ import annotations
 
+import select
 import socket
+import socketserver
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+import paramiko
+
+from specops.errors import TransportError
 from specops.transport.base import Transport
 from specops.transport.local import LocalTransport
 
+_CHUNK = 64 * 1024
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+def _pump(client: socket.socket, channel: paramiko.Channel) -> None:
+    """Copy bytes both ways until either side closes."""
+    try:
+        while True:
+            readable, _, _ = select.select([client, channel], [], [], 1.0)
+            if client in readable:
+                data = client.recv(_CHUNK)
+                if not data:
+                    break
+                channel.sendall(data)
+            if channel in readable:
+                data = channel.recv(_CHUNK)
+                if not data:
+                    break
+                client.sendall(data)
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+    finally:
+        channel.close()
+        client.close()
+
+
+class _Forwarder(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, ssh: paramiko.Transport, remote_port: int):
+        self.ssh, self.remote_port = ssh, remote_port
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        server: _Forwarder = self.server  # type: ignore[assignment]
+        try:
+            channel = server.ssh.open_channel("direct-tcpip", ("127.0.0.1", server.remote_port),
+                                              self.request.getpeername(), timeout=10)
+        except (paramiko.SSHException, OSError, EOFError):
+            self.request.close()
+            return
+        _pump(self.request, channel)
 
 
 @contextmanager
@@ -24,8 +72,15 @@ def reach(transport: Transport, port: int) -> Iterator[str]:
     if isinstance(transport, LocalTransport):
         yield f"http://127.0.0.1:{port}"
         return
-    connection = getattr(transport, "connection")
-    local = _free_port()
-    with connection.forward_local(local_port=local, remote_port=port, remote_host="127.0.0.1",
-                                  local_host="127.0.0.1"):
-        yield f"http://127.0.0.1:{local}"
+    connect = getattr(transport, "connect", None)
+    if connect is None:
+        raise TransportError(f"cannot forward port {port}: the transport has no SSH connection",
+                             where=f"host {transport.name}")
+    forwarder = _Forwarder(connect(), port)
+    thread = threading.Thread(target=forwarder.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{forwarder.server_address[1]}"
+    finally:
+        forwarder.shutdown()
+        forwarder.server_close()

@@ -395,6 +395,12 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
             out.append(f"| {r.get('host', '')} | {r.get('arm', '')} | {r.get('concurrency', '')} | "
                        f"{r.get('repeat', '')} | {err[:300]} |")
         out.append("")
+        for r in summary.failed:
+            excerpt = r.get("log_excerpt") or (r.get("extra") or {}).get("log_excerpt")
+            if excerpt:
+                out += [f"Server log at the failure of {r.get('host', '')} {r.get('arm', '')} "
+                        f"c={r.get('concurrency', '')} repeat {r.get('repeat', '')}:", "", "```",
+                        str(excerpt).rstrip(), "```", ""]
     out += ["## Plots", "", "![output tok/s](plots/throughput.png)", "![ratio to baseline](plots/ratio.png)",
             "![TTFT](plots/ttft.png)", "![TPOT](plots/tpot.png)", ""]
     out += ["## Method", "",

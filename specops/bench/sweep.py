@@ -169,10 +169,7 @@ class HostSweep:
         s, state = self.settings, self.states[point.arm]
         n = s.prompts_for(point.concurrency)
         if self.runner == "builtin":
-            with reach(self.transport, state.port) as base_url:
-                return run_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
-                                 output_len=s.output_len, seed=s.seed, dataset=s.dataset,
-                                 timeout_s=s.point_timeout)
+            return self._measure_builtin(point, state, n)
         out_file = f"{state.workdir}/.specops/bench/{point.arm}-c{point.concurrency}-r{point.repeat}.jsonl"
         argv = bench_serving_argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
                                   output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
@@ -186,6 +183,35 @@ class HostSweep:
         record = parse_bench_serving_output(self.transport.get(out_file).decode(errors="replace"), num_prompts=n)
         record["runner"] = "sglang"
         return record
+
+    def _client_on_host(self) -> bool:
+        """Whether the host can run the builtin client itself (specops importable there)."""
+        if not hasattr(self, "_on_host"):
+            probe = self.transport.run([self.host.python, "-c", "import specops.bench.client"], timeout=60)
+            self._on_host = probe.ok
+            if not probe.ok:
+                self.log("client", {"where": "here, through the SSH connection",
+                                    "why": "specops is not importable on the host: latency of the tunnel "
+                                           "is included in TTFT/ITL"})
+        return self._on_host
+
+    def _measure_builtin(self, point: Point, state: ServerState, n: int) -> dict[str, Any]:
+        """Run the client beside the server (as bench_serving runs), else through a tunnel."""
+        s = self.settings
+        if self._client_on_host():
+            argv = [self.host.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
+                    "--concurrency", str(point.concurrency), "--num-prompts", str(n), "--input-len", str(s.input_len),
+                    "--output-len", str(s.output_len), "--seed", str(s.seed), "--dataset", s.dataset,
+                    "--timeout", str(s.point_timeout)]
+            result = self.transport.run(argv, timeout=s.point_timeout + 60)
+            line = result.stdout.strip().splitlines()[-1:] if result.ok else []
+            if not line:
+                return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
+                        "error": f"builtin client exited {result.rc}: {result.tail(6)}"}
+            return json.loads(line[0])
+        with reach(self.transport, state.port) as base_url:
+            return run_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
+                             output_len=s.output_len, seed=s.seed, dataset=s.dataset, timeout_s=s.point_timeout)
 
     def _crash_excerpt(self, arm: str) -> str:
         state = self.states[arm]

@@ -1,0 +1,39 @@
+"""`python -m specops.bench --url URL --concurrency C ...`: one builtin-client point, run on
+the host next to the server (so no tunnel latency enters the measurement); prints the
+normalized record as one JSON line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from specops.bench.client import run_point
+from specops.errors import SpecopsError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specops.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--concurrency", type=int, required=True)
+    ap.add_argument("--num-prompts", type=int)
+    ap.add_argument("--input-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dataset", default="random")
+    ap.add_argument("--api", default="generate", choices=["generate", "completions"])
+    ap.add_argument("--timeout", type=float, default=300.0)
+    args = ap.parse_args(argv)
+    try:
+        record = run_point(args.url, concurrency=args.concurrency, num_prompts=args.num_prompts,
+                           input_len=args.input_len, output_len=args.output_len, seed=args.seed,
+                           dataset=args.dataset, api=args.api, timeout_s=args.timeout)
+    except SpecopsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(record, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
