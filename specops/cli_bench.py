@@ -166,5 +166,13 @@ def demo(inventory_path: str | None, quick: bool) -> None:
     settings = {"arms": ["baseline", "eagle3", "adaptive"], "repeats": 1 if quick else 2,
                 "concurrency": [1, 4, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64],
                 "input_len": 128, "output_len": 64 if quick else 128}
-    sys.exit(run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
-                       extra_vars={}))
+    code = run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
+                     extra_vars={})
+    from specops.connect import open_transport
+    from specops.servers import stop_arms
+
+    host = inv.hosts["local"]
+    stopped = stop_arms(open_transport(host), host.workdir)
+    console.print(f"demo done; stopped the simulated servers ({', '.join(r.arm for r in stopped) or 'none'})",
+                  markup=False, highlight=False)
+    sys.exit(code)
