@@ -23,7 +23,8 @@ INLINE_OUTPUT_LIMIT = 2000
 
 
 def new_run_id(label: str) -> str:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    now = datetime.now()
+    stamp = now.strftime("%Y%m%d-%H%M%S") + f"{now.microsecond // 1000:03d}"  # sorts by start time
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:40] or "run"
     return f"{stamp}-{safe}-{secrets.token_hex(2)}"
 
