@@ -115,10 +115,25 @@ def test_timeout_kills_remote_process_group(make):
     assert r.stdout == "still here\n" and t.connects == 1
 
 
-def test_leftover_holding_output_is_killed_at_the_timeout(make):
-    """The command exits but a child it detached (own session) keeps stdout open: the
-    call ends at its timeout, not never, and the child is killed."""
+def test_detached_child_does_not_hold_a_session_command(make):
+    """Through the shell session the command's output goes to files: a child it detached
+    on purpose (as a server launch does) neither blocks the call nor is killed."""
     t = make()
+    secs = random.randint(4000, 4999)
+    started = time.monotonic()
+    r = t.run(f"setsid sleep {secs} & echo started", timeout=30)
+    try:
+        assert time.monotonic() - started < 5
+        assert r.ok and r.stdout == "started\n" and t.session_commands == 1
+        assert len(_survivors(secs)) == 1
+    finally:
+        subprocess.run(["pkill", "-f", f"^sleep {secs}$"])
+
+
+def test_leftover_holding_output_is_killed_at_the_timeout(make):
+    """Channel per command: the command exits but a child it detached (own session) keeps
+    stdout open: the call ends at its timeout, not never, and the child is killed."""
+    t = make(use_session=False)
     secs = random.randint(4000, 4999)
     started = time.monotonic()
     r = t.run(f"setsid sleep {secs} & echo started", timeout=1.5)

@@ -34,6 +34,7 @@ from paramiko.ssh_exception import NoValidConnectionsError
 from specops.errors import TransportError
 from specops.transport import hostkeys
 from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line, group_wrapped
+from specops.transport.session import SessionBroken, ShellSession
 
 T = TypeVar("T")
 
@@ -73,6 +74,7 @@ class SSHTransport:
         known_hosts: str | None = None,
         connect_timeout: float = 10.0,
         home_hint: str | None = None,
+        use_session: bool | None = None,
     ):
         if host_key not in hostkeys.HOST_KEY_MODES:
             raise ValueError(f"host_key must be one of {hostkeys.HOST_KEY_MODES}, not {host_key!r}")
@@ -96,6 +98,16 @@ class SSHTransport:
         self._conn: fabric.Connection | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_transport: paramiko.Transport | None = None
+        #: one long-lived shell for commands (see session.py); SPECOPS_NO_SESSION=1 turns it off
+        self.use_session = (os.environ.get("SPECOPS_NO_SESSION", "") in ("", "0")) if use_session is None else use_session
+        self._session: ShellSession | None = None
+        self._session_transport: paramiko.Transport | None = None
+        self._session_lock = threading.Lock()
+        #: why the session could not start ("" while it works); commands then use a channel each
+        self.session_error = ""
+        #: commands that went through the session / through a channel of their own
+        self.session_commands = 0
+        self.channel_commands = 0
 
     # ------------------------------------------------------------------ connection
 
@@ -140,6 +152,9 @@ class SSHTransport:
 
     def _drop(self) -> None:
         with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
             conn, self._conn = self._conn, None
             self._sftp = self._sftp_transport = None
             if conn is not None:
@@ -254,12 +269,62 @@ class SSHTransport:
         line = command_line(cmd)
         marker = uuid.uuid4().hex
         remote = self._remote_line(line, timeout, cwd, env, marker)
+        if stdin is None and self.use_session and self._session_lock.acquire(blocking=False):
+            try:
+                result = self._run_in_session(remote, line, timeout, marker)
+            finally:
+                self._session_lock.release()
+            if result is not None:
+                return result
+        self.channel_commands += 1
         started = time.monotonic()
         chan = self._start(remote, line)
         try:
             return self._collect(chan, line, timeout, stdin, started, time.monotonic(), marker)
         finally:
             chan.close()
+
+    def _live_session(self) -> ShellSession | None:
+        """The host's shell session, started (or replaced) as needed; None where it cannot start."""
+        if self.session_error:
+            return None
+        transport = self._transport()
+        if self._session is not None and self._session.alive and self._session_transport is transport:
+            return self._session
+        if self._session is not None:
+            self._session.close()
+        try:
+            self._session = ShellSession(lambda: transport.open_session(timeout=self.connect_timeout),
+                                         start_timeout=max(15.0, self.connect_timeout))
+        except (SessionBroken, paramiko.SSHException, OSError, EOFError) as exc:
+            self._session = None
+            self.session_error = f"shell session unavailable ({exc}); using a channel per command"
+            return None
+        self._session_transport = transport
+        return self._session
+
+    def _run_in_session(self, remote: str, line: str, timeout: float, marker: str) -> CommandResult | None:
+        """Run through the session; None means "use a channel instead" (nothing was sent)."""
+        started = time.monotonic()
+        session = self._live_session()
+        if session is None:
+            return None
+        self.session_commands += 1
+        try:
+            reply = session.run(remote, started + timeout + BACKSTOP_S)
+        except SessionBroken as exc:
+            session.close()
+            self._session = None
+            duration = time.monotonic() - started
+            if not (self._session_transport and self._session_transport.is_active()):
+                raise self._error(f"connection to {self.target} lost while running a command; "
+                                  "it may have run partly", hint=f"command: {line}") from exc
+            self._kill_marked(marker)
+            return CommandResult(line, TIMEOUT_RC, "", f"specops: {exc}; killed its processes", duration, True)
+        duration = time.monotonic() - started
+        timed_out = reply.rc in (TIMEOUT_RC, 128 + 9) and duration >= timeout
+        return CommandResult(line, TIMEOUT_RC if timed_out else reply.rc, reply.stdout.decode(errors="replace"),
+                             reply.stderr.decode(errors="replace"), duration, timed_out)
 
     def _start(self, remote: str, line: str) -> paramiko.Channel:
         """Open a channel and exec `remote`; reopen a dropped connection once."""
