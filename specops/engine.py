@@ -147,6 +147,24 @@ class Engine:
 
     # ----- run ------------------------------------------------------------------------
 
+    def prevalidate(self) -> None:
+        """Render every step for every host before anything runs, so an undefined variable
+        is an error naming the step and the variable, with nothing changed anywhere.
+        Values registered by earlier steps are stood in for by a permissive placeholder."""
+        for host in self.hosts:
+            variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, host.workdir)
+            for step in self.playbook.steps:
+                where = f"{step.where}: {step.label}"
+                try:
+                    if step.when is not None and "{{" not in step.when:
+                        evaluate(step.when, variables, where=where)
+                    KINDS[step.kind].render(step, variables)
+                    render_tree(step.verify, variables, where=where)
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc.message} (host {host.name})", where=exc.where, hint=exc.hint) from None
+                if step.register:
+                    variables[step.register] = _Registered()
+
     def run(self) -> RunReport:
         journal = Journal(self.run_dir, self.listener)
         meta = {
@@ -244,7 +262,10 @@ class Engine:
                           journal=journal, run_dir=self.run_dir, playbook_dir=self.playbook.path.parent.resolve(),
                           check=self.check)
         if self.check:
-            commands = kind.describe(ctx)
+            try:
+                commands = kind.describe(ctx)
+            except SpecopsError as exc:  # e.g. the tree an earlier step would create is not there yet
+                commands = [f"(cannot preview until earlier steps have run: {exc.message})"]
             status.status, status.commands = WOULD_RUN, commands
             journal.event("check", commands=commands, **ev)
             return
@@ -314,6 +335,23 @@ class Engine:
         status.status = FAILED
         status.detail = f"verification failed{tries}: {seen}" + (f" (rolled back: {'; '.join(notes)})" if notes else "")
         journal.event("fail", error=status.detail, **ev)
+
+
+class _Registered:
+    """Stands in for a value a step registers, during prevalidation: any attribute or item
+    of it is fine, and it renders as an empty string."""
+
+    def __getattr__(self, name: str) -> "_Registered":
+        return self
+
+    def __getitem__(self, key: Any) -> "_Registered":
+        return self
+
+    def __str__(self) -> str:
+        return ""
+
+    def __iter__(self):
+        return iter(())
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:

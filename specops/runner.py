@@ -26,6 +26,7 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     hosts = inventory.select(host_spec)
     engine = Engine(inventory, playbook, hosts, extra_vars=extra_vars, runs_dir=runs_dir, check=check,
                     resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label)
+    engine.prevalidate()
     try:
         with live_progress(engine, console, enabled=not as_json and not quiet):
             report = engine.run()

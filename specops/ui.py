@@ -27,18 +27,28 @@ def progress_table(engine: Engine) -> Table:
     if len(reports) > MANY_HOSTS:
         counts: dict[str, int] = {}
         for r in reports:
-            state = "failed" if not r.ok else ("done" if r.current == "done" else "running")
+            state = "failed" if not r.ok else ("done" if r.current == "done" else
+                                               "running" if r.started else "waiting")
             counts[state] = counts.get(state, 0) + 1
-        table.add_row(" · ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+        order = ("done", "running", "waiting", "failed")
+        table.add_row(" · ".join(f"{counts[state]} {state}" for state in order if state in counts))
         for r in reports:
             if not r.ok:
-                table.add_row(f"[red]✗ {escape(r.host)}[/]: {escape(r.current)}")
+                table.add_row(f"[red]✗ {escape(r.host)}[/]: {escape(_failure_brief(engine, r))}")
         return table
     for r in reports:
         elapsed = f"{now - r.started:5.1f}s" if r.started else "   -  "
         mark = "[red]✗[/]" if not r.ok else ("[green]✓[/]" if r.current == "done" else "[yellow]…[/]")
         table.add_row(mark, escape(r.host), escape(r.current or "waiting"), elapsed)
     return table
+
+
+def _failure_brief(engine: Engine, r) -> str:
+    """What a failed host's line says in the many-hosts view: the step and its first detail line."""
+    if r.failed_step is None:
+        return (r.error or r.current).splitlines()[0] if (r.error or r.current) else "failed"
+    detail = r.steps[r.failed_step].detail.strip().splitlines()
+    return f"step {r.failed_step + 1} {engine.playbook.steps[r.failed_step].name}: {detail[0] if detail else 'failed'}"
 
 
 @contextmanager
@@ -62,6 +72,10 @@ def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Ite
 
 
 def summary_table(report: RunReport) -> Table:
+    """A row per host, a column per step; with many hosts, a row per step counting the
+    hosts in each status instead (a host-by-step grid of 32+ rows folds into noise)."""
+    if len(report.hosts) > MANY_HOSTS:
+        return step_counts_table(report)
     table = Table(title=f"{report.playbook.name} · run {report.run_id}", title_justify="left")
     table.add_column("host")
     for i, step in enumerate(report.playbook.steps):
@@ -71,6 +85,23 @@ def summary_table(report: RunReport) -> Table:
         for st in host.steps:
             cells.append(f"[{STYLE.get(st.status, '')}]{st.status}[/]")
         table.add_row(escape(host.host), *cells)
+    return table
+
+
+def step_counts_table(report: RunReport) -> Table:
+    """Per step, how many hosts ended in each status (failed hosts follow as failure lines)."""
+    statuses = [st for st in (CHANGED, OK, SKIPPED, FAILED, NOT_RUN, WOULD_RUN)
+                if any(h.steps[i].status == st for h in report.hosts for i in range(len(h.steps)))]
+    table = Table(title=f"{report.playbook.name} · run {report.run_id}", title_justify="left")
+    table.add_column(f"step ({len(report.hosts)} hosts)", overflow="fold")
+    for st in statuses:
+        table.add_column(st, justify="right")
+    for i, step in enumerate(report.playbook.steps):
+        cells = []
+        for st in statuses:
+            n = sum(1 for h in report.hosts if i < len(h.steps) and h.steps[i].status == st)
+            cells.append(f"[{STYLE.get(st, '')}]{n}[/]" if n else "[dim]·[/]")
+        table.add_row(f"{i + 1}. {escape(step.name)}", *cells)
     return table
 
 

@@ -130,11 +130,15 @@ def test_rollback_runs_on_failure(tmp_path: Path, inv: Path) -> None:
     assert (tmp_path / "w0" / "rolled-back").exists()
 
 
-def test_undefined_variable_fails_naming_step(tmp_path: Path, inv: Path) -> None:
-    pb = playbook(tmp_path, [{"name": "uses typo", "shell": "echo {{ greting }}"}])
+def test_undefined_variable_fails_naming_step_before_anything_runs(tmp_path: Path, inv: Path) -> None:
+    pb = playbook(tmp_path, [
+        {"name": "first", "shell": ["touch", "{{ workdir }}/ran"], "register": "first"},
+        {"name": "uses registered", "shell": "echo {{ first.stdout }}"},
+        {"name": "uses typo", "shell": "echo {{ greting }}"}])
     res = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv))
-    assert res.exit_code == 1
-    assert "undefined variable 'greting'" in res.output and "uses typo" in res.output
+    assert res.exit_code == 2
+    assert "p.yaml:11: step 3 'uses typo': undefined variable 'greting' (host h0)" in res.output
+    assert not (tmp_path / "w0").exists(), "nothing may run when a template is broken"
 
 
 def test_git_step_checks_out_ref_and_verifies_sha(tmp_path: Path, inv: Path) -> None:

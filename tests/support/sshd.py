@@ -2,9 +2,9 @@
 
 `sshd` (session scope) starts `/usr/sbin/sshd -D -e -f <tmp config>` on a free port with
 a generated ed25519 host key and a generated user key authorized for the current user.
-It listens on 127.0.0.1 and 127.0.0.2..127.0.0.{HOSTS+1} (Linux routes all of 127/8 to
-lo), so tests can treat `address(0)`, `address(1)`, ... as separate machines, each with
-its own workdir. The server is stopped by pid at the end of the session.
+It listens on 127.0.0.1 and 127.0.0.2..127.0.0.{hosts+1} (Linux routes all of 127/8 to
+lo; `hosts` is HOSTS for the fixture, benchmarks pass more), so tests can treat
+`address(0)`, `address(1)`, ... as separate machines, each with its own workdir. The server is stopped by pid at the end of the session.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ class SSHServer:
     root: Path        # the server's tmp directory
     pid: int
     log_path: str
+    hosts: int = HOSTS  # how many 127.0.0.x host addresses the server listens on
 
     def address(self, i: int) -> str:
         """The address of test host `i`: 127.0.0.{i+2}."""
-        if not 0 <= i < HOSTS:
-            raise ValueError(f"test host index must be in 0..{HOSTS - 1}")
+        if not 0 <= i < self.hosts:
+            raise ValueError(f"test host index must be in 0..{self.hosts - 1}")
         return f"127.0.0.{i + 2}"
 
     def known_hosts_line(self, i: int) -> str:
@@ -90,13 +91,14 @@ def _keygen(path: Path) -> None:
                     "-f", str(path)], check=True, capture_output=True, timeout=30)
 
 
-def _wait_banner(port: int, proc: subprocess.Popen, log: Path, timeout: float = 15.0) -> None:
+def _wait_banner(port: int, proc: subprocess.Popen, log: Path, timeout: float = 15.0,
+                 address: str = f"127.0.0.{HOSTS + 1}") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"sshd exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            with socket.create_connection((f"127.0.0.{HOSTS + 1}", port), timeout=1) as sock:
+            with socket.create_connection((address, port), timeout=1) as sock:
                 if sock.recv(64).startswith(b"SSH-"):
                     return
         except OSError:
@@ -104,25 +106,20 @@ def _wait_banner(port: int, proc: subprocess.Popen, log: Path, timeout: float = 
     raise RuntimeError(f"sshd did not accept connections within {timeout} s: {log.read_text()[-2000:]}")
 
 
-def start_sshd(root: Path) -> tuple[SSHServer, subprocess.Popen]:
-    """Write keys and config under `root`, start sshd, wait for its banner."""
-    root.mkdir(parents=True, exist_ok=True)
-    host_key = root / "ssh_host_ed25519_key"
-    user_key = root / "id_ed25519"
-    _keygen(host_key)
-    _keygen(user_key)
-    authorized = root / "authorized_keys"
-    authorized.write_text(Path(f"{user_key}.pub").read_text())
-    known_hosts = root / "known_hosts"
-    known_hosts.write_text("")
-    port = _free_port()
-    listen = "\n".join(f"ListenAddress 127.0.0.{i}" for i in range(1, HOSTS + 2))
-    config = root / "sshd_config"
-    config.write_text(f"""\
+#: OpenSSH's compile-time cap on listen sockets per sshd (MAX_LISTEN_SOCKS).
+MAX_LISTEN_SOCKS = 16
+#: Extra listener processes of a server started with more addresses than one sshd can
+#: bind, by the pid of its first listener; stop_sshd stops them with it.
+_EXTRA_LISTENERS: dict[int, list[subprocess.Popen]] = {}
+
+
+def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path, authorized: Path) -> str:
+    listen = "\n".join(f"ListenAddress {a}" for a in addresses)
+    return f"""\
 Port {port}
 {listen}
 HostKey {host_key}
-PidFile {root}/sshd.pid
+PidFile {pidfile}
 AuthorizedKeysFile {authorized}
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
@@ -134,29 +131,70 @@ MaxSessions 64
 MaxStartups 64:30:128
 Subsystem sftp internal-sftp
 LogLevel INFO
-""")
-    try:
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    except OSError:
-        pass  # not root: sshd runs unprivileged and needs no privsep dir
-    log = root / "sshd.log"
+"""
+
+
+def _listen(config: Path, log: Path, port: int, probe: str) -> subprocess.Popen:
     with open(log, "wb") as log_fh:
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log_fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        _wait_banner(port, proc, log)
+        _wait_banner(port, proc, log, address=probe)
     except BaseException:
         stop_sshd(proc)
         raise
+    return proc
+
+
+def start_sshd(root: Path, hosts: int = HOSTS) -> tuple[SSHServer, subprocess.Popen]:
+    """Write keys and config under `root`, start sshd listening on 127.0.0.1 plus `hosts`
+    host addresses (127.0.0.2 ...), wait for its banner.
+
+    One sshd binds at most MAX_LISTEN_SOCKS addresses, so above that the same config
+    (same port, keys and limits) is started again for each further block of addresses;
+    the returned process is the first listener and stop_sshd(proc) stops them all."""
+    if not 1 <= hosts <= 253:
+        raise ValueError(f"hosts must be in 1..253, got {hosts}")
+    root.mkdir(parents=True, exist_ok=True)
+    host_key = root / "ssh_host_ed25519_key"
+    user_key = root / "id_ed25519"
+    _keygen(host_key)
+    _keygen(user_key)
+    authorized = root / "authorized_keys"
+    authorized.write_text(Path(f"{user_key}.pub").read_text())
+    known_hosts = root / "known_hosts"
+    known_hosts.write_text("")
+    port = _free_port()
+    try:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    except OSError:
+        pass  # not root: sshd runs unprivileged and needs no privsep dir
+    addresses = [f"127.0.0.{i}" for i in range(1, hosts + 2)]
+    blocks = [addresses[i:i + MAX_LISTEN_SOCKS] for i in range(0, len(addresses), MAX_LISTEN_SOCKS)]
+    procs: list[subprocess.Popen] = []
+    try:
+        for n, block in enumerate(blocks):
+            sfx = "" if n == 0 else f".{n}"
+            config = root / f"sshd_config{sfx}"
+            config.write_text(_config_text(port, block, host_key, root / f"sshd{sfx}.pid", authorized))
+            procs.append(_listen(config, root / f"sshd{sfx}.log", port, block[-1]))
+    except BaseException:
+        for p in procs:
+            stop_sshd(p)
+        raise
+    proc = procs[0]
+    if len(procs) > 1:
+        _EXTRA_LISTENERS[proc.pid] = procs[1:]
     host_pub = " ".join(Path(f"{host_key}.pub").read_text().split()[:2])
     server = SSHServer(port=port, user=getpass.getuser(), key_path=str(user_key),
                        host_pubkey=host_pub, known_hosts=str(known_hosts), root=root,
-                       pid=proc.pid, log_path=str(log))
+                       pid=proc.pid, log_path=str(root / "sshd.log"), hosts=hosts)
     return server, proc
 
 
 def stop_sshd(proc: subprocess.Popen) -> None:
-    """Stop the listener we started (by its pid), then its per-connection children."""
+    """Stop the listener we started (by its pid), then its per-connection children, then
+    any further listeners started with it."""
     try:
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     except OSError:
@@ -173,6 +211,8 @@ def stop_sshd(proc: subprocess.Popen) -> None:
             os.kill(int(pid), signal.SIGTERM)
         except (ProcessLookupError, ValueError):
             pass
+    for extra in _EXTRA_LISTENERS.pop(proc.pid, []):
+        stop_sshd(extra)
 
 
 @pytest.fixture(scope="session")
