@@ -1,9 +1,12 @@
 """Per-step overhead: a 20-step no-op playbook on one loopback host.
 
 Compares, on the same freshly started sshd: specops (`deploy`), a plain fabric
-`Connection.run` loop (the floor for "one command per step over one connection"), and
-`ansible-playbook` (ansible-core, pipelining + ControlPersist), when installed
-(`pip install -e '.[bench]'`). Prints wall times and ratios.
+`Connection.run` loop (the floor for "one command per step over one connection"),
+`ansible-playbook` (ansible-core, pipelining + ControlPersist) and `pyinfra` (v3, 20
+`server.shell` operations over its SSH connector), the last two when installed
+(`pip install -e '.[bench]'`; a missing tool is skipped with a message). Each tool is
+timed as a whole process (wall time, imports included, for all alike); prints the
+median per tool and the ratios specops/other.
 
     python bench/overhead.py [--steps 20] [--repeats 3]
 """
@@ -72,6 +75,25 @@ def time_ansible(server, root: Path, steps: int) -> float | None:
     return time.perf_counter() - t0
 
 
+def time_pyinfra(server, root: Path, steps: int) -> float | None:
+    """pyinfra's CLI with an inventory.py naming the host's connection data and a deploy
+    file of `steps` separate `server.shell` operations; -y skips the confirmation."""
+    exe = shutil.which("pyinfra")
+    if not exe:
+        return None
+    inv = root / "pyinfra_inventory.py"
+    data = {"ssh_port": server.port, "ssh_user": server.user, "ssh_key": server.key_path,
+            "ssh_strict_host_key_checking": "no", "ssh_known_hosts_file": str(root / "pyinfra_known_hosts")}
+    inv.write_text(f"hosts = [({server.address(0)!r}, {data!r})]\n")
+    deploy = root / "pyinfra_deploy.py"
+    deploy.write_text("from pyinfra.operations import server\n" + "".join(
+        f"server.shell(name='s{i}', commands=['true'])\n" for i in range(steps)))
+    t0 = time.perf_counter()
+    subprocess.run([exe, "-y", str(inv), str(deploy)], check=True, cwd=root,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -80,7 +102,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="specops-overhead-"))
     server, proc = start_sshd(root / "sshd")
     try:
-        results: dict[str, list[float]] = {"specops": [], "fabric loop": [], "ansible-playbook": []}
+        results: dict[str, list[float]] = {"specops": [], "fabric loop": [], "ansible-playbook": [],
+                                           "pyinfra": []}
         for r in range(args.repeats):
             work = root / f"r{r}"
             work.mkdir()
@@ -89,6 +112,9 @@ def main() -> None:
             a = time_ansible(server, work, args.steps)
             if a is not None:
                 results["ansible-playbook"].append(a)
+            pi = time_pyinfra(server, work, args.steps)
+            if pi is not None:
+                results["pyinfra"].append(pi)
     finally:
         stop_sshd(proc)
         shutil.rmtree(root, ignore_errors=True)
@@ -100,6 +126,10 @@ def main() -> None:
         print(f"  specops / ansible  = {med['specops'] / med['ansible-playbook']:.2f}")
     else:
         print("  ansible-playbook not installed: pip install -e '.[bench]'")
+    if "pyinfra" in med:
+        print(f"  specops / pyinfra  = {med['specops'] / med['pyinfra']:.2f}")
+    else:
+        print("  pyinfra not installed: pip install -e '.[bench]'")
     print(f"  specops / fabric   = {med['specops'] / med['fabric loop']:.2f}")
 
 

@@ -12,7 +12,6 @@ from rich.console import Console
 from specops import __version__
 from specops.errors import ConfigError, SpecopsError
 from specops.inventory import Inventory, default_inventory_path, load_inventory
-from specops.templating import render
 
 console = Console()
 

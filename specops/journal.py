@@ -8,15 +8,14 @@ points at them.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from specops.fsutil import atomic_write
 from specops.transport.base import CommandResult
 
 INLINE_OUTPUT_LIMIT = 2000
@@ -30,13 +29,8 @@ def new_run_id(label: str) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace `path` with `data` as JSON, via a temp file in the same folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
+    """Replace `path` with `data` as JSON, atomically."""
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", fsync=False)
 
 
 class Journal:

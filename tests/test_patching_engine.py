@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from specops.cli_patch import patch
 from specops.errors import ConfigError
 from specops.patching import (
-    APPLIED, NEW, LocalTreeFiles, PatchError, TransportTreeFiles, apply, parse_patchset, plan, revert,
+    APPLIED, NEW, LocalTreeFiles, PatchError, TransportTreeFiles, apply, parse_patchset, revert,
 )
 from specops.patching.anchors import resolve_python
 from specops.patching.model import Anchor

@@ -15,12 +15,12 @@ import io
 import json
 import logging
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterable
 
 from specops.bench.matrix import Point
+from specops.fsutil import atomic_write  # noqa: F401 - re-exported for report/plots
 from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
 from specops.errors import SpecopsError
 
@@ -33,26 +33,6 @@ MANIFEST_JSON = "manifest.json"
 # Arms on different hosts/GPUs finish points at the same time; one writer at a time per
 # process keeps the torn-tail repair, the append and the CSV rewrite from interleaving.
 _WRITE_LOCK = threading.Lock()
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write `data` to a temp file beside `path`, fsync, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _record_dict(record: ResultRecord | dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from specops.bench.store import append_result, load_manifest, missing_points, wr
 from specops.errors import ConfigError, SpecopsError
 from specops.inventory import Host
 from specops.logwatch import crash_blocks, tail_lines
-from specops.servers import (LaunchPlan, ServerState, launch_arm, read_states, server_info, server_status,
+from specops.servers import (LaunchPlan, ServerState, launch_arm, server_info, server_status,
                              stop_states, wait_ready_many)
 from specops.transport.base import Transport
 from specops.tunnel import reach

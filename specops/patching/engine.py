@@ -9,11 +9,9 @@ by removing exactly that text when the backups are gone.
 
 from __future__ import annotations
 
-import ast
 import difflib
 import hashlib
 import json
-import os
 import re
 import shlex
 import subprocess

@@ -6,13 +6,12 @@ writes; every write is atomic (temp file beside the target + rename).
 
 from __future__ import annotations
 
-import os
 import posixpath
-import tempfile
 from pathlib import Path
 from typing import Protocol
 
 from specops.errors import TransportError
+from specops.fsutil import atomic_write
 from specops.transport.base import Transport
 
 _IO_TIMEOUT_S = 60.0
@@ -63,19 +62,7 @@ class LocalTreeFiles:
             return None
 
     def write(self, relpath: str, data: bytes) -> None:
-        target = self._p(relpath)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".specops-tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(self._p(relpath), data, fsync=False)
 
     def remove(self, relpath: str) -> None:
         try:

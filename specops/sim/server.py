@@ -356,7 +356,7 @@ class SimServer:
         max_total = args.get("max_total_tokens") or M.DEFAULT_MAX_TOTAL_TOKENS
         args["max_total_tokens"] = max_total
         log.info(f"KV Cache is allocated. #tokens: {max_total}, K size: 24.41 GB, V size: 24.41 GB", rank=True)
-        log.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem=73.40 GB", rank=True)
+        log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=73.40 GB", rank=True)
         log.info("Capture cuda graph end. Time elapsed: 0.01 s. mem usage=0.51 GB. avail mem=72.89 GB.", rank=True)
         log.info(f"max_total_num_tokens={max_total}, chunked_prefill_size={args.get('chunked_prefill_size') or 8192}, "
                  f"max_prefill_tokens={args.get('max_prefill_tokens') or 16384}, max_running_requests={max_running}, "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from specops.errors import ConfigError, StepError
+from specops.fsutil import atomic_write
 from specops.playbook import Step
 from specops.steps.base import Outcome, StepContext, StepKind
 from specops.templating import render
@@ -86,11 +86,7 @@ class Fetch(StepKind):
         src = ctx.path(ctx.args["src"])
         data = ctx.transport.get(src)
         local = self._local(ctx)
-        local.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{local.name}.", dir=local.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, local)
+        atomic_write(local, data)
         return Outcome(data={"path": str(local), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
                        message=str(local))
 

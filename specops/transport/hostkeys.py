@@ -14,12 +14,13 @@ import base64
 import fcntl
 import hashlib
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Literal
 
 import paramiko
+
+from specops.fsutil import atomic_write
 
 HostKeyMode = Literal["accept-new", "strict"]
 HOST_KEY_MODES: tuple[str, ...] = ("accept-new", "strict")
@@ -137,18 +138,7 @@ def record_host_key(path: str, hostname: str, key: paramiko.PKey) -> None:
                 return
             if old and not old.endswith(b"\n"):
                 old += b"\n"
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".specops-tmp",
-                                       dir=target.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(old + line.encode())
-                mode = target.stat().st_mode & 0o7777 if target.exists() else 0o600
-                os.chmod(tmp, mode)
-                os.replace(tmp, target)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            atomic_write(target, old + line.encode(), default_mode=0o600)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
             os.close(lock)

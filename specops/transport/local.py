@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from specops.errors import TransportError
+from specops.fsutil import atomic_write
 from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line
 
 
@@ -87,22 +87,7 @@ class LocalTransport:
     def put(self, data: bytes, path: str, mode: int | None = None) -> None:
         target = Path(self.expand(path))
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".specops-tmp", dir=target.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                if mode is not None:
-                    os.chmod(tmp, mode)
-                elif target.exists():
-                    os.chmod(tmp, target.stat().st_mode & 0o7777)
-                else:
-                    os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            except BaseException:
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
-                raise
+            atomic_write(target, data, mode=mode, fsync=False)
         except OSError as exc:
             raise TransportError(f"cannot write {target}: {exc}", where=f"host {self.name}") from exc
 
