@@ -225,7 +225,7 @@ def main() -> None:
 
         # (a) last 1000 lines
         run_tail(inv, "small", 1000, sshd_io)  # warm-up: page cache for Python's imports
-        small, small_total, small_sent = run_tail(inv, "small", 1000, sshd_io)
+        _small, small_total, small_sent = run_tail(inv, "small", 1000, sshd_io)
         big, big_total, big_sent = run_tail(inv, "big", 1000, sshd_io)
         last_ok = bool(big.lines) and big.lines[-1][1].endswith(LAST_LINE)
         print("(a) logs -n 1000")
