@@ -194,13 +194,16 @@ class _Cursor:
 
 def follow(transport: Transport, paths: Sequence[str],
            on_lines: Callable[[str, list[str]], None], stop_event: threading.Event,
-           interval: float = 0.5, *, from_start: bool = False, max_bytes: int = 256 * 1024) -> None:
+           interval: float = 0.5, *, from_start: bool = False, max_bytes: int = 256 * 1024,
+           catch_up_bytes: int = 4 * 1024 * 1024) -> None:
     """Call on_lines(path, lines) with each complete line appended to `paths` after this
     starts (or from the beginning with from_start), until stop_event is set. Reads by
     offset, one round trip per interval for all files; a file that shrinks or whose inode
-    changes (truncated or rotated) is read again from its start."""
+    changes (truncated or rotated) is read again from its start. While behind (a fast
+    writer), reads grow from `max_bytes` to `catch_up_bytes` a round trip."""
     cursors: dict[str, _Cursor] = {}
     first = True
+    chunk = max_bytes
     while True:
         reqs = [(p, cursors[p].offset if p in cursors else 0) for p in paths]
         if first and not from_start:
@@ -213,7 +216,7 @@ def follow(transport: Transport, paths: Sequence[str],
                 return
             continue
         first = False
-        chunks = read_new(transport, reqs, max_bytes=max_bytes)
+        chunks = read_new(transport, reqs, max_bytes=chunk)
         more = False
         for c in chunks:
             cur = cursors.setdefault(c.path, _Cursor(0, c.inode))
@@ -236,6 +239,7 @@ def follow(transport: Transport, paths: Sequence[str],
                 more = True
         if stop_event.is_set():
             return
+        chunk = min(chunk * 4, catch_up_bytes) if more else max_bytes
         if not more and stop_event.wait(interval):
             return
 

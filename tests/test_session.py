@@ -78,8 +78,8 @@ def test_timeout_mid_command_then_a_normal_command(t: SSHTransport) -> None:
 
 def test_a_killed_session_is_replaced_transparently(t: SSHTransport) -> None:
     assert t.run(["echo", "a"], timeout=10).ok
-    # walk up from the command to the session's own bash while they are all alive
-    find = ("p=$PPID; while [ \"$(tr '\\0' ' ' < /proc/$p/cmdline)\" != 'bash --noprofile --norc ' ]; do "
+    # walk up from the command to the session helper while they are all alive
+    find = ("p=$PPID; until tr '\\0' ' ' < /proc/$p/cmdline | grep -q specops-session; do "
             "p=$(awk '{print $4}' /proc/$p/stat); [ \"$p\" -gt 1 ] || exit 1; done; echo $p")
     found = t.run(find, timeout=10)
     assert found.ok, found.stderr

@@ -1,46 +1,84 @@
-"""One long-lived remote shell per host, through which commands run framed.
+"""One long-lived helper per host, through which commands run framed.
 
 Over SSH every new channel makes sshd start the user's login shell, rc files and all
-(~100 ms here, more with conda/pyenv); a step's command itself often takes a few ms. So
-each host keeps one `bash --noprofile --norc` on one channel and sends it commands:
+(~100 ms here, more with conda/pyenv), while a step's command itself often takes a few
+ms. So each host keeps one small Python helper (`python3 -u -c HELPER`, started once on
+one channel) and sends it commands:
 
-- each command arrives base64-encoded (no quoting to get wrong) and runs in a fresh
-  `bash` of its own (its `cd`, exports and `exit` stay inside), with stdin from
-  /dev/null, under the same group-killing `timeout` wrapper as a one-off command;
-- its stdout and stderr go to two files, and the reply is a header line carrying a random
-  per-command token, the exit code and both lengths, then exactly that many bytes. Output
-  that imitates the framing cannot confuse the reader (it is counted, not scanned), binary
-  output survives, and a child left in the background cannot write into the next reply.
+- each command arrives as a header line (a random per-command token, its timeout, its
+  length) and the command line's bytes, so no quoting can go wrong; it runs as
+  `bash --norc --noprofile -c LINE` in a new session (its `cd`, exports and `exit` stay
+  inside, stdin is /dev/null), and on timeout its whole process group gets TERM, then KILL
+  5 s later, as `timeout -k 5` would do;
+- its stdout and stderr go to two files, and the reply is a header line carrying the
+  token, the exit code and both lengths, then exactly that many bytes. Output that imitates
+  the framing cannot confuse the reader (it is counted, not scanned), binary output
+  survives, and a child left in the background cannot write into the next reply;
+- one program starts per command (bash), against eight for a shell-only framing and a
+  login shell for a channel per command.
 
-A session that does not answer in time is closed and its command's processes killed; the
-next command starts a new session. Callers fall back to a channel per command where a
-session cannot start, for commands that need stdin, and when the session is busy.
+A helper that does not answer in time is closed and its command's processes killed; the
+next command starts a new one. Callers fall back to a channel per command where the
+helper cannot start (no python3 on the host), for commands that need stdin, and while
+the helper is busy with another thread's command.
 """
 
 from __future__ import annotations
 
-import base64
 import secrets
 import select
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import paramiko
 
-#: Defined once per session. $1: token, $2: base64 of the command line.
-PRELUDE = r"""
-__specops_d=$(mktemp -d "${TMPDIR:-/tmp}/specops-session.XXXXXX") || exit 97
-trap 'rm -rf "$__specops_d"' EXIT
-__specops_run() {
-  printf %s "$2" | base64 -d > "$__specops_d/cmd" || { printf '%s 98 0 0\n' "$1"; return; }
-  bash --norc --noprofile "$__specops_d/cmd" < /dev/null > "$__specops_d/o" 2> "$__specops_d/e"
-  __specops_rc=$?
-  printf '%s %s %s %s\n' "$1" "$__specops_rc" $(stat -c %s "$__specops_d/o" "$__specops_d/e")
-  cat "$__specops_d/o" "$__specops_d/e"
-  rm -f "$__specops_d/o" "$__specops_d/e"
-}
-printf 'specops-session-ready\n'
+#: The host side. Reads "TOKEN TIMEOUT LENGTH\n" + LENGTH bytes; answers
+#: "TOKEN RC LEN_OUT LEN_ERR\n" + stdout + stderr.
+HELPER = r"""
+import os, shutil, signal, subprocess, sys, tempfile
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+d = tempfile.mkdtemp(prefix="specops-session.")
+def killpg(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass
+try:
+    out.write(b"specops-session-ready\n"); out.flush()
+    while True:
+        header = inp.readline()
+        if not header:
+            break
+        token, timeout, n = header.split()
+        line = inp.read(int(n))
+        paths = [os.path.join(d, token.decode() + ext) for ext in (".o", ".e")]
+        with open(paths[0], "wb") as o, open(paths[1], "wb") as e:
+            p = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", line], stdin=subprocess.DEVNULL,
+                                 stdout=o, stderr=e, start_new_session=True)
+        try:
+            rc = p.wait(float(timeout))
+        except subprocess.TimeoutExpired:
+            killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            rc = 124
+        if rc < 0:
+            rc = 128 - rc
+        data = []
+        for path in paths:
+            with open(path, "rb") as fh:
+                data.append(fh.read())
+            os.unlink(path)
+        out.write(b"%s %d %d %d\n" % (token, rc, len(data[0]), len(data[1])) + data[0] + data[1])
+        out.flush()
+finally:
+    shutil.rmtree(d, ignore_errors=True)
 """
 READY = b"specops-session-ready\n"
 READ_SIZE = 1 << 16
@@ -60,12 +98,12 @@ class Reply:
 class ShellSession:
     """A `bash --noprofile --norc` on one SSH channel. Not thread-safe: one caller at a time."""
 
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], start_timeout: float = 15.0):
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], start_timeout: float = 15.0,
+                 python: str = "python3"):
         self._chan = open_channel()
         self._buf = b""
         try:
-            self._chan.exec_command("exec bash --noprofile --norc")
-            self._chan.sendall(PRELUDE.encode())
+            self._chan.exec_command(shlex.join(["exec", python, "-u", "-c", HELPER]))
             self._read_until(READY, time.monotonic() + start_timeout)
         except BaseException:
             self.close()
@@ -109,12 +147,13 @@ class ShellSession:
         data, self._buf = self._buf[:n], self._buf[n:]
         return data
 
-    def run(self, remote_line: str, deadline: float) -> Reply:
-        """Run one host command line; raise SessionBroken when no full reply comes by `deadline`."""
+    def run(self, line: str, timeout: float, deadline: float) -> Reply:
+        """Run one command line under `timeout` (its process group is killed then); raise
+        SessionBroken when no full reply comes by `deadline`."""
         token = "SO" + secrets.token_hex(12)
-        encoded = base64.b64encode(remote_line.encode()).decode()
+        body = line.encode()
         try:
-            self._chan.sendall(f"__specops_run {token} {encoded}\n".encode())
+            self._chan.sendall(f"{token} {max(0.1, timeout):.3f} {len(body)}\n".encode() + body)
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise SessionBroken(f"cannot send to the session: {exc}") from exc
         marker = token.encode() + b" "

@@ -250,10 +250,9 @@ class SSHTransport:
 
     # ------------------------------------------------------------------ commands
 
-    def _remote_line(self, line: str, timeout: float, cwd: str | None,
-                     env: dict[str, str] | None, marker: str) -> str:
-        """The line the host's shell runs: exports, cd, then `line`, all under the
-        group-killing timeout wrapper."""
+    def _remote_line(self, line: str, cwd: str | None, env: dict[str, str] | None, marker: str) -> str:
+        """The line the host runs: exports, cd, then `line` (the caller adds the
+        group-killing timeout: the session helper itself, or `group_wrapped`)."""
         assigns = [f"{_MARKER}={marker}"]
         for key, value in (env or {}).items():
             if not _ENV_NAME.match(key):
@@ -262,13 +261,13 @@ class SSHTransport:
         inner = "export " + " ".join(shlex.quote(a) for a in assigns) + "; "
         if cwd:
             inner += f"cd {shlex.quote(self.expand(cwd))} && "
-        return group_wrapped(inner + line, timeout)
+        return inner + line
 
     def run(self, cmd: Command, *, timeout: float, cwd: str | None = None,
             env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
         line = command_line(cmd)
         marker = uuid.uuid4().hex
-        remote = self._remote_line(line, timeout, cwd, env, marker)
+        remote = self._remote_line(line, cwd, env, marker)
         if stdin is None and self.use_session and self._session_lock.acquire(blocking=False):
             try:
                 result = self._run_in_session(remote, line, timeout, marker)
@@ -278,7 +277,7 @@ class SSHTransport:
                 return result
         self.channel_commands += 1
         started = time.monotonic()
-        chan = self._start(remote, line)
+        chan = self._start(group_wrapped(remote, timeout), line)
         try:
             return self._collect(chan, line, timeout, stdin, started, time.monotonic(), marker)
         finally:
@@ -298,7 +297,7 @@ class SSHTransport:
                                          start_timeout=max(15.0, self.connect_timeout))
         except (SessionBroken, paramiko.SSHException, OSError, EOFError) as exc:
             self._session = None
-            self.session_error = f"shell session unavailable ({exc}); using a channel per command"
+            self.session_error = f"session helper unavailable (python3 on the host? {exc}); using a channel per command"
             return None
         self._session_transport = transport
         return self._session
@@ -311,7 +310,7 @@ class SSHTransport:
             return None
         self.session_commands += 1
         try:
-            reply = session.run(remote, started + timeout + BACKSTOP_S)
+            reply = session.run(remote, timeout, started + timeout + BACKSTOP_S)
         except SessionBroken as exc:
             session.close()
             self._session = None
