@@ -101,14 +101,14 @@ class ShellSession:
     def __init__(self, open_channel: Callable[[], paramiko.Channel], start_timeout: float = 15.0,
                  python: str = "python3"):
         self._chan = open_channel()
-        self._buf = b""
+        self._buf = bytearray()  # amortized appends: a 10 MB reply must not be copied per read
         try:
             self._chan.exec_command(shlex.join(["exec", python, "-u", "-c", HELPER]))
             self._read_until(READY, time.monotonic() + start_timeout)
         except BaseException:
             self.close()
             raise
-        self._buf = self._buf.split(READY, 1)[1]
+        del self._buf[:self._buf.index(READY) + len(READY)]
 
     @property
     def alive(self) -> bool:
@@ -144,7 +144,8 @@ class ShellSession:
     def _read_exact(self, n: int, deadline: float) -> bytes:
         while len(self._buf) < n:
             self._fill(deadline)
-        data, self._buf = self._buf[:n], self._buf[n:]
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
         return data
 
     def run(self, line: str, timeout: float, deadline: float) -> Reply:
@@ -159,9 +160,11 @@ class ShellSession:
         marker = token.encode() + b" "
         self._read_until(marker, deadline)
         # anything before our token is stray output; the header ends at the next newline
-        self._buf = self._buf[self._buf.index(marker):]
+        del self._buf[:self._buf.index(marker)]
         self._read_until(b"\n", deadline)
-        header, self._buf = self._buf.split(b"\n", 1)
+        end = self._buf.index(b"\n")
+        header = bytes(self._buf[:end])
+        del self._buf[:end + 1]
         try:
             _, rc, n_out, n_err = header.decode().split()
             rc_i, n_out_i, n_err_i = int(rc), int(n_out), int(n_err)
