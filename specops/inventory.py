@@ -19,7 +19,7 @@ from specops.yamlfile import Mapping, check_keys, expect, load_file, suggest, wh
 TOP_KEYS = ["defaults", "hosts", "groups", "vars"]
 #: Keys a host (or `defaults`) may set. Anything else is a typo, not a variable: use `vars:`.
 HOST_KEYS = [
-    "connection", "address", "port", "user", "key", "password_env", "host_key", "known_hosts",
+    "connection", "address", "port", "user", "key", "host_key", "known_hosts",
     "workdir", "python", "engine", "gpus", "connect_timeout", "vars",
 ]
 GROUP_KEYS = ["hosts", "vars"]

@@ -86,6 +86,7 @@ def test_apply_idempotent_revert(sglang_tree, dsd, version):
     rev = revert(dsd, files)
     assert set(rev.changed_files) == set(changed)
     assert tree_is_pristine(tree)
+    assert not (tree / ".specops").exists(), "revert leaves no state folders behind"
     assert report.verify  # the set's verify commands ran
 
 

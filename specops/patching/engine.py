@@ -542,6 +542,7 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
     for rel in patchset.files:
         files.remove(f"{sdir}/backups/{rel}")
     files.remove(f"{sdir}/manifest.json")
+    files.prune(STATE_DIR.split("/")[0])  # leave no empty .specops/patches/<set>/backups/... behind
     order = {e.name: i for i, e in enumerate(patchset.edits)}
     results.sort(key=lambda r: order.get(r.edit, 0))
     return PatchReport(patchset.name, "revert", results, list(restored), notes=notes)

@@ -37,6 +37,10 @@ class TreeFiles(Protocol):
     def exists(self, relpath: str) -> bool:
         ...
 
+    def prune(self, reldir: str) -> None:
+        """Remove the empty folders under and including `reldir` (state folders a revert emptied)."""
+        ...
+
 
 def _check_rel(relpath: str) -> str:
     norm = posixpath.normpath(relpath)
@@ -69,6 +73,16 @@ class LocalTreeFiles:
             self._p(relpath).unlink()
         except FileNotFoundError:
             pass
+
+    def prune(self, reldir: str) -> None:
+        top = self._p(reldir)
+        if not top.is_dir():
+            return
+        for folder in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+        if not any(top.iterdir()):
+            top.rmdir()
 
     def exists(self, relpath: str) -> bool:
         return self._p(relpath).is_file()
@@ -105,6 +119,9 @@ class TransportTreeFiles:
 
     def exists(self, relpath: str) -> bool:
         return self.transport.stat_size(self._p(relpath)) is not None
+
+    def prune(self, reldir: str) -> None:
+        self.transport.run(["find", self._p(reldir), "-depth", "-type", "d", "-empty", "-delete"], timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"TransportTreeFiles({self.transport.name}:{self.root})"
