@@ -176,11 +176,17 @@ class Engine:
         write_json_atomic(self.run_dir / "run.json", meta)
         journal.event("resume" if self.resumed_from else "run_start", run_id=self.run_id,
                       playbook=self.playbook.name, hosts=meta["hosts"], check=self.check)
+        pool = ThreadPoolExecutor(max_workers=self.forks, thread_name_prefix="host")
         try:
-            with ThreadPoolExecutor(max_workers=self.forks, thread_name_prefix="host") as pool:
-                futures = [pool.submit(self._run_host, host, journal) for host in self.hosts]
-                for fut in futures:
-                    fut.result()
+            futures = [pool.submit(self._run_host, host, journal) for host in self.hosts]
+            for fut in futures:
+                fut.result()
+            pool.shutdown(wait=True)
+        except BaseException:
+            # Ctrl-C: do not wait for hosts still inside a step; the caller cleans up and exits.
+            self._abort.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         finally:
             ok = all(r.ok for r in self.reports.values())
             meta.update(status="ok" if ok else "failed", finished=time.time())
