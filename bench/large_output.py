@@ -46,7 +46,7 @@ def main() -> None:
     finally:
         stop_sshd(proc)
     base = figures["fabric Connection.run"][0]
-    print(f"one command printing ~13.5 MB (10 MB random bytes as base64), loopback sshd")
+    print("one command printing ~13.5 MB (10 MB random bytes as base64), loopback sshd")
     for label, (secs, size) in figures.items():
         print(f"  {label:30s} {secs:6.2f} s  {size / 1e6:5.1f} MB  {size / 1e6 / secs:6.1f} MB/s  x{base / secs:5.1f} vs fabric")
 

@@ -126,47 +126,17 @@ def hosts_check(ctx: click.Context, host_spec: str, inventory_path: str | None, 
     sys.exit(0 if ok else 1)
 
 
-def _register_optional() -> None:
-    """Commands whose modules land with later work plug in here."""
-    try:
-        from specops.cli_patch import patch
-    except ImportError:
-        pass
-    else:
-        main.add_command(patch)
-    try:
-        from specops.cli_servers import logs, status, stop
-    except ImportError:
-        pass
-    else:
-        for cmd in (logs, status, stop):
-            main.add_command(cmd)
-    try:
-        from specops.cli_bench import bench, demo, report
-    except ImportError:
-        pass
-    else:
-        for cmd in (bench, report, demo):
-            main.add_command(cmd)
+def _register_commands() -> None:
+    """Commands that live in their own modules (servers, bench, patch)."""
+    from specops.cli_bench import bench, demo, report
+    from specops.cli_patch import patch
+    from specops.cli_servers import logs, status, stop
+
+    for cmd in (bench, report, demo, logs, status, stop, patch):
+        main.add_command(cmd)
 
 
-_register_optional()
-
-
-def _not_yet(name: str, what: str) -> click.Command:
-    @click.command(name=name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-    def cmd() -> None:
-        raise SpecopsError(f"`specops {name}` ({what}) is not available in this build yet")
-
-    cmd.help = f"{what} (not yet available)"
-    return cmd
-
-
-for _name, _what in [("bench", "concurrency sweeps"), ("logs", "server logs"), ("status", "server status"),
-                     ("stop", "stop servers"), ("report", "re-render a run's report"),
-                     ("patch", "patch SGLang trees")]:
-    if _name not in main.commands:
-        main.add_command(_not_yet(_name, _what))
+_register_commands()
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.support.arms import arm_vars
 from tests.support.deploy import write_yaml

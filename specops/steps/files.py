@@ -12,7 +12,6 @@ from specops.fsutil import atomic_write
 from specops.playbook import Step
 from specops.steps.base import Outcome, StepContext, StepKind
 from specops.templating import render
-from specops.transport.base import TIMEOUT_RC  # noqa: F401 - re-exported for kinds
 
 
 class Copy(StepKind):

@@ -6,13 +6,11 @@ to another ref needs `force: true`.
 
 from __future__ import annotations
 
-import re
 
 from specops.errors import StepError
 from specops.steps.base import Outcome, StepContext, StepKind
 
 GIT_TIMEOUT_S = 900.0
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 class Git(StepKind):
