@@ -16,4 +16,5 @@ def open_transport(host: Host) -> Transport:
     return SSHTransport(
         host.name, host.address or "", port=host.port, user=host.user, key_filename=host.key,
         host_key=host.host_key, known_hosts=host.known_hosts, connect_timeout=host.connect_timeout,
+        python=host.python,
     )

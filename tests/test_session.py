@@ -99,3 +99,15 @@ def test_session_off_uses_a_channel_per_command(sshd, tmp_path: Path) -> None:
         assert t.session_commands == 0 and t.channel_commands == 1
     finally:
         t.close()
+
+
+def test_no_python_on_the_host_falls_back_to_channels(sshd, tmp_path: Path) -> None:
+    t = SSHTransport("s", sshd.address(3), port=sshd.port, user=sshd.user, key_filename=sshd.key_path,
+                     known_hosts=str(tmp_path / "kh"), python="/nonexistent/python3")
+    try:
+        r = t.run(["echo", "still works"], timeout=10)
+        assert r.ok and r.stdout == "still works\n"
+        assert t.session_commands == 0 and t.channel_commands == 1
+        assert "/nonexistent/python3" in t.session_error
+    finally:
+        t.close()

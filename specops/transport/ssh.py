@@ -75,6 +75,7 @@ class SSHTransport:
         connect_timeout: float = 10.0,
         home_hint: str | None = None,
         use_session: bool | None = None,
+        python: str = "python3",
     ):
         if host_key not in hostkeys.HOST_KEY_MODES:
             raise ValueError(f"host_key must be one of {hostkeys.HOST_KEY_MODES}, not {host_key!r}")
@@ -101,6 +102,8 @@ class SSHTransport:
         #: one long-lived shell for commands (see session.py); SPECOPS_NO_SESSION=1 turns it off
         self.use_session = (os.environ.get("SPECOPS_NO_SESSION", "") in ("", "0")) if use_session is None else use_session
         self._session: ShellSession | None = None
+        #: the interpreter that runs the session helper (the inventory's `python`: no shims)
+        self.python = python
         self._session_transport: paramiko.Transport | None = None
         self._session_lock = threading.Lock()
         #: why the session could not start ("" while it works); commands then use a channel each
@@ -294,10 +297,10 @@ class SSHTransport:
             self._session.close()
         try:
             self._session = ShellSession(lambda: transport.open_session(timeout=self.connect_timeout),
-                                         start_timeout=max(15.0, self.connect_timeout))
+                                         start_timeout=max(15.0, self.connect_timeout), python=self.python)
         except (SessionBroken, paramiko.SSHException, OSError, EOFError) as exc:
             self._session = None
-            self.session_error = f"session helper unavailable (python3 on the host? {exc}); using a channel per command"
+            self.session_error = f"session helper unavailable ({self.python} on the host? {exc}); using a channel per command"
             return None
         self._session_transport = transport
         return self._session
