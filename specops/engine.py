@@ -214,6 +214,8 @@ class Engine:
                 made = transport.run(["mkdir", "-p", workdir], timeout=30)
                 if not made.ok:
                     raise SpecopsError(f"cannot create workdir {workdir}: {made.tail(2)}", where=f"host {host.name}")
+                if getattr(transport, "session_error", ""):  # slower, still correct: say why
+                    journal.event("warning", host=host.name, message=transport.session_error)
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
         except SpecopsError as exc:
             report.error = str(exc)
