@@ -50,6 +50,14 @@ class StepContext:
     emit: Callable[[str], None] = lambda _msg: None
     #: what is_done learned (e.g. the checked-out sha), registered when the step is skipped
     facts: dict[str, Any] = field(default_factory=dict)
+    #: per-step memo for what is_done, apply and verify would otherwise each read again
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    def once(self, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()` the first time `key` is asked for in this step, the stored value after."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
 
     @property
     def timeout(self) -> float:

@@ -18,18 +18,26 @@ class Patch(StepKind):
     required = ("set", "tree")
 
     def _setup(self, ctx: StepContext):
-        patchset = load_patchset(str(ctx.args["set"]), search_dir=ctx.playbook_dir / "patches")
-        tree = ctx.path(str(ctx.args["tree"]))
-        return patchset, tree, TransportTreeFiles(ctx.transport, tree)
+        def load():
+            patchset = load_patchset(str(ctx.args["set"]), search_dir=ctx.playbook_dir / "patches")
+            tree = ctx.path(str(ctx.args["tree"]))
+            return patchset, tree, TransportTreeFiles(ctx.transport, tree)
+
+        return ctx.once("patch.setup", load)
 
     def _not_needed(self, ctx: StepContext, files) -> str:
-        """With `if_needed: true`, a tree whose SGLang has the feature natively is left alone."""
+        """With `if_needed: true`, a tree whose SGLang has the feature natively is left alone.
+        (The patch set never changes that, so the tree is read for it once per step.)"""
         if not ctx.args.get("if_needed"):
             return ""
-        layout = detect_layout(files)
-        if layout.adaptive_zero_steps:
-            return f"not needed: SGLang {layout.version} has native zero-step adaptive tiers"
-        return ""
+
+        def judge() -> str:
+            layout = detect_layout(files)
+            if layout.adaptive_zero_steps:
+                return f"not needed: SGLang {layout.version} has native zero-step adaptive tiers"
+            return ""
+
+        return ctx.once("patch.not_needed", judge)
 
     def describe(self, ctx: StepContext) -> list[str]:
         patchset, tree, files = self._setup(ctx)

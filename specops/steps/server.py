@@ -29,9 +29,12 @@ class Server(StepKind):
         _arm_list(step, step.args["arms"])
 
     def _plans(self, ctx: StepContext):
+        """Launch plans, built once per step (is_done and apply both need them; building
+        reads the tree's layout and server_args.py over the connection)."""
         arms = ctx.args["arms"]
         arms = [a.strip() for a in arms.split(",")] if isinstance(arms, str) else list(arms)
-        return plan_arms(ctx.transport, ctx.host, ctx.vars, arms, str(ctx.args["tree"]), where=ctx.step.where)
+        return ctx.once("server.plans", lambda: plan_arms(ctx.transport, ctx.host, ctx.vars, arms,
+                                                          str(ctx.args["tree"]), where=ctx.step.where))
 
     def describe(self, ctx: StepContext) -> list[str]:
         lines = []
