@@ -11,7 +11,8 @@ from rich.console import Console
 
 from specops import __version__
 from specops.errors import ConfigError, SpecopsError
-from specops.inventory import Inventory, default_inventory_path, load_inventory
+from specops.cli_options import host_option, inventory_option
+from specops.inventory import load_inventory
 
 console = Console()
 
@@ -50,13 +51,6 @@ def parse_vars(values: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _inventory(path: str | None) -> Inventory:
-    return load_inventory(Path(path) if path else default_inventory_path())
-
-
-inventory_option = click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False),
-                                help="hosts.yaml (default ./hosts.yaml or $SPECOPS_INVENTORY)")
-host_option = click.option("--host", "-H", "host_spec", required=True, help="host, group, or comma list")
 
 
 @click.group(cls=SpecopsGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,7 +86,7 @@ def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None
     from specops.runner import run_playbook
 
     report = run_playbook(
-        _inventory(inventory_path), Path(playbook_path) if playbook_path else default_playbook("deploy"),
+        load_inventory(inventory_path), Path(playbook_path) if playbook_path else default_playbook("deploy"),
         host_spec, extra_vars=parse_vars(var_items), check=check, resume=resume, from_step=from_step,
         runs_dir=Path(runs_dir) if runs_dir else None, forks=forks, console=console, as_json=as_json,
         keep_servers=keep_servers,
@@ -109,7 +103,7 @@ def hosts(ctx: click.Context, inventory_path: str | None) -> None:
     if ctx.invoked_subcommand is None:
         from specops.hostsview import inventory_table
 
-        console.print(inventory_table(_inventory(inventory_path)))
+        console.print(inventory_table(load_inventory(inventory_path)))
 
 
 @hosts.command("check")
@@ -121,7 +115,7 @@ def hosts_check(ctx: click.Context, host_spec: str, inventory_path: str | None, 
     """Connect to each host: reachable, host key, python, git, free disk, GPUs."""
     from specops.hostsview import check_hosts
 
-    inv = _inventory(inventory_path or (ctx.obj or {}).get("inventory_path"))
+    inv = load_inventory(inventory_path or (ctx.obj or {}).get("inventory_path"))
     ok = check_hosts(inv, inv.select(host_spec), console, as_json=as_json)
     sys.exit(0 if ok else 1)
 

@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from specops.errors import ConfigError
+from specops.cli_options import host_option, inventory_option
 from specops.inventory import default_inventory_path, load_inventory
 
 console = Console()
@@ -47,7 +48,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     from specops.cli import default_playbook
     from specops.runner import run_playbook
 
-    inv = load_inventory(Path(inventory_path) if inventory_path else default_inventory_path())
+    inv = load_inventory(inventory_path)
     if resume is not None:
         if not (resume / "manifest.json").exists():
             raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
@@ -98,8 +99,8 @@ class _progress:
 
 
 @click.command()
-@click.option("--host", "-H", "host_spec", required=True, help="host, group, or comma list")
-@click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False))
+@host_option
+@inventory_option
 @click.option("--playbook", "-p", type=click.Path(dir_okay=False), help="default playbooks/bench.yaml")
 @click.option("--arms", default="baseline,eagle3,adaptive", show_default=True)
 @click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True)
@@ -147,7 +148,7 @@ def report(run_dir: str) -> None:
 
 
 @click.command()
-@click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False))
+@inventory_option
 @click.option("--quick", is_flag=True, help="fewer levels and one repeat (under a minute)")
 def demo(inventory_path: str | None, quick: bool) -> None:
     """Deploy and bench on the simulated `local` host: the whole loop, no GPU needed."""

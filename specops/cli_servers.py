@@ -14,20 +14,13 @@ from rich.table import Table
 
 from specops.connect import open_transport
 from specops.errors import ConfigError
-from specops.inventory import default_inventory_path, load_inventory
+from specops.cli_options import host_option, inventory_option
+from specops.inventory import load_inventory
 
 console = Console()
 
-inventory_option = click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False),
-                                help="hosts.yaml (default ./hosts.yaml or $SPECOPS_INVENTORY)")
-host_option = click.option("--host", "-H", "host_spec", required=True, help="host, group, or comma list")
-
-
 def _hosts(inventory_path: str | None, host_spec: str):
-    from pathlib import Path
-
-    inv = load_inventory(Path(inventory_path) if inventory_path else default_inventory_path())
-    return inv.select(host_spec)
+    return load_inventory(inventory_path).select(host_spec)
 
 
 def _arms(value: str | None) -> list[str] | None:
