@@ -1,15 +1,12 @@
-"""Syntax-tree anchored patch sets for SGLang trees, and SGLang layout detection."""
+"""Syntax-tree anchored patch sets for SGLang trees."""
 
-from specops.patching.engine import (
+from specops.patching.applier import (
     APPLIED, BLOCKED, NEW, EditResult, PatchPlan, PatchReport, apply, check_applicable, plan, revert,
     run_verify,
 )
-from specops.patching.files import LocalTreeFiles, TransportTreeFiles, TreeFiles
-from specops.patching.layout import SGLangLayout, detect_layout, layout_summary
 from specops.patching.model import PatchError, PatchSet, load_patchset, parse_patchset
 
 __all__ = [
     "APPLIED", "BLOCKED", "NEW", "EditResult", "PatchPlan", "PatchReport", "apply", "check_applicable",
-    "plan", "revert", "run_verify", "LocalTreeFiles", "TransportTreeFiles", "TreeFiles", "SGLangLayout",
-    "detect_layout", "layout_summary", "PatchError", "PatchSet", "load_patchset", "parse_patchset",
+    "plan", "revert", "run_verify", "PatchError", "PatchSet", "load_patchset", "parse_patchset",
 ]

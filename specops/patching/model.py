@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from specops.data import shipped_patches
 from specops.errors import ConfigError, SpecopsError
 
 DEFAULT_SEARCH_DIR = Path("playbooks/patches")
@@ -369,8 +370,7 @@ def parse_patchset(text: str, path: str = "<patchset>") -> PatchSet:
 
 
 def _package_search_dirs() -> list[Path]:
-    here = Path(__file__).resolve()
-    return [Path.cwd() / DEFAULT_SEARCH_DIR, here.parents[2] / "playbooks" / "patches"]
+    return [Path.cwd() / DEFAULT_SEARCH_DIR, shipped_patches()]
 
 
 def resolve_patchset_path(name_or_path: str | Path, search_dir: Path | None = None) -> Path:

@@ -24,7 +24,7 @@ MECHANISMS = ("none", "eagle3", "native-adaptive", "dynamic-spec-disable-patch")
 
 
 class LayoutLike(Protocol):
-    """What launch needs from `specops.patching.layout.SGLangLayout`."""
+    """What launch needs from `specops.sglang.layout.SGLangLayout`."""
 
     version: str | None
     args_layout: str

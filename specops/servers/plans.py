@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from specops.errors import ConfigError
-from specops.inventory import Host
-from specops.patching import TransportTreeFiles, detect_layout
+from specops.config.inventory import Host
+from specops.sglang.layout import detect_layout
+from specops.sglang.treefiles import TransportTreeFiles
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.transport.base import Transport

@@ -22,7 +22,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from specops.sim.flags import tree_flags
+from specops.sglang.flags import tree_flags
 from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 

@@ -22,8 +22,8 @@ from typing import Any
 from aiohttp import web
 
 from specops.sim import model as M
-from specops.sim.engine import EngineConfig, Scheduler, SimRequest
-from specops.sim.flags import TreeFlags, compile_or_raise
+from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
+from specops.sglang.flags import TreeFlags, compile_or_raise
 from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
 
 

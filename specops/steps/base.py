@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specops.errors import ConfigError
-from specops.inventory import Host
-from specops.journal import Journal
-from specops.playbook import Step
-from specops.templating import render_tree
+from specops.config.inventory import Host
+from specops.run.journal import Journal
+from specops.config.playbook import Step
+from specops.config.templating import render_tree
 from specops.transport.base import Command, CommandResult, Transport
 
 #: Timeout for small host-side reads and checks (file exists, HTTP probe, rev-parse).
@@ -90,7 +90,7 @@ class StepKind:
 
     def validate(self, step: Step) -> None:
         """Static checks at load time, before templating."""
-        from specops.yamlfile import check_keys
+        from specops.config.yamlfile import check_keys
 
         if self.keys:
             check_keys(step.args, self.keys, f"{step.label} ({self.name})", required=self.required)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from specops.errors import ConfigError, StepError
 from specops.fsutil import atomic_write
-from specops.playbook import Step
+from specops.config.playbook import Step
 from specops.steps.base import Outcome, StepContext, StepKind
-from specops.templating import render
+from specops.config.templating import render
 
 
 class Copy(StepKind):

@@ -6,9 +6,9 @@ set's verify runs on the host; on any failure every file of the set is restored 
 
 from __future__ import annotations
 
-from specops.patching import (
-    PatchError, TransportTreeFiles, apply, detect_layout, load_patchset, plan,
-)
+from specops.patching import PatchError, apply, load_patchset, plan
+from specops.sglang.layout import detect_layout
+from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
 
 

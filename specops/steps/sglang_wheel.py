@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from specops.errors import StepError
-from specops.sglang_source import cache_root, ensure_tree, _find_local_wheel
+from specops.sglang.source import cache_root, ensure_tree, _find_local_wheel
 from specops.steps.base import Outcome, StepContext, StepKind
 
 MARKER = ".specops-wheel.json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from specops.errors import ConfigError
-from specops.playbook import Step
+from specops.config.playbook import Step
 from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd
-from specops.templating import render, render_tree
+from specops.config.templating import render, render_tree
 from specops.transport.base import command_line
 
 

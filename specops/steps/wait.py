@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from specops.errors import ConfigError
-from specops.playbook import Step
+from specops.config.playbook import Step
 from specops.steps.base import Outcome, StepContext, StepKind, http_probe_script
 
 

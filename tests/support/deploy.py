@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from click.testing import CliRunner, Result
 
-from specops.cli import main
+from specops.cli.main import main
 
 
 def write_yaml(path: Path, data: Any) -> Path:

@@ -1,6 +1,6 @@
 """Fixtures: real SGLang source trees from the PyPI wheels, as throwaway git repos.
 
-The wheels are fetched once into the specops cache (see specops.sglang_source); each test
+The wheels are fetched once into the specops cache (see specops.sglang.source); each test
 gets its own copy, committed, so it can assert byte-for-byte restores with `git status`.
 """
 
@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from specops.sglang_source import ensure_tree
+from specops.sglang.source import ensure_tree
 
 CLASSIC_VERSIONS = ["0.4.10.post2", "0.5.4", "0.5.10.post1"]
 NATIVE_ADAPTIVE_VERSION = "0.5.14"

@@ -1,0 +1,178 @@
+"""`specops bench`, `specops report`, `specops demo`: sweeps, their reports, the offline demo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from specops.errors import ConfigError
+from specops.cli.options import host_option, inventory_option
+from specops.config.inventory import default_inventory_path, load_inventory
+from specops.data import default_playbook, shipped_inventory
+
+console = Console()
+
+
+def _ints(value: str, option: str) -> list[int]:
+    try:
+        levels = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} expects comma-separated integers, got '{value}'") from None
+    return levels
+
+
+def _print_report(run_dir: Path) -> int:
+    """Render report.md and plots from the run directory; print the table and headline."""
+    from specops.bench.report import render_report, terminal_table
+
+    summary = render_report(run_dir)
+    console.print(terminal_table(summary))
+    for line in summary.headline:
+        console.print(line, markup=False, highlight=False)
+    for line in summary.warnings:
+        console.print(f"warning: {line}", markup=False, highlight=False)
+    for rec in summary.failed:
+        console.print(f"failed point: {rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} "
+                      f"repeat {rec.get('repeat')}: {rec.get('error') or 'unknown error'}", markup=False, highlight=False)
+    console.print(f"report: {summary.report_path}", markup=False, highlight=False)
+    return 1 if summary.failed else 0
+
+
+def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
+              out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any]) -> int:
+    from specops.bench.store import load_manifest
+    from specops.bench.sweep import BenchSettings
+    from specops.run.play import run_playbook
+
+    inv = load_inventory(inventory_path)
+    if resume is not None:
+        if not (resume / "manifest.json").exists():
+            raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
+        settings = dict(load_manifest(resume).get("bench") or {})
+        settings.pop("dataset_hash", None)
+        run_dir = resume
+    else:
+        run_dir = out
+        if run_dir is not None and (run_dir / "results.jsonl").exists():
+            raise ConfigError(f"--out {run_dir} already holds results; use --resume {run_dir} to fill its gaps")
+    checked = BenchSettings.from_dict(settings, where="specops bench")
+    from dataclasses import asdict
+
+    with _progress(len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats) as on_point:
+        report = run_playbook(inv, playbook or default_playbook("bench"), host_spec,
+                              extra_vars={**extra_vars, "bench": asdict(checked), "_bench_progress": on_point},
+                              runs_dir=runs_dir, run_dir=run_dir, console=console,
+                              keep_servers=checked.keep_servers, label="bench")
+    code = _print_report(report.run_dir) if (report.run_dir / "results.jsonl").exists() else 1
+    return 0 if report.ok and code == 0 else 1
+
+
+class _progress:
+    """A rich progress bar that fills as points are written (one callback per point)."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def __enter__(self):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), console=console, transient=True,
+                                 disable=not console.is_terminal)
+        self.progress.__enter__()
+        self.task = self.progress.add_task("sweep", total=self.total)
+
+        def on_point(rec: dict[str, Any]) -> None:
+            tput = rec.get("output_throughput")
+            desc = (f"{rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} r={rec.get('repeat')}: "
+                    + (f"{tput:.0f} tok/s" if isinstance(tput, (int, float)) else str(rec.get("status"))))
+            self.progress.update(self.task, advance=1, description=desc)
+
+        return on_point
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+
+@click.command()
+@host_option
+@inventory_option
+@click.option("--playbook", "-p", type=click.Path(dir_okay=False), help="default playbooks/bench.yaml")
+@click.option("--arms", default="baseline,eagle3,adaptive", show_default=True)
+@click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True)
+@click.option("--repeats", default=3, show_default=True, type=int)
+@click.option("--num-prompts", type=int, help="requests per point (default: max(4 x concurrency, 16))")
+@click.option("--prompts-per-level", type=int, help="same as --num-prompts, by another name")
+@click.option("--input-len", default=256, show_default=True, type=int)
+@click.option("--output-len", default=256, show_default=True, type=int)
+@click.option("--dataset", default="random", show_default=True, help="random | sharegpt | PATH")
+@click.option("--runner", default="auto", show_default=True, type=click.Choice(["auto", "sglang", "builtin"]),
+              help="auto: sglang's bench_serving on SGLang hosts, the builtin client on simulated ones")
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--out", type=click.Path(file_okay=False), help="run directory (default runs/<id>)")
+@click.option("--resume", type=click.Path(file_okay=False, exists=True), help="a run directory: run only its missing points")
+@click.option("--keep-servers", is_flag=True, help="leave servers this run launched running")
+@click.option("--runs-dir", type=click.Path(file_okay=False))
+@click.option("--var", "-e", "var_items", multiple=True, help="KEY=VALUE")
+def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
+          repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: int, output_len: int,
+          dataset: str, runner: str, seed: int, out: str | None, resume: str | None, keep_servers: bool,
+          runs_dir: str | None, var_items: tuple[str, ...]) -> None:
+    """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
+    from specops.cli.main import parse_vars
+
+    settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
+                "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
+                "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
+                "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers}
+    sys.exit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
+                       out=Path(out) if out else None, resume=Path(resume) if resume else None,
+                       runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items)))
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+def report(run_dir: str) -> None:
+    """Re-render report.md, results.csv and plots/ from a run directory's files alone."""
+    from specops.bench.store import write_csv
+
+    path = Path(run_dir)
+    if not (path / "results.jsonl").exists():
+        raise ConfigError(f"{path} has no results.jsonl (not a bench run directory)")
+    write_csv(path)
+    sys.exit(_print_report(path))
+
+
+@click.command()
+@inventory_option
+@click.option("--quick", is_flag=True, help="fewer levels and one repeat (under a minute)")
+def demo(inventory_path: str | None, quick: bool) -> None:
+    """Deploy and bench on the simulated `local` host: the whole loop, no GPU needed."""
+    from specops.run.play import run_playbook
+
+    inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
+    if not inv_path.exists():
+        inv_path = shipped_inventory()
+    inv = load_inventory(inv_path)
+    console.print("[bold]1/2 deploy[/] on local (simulated SGLang servers)")
+    deployed = run_playbook(inv, default_playbook("deploy"), "local", extra_vars={}, console=console)
+    if not deployed.ok:
+        sys.exit(1)
+    console.print("[bold]2/2 bench[/] on local")
+    settings = {"arms": ["baseline", "eagle3", "adaptive"], "repeats": 1 if quick else 2,
+                "concurrency": [1, 4, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64],
+                "input_len": 128, "output_len": 64 if quick else 128}
+    code = run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
+                     extra_vars={})
+    from specops.transport.connect import open_transport
+    from specops.servers import stop_arms
+
+    host = inv.hosts["local"]
+    stopped = stop_arms(open_transport(host), host.workdir)
+    console.print(f"demo done; stopped the simulated servers ({', '.join(r.arm for r in stopped) or 'none'})",
+                  markup=False, highlight=False)
+    sys.exit(code)

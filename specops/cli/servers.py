@@ -1,0 +1,144 @@
+"""`specops logs`, `specops status`, `specops stop`: the servers on hosts, from their state files."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from specops.transport.connect import open_transport
+from specops.errors import ConfigError
+from specops.cli.options import host_option, inventory_option
+from specops.config.inventory import load_inventory
+
+console = Console()
+
+def _hosts(inventory_path: str | None, host_spec: str):
+    return load_inventory(inventory_path).select(host_spec)
+
+
+def _arms(value: str | None) -> list[str] | None:
+    return [a.strip() for a in value.split(",") if a.strip()] if value else None
+
+
+@click.command()
+@host_option
+@inventory_option
+@click.option("--server", "-s", "server", help="arm name(s), comma separated (default: all)")
+@click.option("--follow", "-f", is_flag=True, help="stream new lines until Ctrl-C")
+@click.option("--lines", "-n", default=50, show_default=True, help="last N lines")
+@click.option("--errors", is_flag=True, help="only the crash blocks (tracebacks and the like)")
+def logs(host_spec: str, inventory_path: str | None, server: str | None, follow: bool, lines: int, errors: bool) -> None:
+    """Show and follow server logs, crashes highlighted; several servers are prefixed."""
+    from specops.render.logs import show, sources_for
+
+    hosts = _hosts(inventory_path, host_spec)
+    transports = [open_transport(h) for h in hosts]
+    try:
+        sources = []
+        for host, transport in zip(hosts, transports):
+            sources += sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1)
+        if not sources:
+            raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
+        stop = threading.Event()
+        worker = threading.Thread(target=show, kwargs=dict(sources=sources, lines=lines, follow=follow,
+                                                            errors_only=errors, console=console, stop_event=stop),
+                                  daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            worker.join(3)
+    finally:
+        for t in transports:
+            t.close()
+
+
+@click.command()
+@host_option
+@inventory_option
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--verbose", "-v", is_flag=True, help="show each server's full command")
+def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: bool) -> None:
+    """Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."""
+    from specops.servers import server_status
+
+    rows = {}
+    for host in _hosts(inventory_path, host_spec):
+        transport = open_transport(host)
+        try:
+            rows[host.name] = server_status(transport, host.workdir)
+        finally:
+            transport.close()
+    if as_json:
+        console.print_json(json.dumps({h: [vars(s) for s in st] for h, st in rows.items()}))
+        return
+    table = Table(title="servers", title_justify="left")
+    for col in ("host", "arm", "state", "pid", "port", "uptime", "mechanism", "args"):
+        table.add_column(col, overflow="fold")
+    colors = {"ready": "green", "starting": "yellow", "dead": "bold red", "stopped": "dim"}
+    for host, statuses in rows.items():
+        if not statuses:
+            table.add_row(escape(host), "-", "[dim]no servers[/]", "", "", "", "", "")
+        for s in statuses:
+            uptime = f"{s.uptime_s:.0f}s" if s.uptime_s is not None else ""
+            table.add_row(escape(host), escape(s.arm), f"[{colors.get(s.state, '')}]{s.state}[/]", str(s.pid or ""),
+                          str(s.port or ""), uptime, escape(s.mechanism or ""),
+                          escape(s.command or "") if verbose else escape(_short_args(s.command or "")))
+    console.print(table)
+    if any(s.state == "dead" for st in rows.values() for s in st):
+        console.print("a server is dead: `specops logs --host H --server ARM --errors` shows why", markup=False)
+        sys.exit(1)
+
+
+def _short_args(command: str) -> str:
+    """The flags that tell arms apart (speculative ones), not the whole command line."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    keep, out = False, []
+    for w in words:
+        if w.startswith("--"):
+            keep = w.startswith(("--speculative", "--max-running", "--cuda-graph"))
+        if keep:
+            out.append(w)
+    return " ".join(out) or "(no speculation)"
+
+
+@click.command()
+@host_option
+@inventory_option
+@click.option("--server", "-s", "server", help="arm name(s), comma separated (default: all)")
+def stop(host_spec: str, inventory_path: str | None, server: str | None) -> None:
+    """Stop servers: TERM the process group, KILL after a grace period, wait for the port."""
+    from specops.servers import stop_arms
+
+    failed = False
+    for host in _hosts(inventory_path, host_spec):
+        transport = open_transport(host)
+        try:
+            t0 = time.monotonic()
+            results = stop_arms(transport, host.workdir, _arms(server))
+        finally:
+            transport.close()
+        if not results:
+            console.print(f"{host.name}: nothing to stop", markup=False)
+        for r in results:
+            note = "stopped" if r.was_running else "was not running"
+            port = "port free" if r.port_free else f"PORT {r.port} STILL IN USE"
+            gpu = "" if r.gpu_released is None else (", GPU memory released" if r.gpu_released else ", GPU MEMORY STILL HELD")
+            failed |= not r.port_free or r.gpu_released is False
+            console.print(f"{host.name}: {r.arm} (pid {r.pid}) {note}{' with ' + r.signal if r.signal else ''}; "
+                          f"{port}{gpu} [{time.monotonic() - t0:.1f}s]", markup=False)
+    sys.exit(1 if failed else 0)

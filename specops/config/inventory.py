@@ -1,0 +1,217 @@
+"""hosts.yaml -> validated Host objects, groups and variables.
+
+Variable precedence (lowest first): inventory `vars` < `defaults` host settings exposed as
+vars < group vars < host vars < playbook vars < --var. Connection settings live on the
+Host; everything else a host or group says is a variable for templates.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specops.data import shipped_inventory
+from specops.errors import ConfigError
+from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
+
+TOP_KEYS = ["defaults", "hosts", "groups", "vars"]
+#: Keys a host (or `defaults`) may set. Anything else is a typo, not a variable: use `vars:`.
+HOST_KEYS = [
+    "connection", "address", "port", "user", "key", "host_key", "known_hosts",
+    "workdir", "python", "engine", "gpus", "connect_timeout", "vars",
+]
+GROUP_KEYS = ["hosts", "vars"]
+CONNECTIONS = ("ssh", "local")
+HOST_KEY_POLICIES = ("accept-new", "strict")
+ENGINES = ("sglang", "sim")
+
+
+@dataclass
+class Host:
+    """One machine specops drives, as the inventory describes it."""
+
+    name: str
+    connection: str = "ssh"
+    address: str | None = None
+    port: int = 22
+    user: str | None = None
+    key: str | None = None
+    host_key: str = "accept-new"
+    known_hosts: str | None = None
+    workdir: str = "~/specops"
+    python: str = "python3"
+    engine: str = "sglang"
+    gpus: list[int] = field(default_factory=list)
+    connect_timeout: float = 10.0
+    groups: list[str] = field(default_factory=list)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.connection == "local":
+            return "local"
+        return f"{self.user + '@' if self.user else ''}{self.address}:{self.port}"
+
+    def facts_vars(self) -> dict[str, Any]:
+        """The host's own settings as template variables (`workdir`, `python`, ...)."""
+        return {
+            "inventory_hostname": self.name, "host": self.name, "workdir": self.workdir,
+            "python": self.python, "engine": self.engine, "gpus": list(self.gpus),
+            "address": self.address or "127.0.0.1", "connection": self.connection,
+        }
+
+
+@dataclass
+class Inventory:
+    path: Path
+    hosts: dict[str, Host]
+    groups: dict[str, list[str]]
+    vars: dict[str, Any]
+
+    def select(self, spec: str) -> list[Host]:
+        """`--host` value: names, groups, or a comma list of either; order kept, no repeats."""
+        chosen: list[Host] = []
+        for word in [w.strip() for w in spec.split(",") if w.strip()]:
+            if word in ("all", "*"):
+                names = list(self.hosts)
+            elif word in self.hosts:
+                names = [word]
+            elif word in self.groups:
+                names = self.groups[word]
+            else:
+                known = list(self.hosts) + list(self.groups)
+                raise ConfigError(
+                    f"unknown host or group '{word}'{suggest(word, known)}; the inventory has: "
+                    f"{', '.join(known) or 'nothing'}",
+                    where=str(self.path),
+                )
+            for name in names:
+                if self.hosts[name] not in chosen:
+                    chosen.append(self.hosts[name])
+        if not chosen:
+            raise ConfigError("--host selected no hosts", where=str(self.path))
+        return chosen
+
+    def host_vars(self, host: Host) -> dict[str, Any]:
+        """Variables for templates on `host`, by precedence (playbook and --var come later)."""
+        merged: dict[str, Any] = dict(self.vars)
+        merged.update(host.facts_vars())
+        for group in host.groups:
+            merged.update(self._group_vars.get(group, {}))
+        merged.update(host.vars)
+        return merged
+
+    _group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def default_inventory_path() -> Path:
+    """$SPECOPS_INVENTORY, else ./hosts.yaml, else the starter inventory shipped with specops
+    (the simulated `local` host), so a fresh install runs anywhere."""
+    if os.environ.get("SPECOPS_INVENTORY"):
+        return Path(os.environ["SPECOPS_INVENTORY"])
+    local = Path("hosts.yaml")
+    return local if local.exists() else shipped_inventory()
+
+
+def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> Host:
+    if node is None:
+        node = Mapping()
+    what = f"host '{name}'"
+    check_keys(node, HOST_KEYS, what)
+    merged = dict(defaults)
+    merged.update(node)
+
+    def get(key: str, types: Any, default: Any) -> Any:
+        if key not in merged:
+            return default
+        holder = node if key in node else defaults
+        return expect(holder, key, types, what if key in node else "defaults")
+
+    connection = get("connection", str, "local" if name == "local" and "address" not in merged else "ssh")
+    if connection not in CONNECTIONS:
+        raise ConfigError(f"{what}: connection must be one of {', '.join(CONNECTIONS)}{suggest(connection, CONNECTIONS)}",
+                          where=where_of(node, "connection"))
+    address = get("address", str, None)
+    if connection == "ssh" and not address:
+        raise ConfigError(f"{what} uses ssh but has no 'address'", where=where_of(node))
+    host_key = get("host_key", str, "accept-new")
+    if host_key not in HOST_KEY_POLICIES:
+        raise ConfigError(f"{what}: host_key must be accept-new or strict, got '{host_key}'"
+                          f"{suggest(host_key, HOST_KEY_POLICIES)}", where=where_of(node, "host_key"))
+    engine = get("engine", str, "sglang")
+    if engine not in ENGINES:
+        raise ConfigError(f"{what}: engine must be sglang or sim, got '{engine}'{suggest(engine, ENGINES)}",
+                          where=where_of(node, "engine"))
+    gpus = get("gpus", list, [])
+    if not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+        raise ConfigError(f"{what}: gpus must be a list of integers", where=where_of(node, "gpus"))
+    port = get("port", int, 22)
+    if not 0 < port < 65536:
+        raise ConfigError(f"{what}: port {port} is out of range", where=where_of(node, "port"))
+    host_vars = get("vars", dict, {})
+    key = get("key", str, None)
+    known_hosts = get("known_hosts", str, None)
+    base = Path(source).parent
+    python_default = sys.executable if connection == "local" else "python3"
+    return Host(
+        name=name, connection=connection, address=address, port=port,
+        user=get("user", str, None), key=_local_path(key, base), host_key=host_key,
+        known_hosts=_local_path(known_hosts, base), workdir=get("workdir", str, "~/specops"),
+        python=get("python", str, python_default), engine=engine, gpus=list(gpus),
+        connect_timeout=float(get("connect_timeout", (int, float), 10.0)), vars=dict(host_vars),
+    )
+
+
+def _local_path(value: str | None, base: Path) -> str | None:
+    """Key and known_hosts paths live on this machine: expand ~ and resolve against the inventory."""
+    if value is None:
+        return None
+    path = Path(os.path.expanduser(value))
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def load_inventory(path: Path | str | None = None) -> Inventory:
+    """Load and validate hosts.yaml; every problem names the file, line and key."""
+    path = Path(path) if path else default_inventory_path()
+    data = load_file(path, "inventory")
+    if data is None:
+        data = Mapping()
+    check_keys(data, TOP_KEYS, "the inventory")
+    source = str(path)
+    defaults = data.get("defaults") or Mapping()
+    check_keys(defaults, HOST_KEYS, "defaults")
+    hosts_node = data.get("hosts")
+    if not hosts_node:
+        raise ConfigError("the inventory defines no hosts (add a 'hosts:' mapping)", where=where_of(data))
+    expect(data, "hosts", dict, "the inventory")
+    hosts = {str(name): _host_from(str(name), node, defaults, source) for name, node in hosts_node.items()}
+
+    groups: dict[str, list[str]] = {}
+    group_vars: dict[str, dict[str, Any]] = {}
+    groups_node = data.get("groups") or Mapping()
+    expect(data, "groups", dict, "the inventory") if "groups" in data and data["groups"] is not None else None
+    for gname, gnode in groups_node.items():
+        if isinstance(gnode, list):
+            members, gvars = gnode, {}
+        else:
+            check_keys(gnode, GROUP_KEYS, f"group '{gname}'", required=["hosts"])
+            members = expect(gnode, "hosts", list, f"group '{gname}'")
+            gvars = expect(gnode, "vars", dict, f"group '{gname}'") if "vars" in gnode else {}
+        if gname in hosts:
+            raise ConfigError(f"group '{gname}' has the same name as a host", where=where_of(groups_node, gname))
+        for i, member in enumerate(members):
+            if member not in hosts:
+                raise ConfigError(f"group '{gname}' names unknown host '{member}'{suggest(member, hosts)}",
+                                  where=members.where(i) if hasattr(members, "where") else where_of(groups_node, gname))
+            hosts[member].groups.append(str(gname))
+        groups[str(gname)] = [str(m) for m in members]
+        group_vars[str(gname)] = dict(gvars)
+
+    inv_vars = data.get("vars") or {}
+    if "vars" in data and data["vars"] is not None:
+        expect(data, "vars", dict, "the inventory")
+    inventory = Inventory(path=path, hosts=hosts, groups=groups, vars=dict(inv_vars))
+    inventory._group_vars = group_vars
+    return inventory

@@ -1,0 +1,159 @@
+"""Playbook model: named steps, each of one kind, with the step contract's common keys.
+
+Validation happens at load time, before any host is touched: unknown keys (with a
+suggestion), wrong types, unknown step kinds and malformed `verify:` blocks are errors
+that name the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specops.errors import ConfigError
+from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
+
+PLAYBOOK_KEYS = ["name", "vars", "steps", "any_errors_fatal", "description"]
+COMMON_STEP_KEYS = ["name", "when", "verify", "retries", "delay", "timeout", "rollback",
+                    "register", "ignore_errors"]
+VERIFY_KEYS = ["rc", "stdout_contains", "stdout_matches", "file_exists", "file_contains", "http_status"]
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Step:
+    """One step of a playbook; `args` is the kind's own mapping (or string), not yet templated."""
+
+    index: int
+    name: str
+    kind: str
+    args: Any
+    where: str
+    when: str | None = None
+    verify: dict[str, Any] = field(default_factory=dict)
+    retries: int = 0
+    delay: float = 1.0
+    timeout: float = DEFAULT_TIMEOUT_S
+    rollback: Any = None
+    register: str | None = None
+    ignore_errors: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"step {self.index + 1} '{self.name}'"
+
+
+@dataclass
+class Playbook:
+    path: Path
+    name: str
+    steps: list[Step]
+    vars: dict[str, Any] = field(default_factory=dict)
+    any_errors_fatal: bool = False
+
+    def find_step(self, ref: str) -> int:
+        """`--from-step` value: a 1-based number or a step name -> 0-based index."""
+        if ref.isdigit():
+            n = int(ref)
+            if not 1 <= n <= len(self.steps):
+                raise ConfigError(f"--from-step {n}: the playbook has steps 1..{len(self.steps)}", where=str(self.path))
+            return n - 1
+        for step in self.steps:
+            if step.name == ref:
+                return step.index
+        names = [s.name for s in self.steps]
+        raise ConfigError(f"--from-step: no step named '{ref}'{suggest(ref, names)}", where=str(self.path))
+
+
+def _check_verify(node: Any, where: str) -> dict[str, Any]:
+    if node is None:
+        return {}
+    check_keys(node, VERIFY_KEYS, "verify")
+    if "rc" in node:
+        expect(node, "rc", int, "verify")
+    for key in ("stdout_contains", "stdout_matches", "file_exists"):
+        if key in node:
+            expect(node, key, str, "verify")
+    if "file_contains" in node:
+        check_keys(node["file_contains"], ["path", "regex"], "verify.file_contains", required=["path", "regex"])
+    if "http_status" in node:
+        fc = node["http_status"]
+        if isinstance(fc, str):
+            pass
+        else:
+            check_keys(fc, ["url", "status", "timeout"], "verify.http_status", required=["url"])
+    return dict(node)
+
+
+def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
+    """Validate a list of step mappings against the registered kinds."""
+    steps: list[Step] = []
+    if not isinstance(nodes, list):
+        raise ConfigError("'steps' must be a list", where=where_of(nodes))
+    for i, node in enumerate(nodes):
+        where = nodes.where(i) if hasattr(nodes, "where") else source
+        if not isinstance(node, dict):
+            raise ConfigError(f"step {i + 1} must be a mapping", where=where)
+        kind_keys = [k for k in node if k not in COMMON_STEP_KEYS]
+        if not kind_keys:
+            raise ConfigError(f"step {i + 1} has no step kind (one of: {', '.join(sorted(kinds))})", where=where)
+        if len(kind_keys) > 1:
+            unknown = [k for k in kind_keys if k not in kinds]
+            bad = unknown[0] if unknown else kind_keys[1]
+            hint = suggest(bad, list(kinds) + COMMON_STEP_KEYS)
+            raise ConfigError(
+                f"step {i + 1}: unknown key '{bad}'{hint}" if unknown
+                else f"step {i + 1} has two step kinds: {', '.join(kind_keys)}",
+                where=where_of(node, bad),
+            )
+        kind = kind_keys[0]
+        if kind not in kinds:
+            raise ConfigError(
+                f"step {i + 1}: unknown step kind '{kind}'{suggest(kind, list(kinds) + COMMON_STEP_KEYS)}; "
+                f"kinds: {', '.join(sorted(kinds))}",
+                where=where_of(node, kind),
+            )
+        name = str(node.get("name") or f"{kind} {i + 1}")
+        step = Step(index=i, name=name, kind=kind, args=node[kind], where=where_of(node, kind))
+        if "when" in node:
+            step.when = str(node["when"])
+        step.verify = _check_verify(node.get("verify"), where)
+        if "retries" in node:
+            step.retries = expect(node, "retries", int, f"step '{name}'")
+        if "delay" in node:
+            step.delay = float(expect(node, "delay", (int, float), f"step '{name}'"))
+        if "timeout" in node:
+            step.timeout = float(expect(node, "timeout", (int, float), f"step '{name}'"))
+            if step.timeout <= 0:
+                raise ConfigError(f"step '{name}': timeout must be positive", where=where_of(node, "timeout"))
+        if "rollback" in node:
+            step.rollback = node["rollback"]
+            if not isinstance(step.rollback, (str, list)):
+                raise ConfigError(f"step '{name}': rollback must be a shell script or an argv list",
+                                  where=where_of(node, "rollback"))
+        if "register" in node:
+            step.register = expect(node, "register", str, f"step '{name}'")
+        if "ignore_errors" in node:
+            step.ignore_errors = expect(node, "ignore_errors", bool, f"step '{name}'")
+        kinds[kind].validate(step)
+        steps.append(step)
+    return steps
+
+
+def load_playbook(path: Path | str, kinds: dict[str, Any] | None = None) -> Playbook:
+    """Load and validate a playbook file."""
+    if kinds is None:
+        from specops.steps import KINDS as kinds  # late import: steps import this module
+    path = Path(path)
+    data = load_file(path, "playbook")
+    if not isinstance(data, dict):
+        raise ConfigError("a playbook must be a mapping with 'steps:'", where=f"{path}:1")
+    check_keys(data, PLAYBOOK_KEYS, "the playbook", required=["steps"])
+    pvars = expect(data, "vars", dict, "the playbook") if data.get("vars") is not None else Mapping()
+    steps = parse_steps(data["steps"], str(path), kinds)
+    if not steps:
+        raise ConfigError("the playbook has no steps", where=where_of(data, "steps"))
+    fatal = expect(data, "any_errors_fatal", bool, "the playbook") if "any_errors_fatal" in data else False
+    return Playbook(path=path, name=str(data.get("name") or path.stem), steps=steps, vars=dict(pvars),
+                    any_errors_fatal=fatal)

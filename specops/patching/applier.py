@@ -1,0 +1,582 @@
+"""Plan, apply and revert a patch set on a tree, all-or-nothing.
+
+Every file's new content is built and compiled in memory first; only when every edit
+resolves and every file compiles is anything written (temp file + rename, backup of the
+original under `<tree>/.specops/patches/<set>/`). If a write or the set's verify fails,
+every file of the set is put back. A manifest of what was inserted lets `revert` work
+by removing exactly that text when the backups are gone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import shlex
+import subprocess
+import tempfile
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specops.patching.anchors import Span, resolve_python, resolve_text
+from specops.sglang.treefiles import TreeFiles
+from specops.sglang.layout import SGLangLayout, detect_layout
+from specops.patching.model import Edit, PatchError, PatchSet
+from specops.transport.base import CommandResult, Transport
+
+NEW, APPLIED, BLOCKED, SKIPPED = "new", "already applied", "blocked", "skipped"
+REVERTED, NOT_APPLIED = "reverted", "not applied"
+STATE_DIR = ".specops/patches"
+
+
+@dataclass
+class EditResult:
+    edit: str
+    file: str
+    status: str
+    reason: str = ""
+    line: int = 0  # where the edit lands (1-based), 0 when unknown
+
+
+@dataclass
+class PatchPlan:
+    """What applying a set would do; nothing is written while planning."""
+
+    patchset: PatchSet
+    results: list[EditResult]
+    originals: dict[str, bytes | None]
+    new_contents: dict[str, bytes]  # only files whose bytes change
+    records: list[dict] = field(default_factory=list)  # manifest entries for new edits
+    layout: SGLangLayout | None = None
+
+    @property
+    def blocked(self) -> list[EditResult]:
+        return [r for r in self.results if r.status == BLOCKED]
+
+    @property
+    def diff(self) -> str:
+        out = []
+        for rel, new in self.new_contents.items():
+            old = (self.originals.get(rel) or b"").decode("utf-8", errors="replace")
+            out += difflib.unified_diff(old.splitlines(True), new.decode("utf-8").splitlines(True),
+                                        f"a/{rel}", f"b/{rel}")
+        return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+
+
+@dataclass
+class PatchReport:
+    patchset: str
+    action: str  # "apply" | "revert"
+    results: list[EditResult]
+    changed_files: list[str]
+    verify: list[CommandResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_files)
+
+    def summary(self) -> str:
+        lines = [f"{self.action} {self.patchset}: {len(self.changed_files)} file(s) changed"]
+        lines += [f"  {r.edit:<28} {r.status}{': ' + r.reason if r.reason else ''}" for r in self.results]
+        lines += [f"  verify ok: {c.command[:100]}" for c in self.verify]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- applicability
+
+
+def _version_tuple(v: str) -> tuple:
+    parts = re.findall(r"\d+", v.split("+")[0])
+    return tuple(int(p) for p in parts[:3]) or (0,)
+
+
+def check_applicable(patchset: PatchSet, layout: SGLangLayout) -> str | None:
+    """Why the set does not fit this tree, or None when it does."""
+    ap = patchset.applies_to
+    feats = layout.features()
+    if ap.args_layout and layout.args_layout not in ap.args_layout:
+        return f"server-args layout is {layout.args_layout!r}, the set needs {' or '.join(ap.args_layout)}"
+    for need in ap.requires:
+        if not feats.get(need):
+            return f"the tree has no {need.replace('_', ' ')}"
+    for refuse in ap.refuse_if:
+        if feats.get(refuse):
+            return f"the tree has {refuse.replace('_', ' ')}"
+    if layout.version:
+        v = _version_tuple(layout.version)
+        if ap.min_version and v < _version_tuple(ap.min_version):
+            return f"version {layout.version} is older than {ap.min_version}"
+        if ap.max_version and v > _version_tuple(ap.max_version):
+            return f"version {layout.version} is newer than {ap.max_version}"
+    return None
+
+
+def _refuse(patchset: PatchSet, layout: SGLangLayout, reason: str) -> PatchError:
+    return PatchError(f"patch set {patchset.name} does not apply to this tree "
+                      f"(sglang {layout.version or 'unknown version'}): {reason}",
+                      where=patchset.source or patchset.name, hint=patchset.applies_to.hint)
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _newline(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def _block(edit_text: str, indent: str, nl: str) -> list[str]:
+    body = textwrap.dedent(edit_text).rstrip("\n")
+    return [(indent + ln if ln.strip() else "") + nl for ln in body.split("\n")]
+
+
+def _find_block(lines: list[str], block: list[str]) -> list[int]:
+    """0-based start indexes where `block` occurs as whole lines (trailing whitespace ignored)."""
+    want = [b.rstrip() for b in block]
+    n = len(want)
+    return [i for i in range(len(lines) - n + 1)
+            if lines[i].rstrip() == want[0] and [ln.rstrip() for ln in lines[i:i + n]] == want]
+
+
+def _same(lines: list[str], start: int, block: list[str]) -> bool:
+    if start < 0 or start + len(block) > len(lines):
+        return False
+    return [ln.rstrip() for ln in lines[start:start + len(block)]] == [b.rstrip() for b in block]
+
+
+def _compile_error(text: str, rel: str) -> str | None:
+    try:
+        compile(text, rel, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"result does not compile: {type(exc).__name__} at line {exc.lineno}: {exc.msg}"
+    except ValueError as exc:
+        return f"result does not compile: {exc}"
+    return None
+
+
+def _sha(data: bytes | None) -> str | None:
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+# --------------------------------------------------------------------------- unified diffs
+
+
+def _git_apply(diff: str, contents: dict[str, bytes | None], *args: str) -> tuple[bool, dict[str, bytes | None], str]:
+    """Run `git apply ARGS` on a scratch copy of the files; returns (ok, new contents, error)."""
+    with tempfile.TemporaryDirectory(prefix="specops-diff-") as tmp:
+        for rel, data in contents.items():
+            if data is not None:
+                p = Path(tmp, rel)
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+        patch = Path(tmp, ".specops.patch")
+        patch.write_text(diff if diff.endswith("\n") else diff + "\n")
+        proc = subprocess.run(["git", "apply", *args, str(patch)], cwd=tmp, capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode != 0:
+            return False, {}, (proc.stderr or proc.stdout).strip().splitlines()[0:1][0] if (proc.stderr or proc.stdout).strip() else "git apply failed"
+        out = {}
+        for rel in contents:
+            p = Path(tmp, rel)
+            out[rel] = p.read_bytes() if p.exists() else None
+        return True, out, ""
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _resolve(edit: Edit, text: str, rel: str) -> list[Span]:
+    if edit.anchor.kind == "text":
+        return resolve_text(edit.anchor, text)
+    return resolve_python(edit.anchor, text)
+
+
+def _insertion(edit: Edit, span: Span) -> int:
+    """0-based line index where an insert edit's block goes."""
+    return span.last if edit.op == "insert_after" else span.first - 1
+
+
+def _applied_at(edit: Edit, lines: list[str], span: Span, block: list[str]) -> int | None:
+    """Start index of the block when it already sits at its anchor (on either side of the
+    anchor line, since a body_start/body_end anchor becomes the inserted block itself)."""
+    if edit.op == "insert_after":
+        candidates = [span.last, span.last - len(block)]
+    else:
+        candidates = [span.first - 1 - len(block), span.first - 1]
+    for c in candidates:
+        if _same(lines, c, block):
+            return c
+    return None
+
+
+def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None,
+               manifest: dict | None) -> tuple[list[EditResult], bytes | None, list[dict]]:
+    results: list[EditResult] = []
+    records: list[dict] = []
+    if original is None:
+        for e in edits:
+            if e.optional:
+                results.append(EditResult(e.name, rel, SKIPPED, "file not in this tree"))
+            else:
+                results.append(EditResult(e.name, rel, BLOCKED, f"{rel} does not exist in the tree"))
+        return results, None, records
+    try:
+        text = original.decode("utf-8")
+    except UnicodeDecodeError:
+        return [EditResult(e.name, rel, BLOCKED, f"{rel} is not UTF-8 text") for e in edits], None, records
+    is_py = rel.endswith(".py")
+    if is_py and _compile_error(text, rel):
+        return [EditResult(e.name, rel, BLOCKED, f"{rel} does not compile before patching")
+                for e in edits], None, records
+    nl = _newline(text)
+    done_before = {r["edit"] for r in (manifest or {}).get("edits", [])}
+    for edit in edits:
+        where = f"{edit.anchor.describe()} in {rel}"
+        if edit.op == "diff":
+            ok, out, err = _git_apply(edit.diff, {rel: text.encode()}, "--check")
+            if ok:
+                ok, out, err = _git_apply(edit.diff, {rel: text.encode()})
+                new_text = (out[rel] or b"").decode()
+                records.append({"edit": edit.name, "file": rel, "op": "diff", "diff": edit.diff})
+                results.append(EditResult(edit.name, rel, NEW))
+            elif _git_apply(edit.diff, {rel: text.encode()}, "--reverse", "--check")[0]:
+                results.append(EditResult(edit.name, rel, APPLIED))
+                continue
+            else:
+                results.append(EditResult(edit.name, rel, BLOCKED, f"git apply --check: {err}"))
+                continue
+        else:
+            if edit.anchor.kind != "text" and not is_py:
+                results.append(EditResult(edit.name, rel, BLOCKED,
+                                          "syntax-tree anchors need a .py file; use a text anchor"))
+                continue
+            lines = text.splitlines(True)
+            if lines and not lines[-1].endswith(("\n", "\r")):
+                lines[-1] += nl
+            spans = _resolve(edit, text, rel)
+            block = _block(edit.text, "", nl) if edit.op != "delete" else []
+            if edit.op == "replace":
+                # the replacement, once present with any indentation, means applied
+                hits = [i for i in range(len(lines)) if _same_dedented(lines, i, block)]
+                if len(hits) == 1 and (not spans or _span_inside(spans, hits[0], len(block))):
+                    results.append(EditResult(edit.name, rel, APPLIED, line=hits[0] + 1))
+                    continue
+            if edit.op == "delete" and not spans and edit.name in done_before:
+                results.append(EditResult(edit.name, rel, APPLIED))
+                continue
+            if len(spans) != 1:
+                what = "matches nothing" if not spans else \
+                    f"matches {len(spans)} places (lines {', '.join(str(s.first) for s in spans)})"
+                results.append(EditResult(edit.name, rel, BLOCKED, f"anchor {where} {what}"))
+                continue
+            span = spans[0]
+            block = _block(edit.text, span.indent, nl) if edit.op != "delete" else []
+            if edit.op in ("insert_after", "insert_before"):
+                at = _applied_at(edit, lines, span, block)
+                if at is not None:
+                    results.append(EditResult(edit.name, rel, APPLIED, line=at + 1))
+                    continue
+                elsewhere = _find_block(lines, block)
+                if elsewhere:
+                    results.append(EditResult(edit.name, rel, BLOCKED,
+                                              f"its text is already in {rel} at line {elsewhere[0] + 1}, "
+                                              f"not at its anchor ({where})"))
+                    continue
+                idx = _insertion(edit, span)
+                lines[idx:idx] = block
+                records.append({"edit": edit.name, "file": rel, "op": edit.op, "at": idx + 1,
+                                "added": "".join(block), "removed": ""})
+                line_no = idx + 1
+            else:  # replace / delete
+                removed = lines[span.first - 1: span.last]
+                lines[span.first - 1: span.last] = block
+                records.append({"edit": edit.name, "file": rel, "op": edit.op, "at": span.first,
+                                "added": "".join(block), "removed": "".join(removed)})
+                line_no = span.first
+            new_text = "".join(lines)
+            results.append(EditResult(edit.name, rel, NEW, line=line_no))
+        if is_py:
+            err = _compile_error(new_text, rel)
+            if err:
+                results[-1] = EditResult(edit.name, rel, BLOCKED, f"{err} (edit at {where})", results[-1].line)
+                records = [r for r in records if r["edit"] != edit.name]
+                continue
+        text = new_text
+    new_bytes = text.encode("utf-8")
+    return results, (new_bytes if new_bytes != original else None), records
+
+
+def _same_dedented(lines: list[str], start: int, block: list[str]) -> bool:
+    if start + len(block) > len(lines) or not block:
+        return False
+    got = textwrap.dedent("".join(lines[start:start + len(block)])).splitlines()
+    return [g.rstrip() for g in got] == [b.rstrip() for b in textwrap.dedent("".join(block)).splitlines()]
+
+
+def _span_inside(spans: list[Span], start: int, n: int) -> bool:
+    return all(start < s.first <= start + n for s in spans)
+
+
+def state_dir(patchset: PatchSet | str) -> str:
+    name = patchset if isinstance(patchset, str) else patchset.name
+    return f"{STATE_DIR}/{name}"
+
+
+def _read_manifest(files: TreeFiles, ps: PatchSet) -> dict | None:
+    data = files.read(f"{state_dir(ps)}/manifest.json")
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = None,
+         check_layout: bool = True) -> PatchPlan:
+    """Resolve every edit and build every new file in memory. Raises PatchError only when
+    the set does not apply to this tree's layout; anchor problems are `blocked` results."""
+    if check_layout:
+        layout = layout or detect_layout(files)
+        reason = check_applicable(patchset, layout)
+        if reason:
+            raise _refuse(patchset, layout, reason)
+    manifest = _read_manifest(files, patchset)
+    results: list[EditResult] = []
+    originals: dict[str, bytes | None] = {}
+    new_contents: dict[str, bytes] = {}
+    records: list[dict] = []
+    by_file: dict[str, list[Edit]] = {}
+    for e in patchset.edits:
+        by_file.setdefault(e.file, []).append(e)
+    order = {e.name: i for i, e in enumerate(patchset.edits)}
+    for rel, edits in by_file.items():
+        originals[rel] = files.read(rel)
+        res, new, recs = _plan_file(patchset, rel, edits, originals[rel], manifest)
+        results += res
+        records += recs
+        if new is not None:
+            new_contents[rel] = new
+    results.sort(key=lambda r: order[r.edit])
+    return PatchPlan(patchset, results, originals, new_contents, records, layout)
+
+
+# --------------------------------------------------------------------------- apply / revert
+
+
+def _render(cmd: list[str] | str, values: dict[str, str], file_list: list[str]) -> list[str] | str:
+    """Fill {tree}, {python}, {files}; other braces (Python code in scripts) are left alone."""
+    pattern = re.compile(r"\{(tree|python|files)\}")
+    if isinstance(cmd, str):
+        quoted = dict(values, files=" ".join(shlex.quote(f) for f in file_list))
+        return pattern.sub(lambda m: quoted[m.group(1)] if m.group(1) == "files"
+                           else shlex.quote(quoted[m.group(1)]), cmd)
+    out: list[str] = []
+    for arg in cmd:
+        if arg == "{files}":
+            out += file_list
+        else:
+            out.append(pattern.sub(lambda m: " ".join(file_list) if m.group(1) == "files"
+                                   else values[m.group(1)], arg))
+    return out
+
+
+def run_verify(patchset: PatchSet, files: TreeFiles, transport: Transport, python: str,
+               tree: str) -> list[CommandResult]:
+    """Run the set's verify commands on the host; raise PatchError at the first failure."""
+    touched = [f"{tree.rstrip('/')}/{rel}" for rel in patchset.files
+               if rel.endswith(".py") and files.exists(rel)]
+    done: list[CommandResult] = []
+    for v in patchset.verify:
+        cmd = _render(v.run, {"tree": tree, "python": python}, touched)
+        res = transport.run(cmd, timeout=v.timeout, cwd=tree)
+        if not res.ok:
+            why = "timed out" if res.timed_out else f"exit {res.rc}"
+            raise PatchError(f"patch set {patchset.name}: verify '{v.name}' failed ({why}): "
+                             f"{res.tail(5) or res.command}", where=f"host {transport.name}",
+                             hint="every file of the set was restored")
+        done.append(res)
+    return done
+
+
+def _restore(files: TreeFiles, originals: dict[str, bytes | None], written: list[str]) -> None:
+    for rel in written:
+        data = originals.get(rel)
+        if data is None:
+            files.remove(rel)
+        else:
+            files.write(rel, data)
+
+
+def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = None,
+          python: str = "python3", tree: str | None = None, run_verify_cmds: bool = True) -> PatchReport:
+    """Apply the whole set or nothing. Verify commands run through `transport` (default:
+    this machine) in `tree` (default: files.root). On any failure every file is restored
+    and a PatchError names the set, file and anchor."""
+    p = plan(patchset, files)
+    if p.blocked:
+        first = p.blocked[0]
+        others = f" (and {len(p.blocked) - 1} more blocked edit(s))" if len(p.blocked) > 1 else ""
+        raise PatchError(f"patch set {patchset.name}, file {first.file}, edit {first.edit}: "
+                         f"{first.reason}{others}; nothing was changed",
+                         where=patchset.source or patchset.name)
+    report = PatchReport(patchset.name, "apply", p.results, list(p.new_contents))
+    if not p.new_contents:
+        report.notes.append("already applied; nothing to do")
+        return report
+    sdir = state_dir(patchset)
+    old_manifest_bytes = files.read(f"{sdir}/manifest.json")
+    manifest = json.loads(old_manifest_bytes) if old_manifest_bytes else {"set": patchset.name, "files": {}, "edits": []}
+    created: list[str] = []
+    written: list[str] = []
+    try:
+        for rel, new in p.new_contents.items():
+            entry = manifest["files"].get(rel)
+            backup = f"{sdir}/backups/{rel}"
+            if entry is None or not files.exists(backup):
+                files.write(backup, p.originals[rel] or b"")
+                created.append(backup)
+                entry = {"original_sha256": _sha(p.originals[rel]), "backup": backup}
+            entry["patched_sha256"] = _sha(new)
+            manifest["files"][rel] = entry
+        manifest["edits"] = [r for r in manifest["edits"] if r["edit"] not in {x["edit"] for x in p.records}]
+        manifest["edits"] += p.records
+        files.write(f"{sdir}/manifest.json", json.dumps(manifest, indent=1).encode())
+        created.append(f"{sdir}/manifest.json")
+        for rel, new in p.new_contents.items():
+            written.append(rel)
+            files.write(rel, new)
+        if run_verify_cmds and patchset.verify:
+            from specops.transport.local import LocalTransport
+            report.verify = run_verify(patchset, files, transport or LocalTransport(), python,
+                                       tree or files.root)
+    except BaseException:
+        _restore(files, p.originals, written)
+        for path in created:
+            if path.endswith("manifest.json") and old_manifest_bytes is not None:
+                files.write(path, old_manifest_bytes)
+            else:
+                files.remove(path)
+        raise
+    return report
+
+
+def _undo_text(lines: list[str], rec: dict) -> bool:
+    """Swap a manifest record's added text back to what it removed; True when done."""
+    added = rec.get("added", "").splitlines(True)
+    removed = rec.get("removed", "").splitlines(True)
+    if not added:  # a delete: put the removed text back at its recorded line
+        at = int(rec.get("at", 0)) - 1
+        if 0 <= at <= len(lines):
+            lines[at:at] = removed
+            return True
+        return False
+    at = int(rec.get("at", 0)) - 1
+    starts = [at] if _same(lines, at, added) else _find_block(lines, added)
+    if len(starts) != 1:
+        return False
+    lines[starts[0]:starts[0] + len(added)] = removed
+    return True
+
+
+def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
+    """Restore every file of the set byte for byte: from the backups, or, when they are
+    gone, by removing exactly the inserted text (manifest records or the set's anchors)."""
+    sdir = state_dir(patchset)
+    manifest = _read_manifest(files, patchset) or {"files": {}, "edits": []}
+    results: list[EditResult] = []
+    restored: dict[str, bytes] = {}
+    originals: dict[str, bytes | None] = {}
+    notes: list[str] = []
+    for rel in patchset.files:
+        current = files.read(rel)
+        originals[rel] = current
+        entry = manifest["files"].get(rel, {})
+        backup = files.read(entry.get("backup", f"{sdir}/backups/{rel}"))
+        file_edits = [e for e in patchset.edits if rel == e.file or (e.op == "diff" and rel in _diff_rel(e))]
+        if current is None:
+            results += [EditResult(e.name, rel, SKIPPED, "file not in this tree") for e in file_edits]
+            continue
+        if backup is not None and (entry.get("original_sha256") in (None, _sha(backup))):
+            if current != backup:
+                if entry.get("patched_sha256") and _sha(current) != entry["patched_sha256"]:
+                    notes.append(f"{rel} changed after the patch; restored the backup anyway")
+                restored[rel] = backup
+            results += [EditResult(e.name, rel, REVERTED if current != backup else NOT_APPLIED,
+                                   "from backup") for e in file_edits]
+            continue
+        text = current.decode("utf-8")
+        lines = text.splitlines(True)
+        recs = {r["edit"]: r for r in manifest.get("edits", []) if r.get("file") == rel}
+        for edit in reversed(file_edits):
+            status, reason = _revert_edit(edit, rel, lines, recs.get(edit.name))
+            results.append(EditResult(edit.name, rel, status, reason))
+        new = "".join(lines).encode("utf-8")
+        if rel.endswith(".py"):
+            err = _compile_error(new.decode(), rel)
+            if err:
+                raise PatchError(f"revert of {patchset.name}: {rel} would not compile after removing "
+                                 f"the inserted text ({err}); nothing was changed",
+                                 where=patchset.source or patchset.name)
+        if entry.get("original_sha256") and _sha(new) != entry["original_sha256"] and new != current:
+            notes.append(f"{rel}: text removed, but the result differs from the recorded original")
+        if new != current:
+            restored[rel] = new
+    blocked = [r for r in results if r.status == BLOCKED]
+    if blocked:
+        raise PatchError(f"revert of {patchset.name}, file {blocked[0].file}, edit {blocked[0].edit}: "
+                         f"{blocked[0].reason}; nothing was changed", where=patchset.source or patchset.name)
+    written: list[str] = []
+    try:
+        for rel, data in restored.items():
+            written.append(rel)
+            files.write(rel, data)
+    except BaseException:
+        _restore(files, originals, written)
+        raise
+    for rel, entry in manifest.get("files", {}).items():
+        files.remove(entry.get("backup", f"{sdir}/backups/{rel}"))
+    for rel in patchset.files:
+        files.remove(f"{sdir}/backups/{rel}")
+    files.remove(f"{sdir}/manifest.json")
+    files.prune(STATE_DIR.split("/")[0])  # leave no empty .specops/patches/<set>/backups/... behind
+    order = {e.name: i for i, e in enumerate(patchset.edits)}
+    results.sort(key=lambda r: order.get(r.edit, 0))
+    return PatchReport(patchset.name, "revert", results, list(restored), notes=notes)
+
+
+def _diff_rel(edit: Edit) -> list[str]:
+    from specops.patching.model import diff_files
+    return diff_files(edit.diff)
+
+
+def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict | None) -> tuple[str, str]:
+    """Undo one edit in `lines` (in place) without a backup."""
+    text = "".join(lines)
+    if edit.op == "diff":
+        ok, out, _ = _git_apply(edit.diff, {rel: text.encode()}, "--reverse")
+        if not ok:
+            return NOT_APPLIED, ""
+        lines[:] = (out[rel] or b"").decode().splitlines(True)
+        return REVERTED, "git apply --reverse"
+    if edit.op in ("insert_after", "insert_before"):
+        try:
+            spans = _resolve(edit, text, rel)
+        except SyntaxError:
+            spans = []
+        if len(spans) == 1:
+            block = _block(edit.text, spans[0].indent, _newline(text))
+            at = _applied_at(edit, lines, spans[0], block)
+            if at is not None:
+                del lines[at:at + len(block)]
+                return REVERTED, "inserted text removed"
+    if rec is not None and _undo_text(lines, rec):
+        return REVERTED, "manifest text swapped back"
+    if edit.op in ("replace", "delete") and rec is None:
+        if edit.op == "replace" and len(_find_block(lines, _block(edit.text, "", "\n"))) == 0:
+            return NOT_APPLIED, ""
+        return BLOCKED, "needs the backup or the manifest to undo a replace/delete"
+    return NOT_APPLIED, ""

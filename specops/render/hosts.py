@@ -1,0 +1,59 @@
+"""`specops hosts` and `specops hosts check`: the inventory, and what each host has."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from specops.transport.connect import open_transport
+from specops.errors import SpecopsError
+from specops.config.inventory import Host, Inventory
+from specops.transport.base import HostFacts
+
+
+def inventory_table(inv: Inventory) -> Table:
+    table = Table(title=f"inventory {inv.path}", title_justify="left")
+    for col in ("host", "connection", "address", "workdir", "engine", "gpus", "groups"):
+        table.add_column(col)
+    for host in inv.hosts.values():
+        table.add_row(escape(host.name), host.connection, escape(host.describe()), escape(host.workdir),
+                      host.engine, ",".join(map(str, host.gpus)) or "-", ",".join(host.groups) or "-")
+    return table
+
+
+def _facts(host: Host) -> HostFacts:
+    from specops.transport.probes import gather_facts
+
+    transport = open_transport(host)
+    try:
+        return gather_facts(transport, host.workdir, python=host.python)
+    except SpecopsError as exc:
+        return HostFacts(reachable=False, error=str(exc))
+    finally:
+        transport.close()
+
+
+def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bool = False) -> bool:
+    """Connect to every host at once; True when all are reachable."""
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
+        facts = dict(zip([h.name for h in hosts], pool.map(_facts, hosts)))
+    if as_json:
+        console.print_json(json.dumps({name: vars(f) for name, f in facts.items()}))
+    else:
+        table = Table(title="hosts check", title_justify="left")
+        for col in ("host", "reachable", "host key", "python", "git", "free disk", "GPUs"):
+            table.add_column(col)
+        for host in hosts:
+            f = facts[host.name]
+            table.add_row(escape(host.name), "[green]yes[/]" if f.reachable else "[red]no[/]", escape(f.host_key),
+                          escape(f.python), escape(f.git), escape(f.free_disk),
+                          escape("; ".join(f.gpus) or ("none" if f.reachable else "")))
+        console.print(table)
+        for host in hosts:
+            if facts[host.name].error:
+                console.print(f"✗ {host.name} ({host.describe()}): {facts[host.name].error}", markup=False, highlight=False)
+    return all(f.reachable for f in facts.values())

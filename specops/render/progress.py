@@ -1,0 +1,136 @@
+"""Terminal rendering for runs: live progress while hosts work, then the summary and the
+one-line failures. Kept out of the engine so the engine runs without a terminal."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, RunReport
+
+STYLE = {OK: "green", CHANGED: "yellow", SKIPPED: "cyan", FAILED: "bold red", NOT_RUN: "dim", WOULD_RUN: "blue"}
+MANY_HOSTS = 24
+
+
+def progress_table(engine: Engine) -> Table:
+    """A line per host (current step, elapsed); with many hosts, a line per state plus failures."""
+    reports = list(engine.reports.values())
+    now = time.monotonic()
+    table = Table(box=None, show_header=False, pad_edge=False)
+    if len(reports) > MANY_HOSTS:
+        counts: dict[str, int] = {}
+        for r in reports:
+            state = "failed" if not r.ok else ("done" if r.current == "done" else
+                                               "running" if r.started else "waiting")
+            counts[state] = counts.get(state, 0) + 1
+        order = ("done", "running", "waiting", "failed")
+        table.add_row(" · ".join(f"{counts[state]} {state}" for state in order if state in counts))
+        for r in reports:
+            if not r.ok:
+                table.add_row(f"[red]✗ {escape(r.host)}[/]: {escape(_failure_brief(engine, r))}")
+        return table
+    for r in reports:
+        elapsed = f"{now - r.started:5.1f}s" if r.started else "   -  "
+        mark = "[red]✗[/]" if not r.ok else ("[green]✓[/]" if r.current == "done" else "[yellow]…[/]")
+        table.add_row(mark, escape(r.host), escape(r.current or "waiting"), elapsed)
+    return table
+
+
+def _failure_brief(engine: Engine, r) -> str:
+    """What a failed host's line says in the many-hosts view: the step and its first detail line."""
+    if r.failed_step is None:
+        return (r.error or r.current).splitlines()[0] if (r.error or r.current) else "failed"
+    detail = r.steps[r.failed_step].detail.strip().splitlines()
+    return f"step {r.failed_step + 1} {engine.playbook.steps[r.failed_step].name}: {detail[0] if detail else 'failed'}"
+
+
+@contextmanager
+def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Iterator[None]:
+    if not enabled or not console.is_terminal:
+        yield
+        return
+    stop = threading.Event()
+    with Live(progress_table(engine), console=console, refresh_per_second=4, transient=True) as live:
+        def refresh() -> None:
+            while not stop.wait(0.25):
+                live.update(progress_table(engine))
+
+        thread = threading.Thread(target=refresh, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+
+def summary_table(report: RunReport) -> Table:
+    """A row per host, a column per step; with many hosts, a row per step counting the
+    hosts in each status instead (a host-by-step grid of 32+ rows folds into noise)."""
+    if len(report.hosts) > MANY_HOSTS:
+        return step_counts_table(report)
+    table = Table(title=f"{report.playbook.name} · run {report.run_id}", title_justify="left")
+    table.add_column("host")
+    for i, step in enumerate(report.playbook.steps):
+        table.add_column(f"{i + 1}. {step.name}", overflow="fold")
+    for host in report.hosts:
+        cells = []
+        for st in host.steps:
+            cells.append(f"[{STYLE.get(st.status, '')}]{st.status}[/]")
+        table.add_row(escape(host.host), *cells)
+    return table
+
+
+def step_counts_table(report: RunReport) -> Table:
+    """Per step, how many hosts ended in each status (failed hosts follow as failure lines)."""
+    statuses = [st for st in (CHANGED, OK, SKIPPED, FAILED, NOT_RUN, WOULD_RUN)
+                if any(h.steps[i].status == st for h in report.hosts for i in range(len(h.steps)))]
+    table = Table(title=f"{report.playbook.name} · run {report.run_id}", title_justify="left")
+    table.add_column(f"step ({len(report.hosts)} hosts)", overflow="fold")
+    for st in statuses:
+        table.add_column(st, justify="right")
+    for i, step in enumerate(report.playbook.steps):
+        cells = []
+        for st in statuses:
+            n = sum(1 for h in report.hosts if i < len(h.steps) and h.steps[i].status == st)
+            cells.append(f"[{STYLE.get(st, '')}]{n}[/]" if n else "[dim]·[/]")
+        table.add_row(f"{i + 1}. {escape(step.name)}", *cells)
+    return table
+
+
+def failure_lines(report: RunReport) -> list[str]:
+    """One line per failed host: which step, what the verification saw, where the output is."""
+    lines = []
+    events = report.run_dir / "events.jsonl"
+    for host in report.hosts:
+        if host.ok:
+            continue
+        if host.failed_step is None:
+            lines.append(f"{host.host}: {host.error}")
+            continue
+        step = report.playbook.steps[host.failed_step]
+        detail = host.steps[host.failed_step].detail.strip().splitlines()
+        first = detail[0] if detail else "failed"
+        lines.append(f"{host.host}: {step.label} ({step.kind}) failed: {first} — full output: {events}")
+    return lines
+
+
+def print_check(report: RunReport, console: Console) -> None:
+    for host in report.hosts:
+        console.print(f"[bold]{escape(host.host)}[/] (check mode: nothing changed)")
+        if host.error:
+            console.print(f"  [red]{escape(host.error)}[/]")
+        for i, st in enumerate(host.steps):
+            step = report.playbook.steps[i]
+            console.print(f"  {i + 1}. {escape(step.name)} [{step.kind}] — {st.status}"
+                          + (f": {escape(st.detail)}" if st.detail and st.status != WOULD_RUN else ""))
+            for cmd in st.commands:
+                for line in str(cmd).splitlines() or [""]:
+                    console.print(f"      {escape(line)}", highlight=False, soft_wrap=True)

@@ -1,0 +1,375 @@
+"""Runs a playbook's steps across hosts: hosts in parallel (bounded), steps in order per host.
+
+Each step: describe (--check) -> already verified? skip -> apply -> verify (retries) ->
+on failure: rollback, stop that host. Everything that happens goes to the journal.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from specops.transport.connect import open_transport
+from specops.data import is_shipped
+from specops.errors import ConfigError, SpecopsError
+from specops.config.inventory import Host, Inventory
+from specops.run.journal import Journal, new_run_id, read_events, write_json_atomic
+from specops.config.playbook import Playbook, Step
+from specops.steps import KINDS
+from specops.steps.base import Outcome, StepContext, check_user_verify, has_state_checks
+from specops.config.templating import evaluate, render, render_tree
+from specops.transport.base import Transport
+
+OK, CHANGED, SKIPPED, FAILED, NOT_RUN, WOULD_RUN = "ok", "changed", "skipped", "failed", "not run", "would run"
+
+
+@dataclass
+class StepStatus:
+    status: str = NOT_RUN
+    detail: str = ""
+    duration_s: float = 0.0
+    commands: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HostReport:
+    host: str
+    steps: list[StepStatus]
+    failed_step: int | None = None
+    error: str = ""
+    current: str = ""
+    started: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_step is None and not self.error
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    run_dir: Path
+    playbook: Playbook
+    hosts: list[HostReport]
+    check: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(h.ok for h in self.hosts)
+
+
+def default_runs_dir(inventory_path: Path) -> Path:
+    """runs/ beside the inventory; ./runs when the inventory is the one shipped in the package."""
+    if is_shipped(inventory_path):
+        return Path.cwd() / "runs"
+    return inventory_path.absolute().parent / "runs"
+
+
+def default_forks(n_hosts: int) -> int:
+    """Like Ansible's forks, sized to the work: threads mostly wait on the network."""
+    return max(1, min(n_hosts, 32, 8 * (os.cpu_count() or 2)))
+
+
+def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: dict[str, Any],
+                 workdir: str) -> dict[str, Any]:
+    """Inventory < group < host < playbook vars < --var; playbook vars may template earlier ones."""
+    variables = inventory.host_vars(host)
+    variables["workdir"] = workdir
+    for key, value in playbook.vars.items():
+        variables[key] = render_tree(value, variables, where=f"{playbook.path}: vars.{key}")
+    variables.update(extra)
+    variables["playbook_dir"] = str(playbook.path.parent.resolve())
+    return variables
+
+
+def find_resumable_run(runs_dir: Path, playbook: Playbook) -> Path | None:
+    """The newest failed run of this playbook (by its path) in `runs_dir`."""
+    import json
+
+    best: tuple[float, Path] | None = None
+    if not runs_dir.is_dir():
+        return None
+    for meta in runs_dir.glob("*/run.json"):
+        try:
+            info = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("playbook_path") != str(playbook.path.resolve()) or info.get("status") != "failed":
+            continue
+        if info.get("check"):
+            continue
+        stamp = float(info.get("started", 0))
+        if best is None or stamp > best[0]:
+            best = (stamp, meta.parent)
+    return best[1] if best else None
+
+
+def done_steps(run_dir: Path) -> dict[str, set[int]]:
+    """Per host, the indices of steps the journal shows finished (done or skipped as verified)."""
+    done: dict[str, set[int]] = {}
+    for ev in read_events(run_dir):
+        if ev.get("event") in ("done", "skip") and "step_index" in ev and ev.get("reason") != "when":
+            done.setdefault(ev["host"], set()).add(int(ev["step_index"]))
+    return done
+
+
+class Engine:
+    """One run of one playbook on a set of hosts."""
+
+    def __init__(self, inventory: Inventory, playbook: Playbook, hosts: list[Host], *,
+                 extra_vars: dict[str, Any] | None = None, runs_dir: Path | None = None,
+                 check: bool = False, resume: bool = False, from_step: str | None = None,
+                 forks: int | None = None, listener: Callable[[dict], None] | None = None,
+                 transport_factory: Callable[[Host], Transport] = open_transport,
+                 run_label: str | None = None, run_dir: Path | None = None):
+        self.inventory = inventory
+        self.playbook = playbook
+        self.hosts = hosts
+        self.extra_vars = extra_vars or {}
+        self.runs_dir = Path(runs_dir) if runs_dir else default_runs_dir(inventory.path)
+        self.check = check
+        self.forks = forks or default_forks(len(hosts))
+        self.listener = listener
+        self.transport_factory = transport_factory
+        self.from_index = playbook.find_step(from_step) if from_step else 0
+        self.previous: dict[str, set[int]] = {}
+        self.resumed_from: Path | None = None
+        if resume:
+            found = find_resumable_run(self.runs_dir, playbook)
+            if found is None:
+                raise ConfigError(f"--resume: no failed run of playbook '{playbook.name}' in {self.runs_dir}")
+            self.resumed_from = found
+            self.previous = done_steps(found)
+        self.run_dir = Path(run_dir) if run_dir else (
+            self.resumed_from or self.runs_dir / new_run_id(run_label or playbook.name))
+        self.run_id = self.run_dir.name
+        self._abort = threading.Event()
+        self.reports = {h.name: HostReport(h.name, [StepStatus() for _ in playbook.steps]) for h in hosts}
+        self.transports: dict[str, Transport] = {}
+
+    # ----- run ------------------------------------------------------------------------
+
+    def prevalidate(self) -> None:
+        """Render every step for every host before anything runs, so an undefined variable
+        is an error naming the step and the variable, with nothing changed anywhere.
+        Values registered by earlier steps are stood in for by a permissive placeholder."""
+        for host in self.hosts:
+            variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, host.workdir)
+            for step in self.playbook.steps:
+                where = f"{step.where}: {step.label}"
+                try:
+                    if step.when is not None and "{{" not in step.when:
+                        evaluate(step.when, variables, where=where)
+                    KINDS[step.kind].render(step, variables)
+                    render_tree(step.verify, variables, where=where)
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc.message} (host {host.name})", where=exc.where, hint=exc.hint) from None
+                if step.register:
+                    variables[step.register] = _Registered()
+
+    def run(self) -> RunReport:
+        journal = Journal(self.run_dir, self.listener)
+        meta = {
+            "run_id": self.run_id, "playbook": self.playbook.name,
+            "playbook_path": str(self.playbook.path.resolve()), "inventory": str(self.inventory.path),
+            "hosts": [h.name for h in self.hosts], "check": self.check, "started": time.time(),
+            "status": "running", "steps": [s.name for s in self.playbook.steps],
+        }
+        write_json_atomic(self.run_dir / "run.json", meta)
+        journal.event("resume" if self.resumed_from else "run_start", run_id=self.run_id,
+                      playbook=self.playbook.name, hosts=meta["hosts"], check=self.check)
+        pool = ThreadPoolExecutor(max_workers=self.forks, thread_name_prefix="host")
+        try:
+            futures = [pool.submit(self._run_host, host, journal) for host in self.hosts]
+            for fut in futures:
+                fut.result()
+            pool.shutdown(wait=True)
+        except BaseException:
+            # Ctrl-C: do not wait for hosts still inside a step; the caller cleans up and exits.
+            self._abort.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            ok = all(r.ok for r in self.reports.values())
+            meta.update(status="ok" if ok else "failed", finished=time.time())
+            write_json_atomic(self.run_dir / "run.json", meta)
+            journal.event("run_done", ok=ok, failed=[h for h, r in self.reports.items() if not r.ok])
+            journal.close()
+        return RunReport(self.run_id, self.run_dir, self.playbook, list(self.reports.values()), self.check)
+
+    def close(self) -> None:
+        for transport in self.transports.values():
+            try:
+                transport.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+    def _run_host(self, host: Host, journal: Journal) -> None:
+        report = self.reports[host.name]
+        report.started = time.monotonic()
+        try:
+            transport = self.transport_factory(host)
+            self.transports[host.name] = transport
+            report.current = "connecting"
+            workdir = transport.expand(host.workdir)
+            if not self.check:
+                made = transport.run(["mkdir", "-p", workdir], timeout=30)
+                if not made.ok:
+                    raise SpecopsError(f"cannot create workdir {workdir}: {made.tail(2)}", where=f"host {host.name}")
+                if getattr(transport, "session_error", ""):  # slower, still correct: say why
+                    journal.event("warning", host=host.name, message=transport.session_error)
+            variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
+        except SpecopsError as exc:
+            report.error = str(exc)
+            report.current = "unreachable" if "connect" in str(exc) else "error"
+            journal.event("fail", host=host.name, step=None, error=str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug must not take other hosts down
+            report.error = f"internal error: {exc!r}"
+            journal.event("fail", host=host.name, step=None, error=traceback.format_exc())
+            return
+        for step in self.playbook.steps:
+            status = report.steps[step.index]
+            if self._abort.is_set():
+                status.detail = "not run: another host failed (any_errors_fatal)"
+                continue
+            if step.index < self.from_index:
+                status.detail = "before --from-step"
+                continue
+            report.current = step.name
+            started = time.monotonic()
+            try:
+                self._run_step(host, transport, step, variables, journal, status)
+            except SpecopsError as exc:
+                status.status, status.detail = FAILED, str(exc)
+                journal.event("fail", host=host.name, step=step.name, step_index=step.index, error=str(exc))
+            except Exception as exc:  # noqa: BLE001
+                status.status, status.detail = FAILED, f"internal error in {step.kind} step: {exc!r}"
+                journal.event("fail", host=host.name, step=step.name, step_index=step.index,
+                              error=traceback.format_exc())
+            status.duration_s = time.monotonic() - started
+            if status.status == FAILED:
+                report.failed_step = step.index
+                if self.playbook.any_errors_fatal:
+                    self._abort.set()
+                break
+        report.current = "failed" if report.failed_step is not None else "done"
+
+    def _run_step(self, host: Host, transport: Transport, step: Step, variables: dict[str, Any],
+                  journal: Journal, status: StepStatus) -> None:
+        kind = KINDS[step.kind]
+        where = f"{step.where}: {step.label}"
+        ev = {"host": host.name, "step": step.name, "step_index": step.index}
+        if step.when is not None:
+            cond = render(step.when, variables, where=where) if "{{" in step.when else evaluate(step.when, variables, where=where)
+            if not cond or (isinstance(cond, str) and cond.strip().lower() in ("false", "0", "no", "")):
+                status.status, status.detail = SKIPPED, f"when: {step.when} is false"
+                journal.event("skip", reason="when", **ev)
+                return
+        args = kind.render(step, variables)
+        verify_spec = render_tree(step.verify, variables, where=where)
+        ctx = StepContext(host=host, transport=transport, step=step, args=args, vars=variables,
+                          journal=journal, run_dir=self.run_dir, playbook_dir=self.playbook.path.parent.resolve(),
+                          check=self.check)
+        if self.check:
+            try:
+                commands = kind.describe(ctx)
+            except SpecopsError as exc:  # e.g. the tree an earlier step would create is not there yet
+                commands = [f"(cannot preview until earlier steps have run: {exc.message})"]
+            status.status, status.commands = WOULD_RUN, commands
+            journal.event("check", commands=commands, **ev)
+            return
+        journal.event("step_start", kind=step.kind, **ev)
+        done = kind.is_done(ctx)
+        state_only = has_state_checks(verify_spec) and not any(
+            k in verify_spec for k in ("stdout_contains", "stdout_matches", "rc"))
+        if done is None and state_only:
+            done = check_user_verify(ctx, verify_spec, None, only_state=True)[0]
+        elif done and has_state_checks(verify_spec):
+            done = check_user_verify(ctx, verify_spec, None, only_state=True)[0]
+        resumed = step.index in self.previous.get(host.name, set())
+        if done is None and resumed:
+            done = True
+        if done:
+            reason = "verified (resumed run)" if resumed else "already verified"
+            status.status, status.detail = SKIPPED, reason
+            if step.register:
+                variables[step.register] = dict(ctx.facts, skipped=True)
+            journal.event("skip", reason=reason, **ev, **_jsonable(ctx.facts))
+            return
+
+        outcome: Outcome | None = None
+        ok, seen = False, ""
+        for attempt in range(step.retries + 1):
+            t0 = time.monotonic()
+            try:
+                outcome = kind.apply(ctx)
+                journal.event("apply", attempt=attempt + 1, changed=outcome.changed,
+                              duration_s=round(time.monotonic() - t0, 4), **ev, **_jsonable(outcome.data))
+                ok, seen = kind.verify(ctx, outcome)
+                if ok and verify_spec:
+                    ok, seen = check_user_verify(ctx, verify_spec, outcome.result)
+            except SpecopsError as exc:
+                ok, seen = False, exc.message if exc.where is None else str(exc)
+            journal.event("verify", attempt=attempt + 1, ok=ok, seen=seen, **ev)
+            if ok:
+                break
+            if attempt < step.retries:
+                journal.event("retry", attempt=attempt + 1, delay_s=step.delay, **ev)
+                time.sleep(step.delay)
+        if ok:
+            assert outcome is not None
+            if step.register:
+                registered = dict(outcome.data)
+                if outcome.result is not None:
+                    registered.update(rc=outcome.result.rc, stdout=outcome.result.stdout, stderr=outcome.result.stderr)
+                variables[step.register] = registered
+            status.status = CHANGED if outcome.changed else OK
+            status.detail = outcome.message
+            journal.event("done", changed=outcome.changed, **ev)
+            return
+        if step.ignore_errors:
+            status.status, status.detail = OK, f"failed, ignored: {seen}"
+            journal.event("done", ignored_failure=seen, **ev)
+            return
+        notes = []
+        note = kind.rollback(ctx, outcome)
+        if note:
+            notes.append(note)
+        if step.rollback is not None:
+            rb = ctx.run(step.rollback if isinstance(step.rollback, list) else render(step.rollback, variables, shell=True, where=where))
+            notes.append(f"rollback command exited {rb.rc}")
+        if notes:
+            journal.event("rollback", notes=notes, **ev)
+        tries = f" after {step.retries + 1} attempts" if step.retries else ""
+        status.status = FAILED
+        status.detail = f"verification failed{tries}: {seen}" + (f" (rolled back: {'; '.join(notes)})" if notes else "")
+        journal.event("fail", error=status.detail, **ev)
+
+
+class _Registered:
+    """Stands in for a value a step registers, during prevalidation: any attribute or item
+    of it is fine, and it renders as an empty string."""
+
+    def __getattr__(self, name: str) -> "_Registered":
+        return self
+
+    def __getitem__(self, key: Any) -> "_Registered":
+        return self
+
+    def __str__(self) -> str:
+        return ""
+
+    def __iter__(self):
+        return iter(())
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    reserved = {"host", "step", "step_index", "attempt", "changed", "duration_s", "event", "ts"}
+    return {k: v for k, v in data.items() if k not in reserved}

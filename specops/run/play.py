@@ -1,0 +1,90 @@
+"""deploy/bench glue: load the playbook, run the engine with live progress, print the outcome."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from specops.run.engine import Engine, RunReport
+from specops.config.inventory import Inventory
+from specops.config.playbook import load_playbook
+from specops.render.progress import failure_lines, live_progress, print_check, summary_table
+
+
+def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, extra_vars: dict[str, Any],
+                 check: bool = False, resume: bool = False, from_step: str | None = None,
+                 runs_dir: Path | None = None, forks: int | None = None, console: Console | None = None,
+                 as_json: bool = False, quiet: bool = False, run_dir: Path | None = None,
+                 keep_servers: bool = False, label: str | None = None) -> RunReport:
+    """Validate everything first (nothing runs on bad input), then run and render.
+    Ctrl-C stops the servers this run launched (unless keep_servers) and exits 130."""
+    console = console or Console()
+    playbook = load_playbook(playbook_path)
+    hosts = inventory.select(host_spec)
+    engine = Engine(inventory, playbook, hosts, extra_vars=extra_vars, runs_dir=runs_dir, check=check,
+                    resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label)
+    engine.prevalidate()
+    try:
+        with live_progress(engine, console, enabled=not as_json and not quiet):
+            report = engine.run()
+    except KeyboardInterrupt:
+        _interrupted(engine, console, keep_servers)
+        raise AssertionError("unreachable")
+    finally:
+        engine.close()
+    if as_json:
+        console.print_json(json.dumps(report_dict(report)))
+        return report
+    if quiet:
+        return report
+    if check:
+        print_check(report, console)
+    else:
+        console.print(summary_table(report))
+    for line in failure_lines(report):
+        console.print("✗ " + line, markup=False, highlight=False)
+    console.print(f"run directory: {report.run_dir}", markup=False, highlight=False)
+    return report
+
+
+def report_dict(report: RunReport) -> dict[str, Any]:
+    return {
+        "run_id": report.run_id, "run_dir": str(report.run_dir), "ok": report.ok, "check": report.check,
+        "hosts": {h.host: {"ok": h.ok, "error": h.error, "failed_step": h.failed_step,
+                           "steps": [{"name": report.playbook.steps[i].name, "status": s.status, "detail": s.detail,
+                                      "commands": s.commands} for i, s in enumerate(h.steps)]}
+                  for h in report.hosts},
+    }
+
+
+def _interrupted(engine: Engine, console: Console, keep_servers: bool) -> None:
+    """Ctrl-C: stop what this run launched, say so, and exit 130 without a traceback."""
+    import os
+
+    from specops.servers import stop_arms
+    from specops.steps.bench import ACTIVE
+    from specops.steps.server import LAUNCHED
+
+    console.print("interrupted", markup=False)
+    for host in engine.hosts:
+        arms = set(LAUNCHED.get(host.name, set()))
+        sweep = ACTIVE.get(host.name)
+        if sweep is not None:
+            arms |= sweep.launched
+        transport = engine.transports.get(host.name)
+        if not arms or transport is None:
+            continue
+        if keep_servers:
+            console.print(f"{host.name}: leaving {', '.join(sorted(arms))} running (--keep-servers)", markup=False)
+            continue
+        try:
+            stop_arms(transport, transport.expand(host.workdir), sorted(arms))
+            console.print(f"{host.name}: stopped {', '.join(sorted(arms))}", markup=False)
+        except Exception as exc:  # noqa: BLE001 - report and go on to the next host
+            console.print(f"{host.name}: could not stop {', '.join(sorted(arms))}: {exc}", markup=False)
+    console.print(f"run directory: {engine.run_dir}", markup=False)
+    console.file.flush()
+    os._exit(130)

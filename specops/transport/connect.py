@@ -1,0 +1,20 @@
+"""Open the right Transport for an inventory host."""
+
+from __future__ import annotations
+
+from specops.config.inventory import Host
+from specops.transport.base import Transport
+from specops.transport.local import LocalTransport
+
+
+def open_transport(host: Host) -> Transport:
+    """A lazily-connecting transport: nothing touches the network until the first call."""
+    if host.connection == "local":
+        return LocalTransport(host.name)
+    from specops.transport.ssh import SSHTransport
+
+    return SSHTransport(
+        host.name, host.address or "", port=host.port, user=host.user, key_filename=host.key,
+        host_key=host.host_key, known_hosts=host.known_hosts, connect_timeout=host.connect_timeout,
+        python=host.python,
+    )

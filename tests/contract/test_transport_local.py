@@ -1,0 +1,172 @@
+"""LocalTransport: the same contract as SSHTransport, on this machine."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specops.errors import TransportError
+from specops.transport.base import group_wrapped
+from specops.transport.probes import gather_facts
+from specops.transport.local import LocalTransport
+
+
+@pytest.fixture
+def local(tmp_path) -> LocalTransport:
+    home = tmp_path / "home"
+    home.mkdir()
+    return LocalTransport("local", home=str(home))
+
+
+def _survivors(secs: int) -> list[str]:
+    out = subprocess.run(["pgrep", "-a", "-f", f"^sleep {secs}$"], capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def _wait_gone(secs: int, within: float = 3.0) -> list[str]:
+    deadline = time.monotonic() + within
+    while _survivors(secs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _survivors(secs)
+
+
+def test_run_argv_script_exit_codes_and_stderr(local):
+    r = local.run(["echo", "hello", "world"], timeout=10)
+    assert (r.rc, r.stdout, r.stderr, r.timed_out) == (0, "hello world\n", "", False)
+    r = local.run("echo out; echo err >&2; exit 3", timeout=10)
+    assert (r.rc, r.stdout, r.stderr, r.ok) == (3, "out\n", "err\n", False)
+    assert r.command == "bash -c 'echo out; echo err >&2; exit 3'"
+    r = local.run(["no-such-command-xyz"], timeout=10)
+    assert r.rc == 127 and "no-such-command-xyz" in r.stderr
+    r = local.run(["pwd"], timeout=10)
+    assert r.stdout.strip() == local.home  # default cwd: the host's home
+
+
+def test_injection_cwd_env_stdin(local, tmp_path):
+    wd = tmp_path / "dir with 'quotes'"
+    wd.mkdir()
+    evil = "x; touch PWNED; echo $(id)"
+    assert local.run(["echo", evil], timeout=10, cwd=str(wd)).stdout == evil + "\n"
+    r = local.run(["printenv", "EVIL"], timeout=10, env={"EVIL": "a'b; touch PWNED2 `id`"})
+    assert r.stdout == "a'b; touch PWNED2 `id`\n"
+    assert os.listdir(wd) == [] and not (Path(local.home) / "PWNED").exists()
+    data = os.urandom(3 * 1024 * 1024)
+    r = local.run(["sha256sum"], timeout=30, stdin=data)
+    assert r.stdout.split()[0] == hashlib.sha256(data).hexdigest()
+    (Path(local.home) / "sub").mkdir()
+    r = local.run(["pwd"], timeout=10, cwd="sub")
+    assert r.stdout.strip() == f"{local.home}/sub"  # relative cwd resolves against home
+    r = local.run(["true"], timeout=10, cwd=str(tmp_path / "absent"))
+    assert r.rc == 127 and "absent" in r.stderr
+
+
+def test_timeout_kills_process_group(local):
+    secs = random.randint(5000, 5999)
+    started = time.monotonic()
+    r = local.run(f"sleep {secs} & sleep {secs}; echo never", timeout=1)
+    assert time.monotonic() - started < 4
+    assert r.timed_out and r.rc == 124 and "never" not in r.stdout
+    assert _wait_gone(secs) == []
+    assert local.run(["echo", "ok"], timeout=5).stdout == "ok\n"
+
+
+def test_escaped_child_holding_output_does_not_hang(local):
+    """A child in its own session survives the group kill but holds stdout: the call
+    still returns soon after the timeout (the child is outside our reach locally)."""
+    secs = random.randint(6000, 6999)
+    started = time.monotonic()
+    r = local.run(f"setsid sleep {secs} & echo started", timeout=1)
+    took = time.monotonic() - started
+    for line in _survivors(secs):  # clean up the one we started, by pid
+        os.kill(int(line.split()[0]), 9)
+    assert took < 10, took
+    assert r.timed_out and r.stdout == "started\n"
+
+
+def test_group_wrapped_kills_children_on_timeout():
+    """The wrapper SSHTransport runs on the host: its timeout reaches grandchildren."""
+    secs = random.randint(7000, 7999)
+    line = group_wrapped(f"sleep {secs} & sleep {secs}", 1)
+    started = time.monotonic()
+    proc = subprocess.run(["bash", "-c", line], capture_output=True, timeout=20)
+    assert proc.returncode == 124 and time.monotonic() - started < 4
+    assert _wait_gone(secs) == []
+    assert subprocess.run(["bash", "-c", group_wrapped("exit 7", 5)]).returncode == 7
+
+
+def test_put_get_atomic_mode_parents(local, tmp_path):
+    target = Path(local.home) / "a" / "b" / "run.sh"
+    local.put(b"#!/bin/sh\necho hi\n", "a/b/run.sh", mode=0o755)
+    assert target.read_bytes() == b"#!/bin/sh\necho hi\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    local.put(b"#!/bin/sh\necho bye\n", "~/a/b/run.sh")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755  # existing mode kept
+    assert local.get(str(target)) == b"#!/bin/sh\necho bye\n"
+    assert os.listdir(target.parent) == ["run.sh"]
+    local.put(b"x", "plain.txt")
+    assert stat.S_IMODE((Path(local.home) / "plain.txt").stat().st_mode) == 0o644
+    with pytest.raises(TransportError) as err:
+        local.get("missing.txt")
+    assert "missing.txt" in str(err.value) and err.value.where == "host local"
+    blocker = Path(local.home) / "blocker"
+    blocker.write_text("file")
+    with pytest.raises(TransportError) as err:
+        local.put(b"x", "blocker/sub/f")
+    assert "cannot write" in str(err.value)
+
+
+def test_put_failure_leaves_no_temp_file(local):
+    d = Path(local.home) / "d"
+    d.mkdir()
+    (d / "f").mkdir()  # the target is a directory: rename fails after the temp is written
+    with pytest.raises(TransportError):
+        local.put(b"data", "d/f")
+    assert os.listdir(d) == ["f"]
+
+
+def test_read_range_stat_size_expand(local):
+    data = bytes(range(256)) * 100
+    (Path(local.home) / "log").write_bytes(data)
+    assert local.read_range("log", 5, 10) == data[5:15]
+    assert local.read_range("~/log", len(data) - 2, 100) == data[-2:]
+    assert local.read_range("log", len(data) + 1, 10) == b""
+    assert local.stat_size("log") == len(data) and local.stat_size("nope") is None
+    with pytest.raises(TransportError):
+        local.read_range("nope", 0, 1)
+    assert local.expand("~") == local.home
+    assert local.expand("w/x") == f"{local.home}/w/x"
+    assert local.expand("/a/../b") == "/b"
+
+
+def test_gather_facts_local(local):
+    facts = gather_facts(local, "~/not/yet", python=sys.executable)
+    assert facts.reachable and facts.python == sys.version.split()[0]
+    assert facts.host_key == "n/a (local)"
+    assert "GiB free on" in facts.free_disk
+
+
+@pytest.mark.parametrize("script, gpus, error", [
+    ('echo "NVIDIA H200, 143771 MiB"; echo "NVIDIA H200, 143771 MiB"',
+     ["NVIDIA H200 (143771 MiB)", "NVIDIA H200 (143771 MiB)"], ""),
+    ('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver"; exit 9',
+     [], "nvidia-smi failed: NVIDIA-SMI has failed"),
+])
+def test_gather_facts_gpus(local, tmp_path, monkeypatch, script, gpus, error):
+    """No GPU in CI: a stand-in nvidia-smi on PATH prints what the real one prints."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\n{script}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    facts = gather_facts(local, local.home)
+    assert facts.gpus == gpus
+    assert facts.error.startswith(error)

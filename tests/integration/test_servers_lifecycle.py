@@ -1,0 +1,255 @@
+"""Server lifecycle with the real simulator as the server, over LocalTransport: launch,
+readiness with crash detection, reuse/restart, status, logs, stop."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from specops.errors import StepError
+from specops.render.logs import error_blocks
+from specops.servers.logwatch import crash_blocks, follow
+from specops.patching.applier import apply as apply_patchset
+from specops.sglang.treefiles import LocalTreeFiles
+from specops.sglang.layout import detect_layout
+from specops.patching.model import load_patchset
+from specops.servers import (arms_from_vars, build_launch, fairness_warnings, launch_arm, launch_arms,
+                             server_info, server_status, stop_arms, wait_ready, wait_ready_many)
+from specops.servers.launch import LaunchPlan
+from specops.transport.local import LocalTransport
+
+REPO = Path(__file__).resolve().parents[2]
+SIM = ["--sim-time-scale", "0.02"]
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[tuple[LocalTransport, str]]:
+    """A local host with its own work directory; every server left running is stopped."""
+    t = LocalTransport()
+    wd = str(tmp_path / "wd")
+    yield t, wd
+    stop_arms(t, wd, grace_s=2, port_wait_s=5, gpu_wait_s=5)
+
+
+def _vars(**arms) -> dict:
+    return {"model": "meta-llama/Llama-3.1-8B-Instruct", "draft_model": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
+            "max_running_requests": 32, "cuda_graph_max_bs": 32, "arms": arms}
+
+
+def _plans(tree: Path, wd: str, arms_vars: dict, layout=None) -> dict[str, LaunchPlan]:
+    layout = layout or detect_layout(LocalTreeFiles(tree))
+    return {n: build_launch(a, layout, workdir=wd, python=sys.executable, engine="sim",
+                            sglang_tree=str(tree), sim_options=SIM)
+            for n, a in arms_from_vars(arms_vars).items()}
+
+
+def _patched(sglang_tree) -> Path:
+    tree = sglang_tree("0.5.10.post1")
+    apply_patchset(load_patchset("dynamic-spec-disable", REPO / "playbooks" / "patches"), LocalTreeFiles(tree))
+    return tree
+
+
+def _group_alive(pgid: int) -> bool:
+    out = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True).stdout
+    return any(ln.split()[0] == str(pgid) and not ln.split()[1].startswith("Z") for ln in out.splitlines())
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _generate(port: int) -> None:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/generate", method="POST",
+                                 data=json.dumps({"text": "hi", "sampling_params": {"max_new_tokens": 4}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10).read()
+    except OSError:
+        pass  # the injected crash may cut a request off
+
+
+def test_three_arms_ready_status_and_stop(host, sglang_tree) -> None:
+    t, wd = host
+    tree = _patched(sglang_tree)
+    p = free_ports(3)
+    plans = _plans(tree, wd, _vars(baseline={"port": p[0]}, eagle3={"port": p[1]},
+                                   adaptive={"port": p[2], "threshold": 8}))
+    assert plans["adaptive"].mechanism == "dynamic-spec-disable-patch"
+    outs = launch_arms(t, list(plans.values()))
+    assert [o.action for o in outs] == ["launched"] * 3
+    ready = wait_ready_many(t, [o.state for o in outs], timeout_s=60, poll_s=0.2)
+    assert set(ready) == {"baseline", "eagle3", "adaptive"}
+
+    st = {s.arm: s for s in server_status(t, wd)}
+    assert {a: s.state for a, s in st.items()} == {"baseline": "ready", "eagle3": "ready", "adaptive": "ready"}
+    assert st["adaptive"].mechanism == "dynamic-spec-disable-patch" and st["eagle3"].mechanism == "eagle3"
+    assert "--speculative-disable-batch-threshold 8" in st["adaptive"].command
+    assert all(s.uptime_s is not None and s.uptime_s >= 0 for s in st.values())
+    state_file = json.loads((Path(wd) / ".specops/servers/eagle3.json").read_text())
+    assert state_file["pgid"] == state_file["pid"] and state_file["args_hash"] == plans["eagle3"].args_hash
+
+    infos = {o.state.arm: server_info(t, o.state) for o in outs}
+    assert fairness_warnings(infos) == []
+
+    results = stop_arms(t, wd, grace_s=5)
+    assert {r.arm for r in results} == {"baseline", "eagle3", "adaptive"}
+    for o in outs:
+        assert not _group_alive(o.state.pgid)
+        assert _port_free(o.state.port)
+    assert list((Path(wd) / ".specops/servers").glob("*.json")) == []
+    assert [s.state for s in server_status(t, wd, ["baseline"])] == ["stopped"]
+
+
+def test_adaptive_on_unpatched_tree_fails_fast_with_unrecognized_arguments(host, sglang_tree) -> None:
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    layout = detect_layout(LocalTreeFiles(tree))
+    layout.dynamic_spec_disable_applied = True  # stale layout: the patch was never applied
+    plan = _plans(tree, wd, _vars(adaptive={"port": free_ports(1)[0], "threshold": 8}), layout)["adaptive"]
+    state = launch_arm(t, plan).state
+    t0 = time.monotonic()
+    with pytest.raises(StepError) as exc:
+        wait_ready(t, state, timeout_s=60, poll_s=0.5)
+    assert time.monotonic() - t0 < 10
+    msg = str(exc.value)
+    assert "unrecognized arguments: --speculative-disable-batch-threshold" in msg
+    assert "server 'adaptive'" in msg and "exited" in msg
+
+
+def test_broken_server_args_fails_with_the_syntax_error_not_the_timeout(host, sglang_tree) -> None:
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    sa = tree / "python/sglang/srt/server_args.py"
+    lines = sa.read_text().splitlines(keepends=True)
+    i = next(n for n, ln in enumerate(lines) if '"--speculative-accept-threshold-acc",' in ln)
+    # The seed bug: a new add_argument inserted inside another, multi-line add_argument call.
+    lines.insert(i + 1, '        parser.add_argument("--speculative-disable-batch-threshold", type=int, default=0)\n')
+    sa.write_text("".join(lines))
+    plan = _plans(tree, wd, _vars(baseline={"port": free_ports(1)[0]}))["baseline"]
+    state = launch_arm(t, plan).state
+    timeout = 60.0
+    t0 = time.monotonic()
+    with pytest.raises(StepError) as exc:
+        wait_ready(t, state, timeout_s=timeout, poll_s=0.5)
+    elapsed = time.monotonic() - t0
+    assert elapsed < timeout / 6, elapsed  # the dead process, not the timeout
+    msg = str(exc.value)
+    assert "Traceback (most recent call last)" in msg and "SyntaxError" in msg
+    assert "server_args.py" in msg and "not ready after" not in msg
+
+
+def test_crash_after_requests_seen_by_status_and_errors(host, sglang_tree) -> None:
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    port = free_ports(1)[0]
+    plan = _plans(tree, wd, _vars(baseline={"port": port, "extra_args": ["--sim-crash-after", "2"]}))["baseline"]
+    state = launch_arm(t, plan).state
+    wait_ready(t, state, timeout_s=60, poll_s=0.2)
+
+    seen: list[str] = []
+    stop = threading.Event()
+    th = threading.Thread(target=follow, args=(t, [state.log_path], lambda p, ls: seen.extend(ls), stop, 0.1))
+    th.start()
+    try:
+        time.sleep(0.4)
+        for _ in range(3):
+            _generate(port)
+        deadline = time.monotonic() + 15
+        while server_status(t, wd)[0].state != "dead":
+            assert time.monotonic() < deadline, "crash not seen by status"
+            time.sleep(0.2)
+        deadline = time.monotonic() + 5
+        while not any("Traceback" in s for s in seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        th.join(5)
+    # follow streamed the lines written after it started, and none from before.
+    assert any("POST /generate" in s for s in seen) and any("Traceback" in s for s in seen)
+    assert not any("ready to roll" in s for s in seen)
+    blocks = crash_blocks((Path(state.log_path)).read_text())
+    assert blocks and blocks[-1].startswith(("Traceback", "[")) and "Traceback" in blocks[-1]
+    assert error_blocks(t, state.log_path) == blocks
+
+
+def test_relaunch_reuses_same_args_and_restarts_on_change(host, sglang_tree) -> None:
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    port = free_ports(1)[0]
+    plan = _plans(tree, wd, _vars(baseline={"port": port}))["baseline"]
+    first = launch_arm(t, plan)
+    wait_ready(t, first.state, timeout_s=60, poll_s=0.2)
+    again = launch_arm(t, plan)
+    assert again.action == "reused" and again.state.pid == first.state.pid
+
+    changed = _plans(tree, wd, _vars(baseline={"port": port, "extra_args": ["--sim-seed", "7"]}))["baseline"]
+    assert changed.args_hash != plan.args_hash
+    restarted = launch_arm(t, changed)
+    assert restarted.action == "restarted" and restarted.state.pid != first.state.pid
+    assert not _group_alive(first.state.pgid)
+    wait_ready(t, restarted.state, timeout_s=60, poll_s=0.2)
+    # The previous run's log was kept as <arm>.log.1, not overwritten.
+    assert "ready to roll" in Path(plan.log_path + ".1").read_text()
+
+
+def test_port_in_use_and_missing_model_are_reported(host, sglang_tree) -> None:
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        plan = _plans(tree, wd, _vars(baseline={"port": port}))["baseline"]
+        with pytest.raises(StepError) as exc:
+            launch_arm(t, plan)
+    assert f"port {port} is already in use" in str(exc.value)
+    assert not Path(plan.state_path).exists() and not Path(plan.log_path).exists()
+
+    missing = str(Path(wd) / "models" / "nope")
+    plan = _plans(tree, wd, {**_vars(baseline={"port": free_ports(1)[0]}), "model": missing})["baseline"]
+    with pytest.raises(StepError) as exc:
+        launch_arm(t, plan)
+    assert f"model path {missing} does not exist" in str(exc.value)
+
+
+def test_stop_kills_a_group_that_ignores_term(host, tmp_path: Path) -> None:
+    t, wd = host
+    port = free_ports(1)[0]
+    # A stand-in that ignores SIGTERM, has a child, and holds the port.
+    script = (f"trap '' TERM; sleep 300 & "
+              f"exec {sys.executable} -c 'import socket,time,signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              f"s=socket.socket(); s.bind((\"127.0.0.1\", {port})); s.listen(); time.sleep(300)'")
+    plan = LaunchPlan(arm="stubborn", kind="baseline", port=port, argv=["bash", "-c", script], env={},
+                      mechanism="none", workdir=wd, log_path=f"{wd}/.specops/logs/stubborn.log",
+                      state_path=f"{wd}/.specops/servers/stubborn.json")
+    state = launch_arm(t, plan).state
+    deadline = time.monotonic() + 10
+    while _port_free(port):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    (r,) = stop_arms(t, wd, ["stubborn"], grace_s=1.0)
+    assert r.signal == "KILL" and r.port_free and 0.9 < time.monotonic() - t0 < 8
+    assert not _group_alive(state.pgid) and _port_free(port)
+    assert stop_arms(t, wd) == []  # nothing recorded any more

@@ -1,0 +1,390 @@
+"""The SGLang simulator, run for real: real SGLang trees (from the wheels), real subprocesses,
+real HTTP. What a user of specops would notice: which flags a tree accepts, how a broken
+tree dies, when the server says it is ready, what it streams, how it crashes, and whether
+its throughput tells the story the project is about (EAGLE-3 wins at low concurrency,
+loses at high)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from specops.sim import model as M
+from specops.sglang.flags import tree_flags
+from specops.sim.logs import READY_LINE
+from specops.sglang.source import ensure_tree
+from specops.sim.testing import SimStartError, drive, health_status, run_sim, start_sim, stop_sim, wait_ready
+
+FAST = ["--sim-time-scale", "0.05"]
+EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "lmsys/EAGLE3-draft",
+         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+MODEL = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct"]
+
+
+def run_cli(tree: Path, args: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specops.sim", "--sglang-tree", str(tree), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def add_threshold_flag(tree: Path) -> None:
+    """Hand-patch a classic tree the way the dynamic-spec-disable patch set would (field + flag)."""
+    path = tree / "python/sglang/srt/server_args.py"
+    lines = path.read_text().splitlines(keepends=True)
+    field_at = next(i for i, l in enumerate(lines) if l.strip().startswith("speculative_accept_threshold_acc:"))
+    lines.insert(field_at + 1, "    speculative_disable_batch_threshold: int = 0\n")
+    call_at = next(i for i, l in enumerate(lines) if '"--speculative-accept-threshold-acc"' in l)
+    end = next(i for i in range(call_at, len(lines)) if lines[i].strip() == ")")
+    lines.insert(end + 1, '        parser.add_argument(\n            "--speculative-disable-batch-threshold",\n'
+                          "            type=int,\n            default=ServerArgs.speculative_disable_batch_threshold,\n"
+                          '            help="Disable speculation above this running batch size (0 = always speculate).",\n'
+                          "        )\n")
+    path.write_text("".join(lines))
+
+
+def post_stream(url: str, payload: dict, timeout: float = 30) -> list[dict | str]:
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
+    events: list[dict | str] = []
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data: "):
+                body = line[len("data: "):]
+                events.append(body if body == "[DONE]" else json.loads(body))
+    return events
+
+
+def post_json(url: str, payload: dict, timeout: float = 30) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+# ------------------------------------------------------------------ flags read from the tree
+
+
+def test_flags_follow_each_versions_source():
+    old = tree_flags(ensure_tree("0.4.10.post2"))
+    classic = tree_flags(ensure_tree("0.5.10.post1"))
+    native = tree_flags(ensure_tree("0.5.14"))
+    assert old.layout == classic.layout == "classic" and native.layout == "annotated"
+    assert classic.version == "0.5.10.post1" and native.version == "0.5.14"
+    for flags in (old, classic, native):
+        for name in ("--model-path", "--host", "--port", "--tp-size", "--mem-fraction-static", "--speculative-algorithm",
+                     "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
+                     "--speculative-num-draft-tokens", "--max-running-requests", "--cuda-graph-max-bs"):
+            assert flags.has_flag(name), (flags.version, name)
+        assert not flags.has_flag("--speculative-disable-batch-threshold")
+    assert not classic.has_flag("--speculative-adaptive")
+    assert native.has_flag("--speculative-adaptive") and native.has_flag("--speculative-adaptive-config")
+    assert native.has_flag("--cuda-graph-max-bs-decode") and not classic.has_flag("--cuda-graph-max-bs-decode")
+    # 0.5.14's --cuda-graph-max-bs is an alias that lands on the decode field, as in SGLang
+    args = native.parse(MODEL + ["--cuda-graph-max-bs", "32", "--speculative-adaptive"])
+    assert args["cuda_graph_max_bs_decode"] == 32 and args["speculative_adaptive"] is True
+    assert args["model_path"] == MODEL[1] and args["tp_size"] == 1  # default read from the field
+
+
+def test_fields_layout_derives_flags_from_struct_fields(tmp_path):
+    """0.5.20+: flags come from annotated fields of `_NS_PATH` structs; --cuda-graph-max-bs is gone."""
+    srt = tmp_path / "python/sglang/srt"
+    (srt / "arg_groups/fields").mkdir(parents=True)
+    (srt / "server_args.py").write_text(
+        "import dataclasses\nfrom sglang.srt.arg_groups.arg_utils import add_cli_args_from_dataclass\n\n"
+        "@dataclasses.dataclass\nclass ServerArgs:\n    @staticmethod\n    def add_cli_args(parser):\n"
+        "        add_cli_args_from_dataclass(parser, ServerArgs)\n")
+    (srt / "arg_groups/fields/spec.py").write_text(
+        "import msgspec\nfrom typing import Optional, Literal\nfrom sglang.srt.arg_groups.arg_utils import A, Arg\n\n"
+        "class Spec(msgspec.Struct):\n    _NS_PATH = 'spec'\n"
+        "    speculative_algorithm: A[Optional[str], 'Speculative algorithm.'] = None\n"
+        "    speculative_draft_model_path: A[Optional[str], Arg(help='draft', aliases=['--speculative-draft-model'])] = None\n"
+        "    speculative_adaptive: A[bool, 'adaptive'] = False\n"
+        "    speculative_ngram_match_type: A[Literal['BFS', 'PROB'], 'match'] = 'BFS'\n"
+        "    _explicit: A[Optional[bool], Arg(no_cli=True)] = None\n")
+    (srt / "arg_groups/fields/model.py").write_text(
+        "import msgspec\nfrom typing import Optional\nfrom sglang.srt.arg_groups.arg_utils import A, Arg\n\n"
+        "class Model(msgspec.Struct):\n    _NS_PATH = 'model'\n"
+        "    model_path: A[str, Arg(help='weights', aliases=['--model'])]\n"
+        "    port: A[int, 'port'] = 30000\n"
+        "    cuda_graph_max_bs_decode: A[Optional[int], 'decode graph max bs'] = None\n"
+        "    cuda_graph_max_bs_prefill: A[Optional[int], 'prefill graph max bs'] = None\n")
+    flags = tree_flags(tmp_path)
+    assert flags.layout == "fields"
+    args = flags.parse(["--model", "m", "--speculative-draft-model", "d", "--speculative-adaptive",
+                        "--cuda-graph-max-bs-decode", "16", "--speculative-ngram-match-type", "PROB"])
+    assert (args["model_path"], args["speculative_draft_model_path"], args["cuda_graph_max_bs_decode"]) == ("m", "d", 16)
+    assert args["port"] == 30000 and args["speculative_adaptive"] is True
+    assert not flags.has_flag("--cuda-graph-max-bs") and not flags.has_flag("--explicit")
+    # argparse prefix matching, as in SGLang: the old name is now ambiguous, so it is refused
+    proc = run_cli(tmp_path, ["--model", "m", "--cuda-graph-max-bs", "16"])
+    assert proc.returncode == 2 and "ambiguous option: --cuda-graph-max-bs could match" in proc.stderr
+
+
+def test_unpatched_tree_rejects_threshold_flag_like_sglang():
+    proc = run_cli(ensure_tree("0.5.10.post1"), MODEL + EAGLE + ["--speculative-disable-batch-threshold", "8"])
+    assert proc.returncode == 2
+    assert "sglang serve: error: unrecognized arguments: --speculative-disable-batch-threshold 8" in proc.stderr
+    assert proc.stderr.startswith("usage: sglang serve")
+    assert READY_LINE not in proc.stdout
+
+
+def test_missing_required_model_path_exits_2():
+    proc = run_cli(ensure_tree("0.4.10.post2"), ["--port", "1"])
+    assert proc.returncode == 2 and "the following arguments are required: --model-path" in proc.stderr
+
+
+def test_tree_broken_by_a_bad_insertion_dies_with_the_syntax_error(sglang_tree):
+    tree = sglang_tree("0.5.10.post1")
+    path = tree / "python/sglang/srt/server_args.py"
+    lines = path.read_text().splitlines(keepends=True)
+    at = next(i for i, l in enumerate(lines) if '"--speculative-accept-threshold-acc",' in l)
+    lines.insert(at + 1, '        parser.add_argument("--speculative-disable-batch-threshold", type=int, default=0)\n')
+    path.write_text("".join(lines))
+    proc = run_cli(tree, MODEL + ["--speculative-disable-batch-threshold", "8"])
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert err.startswith("Traceback (most recent call last):")
+    assert f'File "{path.resolve()}", line {at + 2}' in err
+    assert "SyntaxError: invalid syntax. Perhaps you forgot a comma?" in err
+    assert re.search(r"\n\s+\^+\n", err), err  # the caret line, as Python prints it
+
+
+def test_hand_patched_tree_accepts_the_flag_and_runs_adaptive(sglang_tree):
+    tree = sglang_tree("0.5.10.post1")
+    add_threshold_flag(tree)
+    with run_sim(tree, MODEL + EAGLE + FAST + ["--speculative-disable-batch-threshold", "4",
+                                                "--max-running-requests", "64"]) as sim:
+        info = sim.server_info()
+        low = asyncio.run(drive(sim.url, 2, 4, max_new_tokens=64))["output_throughput"]
+        high = asyncio.run(drive(sim.url, 32, 64, max_new_tokens=64))["output_throughput"]
+    # speculates at batch 2 (EAGLE-3 speed, well above the baseline's), not at 32 (near baseline)
+    assert low > 1.4 * M.predicted_output_throughput("baseline", 2)
+    assert high == pytest.approx(0.97 * M.predicted_output_throughput("baseline", 32), rel=0.15)
+    assert high > 1.5 * M.predicted_output_throughput("eagle3", 32)
+    assert info["speculative_disable_batch_threshold"] == 4
+    assert (info["sim_arm"], info["sim_mechanism"]) == ("adaptive", "disable-batch-threshold")
+    assert info["max_running_requests"] == 64 and info["simulated"] is True
+
+
+# ------------------------------------------------------------------ lifecycle
+
+
+def test_health_is_503_while_loading_then_200_with_one_ready_line(sglang_tree, tmp_path):
+    log = tmp_path / "server.log"
+    sim = start_sim(ensure_tree("0.5.4"), MODEL + FAST + ["--sim-slow-start", "2"], log_path=log)
+    try:
+        seen = set()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline and 503 not in seen:
+            seen.add(health_status(sim.url))
+            time.sleep(0.05)
+        assert 503 in seen and READY_LINE not in log.read_text()
+        wait_ready(sim, timeout=20)
+        assert health_status(sim.url) == 200
+        assert urllib.request.urlopen(sim.url + "/ready", timeout=5).status == 200
+        text = log.read_text()
+        assert text.count(READY_LINE) == 1
+        assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=ServerArgs\(model_path='meta-llama", text, re.M)
+        assert re.search(r"^\[[^\]]+\] The server is fired up and ready to roll!$", text, re.M)
+    finally:
+        stop_sim(sim)
+    assert sim.process.poll() is not None
+
+
+def test_fail_at_start_logs_a_traceback_and_never_gets_healthy():
+    with pytest.raises(SimStartError) as err:
+        with run_sim(ensure_tree("0.5.4"), MODEL + FAST + ["--sim-fail-at-start"], ready_timeout=20):
+            pass
+    assert err.value.returncode == 1
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in err.value.log
+    assert "RuntimeError: Not enough memory" in err.value.log and READY_LINE not in err.value.log
+
+
+def test_port_already_in_use_is_reported():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = run_cli(ensure_tree("0.5.4"), MODEL + FAST + ["--port", str(port)])
+    assert proc.returncode == 1 and "address already in use" in proc.stdout
+
+
+# ------------------------------------------------------------------ endpoints
+
+
+def test_endpoints_stream_tokens_and_usage():
+    with run_sim(ensure_tree("0.5.10.post1"), MODEL + FAST) as sim:
+        models = sim.get_json("/v1/models")
+        assert models["data"][0]["id"] == MODEL[1]
+
+        events = post_stream(sim.url + "/generate", {"text": "one two three four", "stream": True,
+                                                    "sampling_params": {"max_new_tokens": 12, "temperature": 0, "ignore_eos": True}})
+        assert events[-1] == "[DONE]"
+        chunks = events[:-1]
+        assert len(chunks) >= 2 and chunks[-1]["meta_info"]["completion_tokens"] == 12
+        assert chunks[-1]["meta_info"]["prompt_tokens"] == 4
+        assert chunks[-1]["meta_info"]["finish_reason"]["type"] == "length"
+        assert len(chunks[-1]["text"].split()) == 12  # SGLang's /generate streams the text so far
+
+        whole = post_json(sim.url + "/generate", {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 5}})
+        assert whole["meta_info"]["completion_tokens"] == 5 and len(whole["text"].split()) == 5
+
+        events = post_stream(sim.url + "/v1/completions", {"model": MODEL[1], "prompt": "hello there", "max_tokens": 9,
+                                                           "stream": True, "stream_options": {"include_usage": True}})
+        assert events[-1] == "[DONE]"
+        usage = events[-2]
+        assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 2, "completion_tokens": 9,
+                                                              "total_tokens": 11, "prompt_tokens_details": None}
+        text = "".join(e["choices"][0]["text"] for e in events[:-2])
+        assert len(text.split()) == 9 and events[-3]["choices"][0]["finish_reason"] == "length"
+
+        plain = post_json(sim.url + "/v1/completions", {"prompt": "x", "max_tokens": 3})
+        assert plain["usage"]["completion_tokens"] == 3
+
+        assert urllib.request.urlopen(sim.url + "/flush_cache", timeout=5).status == 200
+        info = sim.get_json("/get_server_info")
+        assert info["sim_time_scale"] == 0.05 and info["version"] == "0.5.10.post1"
+        assert info["sim_arm"] == "baseline" and "internal_states" in info
+
+
+def test_speculative_stream_carries_several_tokens_per_step_and_logs_accept_len():
+    with run_sim(ensure_tree("0.5.10.post1"), MODEL + EAGLE + FAST + ["--sim-seed", "7"]) as sim:
+        events = post_stream(sim.url + "/generate", {"text": "a b", "stream": True,
+                                                    "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}})
+        metas = [e["meta_info"] for e in events[:-1]]
+        steps = [b["completion_tokens"] - a["completion_tokens"] for a, b in zip(metas, metas[1:])]
+        assert max(steps) >= 2
+        final = metas[-1]
+        assert final["completion_tokens"] == 200 and 2.3 <= final["completion_tokens"] / final["spec_verify_ct"] <= 3.2
+        info = sim.server_info()
+        assert info["max_running_requests"] == 48  # SGLang's cap for speculative servers without the flag
+        assert 2.3 <= info["internal_states"][0]["avg_spec_accept_length"] <= 3.2
+        log = sim.log_text()
+    assert "Max running requests is reset to 48 for speculative decoding" in log
+    line = next(l for l in log.splitlines() if "Decode batch" in l)
+    assert re.match(r"^\[[\d\- :]+ TP0\] Decode batch, #running-req: 1, #token: \d+, token usage: [\d.]+, "
+                    r"accept len: [\d.]+, accept rate: [\d.]+, cuda graph: True, gen throughput \(token/s\): [\d.]+, "
+                    r"#queue-req: 0, $", line), line
+
+
+def test_native_adaptive_config_on_0_5_14(sglang_tree, tmp_path):
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "16": {"candidate_steps": [0]}}))
+    with run_sim(ensure_tree("0.5.14"), MODEL + EAGLE + FAST + ["--speculative-adaptive", "--speculative-adaptive-config",
+                                                               str(cfg), "--max-running-requests", "64"]) as sim:
+        info = sim.server_info()
+    assert (info["sim_arm"], info["sim_mechanism"]) == ("adaptive", "native-adaptive")
+
+
+def test_crash_after_n_requests_dies_with_an_sglang_traceback():
+    with run_sim(ensure_tree("0.5.10.post1"), MODEL + FAST + ["--sim-crash-after", "2"]) as sim:
+        for _ in range(2):
+            post_json(sim.url + "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 4}})
+        rc = sim.wait_exit(timeout=10)
+        log = sim.log_text()
+    assert rc != 0
+    block = log[log.index("Scheduler hit an exception: Traceback (most recent call last):"):]
+    assert 'srt/managers/scheduler.py", line' in block and "in event_loop_overlap" in block
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in block
+    assert "Received sigquit from a child process" in block
+
+
+# ------------------------------------------------------------------ performance model
+
+
+def test_calibration_matches_the_published_observation():
+    for c in (64, 128, 256):
+        assert M.predicted_output_throughput("baseline", c) == pytest.approx(773, rel=0.05)
+        assert M.predicted_output_throughput("eagle3", c, max_running=c) == pytest.approx(354, rel=0.05)
+        assert M.predicted_output_throughput("eagle3", c) == pytest.approx(354, rel=0.05)  # 48-cap
+    ratio = M.predicted_output_throughput("eagle3", 1) / M.predicted_output_throughput("baseline", 1)
+    assert 1.5 <= ratio <= 2.5
+    base = [M.predicted_output_throughput("baseline", c) for c in (1, 2, 4, 8, 16, 32, 64)]
+    assert base == sorted(base)  # throughput never falls as concurrency rises
+
+
+def test_adaptive_follows_eagle_below_threshold_and_taxed_baseline_above():
+    for c in (1, 2, 4, 8):
+        assert M.predicted_output_throughput("adaptive", c, threshold=8) == pytest.approx(
+            M.predicted_output_throughput("eagle3", c))
+    for c in (16, 32, 64):
+        assert M.predicted_output_throughput("adaptive", c, threshold=8, max_running=256) == pytest.approx(
+            0.97 * M.predicted_output_throughput("baseline", c, max_running=256), rel=0.005)
+    levels = [1, 2, 4, 8, 16, 32, 64]
+    assert M.predicted_crossover(levels) == 8 and M.predicted_best_threshold(levels) == 4
+
+
+def test_adaptive_tiers_pad_to_cuda_graph_buckets_like_sglang(tmp_path):
+    cfg = tmp_path / "a.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "16": {"candidate_steps": [0]}, "strategy": "ema"}))
+    tiers = M.load_adaptive_config(cfg, M.spec_cuda_graph_bs(256))
+    assert tiers.speculates(14) and not tiers.speculates(15)  # 15 is padded to the 16 bucket
+    assert tiers.threshold() == 14
+    assert M.load_adaptive_config(cfg).threshold() == 15  # without CUDA graphs, no padding
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"1": {"candidate_steps": [-1]}}))
+    with pytest.raises(ValueError, match="candidate_steps"):
+        M.load_adaptive_config(bad)
+
+
+def test_measured_throughput_baseline_beats_eagle_at_32_and_loses_at_1():
+    tree = ensure_tree("0.5.10.post1")
+    got = {}
+    for arm, extra in (("baseline", []), ("eagle3", EAGLE)):
+        with run_sim(tree, MODEL + extra + FAST + ["--max-running-requests", "64"]) as sim:
+            got[arm, 32] = asyncio.run(drive(sim.url, 32, 64, max_new_tokens=64))["output_throughput"]
+            got[arm, 1] = asyncio.run(drive(sim.url, 1, 3, max_new_tokens=64))["output_throughput"]
+    assert got["baseline", 32] > 1.5 * got["eagle3", 32]
+    assert got["eagle3", 1] > 1.4 * got["baseline", 1]
+    # model-unit figures land near the steady-state prediction (prefill and tail cost a little)
+    assert got["baseline", 32] == pytest.approx(M.predicted_output_throughput("baseline", 32), rel=0.15)
+    assert got["eagle3", 32] == pytest.approx(M.predicted_output_throughput("eagle3", 32), rel=0.15)
+
+
+def test_sim_knobs_come_from_flags_or_env_and_are_stripped():
+    from specops.sim.__main__ import options, split_argv
+
+    knobs, rest = split_argv(["--sglang-tree", "/t", "--model-path", "m", "--sim-time-scale=0.1", "--sim-fail-at-start",
+                              "--port", "5"], env={"SPECOPS_SIM_TIME_SCALE": "0.5", "SPECOPS_SIM_CRASH_AFTER": "3"})
+    assert rest == ["--model-path", "m", "--port", "5"]
+    opts = options(knobs)
+    assert (opts.time_scale, opts.fail_at_start, opts.crash_after) == (0.1, True, 3)
+    knobs, _ = split_argv([], env={"SPECOPS_SIM_TREE": "/x", "SPECOPS_SIM_SLOW_START": "2", "SPECOPS_SIM_SEED": "9"})
+    opts = options(knobs)
+    assert (str(opts.tree), opts.slow_start, opts.seed, opts.fail_at_start) == ("/x", 2.0, 9, False)
+
+
+def test_broken_eagle_worker_kills_only_speculative_servers(sglang_tree):
+    """A bad worker patch: the baseline never imports it; an EAGLE-3 server dies in its scheduler."""
+    tree = sglang_tree("0.4.10.post2")
+    worker = tree / "python/sglang/srt/speculative/eagle_worker.py"
+    src = worker.read_text()
+    assert "    def __init__(\n" in src
+    worker.write_text(src.replace("    def __init__(\n", "    def __init__(\n        self.disable_threshold = 0\n", 1))
+    with run_sim(tree, MODEL + FAST) as sim:
+        assert health_status(sim.url) == 200
+    with pytest.raises(SimStartError) as err:
+        with run_sim(tree, MODEL + EAGLE + FAST, ready_timeout=20):
+            pass
+    assert err.value.returncode == 1
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in err.value.log
+    assert f'File "{worker.resolve()}", line' in err.value.log and "SyntaxError" in err.value.log
+
+
+def test_bad_adaptive_config_fails_at_start_like_sglang(tmp_path):
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [-1]}}))
+    with pytest.raises(SimStartError) as err:
+        with run_sim(ensure_tree("0.5.14"), MODEL + EAGLE + FAST + ["--speculative-adaptive",
+                                                                   "--speculative-adaptive-config", str(cfg)]):
+            pass
+    assert err.value.returncode == 1
+    assert "ValueError: BS 1: candidate_steps must be a list of non-negative ints, got [-1]" in err.value.log

@@ -1,0 +1,165 @@
+"""The `sglang` runner: bench_serving's argv against each real version's parser, and its
+JSON lines of old and new shapes (keys taken from each version's `result = {...}` dict)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+
+import pytest
+
+from specops.bench.schema import CSV_COLUMNS, ResultRecord
+from specops.bench.bench_serving import (
+    bench_serving_argv,
+    parse_bench_serving_line,
+    parse_bench_serving_output,
+)
+from specops.errors import SpecopsError
+from specops.sglang.source import ensure_tree
+
+# 0.5.14 (same shape as 0.5.10.post1 plus p90/p95 on TTFT/TPOT/ITL and E2E p95).
+LINE_0_5_14 = json.dumps({
+    "tag": None, "backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"),
+    "max_concurrency": 16, "sharegpt_output_len": 256, "random_input_len": 512, "random_output_len": 256,
+    "random_range_ratio": 1.0,
+    "server_info": {"internal_states": [{"avg_spec_accept_length": 3.12}], "version": "0.5.14"},
+    "duration": 41.5, "completed": 64, "total_input_tokens": 32768, "total_input_text_tokens": 32768,
+    "total_input_vision_tokens": 0, "total_output_tokens": 16384, "total_output_tokens_retokenized": 16380,
+    "request_throughput": 1.542, "input_throughput": 789.6, "output_throughput": 394.8, "total_throughput": 1184.4,
+    "mean_e2e_latency_ms": 10234.5, "median_e2e_latency_ms": 10200.0, "std_e2e_latency_ms": 150.0,
+    "p90_e2e_latency_ms": 10400.0, "p95_e2e_latency_ms": 10450.0, "p99_e2e_latency_ms": 10500.0,
+    "mean_ttft_ms": 250.0, "median_ttft_ms": 240.0, "std_ttft_ms": 20.0, "p90_ttft_ms": 270.0,
+    "p95_ttft_ms": 280.0, "p99_ttft_ms": 300.0,
+    "mean_tpot_ms": 39.1, "median_tpot_ms": 39.0, "std_tpot_ms": 1.0, "p90_tpot_ms": 40.0, "p95_tpot_ms": 40.5,
+    "p99_tpot_ms": 41.0,
+    "mean_itl_ms": 120.0, "median_itl_ms": 118.0, "std_itl_ms": 10.0, "p90_itl_ms": 130.0, "p95_itl_ms": 135.0,
+    "p99_itl_ms": 150.0, "concurrency": 15.7, "accept_length": 3.12, "max_output_tokens_per_s": 420.0,
+    "max_concurrent_requests": 16,
+})
+
+# 0.4.10.post2 / 0.5.4: no p90 anywhere, no server_info, ITL has p95/p99.
+LINE_0_4_10 = json.dumps({
+    "backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"), "max_concurrency": 4,
+    "sharegpt_output_len": None, "random_input_len": 128, "random_output_len": 64, "random_range_ratio": 1.0,
+    "duration": 12.0, "completed": 16, "total_input_tokens": 2048, "total_output_tokens": 1024,
+    "total_output_tokens_retokenized": 1024, "request_throughput": 1.333, "input_throughput": 170.6,
+    "output_throughput": 85.3, "mean_e2e_latency_ms": 2900.0, "median_e2e_latency_ms": 2890.0,
+    "std_e2e_latency_ms": 30.0, "p99_e2e_latency_ms": 2990.0, "mean_ttft_ms": 55.0, "median_ttft_ms": 54.0,
+    "std_ttft_ms": 2.0, "p99_ttft_ms": 60.0, "mean_tpot_ms": 45.0, "median_tpot_ms": 45.0, "std_tpot_ms": 0.5,
+    "p99_tpot_ms": 46.0, "mean_itl_ms": 45.0, "median_itl_ms": 45.0, "std_itl_ms": 0.5, "p95_itl_ms": 45.9,
+    "p99_itl_ms": 46.5, "concurrency": 3.9, "accept_length": None,
+})
+
+# An old (0.2/0.3-era) line: medians only, no p99, no ITL mean, no TPOT, no accept length.
+LINE_OLD = json.dumps({
+    "backend": "sglang", "dataset_name": "random", "request_rate": float("inf"),
+    "total_input_tokens": 1000, "total_output_tokens": 500, "total_output_tokens_retokenized": 500,
+    "mean_e2e_latency_ms": 800.0, "median_e2e_latency_ms": 790.0, "median_ttft_ms": 40.0,
+    "median_itl_ms": 12.0, "output_throughput": 600.0, "sharegpt_output_len": None,
+    "random_input_len": 100, "random_output_len": 50, "random_range_ratio": 0.0,
+    "duration": 0.83, "completed": 10,
+})
+
+# Every request's output was one token: numpy gives NaN for the ITL statistics; a
+# zero-length run divides into Infinity.
+LINE_NAN = ('{"backend": "sglang", "request_rate": Infinity, "duration": 1.0, "completed": 8, '
+            '"output_throughput": Infinity, "request_throughput": 8.0, "mean_ttft_ms": 20.0, '
+            '"p99_ttft_ms": 25.0, "mean_tpot_ms": NaN, "p99_tpot_ms": NaN, "mean_itl_ms": NaN, '
+            '"median_itl_ms": NaN, "p99_itl_ms": NaN, "mean_e2e_latency_ms": 21.0, '
+            '"p99_e2e_latency_ms": -Infinity, "accept_length": NaN}')
+
+
+def test_new_shape_maps_every_normalized_field():
+    rec = parse_bench_serving_line(LINE_0_5_14, num_prompts=64)
+    assert rec["duration_s"] == 41.5 and rec["completed"] == 64 and rec["failed"] == 0
+    assert rec["output_throughput"] == 394.8 and rec["request_throughput"] == 1.542
+    assert (rec["mean_ttft_ms"], rec["p50_ttft_ms"], rec["p90_ttft_ms"], rec["p99_ttft_ms"]) == (250.0, 240.0, 270.0, 300.0)
+    assert (rec["mean_tpot_ms"], rec["p99_tpot_ms"]) == (39.1, 41.0)
+    assert (rec["mean_itl_ms"], rec["p90_itl_ms"], rec["p99_itl_ms"]) == (120.0, 130.0, 150.0)
+    assert (rec["mean_e2e_ms"], rec["p50_e2e_ms"], rec["p90_e2e_ms"], rec["p99_e2e_ms"]) == (10234.5, 10200.0, 10400.0, 10500.0)
+    assert rec["accept_length"] == 3.12
+    assert rec["raw"] == LINE_0_5_14 and rec["runner"] == "sglang"
+    # The record round-trips through the schema and fills every CSV column.
+    row = dict(zip(CSV_COLUMNS, ResultRecord.from_dict(rec).csv_row()))
+    assert row["p99_e2e_ms"] == "10500" and row["accept_length"] == "3.12"
+
+
+def test_0_4_shape_has_no_p90_and_null_accept_length():
+    rec = parse_bench_serving_line(LINE_0_4_10, num_prompts=20)
+    assert rec["p90_ttft_ms"] is None and rec["p90_e2e_ms"] is None
+    assert rec["p99_itl_ms"] == 46.5 and rec["p95_itl_ms"] == 45.9
+    assert rec["accept_length"] is None
+    assert rec["failed"] == 4  # 20 sent, 16 completed
+
+
+def test_old_shape_missing_keys_are_none_not_errors():
+    rec = parse_bench_serving_line(LINE_OLD)
+    assert rec["completed"] == 10 and rec["output_throughput"] == 600.0
+    assert rec["mean_e2e_ms"] == 800.0 and rec["p50_ttft_ms"] == 40.0 and rec["p50_itl_ms"] == 12.0
+    for missing in ("p99_ttft_ms", "p99_itl_ms", "p99_e2e_ms", "mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms",
+                    "request_throughput", "accept_length"):
+        assert rec[missing] is None, missing
+
+
+def test_nan_and_infinity_become_none_and_the_record_stays_strict_json():
+    rec = parse_bench_serving_line(LINE_NAN, num_prompts=8)
+    assert rec["output_throughput"] is None and rec["mean_itl_ms"] is None and rec["p99_e2e_ms"] is None
+    assert rec["accept_length"] is None and rec["mean_ttft_ms"] == 20.0
+    stored = ResultRecord.from_dict(rec).to_dict()
+    json.dumps(stored, allow_nan=False)  # raises on any NaN left behind
+    assert not any(isinstance(v, float) and not math.isfinite(v) for v in stored.values())
+
+
+def test_accept_length_falls_back_to_embedded_server_info():
+    data = json.loads(LINE_0_5_14)
+    data["accept_length"] = None
+    data["server_info"] = {"decode": [{"internal_states": [{"avg_spec_accept_length": 2.75}]}]}
+    assert parse_bench_serving_line(json.dumps(data))["accept_length"] == 2.75
+
+
+def test_output_file_with_appended_lines_uses_the_last_and_garbage_is_a_clear_error():
+    rec = parse_bench_serving_output(LINE_OLD + "\n" + LINE_0_4_10 + "\n\n")
+    assert rec["completed"] == 16
+    with pytest.raises(SpecopsError, match="no result line"):
+        parse_bench_serving_output("\n")
+    with pytest.raises(SpecopsError, match="not JSON"):
+        parse_bench_serving_line("Error running benchmark for request rate: inf")
+    with pytest.raises(SpecopsError, match="not a JSON object"):
+        parse_bench_serving_line("[1, 2]")
+
+
+def _parser_flags(bench_serving: str) -> set[str]:
+    """Every `--flag` string passed to add_argument in a bench_serving.py."""
+    flags: set[str] = set()
+    for node in ast.walk(ast.parse(bench_serving)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            flags.update(a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--"))
+    return flags
+
+
+@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.4", "0.5.10.post1", "0.5.14"])
+def test_argv_uses_only_flags_the_real_bench_serving_accepts(version):
+    source = (ensure_tree(version) / "python" / "sglang" / "bench_serving.py").read_text()
+    accepted = _parser_flags(source)
+    argv = bench_serving_argv("python3", port=30000, dataset="random", input_len=512, output_len=256,
+                              num_prompts=64, concurrency=16, output_file="/tmp/out.jsonl", seed=7)
+    used = {a for a in argv if a.startswith("--")}
+    assert used <= accepted, used - accepted
+    assert argv[:5] == ["python3", "-m", "sglang.bench_serving", "--backend", "sglang"]
+    pairs = dict(zip(argv, argv[1:]))
+    assert pairs["--dataset-name"] == "random-ids" and pairs["--random-range-ratio"] == "1.0"
+    assert pairs["--max-concurrency"] == "16" and pairs["--num-prompts"] == "64"
+    assert pairs["--warmup-requests"] == "16" and "--flush-cache" in argv
+
+
+def test_argv_dataset_path_and_bad_values():
+    argv = bench_serving_argv("py", base_url="http://h:1", dataset="/data/sharegpt.json", input_len=1,
+                              output_len=1, num_prompts=4, concurrency=1, output_file="o")
+    pairs = dict(zip(argv, argv[1:]))
+    assert pairs["--dataset-name"] == "sharegpt" and pairs["--dataset-path"] == "/data/sharegpt.json"
+    assert pairs["--base-url"] == "http://h:1" and "--port" not in argv
+    with pytest.raises(SpecopsError, match="concurrency"):
+        bench_serving_argv("py", port=1, input_len=1, output_len=1, num_prompts=4, concurrency=0, output_file="o")
+    with pytest.raises(SpecopsError, match="exactly one"):
+        bench_serving_argv("py", input_len=1, output_len=1, num_prompts=4, concurrency=1, output_file="o")

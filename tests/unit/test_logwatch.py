@@ -1,0 +1,191 @@
+"""Crash blocks, tails by offset, follow, and `specops logs` rendering, on real files."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from specops.render.logs import LogSource, error_blocks, show
+from specops.servers.logwatch import crash_blocks, crash_excerpt, find_signature, follow, tail_lines
+from specops.transport.local import LocalTransport
+
+SYNTAX_TB = """[2025-01-01 10:00:00] server_args=ServerArgs(...)
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/x/python/sglang/launch_server.py", line 7, in <module>
+    from sglang.srt.server_args import prepare_server_args
+  File "/x/python/sglang/srt/server_args.py", line 1201
+    parser.add_argument(
+                       ^
+SyntaxError: '(' was never closed
+"""
+
+SCHED_TB = """[2025-01-01 10:00:01 TP0] Decode batch, #running-req: 4, #token: 100, gen throughput (token/s): 300.0
+[2025-01-01 10:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/scheduler.py", line 10, in event_loop
+    self.run_batch()
+  File "/x/scheduler.py", line 20, in run_batch
+    raise ValueError("boom")
+ValueError: boom
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/x/scheduler.py", line 30, in handler
+    raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB
+[2025-01-01 10:00:03] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+class CountingTransport(LocalTransport):
+    """The real local transport, counting the bytes each read pulls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes_read = 0
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        data = super().read_range(path, offset, length)
+        self.bytes_read += len(data)
+        return data
+
+
+def test_crash_blocks_quote_whole_tracebacks_not_one_line() -> None:
+    (block,) = crash_blocks(SYNTAX_TB)
+    assert block.startswith("Traceback (most recent call last):")
+    assert "server_args.py\", line 1201" in block and "parser.add_argument(" in block
+    assert block.endswith("SyntaxError: '(' was never closed")
+
+    blocks = crash_blocks(SCHED_TB)
+    assert len(blocks) == 1  # the chained traceback is one block
+    assert "Scheduler hit an exception" in blocks[0]
+    assert "ValueError: boom" in blocks[0]
+    assert blocks[0].rstrip().endswith("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert "sigquit" not in blocks[0]
+
+
+def test_signature_lines_outside_tracebacks_and_clean_logs() -> None:
+    text = ("usage: launch_server.py [-h] [--model-path MODEL_PATH]\n"
+            "launch_server.py: error: unrecognized arguments: --speculative-disable-batch-threshold 8\n")
+    assert crash_blocks(text) == [text.splitlines()[1]]
+    assert find_signature("ERROR: [Errno 98] error while attempting to bind: address already in use") \
+        == "Address already in use"
+    clean = "[x] Decode batch, #running-req: 1\n[x] The server is fired up and ready to roll!\n"
+    assert crash_blocks(clean) == []
+    assert crash_excerpt(clean).endswith("ready to roll!")
+
+
+def test_tail_lines_reads_from_the_end_only(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    with log.open("w") as fh:
+        for i in range(200_000):
+            fh.write(f"line {i} " + "x" * 40 + "\n")
+    size = log.stat().st_size
+    t = CountingTransport()
+    last = tail_lines(t, str(log), 5, chunk=4096)
+    assert [ln.split()[1] for ln in last] == ["199995", "199996", "199997", "199998", "199999"]
+    assert t.bytes_read <= 4096 and size > 9_000_000
+    # More lines than one chunk holds, and a file without a final newline.
+    with log.open("a") as fh:
+        fh.write("partial")
+    last = tail_lines(t, str(log), 300, chunk=1000)
+    assert len(last) == 300 and last[-1] == "partial" and last[0].startswith("line 199701 ")
+
+
+def test_follow_sees_appends_truncation_and_rotation(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("old 1\nold 2\n")
+    seen: list[str] = []
+    stop = threading.Event()
+    th = threading.Thread(target=follow, args=(LocalTransport(), [str(log)],
+                                               lambda p, ls: seen.extend(ls), stop, 0.05))
+    th.start()
+    try:
+        time.sleep(0.3)
+        with log.open("a") as fh:
+            fh.write("new 1\nnew ")
+            fh.flush()
+            time.sleep(0.3)
+            fh.write("2\n")
+        _until(lambda: "new 2" in seen)
+        log.write_text("after truncate\n")  # shrinks: read again from the start
+        _until(lambda: "after truncate" in seen)
+        log.rename(tmp_path / "a.log.1")  # rotated: a new file at the same path
+        (tmp_path / "a.log").write_text("fresh file line that is long enough to pass the old offset\n")
+        _until(lambda: any(s.startswith("fresh file") for s in seen))
+    finally:
+        stop.set()
+        th.join(5)
+    assert "old 1" not in seen and "new" not in seen  # only whole lines appended after start
+    assert seen[:2] == ["new 1", "new 2"]
+
+
+def _until(cond, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def test_show_prefixes_highlights_and_does_not_interpret_markup(tmp_path: Path) -> None:
+    a, b = tmp_path / "baseline.log", tmp_path / "eagle3.log"
+    a.write_text("ok [bold]not markup[/] here\nlast a\n")
+    b.write_text("boot\n" + SYNTAX_TB)
+    t = LocalTransport()
+    console = Console(record=True, width=200, force_terminal=True, color_system="truecolor")
+    show([LogSource(t, str(a), "baseline"), LogSource(t, str(b), "eagle3")], lines=3, console=console)
+    plain = console.export_text(clear=False)
+    assert "baseline | ok [bold]not markup[/] here" in plain
+    assert "eagle3 | SyntaxError: '(' was never closed" in plain
+    assert "boot" not in plain  # only the last 3 lines
+    html = console.export_html(inline_styles=True)
+    red_line = next(ln for ln in html.splitlines() if "SyntaxError" in ln)
+    assert "color: #800000" in red_line or "color: #ff0000" in red_line or "#cd0000" in red_line
+
+    one = Console(record=True, width=200)
+    show([LogSource(t, str(a), "baseline")], lines=1, console=one)
+    assert one.export_text().strip() == "last a"  # no prefix for a single server
+
+
+def test_errors_only_shows_the_crash_blocks(tmp_path: Path) -> None:
+    log = tmp_path / "adaptive.log"
+    log.write_text("".join(f"[t] Decode batch, #running-req: {i}\n" for i in range(5000)) + SCHED_TB + "tail\n")
+    t = LocalTransport()
+    blocks = error_blocks(t, str(log))
+    assert len(blocks) == 1 and blocks[0].endswith("Tried to allocate 2.00 GiB")
+    console = Console(record=True, width=200)
+    show([LogSource(t, str(log), "adaptive")], lines=50, errors_only=True, console=console)
+    out = console.export_text()
+    assert "Decode batch" not in out and "ValueError: boom" in out and "tail" not in out
+
+
+def test_sources_for_lists_arm_logs_and_follow_prefixes(tmp_path: Path) -> None:
+    from specops.render.logs import sources_for
+
+    logs = tmp_path / "wd" / ".specops" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "baseline.log").write_text("b0\n")
+    (logs / "eagle3.log").write_text("e0\n")
+    (logs / "eagle3.log.1").write_text("rotated\n")
+    t = LocalTransport()
+    srcs = sources_for(t, str(tmp_path / "wd"))
+    assert [s.label for s in srcs] == ["baseline", "eagle3"]
+    console = Console(record=True, width=200)
+    stop = threading.Event()
+    th = threading.Thread(target=show, args=(srcs,), kwargs=dict(lines=1, follow=True, console=console,
+                                                                 stop_event=stop, interval=0.05))
+    th.start()
+    try:
+        time.sleep(0.3)
+        with (logs / "eagle3.log").open("a") as fh:
+            fh.write("e1 appended\n")
+        _until(lambda: "e1 appended" in console.export_text(clear=False))
+    finally:
+        stop.set()
+        th.join(5)
+    out = console.export_text()
+    assert "baseline | b0" in out and "eagle3 | e0" in out and "eagle3 | e1 appended" in out
