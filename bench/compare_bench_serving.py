@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specops.bench.client import _VOCAB, default_num_prompts, run_point  # noqa: E402
 from specops.bench.bench_serving import parse_bench_serving_output  # noqa: E402
+from specops.bench.client import _VOCAB, default_num_prompts, run_point  # noqa: E402
 from specops.sglang.source import ensure_tree  # noqa: E402
 from specops.sim.testing import run_sim  # noqa: E402
 

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from specops.errors import StepError
-from specops.sglang.treefiles import LocalTreeFiles
-from specops.sglang.layout import detect_layout
 from specops.servers import arms_from_vars, build_launch, launch_arm, stop_arms, wait_ready
+from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
+from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 HARNESS_POLL_S = 10.0  # SGLang's and vLLM's launch harnesses poll health every 10 s

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from specops.bench.matrix import Point
-from specops.fsutil import atomic_write  # noqa: F401 - re-exported for report/plots
 from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
 from specops.errors import SpecopsError
+from specops.fsutil import atomic_write  # noqa: F401 - re-exported for report/plots
 
 log = logging.getLogger(__name__)
 

@@ -13,16 +13,23 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specops import __version__
+from specops.bench.bench_serving import bench_serving_argv, parse_bench_serving_output
 from specops.bench.client import make_prompts, run_point
 from specops.bench.matrix import Point, plan_points
 from specops.bench.schema import STATUS_FAILED, ResultRecord
-from specops.bench.bench_serving import bench_serving_argv, parse_bench_serving_output
 from specops.bench.store import append_result, load_manifest, missing_points, write_manifest
-from specops.errors import ConfigError, SpecopsError
 from specops.config.inventory import Host
+from specops.errors import ConfigError, SpecopsError
+from specops.servers import (
+    LaunchPlan,
+    ServerState,
+    launch_arm,
+    server_info,
+    server_status,
+    stop_states,
+    wait_ready_many,
+)
 from specops.servers.logwatch import crash_blocks, tail_lines
-from specops.servers import (LaunchPlan, ServerState, launch_arm, server_info, server_status,
-                             stop_states, wait_ready_many)
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 

@@ -9,10 +9,10 @@ from typing import Any
 import click
 from rich.console import Console
 
-from specops.errors import ConfigError
 from specops.cli.options import host_option, inventory_option
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.data import default_playbook, shipped_inventory
+from specops.errors import ConfigError
 
 console = Console()
 
@@ -168,8 +168,8 @@ def demo(inventory_path: str | None, quick: bool) -> None:
                 "input_len": 128, "output_len": 64 if quick else 128}
     code = run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
                      extra_vars={})
-    from specops.transport.connect import open_transport
     from specops.servers import stop_arms
+    from specops.transport.connect import open_transport
 
     host = inv.hosts["local"]
     stopped = stop_arms(open_transport(host), host.workdir)

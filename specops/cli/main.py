@@ -10,10 +10,10 @@ import click
 from rich.console import Console
 
 from specops import __version__
-from specops.errors import ConfigError, SpecopsError
 from specops.cli.options import host_option, inventory_option
 from specops.config.inventory import load_inventory
 from specops.data import default_playbook
+from specops.errors import ConfigError, SpecopsError
 
 console = Console()
 

@@ -10,9 +10,9 @@ import click
 
 from specops.errors import SpecopsError
 from specops.patching.applier import BLOCKED, apply, plan, revert
-from specops.sglang.treefiles import LocalTreeFiles
-from specops.sglang.layout import detect_layout, layout_summary
 from specops.patching.model import load_patchset
+from specops.sglang.layout import detect_layout, layout_summary
+from specops.sglang.treefiles import LocalTreeFiles
 
 _TREE = click.option("--tree", "tree", required=True, type=click.Path(file_okay=False, path_type=Path),
                      help="A local SGLang checkout (the folder holding python/sglang).")

@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specops.transport.connect import open_transport
-from specops.errors import ConfigError
 from specops.cli.options import host_option, inventory_option
 from specops.config.inventory import load_inventory
+from specops.errors import ConfigError
+from specops.transport.connect import open_transport
 
 console = Console()
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
 from specops.data import shipped_inventory
 from specops.errors import ConfigError
-from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
 
 TOP_KEYS = ["defaults", "hosts", "groups", "vars"]
 #: Keys a host (or `defaults`) may set. Anything else is a typo, not a variable: use `vars:`.

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specops.errors import ConfigError
 from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
+from specops.errors import ConfigError
 
 PLAYBOOK_KEYS = ["name", "vars", "steps", "any_errors_fatal", "description"]
 COMMON_STEP_KEYS = ["name", "when", "verify", "retries", "delay", "timeout", "rollback",

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specops.patching.anchors import Span, resolve_python, resolve_text
-from specops.sglang.treefiles import TreeFiles
-from specops.sglang.layout import SGLangLayout, detect_layout
 from specops.patching.model import Edit, PatchError, PatchSet
+from specops.sglang.layout import SGLangLayout, detect_layout
+from specops.sglang.treefiles import TreeFiles
 from specops.transport.base import CommandResult, Transport
 
 NEW, APPLIED, BLOCKED, SKIPPED = "new", "already applied", "blocked", "skipped"

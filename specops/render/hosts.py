@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specops.transport.connect import open_transport
-from specops.errors import SpecopsError
 from specops.config.inventory import Host, Inventory
+from specops.errors import SpecopsError
 from specops.transport.base import HostFacts
+from specops.transport.connect import open_transport
 
 
 def inventory_table(inv: Inventory) -> Table:

@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from specops.transport.connect import open_transport
+from specops.config.inventory import Host, Inventory
+from specops.config.playbook import Playbook, Step
+from specops.config.templating import evaluate, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
-from specops.config.inventory import Host, Inventory
 from specops.run.journal import Journal, new_run_id, read_events, write_json_atomic
-from specops.config.playbook import Playbook, Step
 from specops.steps import KINDS
 from specops.steps.base import Outcome, StepContext, check_user_verify, has_state_checks
-from specops.config.templating import evaluate, render, render_tree
 from specops.transport.base import Transport
+from specops.transport.connect import open_transport
 
 OK, CHANGED, SKIPPED, FAILED, NOT_RUN, WOULD_RUN = "ok", "changed", "skipped", "failed", "not run", "would run"
 

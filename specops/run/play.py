@@ -8,10 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
-from specops.run.engine import Engine, RunReport
 from specops.config.inventory import Inventory
 from specops.config.playbook import load_playbook
 from specops.render.progress import failure_lines, live_progress, print_check, summary_table
+from specops.run.engine import Engine, RunReport
 
 
 def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, extra_vars: dict[str, Any],

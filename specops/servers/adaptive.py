@@ -15,6 +15,7 @@ import ast
 import bisect
 from dataclasses import dataclass
 
+
 #: SGLang's speculative capture list (0.5.4 .. 0.5.14 `_generate_*cuda_graph_batch_sizes`,
 #: the `else:` branch for speculative_algorithm set), used when the tree's own source
 #: cannot be read.

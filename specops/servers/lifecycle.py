@@ -16,9 +16,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from specops.errors import StepError, TransportError
-from specops.servers.logwatch import (READY_LINE, crash_blocks, crash_excerpt, find_signature, parse_chunk_line,
-                              chunk_script, read_new, tail_lines)
 from specops.servers.launch import LaunchPlan, log_path, state_path
+from specops.servers.logwatch import (
+    READY_LINE,
+    chunk_script,
+    crash_blocks,
+    crash_excerpt,
+    find_signature,
+    parse_chunk_line,
+    read_new,
+    tail_lines,
+)
 from specops.servers.remote import FUNCS, q
 from specops.transport.base import Transport
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from specops.errors import ConfigError
 from specops.config.inventory import Host
-from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import TransportTreeFiles
+from specops.errors import ConfigError
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
+from specops.sglang.layout import detect_layout
+from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
 
 SERVER_ARGS = "python/sglang/srt/server_args.py"

@@ -21,10 +21,10 @@ from typing import Any
 
 from aiohttp import web
 
-from specops.sim import model as M
-from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
 from specops.sglang.flags import TreeFlags, compile_or_raise
+from specops.sim import model as M
 from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
+from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
 
 
 @dataclass

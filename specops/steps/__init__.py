@@ -8,8 +8,8 @@ from specops.steps.files import Copy, Fetch
 from specops.steps.git import Git
 from specops.steps.patch import Patch
 from specops.steps.server import Server, Stop
-from specops.steps.shell import Shell
 from specops.steps.sglang_wheel import SGLangWheel
+from specops.steps.shell import Shell
 from specops.steps.wait import Wait
 
 KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop(), Bench())}

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from specops.errors import ConfigError
 from specops.config.inventory import Host
-from specops.run.journal import Journal
 from specops.config.playbook import Step
 from specops.config.templating import render_tree
+from specops.errors import ConfigError
+from specops.run.journal import Journal
 from specops.transport.base import Command, CommandResult, Transport
 
 #: Timeout for small host-side reads and checks (file exists, HTTP probe, rev-parse).

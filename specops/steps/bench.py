@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from specops.bench.store import load_results
-from specops.bench.sweep import (BenchSettings, HostSweep, gpu_facts, matrix_for, settings_record,
-                                 specops_version, tree_commit, update_manifest)
+from specops.bench.sweep import (
+    BenchSettings,
+    HostSweep,
+    gpu_facts,
+    matrix_for,
+    settings_record,
+    specops_version,
+    tree_commit,
+    update_manifest,
+)
+from specops.servers.plans import plan_arms
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import TransportTreeFiles
-from specops.servers.plans import plan_arms
 from specops.steps.base import Outcome, StepContext, StepKind
 
 #: Sweeps under way in this process, per host, so Ctrl-C can stop what they launched.

@@ -7,11 +7,11 @@ import hashlib
 import os
 from pathlib import Path
 
+from specops.config.playbook import Step
+from specops.config.templating import render
 from specops.errors import ConfigError, StepError
 from specops.fsutil import atomic_write
-from specops.config.playbook import Step
 from specops.steps.base import Outcome, StepContext, StepKind
-from specops.config.templating import render
 
 
 class Copy(StepKind):

@@ -6,7 +6,6 @@ to another ref needs `force: true`.
 
 from __future__ import annotations
 
-
 from specops.errors import StepError
 from specops.steps.base import Outcome, StepContext, StepKind
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specops.errors import ConfigError
 from specops.config.playbook import Step
+from specops.errors import ConfigError
 from specops.servers import fairness_warnings, launch_arms, server_info, server_status, stop_arms, wait_ready_many
 from specops.servers.plans import plan_arms
 from specops.steps.base import Outcome, StepContext, StepKind

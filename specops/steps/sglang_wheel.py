@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from specops.errors import StepError
-from specops.sglang.source import cache_root, ensure_tree, _find_local_wheel
+from specops.sglang.source import _find_local_wheel, cache_root, ensure_tree
 from specops.steps.base import Outcome, StepContext, StepKind
 
 MARKER = ".specops-wheel.json"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from specops.errors import ConfigError
 from specops.config.playbook import Step
-from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd
 from specops.config.templating import render, render_tree
+from specops.errors import ConfigError
+from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd
 from specops.transport.base import command_line
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from specops.errors import ConfigError
 from specops.config.playbook import Step
+from specops.errors import ConfigError
 from specops.steps.base import Outcome, StepContext, StepKind, http_probe_script
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from specops.errors import TransportError
 from specops.transport.base import group_wrapped
-from specops.transport.probes import gather_facts
 from specops.transport.local import LocalTransport
+from specops.transport.probes import gather_facts
 
 
 @pytest.fixture

@@ -106,8 +106,8 @@ def test_builtin_client_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
     from specops.bench.client import run_point
     from specops.sglang.source import ensure_tree
     from specops.sim.testing import run_sim
-    from specops.transport.ssh import SSHTransport
     from specops.transport.forward import reach
+    from specops.transport.ssh import SSHTransport
 
     transport = SSHTransport("gpu", sshd.address(2), port=sshd.port, user=sshd.user, key_filename=sshd.key_path,
                              known_hosts=sshd.known_hosts)

@@ -16,15 +16,25 @@ from typing import Iterator
 import pytest
 
 from specops.errors import StepError
-from specops.render.logs import error_blocks
-from specops.servers.logwatch import crash_blocks, follow
 from specops.patching.applier import apply as apply_patchset
-from specops.sglang.treefiles import LocalTreeFiles
-from specops.sglang.layout import detect_layout
 from specops.patching.model import load_patchset
-from specops.servers import (arms_from_vars, build_launch, fairness_warnings, launch_arm, launch_arms,
-                             server_info, server_status, stop_arms, wait_ready, wait_ready_many)
+from specops.render.logs import error_blocks
+from specops.servers import (
+    arms_from_vars,
+    build_launch,
+    fairness_warnings,
+    launch_arm,
+    launch_arms,
+    server_info,
+    server_status,
+    stop_arms,
+    wait_ready,
+    wait_ready_many,
+)
 from specops.servers.launch import LaunchPlan
+from specops.servers.logwatch import crash_blocks, follow
+from specops.sglang.layout import detect_layout
+from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 REPO = Path(__file__).resolve().parents[2]

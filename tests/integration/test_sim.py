@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from specops.sim import model as M
 from specops.sglang.flags import tree_flags
-from specops.sim.logs import READY_LINE
 from specops.sglang.source import ensure_tree
+from specops.sim import model as M
+from specops.sim.logs import READY_LINE
 from specops.sim.testing import SimStartError, drive, health_status, run_sim, start_sim, stop_sim, wait_ready
 
 FAST = ["--sim-time-scale", "0.05"]

@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-from specops.bench.schema import CSV_COLUMNS, ResultRecord
 from specops.bench.bench_serving import (
     bench_serving_argv,
     parse_bench_serving_line,
     parse_bench_serving_output,
 )
+from specops.bench.schema import CSV_COLUMNS, ResultRecord
 from specops.errors import SpecopsError
 from specops.sglang.source import ensure_tree
 

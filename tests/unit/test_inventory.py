@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from specops.errors import ConfigError
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
+from specops.errors import ConfigError
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

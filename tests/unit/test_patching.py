@@ -10,11 +10,18 @@ from pathlib import Path
 import pytest
 
 from specops.patching import (
-    APPLIED, NEW, PatchError, apply, load_patchset, parse_patchset, plan, revert,
+    APPLIED,
+    NEW,
+    PatchError,
+    apply,
+    load_patchset,
+    parse_patchset,
+    plan,
+    revert,
 )
+from specops.patching.applier import STATE_DIR
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
-from specops.patching.applier import STATE_DIR
 from tests.support.sglang_trees import CLASSIC_VERSIONS, NATIVE_ADAPTIVE_VERSION, tree_is_pristine
 
 SA = "python/sglang/srt/server_args.py"

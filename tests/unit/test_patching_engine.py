@@ -9,17 +9,22 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, HealthCheck
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specops.cli.patch import patch
 from specops.errors import ConfigError
 from specops.patching import (
-    APPLIED, NEW, PatchError, apply, parse_patchset, revert,
+    APPLIED,
+    NEW,
+    PatchError,
+    apply,
+    parse_patchset,
+    revert,
 )
-from specops.sglang.treefiles import LocalTreeFiles, TransportTreeFiles
 from specops.patching.anchors import resolve_python
 from specops.patching.model import Anchor
+from specops.sglang.treefiles import LocalTreeFiles, TransportTreeFiles
 from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import tree_is_pristine
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specops.errors import ConfigError
 from specops.config.templating import evaluate, render, render_tree
+from specops.errors import ConfigError
 
 EVIL = "x; touch PWNED; echo $(id) `id` 'q' \"d\""
 
