@@ -4,7 +4,7 @@ One OpenSSH server is started by the script on 127.0.0.1 and 33 host addresses
 (127.0.0.2 ...; MaxSessions 64, MaxStartups 64:30:128; as one sshd binds at most 16
 addresses, tests/support/sshd.py runs one listener per 16 with the same port, keys and
 config), and each address is a separate inventory host with its own workdir. For each host count N, times the whole
-`python -m specops.cli.main deploy --host gN --forks N` process (wall time, imports included)
+`python -m specops deploy --host gN --forks N` process (wall time, imports included)
 and prints the median, per-host cost, and T(N)/T(1); the goal is T(32)/T(1) <= 2. It
 also prints the CPU seconds the specops process used and the rest of the machine's busy
 CPU during the run (sshd, the host shells and the commands, plus any other load): the
@@ -70,7 +70,7 @@ def write_playbook(root: Path, steps: int) -> Path:
 
 def time_specops(inv: Path, pb: Path, runs: Path, count: int, forks: int) -> tuple[float, float, float]:
     """(wall s, specops CPU s, rest of the machine's busy CPU s) of one whole deploy process."""
-    cmd = [sys.executable, "-m", "specops.cli.main", "deploy", "--host", f"g{count}", "-p", str(pb), "-i", str(inv),
+    cmd = [sys.executable, "-m", "specops", "deploy", "--host", f"g{count}", "-p", str(pb), "-i", str(inv),
            "--runs-dir", str(runs)]
     if forks:
         cmd += ["--forks", str(forks if forks > 0 else count)]

@@ -3,7 +3,7 @@
 Starts a loopback sshd (tests/support/sshd.py) with one host whose workdir holds
 `.specops/logs/baseline.log`, 1 GiB of real log lines (a 1 MiB block of numbered lines
 written 1024 times, then a unique last line). Then, each as a whole `python -m
-specops.cli.main logs` process:
+specops logs` process:
 
 (a) `logs --host h --server baseline -n 1000`: time to the first output line, total
     time, whether the 1000th line is the file's last line, and the bytes the host's sshd
@@ -153,7 +153,7 @@ def watch(cmd: list[str]) -> Watched:
 
 
 def logs_cmd(inv: Path, host: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "specops.cli.main", "logs", "--host", host, "-i", str(inv), "--server", "baseline",
+    return [sys.executable, "-m", "specops", "logs", "--host", host, "-i", str(inv), "--server", "baseline",
             *extra]
 
 
@@ -221,7 +221,7 @@ def main() -> None:
         write_log_small.write_text("".join(f"small line {i}\n" for i in range(80)) + f"{LAST_LINE}\n")
         size = log.stat().st_size
         print(f"log: {size / MIB:.0f} MiB of lines on loopback host 'big' (written in {write_s:.1f} s), "
-              f"client: python -m specops.cli.main logs")
+              f"client: python -m specops logs")
 
         # (a) last 1000 lines
         run_tail(inv, "small", 1000, sshd_io)  # warm-up: page cache for Python's imports

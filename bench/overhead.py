@@ -36,7 +36,7 @@ def time_specops(server, root: Path, steps: int) -> float:
     pb = root / "noop.yaml"
     pb.write_text(yaml.safe_dump({"name": "noop", "steps": [{"name": f"s{i}", "shell": ["true"]} for i in range(steps)]}))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "specops.cli.main", "deploy", "--host", "h", "-p", str(pb), "-i", str(inv),
+    subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", "h", "-p", str(pb), "-i", str(inv),
                     "--runs-dir", str(root / "runs")], check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
-from specops.cli.options import host_option, inventory_option
+from specops.cli.exits import exit_with
+from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
-
-console = Console()
 
 
 def _ints(value: str, option: str) -> list[int]:
@@ -117,19 +114,17 @@ class _progress:
 @click.option("--resume", type=click.Path(file_okay=False, exists=True), help="a run directory: run only its missing points")
 @click.option("--keep-servers", is_flag=True, help="leave servers this run launched running")
 @click.option("--runs-dir", type=click.Path(file_okay=False))
-@click.option("--var", "-e", "var_items", multiple=True, help="KEY=VALUE")
+@var_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
           repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: int, output_len: int,
           dataset: str, runner: str, seed: int, out: str | None, resume: str | None, keep_servers: bool,
           runs_dir: str | None, var_items: tuple[str, ...]) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
-    from specops.cli.main import parse_vars
-
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
                 "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers}
-    sys.exit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
+    raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
                        runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items)))
 
@@ -144,7 +139,7 @@ def report(run_dir: str) -> None:
     if not (path / "results.jsonl").exists():
         raise ConfigError(f"{path} has no results.jsonl (not a bench run directory)")
     write_csv(path)
-    sys.exit(_print_report(path))
+    raise SystemExit(_print_report(path))
 
 
 @click.command()
@@ -161,7 +156,7 @@ def demo(inventory_path: str | None, quick: bool) -> None:
     console.print("[bold]1/2 deploy[/] on local (simulated SGLang servers)")
     deployed = run_playbook(inv, default_playbook("deploy"), "local", extra_vars={}, console=console)
     if not deployed.ok:
-        sys.exit(1)
+        exit_with(False)
     console.print("[bold]2/2 bench[/] on local")
     settings = {"arms": ["baseline", "eagle3", "adaptive"], "repeats": 1 if quick else 2,
                 "concurrency": [1, 4, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64],
@@ -175,4 +170,4 @@ def demo(inventory_path: str | None, quick: bool) -> None:
     stopped = stop_arms(open_transport(host), host.workdir)
     console.print(f"demo done; stopped the simulated servers ({', '.join(r.arm for r in stopped) or 'none'})",
                   markup=False, highlight=False)
-    sys.exit(code)
+    raise SystemExit(code)

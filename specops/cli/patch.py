@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
+from specops.cli.exits import exit_with
 from specops.errors import SpecopsError
 from specops.patching.applier import BLOCKED, apply, plan, revert
 from specops.patching.model import load_patchset
@@ -50,7 +50,7 @@ def check_cmd(patchset: str, tree: Path) -> None:
         click.echo(line, err=False)
     if p.blocked:
         click.echo(f"{len(p.blocked)} edit(s) of {ps.name} blocked; nothing would be changed", err=True)
-        sys.exit(1)
+        exit_with(False)
 
 
 @patch.command("apply")

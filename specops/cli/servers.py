@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specops.cli.options import host_option, inventory_option
+from specops.cli.exits import exit_with
+from specops.cli.options import console, host_option, inventory_option
 from specops.config.inventory import load_inventory
 from specops.errors import ConfigError
 from specops.transport.connect import open_transport
 
-console = Console()
 
 def _hosts(inventory_path: str | None, host_spec: str):
     return load_inventory(inventory_path).select(host_spec)
@@ -42,7 +40,7 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
     transports = [open_transport(h) for h in hosts]
     try:
         sources = []
-        for host, transport in zip(hosts, transports):
+        for host, transport in zip(hosts, transports, strict=True):
             sources += sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1)
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
@@ -96,7 +94,7 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     console.print(table)
     if any(s.state == "dead" for st in rows.values() for s in st):
         console.print("a server is dead: `specops logs --host H --server ARM --errors` shows why", markup=False)
-        sys.exit(1)
+        exit_with(False)
 
 
 def _short_args(command: str) -> str:
@@ -141,4 +139,4 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None) -> None
             failed |= not r.port_free or r.gpu_released is False
             console.print(f"{host.name}: {r.arm} (pid {r.pid}) {note}{' with ' + r.signal if r.signal else ''}; "
                           f"{port}{gpu} [{time.monotonic() - t0:.1f}s]", markup=False)
-    sys.exit(1 if failed else 0)
+    exit_with(not failed)

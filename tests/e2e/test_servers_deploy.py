@@ -164,7 +164,7 @@ def test_logs_follow_shows_lines_appended_after_start(tmp_path: Path, sshd) -> N
     log = workdir / ".specops/logs/baseline.log"
     log.parent.mkdir(parents=True)
     log.write_text("old line\n")
-    proc = subprocess.Popen([sys.executable, "-m", "specops.cli.main", "logs", "--host", "gpu", "-i", str(inv), "-f", "-n", "5"],
+    proc = subprocess.Popen([sys.executable, "-m", "specops", "logs", "--host", "gpu", "-i", str(inv), "-f", "-n", "5"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, COLUMNS="200"))
     try:

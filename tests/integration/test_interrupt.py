@@ -34,7 +34,7 @@ def test_ctrl_c_during_deploy(tmp_path: Path, keep: bool) -> None:
     inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"lab": {"connection": "local", "engine": "sim",
                                                                  "workdir": str(tmp_path / "w")}},
                                                "vars": variables})
-    argv = [sys.executable, "-m", "specops.cli.main", "deploy", "--host", "lab", "-i", str(inv),
+    argv = [sys.executable, "-m", "specops", "deploy", "--host", "lab", "-i", str(inv),
             "-p", str(REPO / "playbooks/deploy.yaml")] + (["--keep-servers"] if keep else [])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, COLUMNS="200"))

@@ -1,0 +1,5 @@
+"""`python -m specops` is the `specops` command."""
+
+from specops.cli import main
+
+main()

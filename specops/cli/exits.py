@@ -1,0 +1,44 @@
+"""The one exit-code policy: 0 ok, 1 a step or host failed, 2 bad input, 130 Ctrl-C.
+
+Library code raises SpecopsError (ConfigError for bad input); the group below turns it
+into one `error: ...` line and the exit code, so no command decides codes on its own.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import click
+
+from specops.errors import ConfigError, SpecopsError
+
+OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
+
+
+class SpecopsClickError(click.ClickException):
+    """A SpecopsError as click reports it: `error: <where>: <message>` on stderr."""
+
+    def __init__(self, exc: SpecopsError):
+        super().__init__(str(exc))
+        self.exit_code = BAD_INPUT if isinstance(exc, ConfigError) else FAILED
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+class SpecopsGroup(click.Group):
+    """Turns SpecopsError into one clear line and its exit code; Ctrl-C into exit 130."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SpecopsError as exc:
+            raise SpecopsClickError(exc) from exc
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(INTERRUPTED)
+
+
+def exit_with(ok: bool) -> None:
+    """End a command: 0 when everything held, 1 when a host or step failed."""
+    raise SystemExit(OK if ok else FAILED)
