@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -26,15 +25,10 @@ from specops.servers import arms_from_vars, build_launch, launch_arm, stop_arms,
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.sim.testing import free_port
 from specops.transport.local import LocalTransport
 
 HARNESS_POLL_S = 10.0  # SGLang's and vLLM's launch harnesses poll health every 10 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_run(t: LocalTransport, tree: Path, wd: str, poll_s: float) -> tuple[float, float]:

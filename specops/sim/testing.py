@@ -58,10 +58,21 @@ class SimProcess:
         return self.process.wait(timeout=timeout)
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports free right now (all sockets held until all are chosen):
+    the one port picker for tests, benchmarks and the simulator's helpers."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def health_status(url: str, timeout: float = 1.0) -> int | None:

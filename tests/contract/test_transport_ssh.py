@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import random
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import threading
@@ -57,20 +55,6 @@ def _keygen(path: Path) -> Path:
 
 # ---------------------------------------------------------------- commands
 
-def test_run_argv_script_exit_codes_and_stderr(make):
-    t = make()
-    r = t.run(["echo", "hello", "world"], timeout=10)
-    assert (r.rc, r.stdout, r.stderr, r.timed_out) == (0, "hello world\n", "", False)
-    r = t.run("echo out; echo err >&2; exit 3", timeout=10)
-    assert (r.rc, r.stdout, r.stderr) == (3, "out\n", "err\n")
-    assert not r.ok and r.command == "bash -c 'echo out; echo err >&2; exit 3'"
-    r = t.run(["no-such-command-xyz"], timeout=10)
-    assert r.rc == 127 and "not found" in r.stderr
-    r = t.run(["printf", "\\xff\\xfeok"], timeout=10)  # undecodable bytes are replaced
-    assert r.stdout.endswith("ok") and "\ufffd" in r.stdout
-    assert t.connects == 1  # one connection, reused
-
-
 def test_injection_values_are_literal(make, sshd, tmp_path):
     t = make()
     wd = Path(sshd.workdir(0)) / "inj dir 'q'"
@@ -86,33 +70,6 @@ def test_injection_values_are_literal(make, sshd, tmp_path):
     assert not (Path(sshd.workdir(0)) / "PWNED").exists()
     with pytest.raises(ValueError):
         t.run(["true"], timeout=10, env={"A;touch PWNED": "1"})
-
-
-def test_stdin_large_round_trip(make):
-    t = make()
-    data = os.urandom(3 * 1024 * 1024)  # beyond the SSH window: must not deadlock
-    r = t.run("sha256sum", timeout=30, stdin=data)
-    assert r.rc == 0 and r.stdout.split()[0] == hashlib.sha256(data).hexdigest()
-    r = t.run(["cat"], timeout=30, stdin=b"abc\n")
-    assert r.stdout == "abc\n"
-    r = t.run(["cat"], timeout=10)  # no stdin: EOF at once, no hang
-    assert r.ok and r.stdout == ""
-
-
-def test_timeout_kills_remote_process_group(make):
-    t = make()
-    secs = random.randint(3000, 3999)
-    started = time.monotonic()
-    r = t.run(f"sleep {secs} & sleep {secs}; echo never", timeout=1)
-    took = time.monotonic() - started
-    assert r.timed_out and r.rc == 124 and "never" not in r.stdout
-    assert took < 4, took
-    deadline = time.monotonic() + 3
-    while _survivors(secs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _survivors(secs) == []
-    r = t.run(["echo", "still here"], timeout=10)  # same connection keeps working
-    assert r.stdout == "still here\n" and t.connects == 1
 
 
 def test_detached_child_does_not_hold_a_session_command(make):
@@ -144,9 +101,8 @@ def test_leftover_holding_output_is_killed_at_the_timeout(make):
     assert t.run(["true"], timeout=10).ok
 
 
-def test_exit_124_before_timeout_is_not_a_timeout(make):
-    r = make().run("exit 124", timeout=30)
-    assert r.rc == 124 and not r.timed_out
+def test_home_hint_is_used_before_connecting():
+    assert SSHTransport("h", "127.0.0.9", home_hint="/home/u/").expand("w") == "/home/u/w"
 
 
 def test_parallel_commands_share_one_connection(make):
@@ -166,59 +122,6 @@ def test_parallel_commands_share_one_connection(make):
 
 
 # ---------------------------------------------------------------- files
-
-def test_put_get_atomic_mode_and_parents(make, sshd):
-    t = make()
-    base = Path(sshd.workdir(0)) / "files"
-    target = base / "a" / "b" / "run.sh"
-    t.put(b"#!/bin/sh\necho hi\n", str(target), mode=0o755)
-    assert target.read_bytes() == b"#!/bin/sh\necho hi\n"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o755
-    t.put(b"#!/bin/sh\necho bye\n", str(target))  # no mode: the existing one is kept
-    assert stat.S_IMODE(target.stat().st_mode) == 0o755
-    assert t.get(str(target)) == b"#!/bin/sh\necho bye\n"
-    assert os.listdir(target.parent) == ["run.sh"]  # no temp files left
-    new = base / "plain.txt"
-    t.put(b"x", str(new))
-    assert stat.S_IMODE(new.stat().st_mode) == 0o644
-    big = os.urandom(1_500_000)
-    t.put(big, str(base / "big.bin"))
-    assert t.get(str(base / "big.bin")) == big
-    with pytest.raises(TransportError) as err:
-        t.get(str(base / "missing.txt"))
-    assert "missing.txt" in str(err.value) and "no such file" in str(err.value)
-    assert err.value.where == "host h0"
-
-
-def test_put_into_unwritable_place_is_a_clear_error(make, sshd):
-    t = make()
-    blocker = Path(sshd.workdir(0)) / "blocker"
-    blocker.write_text("a file, not a dir")
-    with pytest.raises(TransportError) as err:
-        t.put(b"x", str(blocker / "sub" / "f.txt"))
-    assert "cannot write" in str(err.value) and "blocker/sub/f.txt" in str(err.value)
-
-
-def test_read_range_stat_size_expand(make, sshd):
-    t = make()
-    path = Path(sshd.workdir(0)) / "log.txt"
-    data = bytes(range(256)) * 1000  # 256000 bytes: beyond one SFTP request
-    path.write_bytes(data)
-    assert t.read_range(str(path), 10, 5) == data[10:15]
-    assert t.read_range(str(path), 1000, 100_000) == data[1000:101_000]
-    assert t.read_range(str(path), len(data) - 3, 100) == data[-3:]
-    assert t.read_range(str(path), len(data) + 10, 100) == b""
-    assert t.stat_size(str(path)) == len(data)
-    assert t.stat_size(str(path) + ".nope") is None
-    with pytest.raises(TransportError):
-        t.read_range(str(path) + ".nope", 0, 10)
-    home = os.path.expanduser("~")
-    assert t.expand("~") == home
-    assert t.expand("~/specops/x") == f"{home}/specops/x"
-    assert t.expand("specops") == f"{home}/specops"
-    assert t.expand("/a/b/../c") == "/a/c"
-    assert SSHTransport("h", "127.0.0.9", home_hint="/home/u/").expand("w") == "/home/u/w"
-
 
 # ---------------------------------------------------------------- host keys
 

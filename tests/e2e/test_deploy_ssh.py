@@ -100,7 +100,9 @@ def test_changed_host_key_is_refused(tmp_path: Path, sshd) -> None:
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"shell": ["touch", "{{ workdir }}/x"]}]})
     res = run_cli("deploy", "--host", "changed", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1
-    assert "CHANGED" in res.output or "changed" in res.output.lower()
+    # the failure line says which host, that its key CHANGED, and how to clear a legitimate change
+    assert "host key for changed" in res.output and "CHANGED" in res.output, res.output
+    assert "ssh-keygen -R" in res.output and "Refusing" in res.output, res.output
     assert not (tmp_path / "w5").exists()
     assert kh.read_text() == f"[{sshd.address(5)}]:{sshd.port} {other}\n", "known_hosts must not be rewritten"
 

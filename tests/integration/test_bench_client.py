@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -13,6 +12,7 @@ import pytest
 
 from specops.bench.client import _split_counts, default_num_prompts, make_prompts, percentile, run_point
 from specops.errors import ConfigError
+from specops.sim.testing import free_port
 
 SIM_READY = importlib.util.find_spec("specops.sim.__main__") is not None
 needs_sim = pytest.mark.skipif(not SIM_READY, reason="specops/sim/__main__.py (the simulator, `python -m "
@@ -21,12 +21,6 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 EAGLE_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B", "--speculative-num-steps", "3",
                "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -81,7 +75,7 @@ def test_percentile_matches_linear_interpolation():
 
 
 def test_unreachable_server_fails_the_point_without_raising():
-    rec = run_point(f"http://127.0.0.1:{_free_port()}", concurrency=2, num_prompts=4, input_len=4,
+    rec = run_point(f"http://127.0.0.1:{free_port()}", concurrency=2, num_prompts=4, input_len=4,
                     output_len=4, warmup=0, timeout_s=5)
     assert rec["status"] == "failed" and rec["completed"] == 0 and rec["failed"] == 4
     assert "4 of 4 requests failed" in rec["error"] and "Connect" in rec["error"]

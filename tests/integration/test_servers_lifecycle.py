@@ -35,21 +35,11 @@ from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import crash_blocks, follow
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = ["--sim-time-scale", "0.02"]
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @pytest.fixture

@@ -23,6 +23,8 @@ from typing import Iterator
 
 import pytest
 
+from specops.sim.testing import free_port
+
 SSHD = "/usr/sbin/sshd"
 #: How many 127.0.0.x hosts the server listens on (127.0.0.2 ...).
 HOSTS = 8
@@ -78,12 +80,6 @@ class SSHServer:
         except OSError:
             return set()
         return {int(p) for p in text.split()}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _keygen(path: Path) -> None:
@@ -164,7 +160,7 @@ def start_sshd(root: Path, hosts: int = HOSTS) -> tuple[SSHServer, subprocess.Po
     authorized.write_text(Path(f"{user_key}.pub").read_text())
     known_hosts = root / "known_hosts"
     known_hosts.write_text("")
-    port = _free_port()
+    port = free_port()
     try:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     except OSError:
