@@ -90,8 +90,10 @@ def _load_dataset_texts(path: Path) -> list[str]:
                 if isinstance(turn, dict) and turn.get("from") in ("human", "user") and turn.get("value"):
                     texts.append(str(turn["value"]))
                     break
-        elif isinstance(item.get("prompt") or item.get("text"), str):
-            texts.append(item.get("prompt") or item.get("text"))
+        else:
+            text = item.get("prompt") or item.get("text")
+            if isinstance(text, str):
+                texts.append(text)
     if not texts:
         raise ConfigError("dataset holds no prompts (ShareGPT 'conversations' or 'prompt'/'text' keys)",
                           where=str(path))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from specops.bench.store import atomic_write
@@ -33,7 +34,7 @@ def _color(host: "HostSummary", arm: str) -> str:
     return _OTHER_COLORS[others.index(arm) % len(_OTHER_COLORS)] if arm in others else "tab:gray"
 
 
-def _figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, object]:
+def _figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, Axes]:
     fig = Figure(figsize=(7, 4.2), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)

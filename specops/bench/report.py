@@ -217,11 +217,11 @@ def summarize_host(host: str, records: Sequence[dict[str, Any]]) -> HostSummary:
             best = max((cells[(a, c)].median_tps for a in (BASELINE_ARM, EAGLE_ARM) if (a, c) in cells), default=None)
             if best is None:
                 continue
-            cell = cells.get((ADAPTIVE_ARM, c))
-            if cell is None:
+            adaptive_cell = cells.get((ADAPTIVE_ARM, c))
+            if adaptive_cell is None:
                 shortfalls.append((c, None))
-            elif cell.median_tps < ADAPTIVE_TOLERANCE * best:
-                shortfalls.append((c, cell.median_tps / best))
+            elif adaptive_cell.median_tps < ADAPTIVE_TOLERANCE * best:
+                shortfalls.append((c, adaptive_cell.median_tps / best))
     return HostSummary(host, levels, arms, cells, ratios, find_crossover(eagle_points),
                        recommend_threshold(eagle_points), shortfalls)
 

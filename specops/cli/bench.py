@@ -51,7 +51,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
             raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
         settings = dict(load_manifest(resume).get("bench") or {})
         settings.pop("dataset_hash", None)
-        run_dir = resume
+        run_dir: Path | None = resume
     else:
         run_dir = out
         if run_dir is not None and (run_dir / "results.jsonl").exists():

@@ -108,7 +108,7 @@ def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) 
             stmt: ast.AST = node
             while not isinstance(stmt, ast.stmt):
                 stmt = parents[stmt]
-            span = _span(stmt, lines)  # type: ignore[arg-type]
+            span = _span(stmt, lines)
             if span not in out:
                 out.append(span)
         return out
@@ -122,10 +122,10 @@ def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) 
                 stmt = body[0] if anchor.position == "body_start" else fn.body[-1]
                 span = _span(stmt, lines)
                 if anchor.position == "body_start":  # before the comments that lead the body
-                    first = span.first
-                    while first - 1 > fn.lineno and lines[first - 2].strip().startswith("#"):
-                        first -= 1
-                    span = Span(first, span.last, span.indent)
+                    lead = span.first
+                    while lead - 1 > fn.lineno and lines[lead - 2].strip().startswith("#"):
+                        lead -= 1
+                    span = Span(lead, span.last, span.indent)
                 out.append(span)
             elif anchor.statement:
                 pattern = re.compile(anchor.statement)

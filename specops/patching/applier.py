@@ -19,6 +19,7 @@ import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specops.patching.anchors import Span, resolve_python, resolve_text
 from specops.patching.model import Edit, PatchError, PatchSet
@@ -57,7 +58,7 @@ class PatchPlan:
 
     @property
     def diff(self) -> str:
-        out = []
+        out: list[str] = []
         for rel, new in self.new_contents.items():
             old = (self.originals.get(rel) or b"").decode("utf-8", errors="replace")
             out += difflib.unified_diff(old.splitlines(True), new.decode("utf-8").splitlines(True),
@@ -299,9 +300,10 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
             new_text = "".join(lines)
             results.append(EditResult(edit.name, rel, NEW, line=line_no))
         if is_py:
-            err = _compile_error(new_text, rel)
-            if err:
-                results[-1] = EditResult(edit.name, rel, BLOCKED, f"{err} (edit at {where})", results[-1].line)
+            compile_err = _compile_error(new_text, rel)
+            if compile_err:
+                results[-1] = EditResult(edit.name, rel, BLOCKED, f"{compile_err} (edit at {where})",
+                                         results[-1].line)
                 records = [r for r in records if r["edit"] != edit.name]
                 continue
         text = new_text
@@ -429,7 +431,7 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
         return report
     sdir = state_dir(patchset)
     old_manifest_bytes = files.read(f"{sdir}/manifest.json")
-    manifest = json.loads(old_manifest_bytes) if old_manifest_bytes else {"set": patchset.name, "files": {}, "edits": []}
+    manifest: dict[str, Any] = json.loads(old_manifest_bytes) if old_manifest_bytes else {"set": patchset.name, "files": {}, "edits": []}
     created: list[str] = []
     written: list[str] = []
     try:
