@@ -59,17 +59,6 @@ def plan_points(arms: Sequence[str], levels: Sequence[int], repeats: int) -> lis
             for level in ordered_levels]
 
 
-def group_by_arm_runs(points: Iterable[Point]) -> list[tuple[str, list[Point]]]:
-    """Split into consecutive runs of one arm: on shared GPUs, launch per run, then stop."""
-    groups: list[tuple[str, list[Point]]] = []
-    for p in points:
-        if groups and groups[-1][0] == p.arm:
-            groups[-1][1].append(p)
-        else:
-            groups.append((p.arm, [p]))
-    return groups
-
-
 def points_for_arm(points: Iterable[Point], arm: str) -> list[Point]:
     """One arm's points in order: arms on their own GPUs/hosts sweep independently."""
     return [p for p in points if p.arm == arm]

@@ -12,8 +12,8 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from specops.bench.store import atomic_write

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 
@@ -14,6 +15,8 @@ from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
 from specops.config.inventory import load_inventory
 from specops.errors import ConfigError
+from specops.render.logs import show, sources_for
+from specops.servers import server_status, stop_arms
 from specops.transport.connect import open_transport
 
 
@@ -34,8 +37,6 @@ def _arms(value: str | None) -> list[str] | None:
 @click.option("--errors", is_flag=True, help="only the crash blocks (tracebacks and the like)")
 def logs(host_spec: str, inventory_path: str | None, server: str | None, follow: bool, lines: int, errors: bool) -> None:
     """Show and follow server logs, crashes highlighted; several servers are prefixed."""
-    from specops.render.logs import show, sources_for
-
     hosts = _hosts(inventory_path, host_spec)
     transports = [open_transport(h) for h in hosts]
     try:
@@ -67,8 +68,6 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
 @click.option("--verbose", "-v", is_flag=True, help="show each server's full command")
 def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: bool) -> None:
     """Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."""
-    from specops.servers import server_status
-
     rows = {}
     for host in _hosts(inventory_path, host_spec):
         transport = open_transport(host)
@@ -99,8 +98,6 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
 
 def _short_args(command: str) -> str:
     """The flags that tell arms apart (speculative ones), not the whole command line."""
-    import shlex
-
     try:
         words = shlex.split(command)
     except ValueError:
@@ -120,8 +117,6 @@ def _short_args(command: str) -> str:
 @click.option("--server", "-s", "server", help="arm name(s), comma separated (default: all)")
 def stop(host_spec: str, inventory_path: str | None, server: str | None) -> None:
     """Stop servers: TERM the process group, KILL after a grace period, wait for the port."""
-    from specops.servers import stop_arms
-
     failed = False
     for host in _hosts(inventory_path, host_spec):
         transport = open_transport(host)

@@ -13,6 +13,7 @@ from specops.config.inventory import Host, Inventory
 from specops.errors import SpecopsError
 from specops.transport.base import HostFacts
 from specops.transport.connect import open_transport
+from specops.transport.probes import gather_facts
 
 
 def inventory_table(inv: Inventory) -> Table:
@@ -26,7 +27,6 @@ def inventory_table(inv: Inventory) -> Table:
 
 
 def _facts(host: Host) -> HostFacts:
-    from specops.transport.probes import gather_facts
 
     transport = open_transport(host)
     try:

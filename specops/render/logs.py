@@ -100,7 +100,12 @@ def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
             batch.append("\n")
         console.print(batch, soft_wrap=True, highlight=False, end="")
 
+    printed_to: dict[str, int] = {}  # per path, the byte offset the tail ended at
     for src in sources:
+        size = src.transport.stat_size(src.path)
+        if size is None:
+            raise TransportError(f"no log file {src.path}", where=f"host {src.transport.name}")
+        printed_to[src.path] = size
         if errors_only:
             blocks = error_blocks(src.transport, src.path)
             if not blocks:
@@ -108,7 +113,7 @@ def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
             for b in blocks[-lines:] if lines > 0 else blocks:
                 emit(src.label, b.splitlines())
         else:
-            emit(src.label, tail_lines(src.transport, src.path, lines))
+            emit(src.label, tail_lines(src.transport, src.path, lines, end=size))
     if not follow:
         return
     stop_event = stop_event or threading.Event()
@@ -135,7 +140,8 @@ def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
                 buf.clear()
 
         t = threading.Thread(target=_follow, args=(group[0].transport, [s.path for s in group], on_lines,
-                                                  stop_event, interval), daemon=True)
+                                                  stop_event, interval),
+                             kwargs={"start_at": {s.path: printed_to[s.path] for s in group}}, daemon=True)
         t.start()
         threads.append(t)
     try:

@@ -114,10 +114,11 @@ def crash_excerpt(text: str, *, fallback_lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-fallback_lines:])
 
 
-def tail_lines(transport: Transport, path: str, n: int, *, chunk: int = 64 * 1024) -> list[str]:
-    """The last `n` lines of `path`, read backwards from the end in `chunk`-byte pieces
-    (never the whole file). A missing file raises TransportError naming it."""
-    size = transport.stat_size(path)
+def tail_lines(transport: Transport, path: str, n: int, *, chunk: int = 64 * 1024,
+               end: int | None = None) -> list[str]:
+    """The last `n` lines of `path` (of its first `end` bytes when given), read backwards
+    in `chunk`-byte pieces (never the whole file). A missing file raises TransportError."""
+    size = transport.stat_size(path) if end is None else end
     if size is None:
         raise TransportError(f"no log file {path}", where=f"host {transport.name}")
     if n <= 0 or size == 0:
@@ -185,6 +186,9 @@ def read_new(transport: Transport, requests: Sequence[tuple[str, int]], *,
     return [parse_chunk_line(p, ln) for (p, _), ln in zip(requests, lines)]
 
 
+_ANY_INODE = "?"
+
+
 @dataclass
 class _Cursor:
     offset: int
@@ -195,14 +199,20 @@ class _Cursor:
 def follow(transport: Transport, paths: Sequence[str],
            on_lines: Callable[[str, list[str]], None], stop_event: threading.Event,
            interval: float = 0.5, *, from_start: bool = False, max_bytes: int = 256 * 1024,
-           catch_up_bytes: int = 4 * 1024 * 1024) -> None:
+           catch_up_bytes: int = 4 * 1024 * 1024, start_at: dict[str, int] | None = None) -> None:
     """Call on_lines(path, lines) with each complete line appended to `paths` after this
-    starts (or from the beginning with from_start), until stop_event is set. Reads by
+    starts (or from the beginning with from_start, or from the byte offsets in start_at:
+    where a tail already printed up to, so nothing written in between is lost), until
+    stop_event is set. Reads by
     offset, one round trip per interval for all files; a file that shrinks or whose inode
     changes (truncated or rotated) is read again from its start. While behind (a fast
     writer), reads grow from `max_bytes` to `catch_up_bytes` a round trip."""
     cursors: dict[str, _Cursor] = {}
     first = True
+    if start_at is not None:
+        # The inode is learnt from the first read; until then any inode is this file's.
+        cursors = {p: _Cursor(start_at.get(p, 0), _ANY_INODE) for p in paths}
+        first = False
     chunk = max_bytes
     while True:
         reqs = [(p, cursors[p].offset if p in cursors else 0) for p in paths]
@@ -223,6 +233,8 @@ def follow(transport: Transport, paths: Sequence[str],
             if c.size is None:
                 cursors[c.path] = _Cursor(0, "")
                 continue
+            if cur.inode == _ANY_INODE:
+                cur.inode = c.inode
             if c.inode != cur.inode or c.size < cur.offset:
                 # Rotated or truncated: this poll read from the old offset; start over.
                 cursors[c.path] = _Cursor(0, c.inode)

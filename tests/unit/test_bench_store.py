@@ -4,6 +4,7 @@ survive a torn line, keep the ABC/CBA interleaving."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from specops.bench import store
-from specops.bench.matrix import Point, group_by_arm_runs, plan_points, points_for_arm
+from specops.bench.matrix import Point, plan_points, points_for_arm
 from specops.bench.schema import CSV_COLUMNS, ResultRecord
 from specops.errors import ConfigError, SpecopsError
 
@@ -25,7 +26,7 @@ def _rec(arm: str, c: int, r: int, status: str = "ok", tps: float = 100.0, **kw)
 
 def test_plan_interleaves_repeats_across_arms():
     points = plan_points(["A", "B", "C"], [4, 1], 3)
-    arm_sequence = [arm for arm, _ in group_by_arm_runs(points)]
+    arm_sequence = [arm for arm, _ in itertools.groupby(p.arm for p in points)]
     # ABC, CBA, ABC: C and A are reused across the repeat boundary (one launch each).
     assert arm_sequence == ["A", "B", "C", "B", "A", "B", "C"]
     assert points[:2] == [Point("A", 1, 0), Point("A", 4, 0)]  # levels ascend within an arm's turn

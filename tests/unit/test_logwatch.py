@@ -189,3 +189,33 @@ def test_sources_for_lists_arm_logs_and_follow_prefixes(tmp_path: Path) -> None:
         th.join(5)
     out = console.export_text()
     assert "baseline | b0" in out and "eagle3 | e0" in out and "eagle3 | e1 appended" in out
+
+
+def test_follow_from_where_the_tail_ended_loses_no_line(tmp_path: Path) -> None:
+    """`logs -f` prints a tail, then follows. Lines written between the two (a busy server,
+    a slow start on a loaded host) must appear: following starts where the tail ended, not
+    at whatever the end is by the time the follower runs (that lost them, under load)."""
+    log = tmp_path / "arm.log"
+    log.write_text("old line\n")
+    t = LocalTransport("local", home=str(tmp_path))
+    printed_to = log.stat().st_size
+    assert tail_lines(t, str(log), 5, end=printed_to) == ["old line"]
+    with open(log, "a") as fh:  # written after the tail, before the follower's first read
+        fh.write("in between\n")
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def on_lines(path: str, lines: list[str]) -> None:
+        seen.extend(lines)
+        if "after start" in lines:
+            stop.set()
+
+    worker = threading.Thread(target=follow, args=(t, [str(log)], on_lines, stop, 0.05),
+                              kwargs={"start_at": {str(log): printed_to}}, daemon=True)
+    worker.start()
+    time.sleep(0.2)
+    with open(log, "a") as fh:
+        fh.write("after start\n")
+    worker.join(10)
+    stop.set()
+    assert seen == ["in between", "after start"]
