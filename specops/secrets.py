@@ -1,0 +1,150 @@
+"""Secrets (tokens, keys): read on this machine at run time, shown as `***` everywhere.
+
+A secret is named in hosts.yaml by where its value lives on this machine (`{env: VAR}` or
+`{file: PATH}`), never by the value itself. The value is read when a run starts, sent to
+the host into a 0600 file, and loaded into the environment of the processes that need
+it by the process that starts them: it never travels in argv, where `ps` shows it to
+every user of the host.
+
+Everything specops prints or writes passes through `redact`: once a value is known in
+this process it is masked wherever it appears (terminal, journal, state files, manifest,
+report, errors). The set of known values only grows: masking too much is harmless,
+masking too little is the leak this module exists to prevent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specops.errors import ConfigError
+
+MASK = "***"
+#: Environment variable names (upper case, as the convention goes) whose values are
+#: treated as secret wherever they appear; `key: ~/.ssh/id` in hosts.yaml is a path, not one.
+SECRET_NAME = re.compile(r"^[A-Z0-9_]*(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*$")
+#: Shorter values are not masked inside other text (they would mask ordinary words).
+MIN_MASKED_LEN = 4
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def looks_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+@dataclass(frozen=True)
+class SecretSource:
+    """Where a secret's value lives on this machine; `name` is the variable on the host."""
+
+    name: str
+    env: str | None = None
+    file: str | None = None
+    where: str = ""
+
+    def read(self) -> str:
+        """The value, or a ConfigError naming the secret and where it was looked for."""
+        if self.env is not None:
+            value = os.environ.get(self.env)
+            if not value:
+                raise ConfigError(f"secret {self.name}: environment variable {self.env} is not set on this machine",
+                                  where=self.where or None, hint=f"export {self.env}=... before running specops")
+        else:
+            path = Path(os.path.expanduser(self.file or ""))
+            try:
+                value = path.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"secret {self.name}: cannot read {path}: {exc.strerror}",
+                                  where=self.where or None) from None
+            if not value:
+                raise ConfigError(f"secret {self.name}: {path} is empty", where=self.where or None)
+        if "\n" in value or "\0" in value:
+            raise ConfigError(f"secret {self.name}: the value spans several lines", where=self.where or None)
+        remember(value)
+        return value
+
+
+def parse_sources(node: Any, where: str) -> dict[str, SecretSource]:
+    """`secrets:` of hosts.yaml: NAME -> {env: VAR} | {file: PATH}."""
+    if node is None:
+        return {}
+    if not isinstance(node, Mapping):
+        raise ConfigError("'secrets' must map variable names to {env: VAR} or {file: PATH}", where=where)
+    out: dict[str, SecretSource] = {}
+    for name, spec in node.items():
+        name = str(name)
+        if not _NAME.match(name):
+            raise ConfigError(f"secrets: '{name}' is not an environment variable name", where=where)
+        if not isinstance(spec, Mapping) or len(spec) != 1 or not ({"env", "file"} & set(spec)):
+            raise ConfigError(f"secrets.{name} must be {{env: LOCAL_VARIABLE}} or {{file: LOCAL_PATH}}, "
+                              "never the value itself", where=where)
+        (kind, value), = spec.items()
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"secrets.{name}.{kind} must be a non-empty string", where=where)
+        out[name] = SecretSource(name, env=value if kind == "env" else None,
+                                 file=value if kind == "file" else None, where=where)
+    return out
+
+
+def env_file_text(values: Mapping[str, str]) -> str:
+    """The host-side file the starting process sources (`set -a; . FILE`)."""
+    return "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(values.items()))
+
+
+def loader_argv(env_file: str) -> list[str]:
+    """Prefix for an argv that loads `env_file` into the environment, then execs the
+    rest: the values never appear in any process's arguments."""
+    return ["bash", "-c", 'set -a; . "$0" || exit 111; set +a; exec "$@"', env_file]
+
+
+# ----- masking ------------------------------------------------------------------------
+
+_known: set[str] = set()
+_lock = threading.Lock()
+_pattern: re.Pattern[str] | None = None
+
+
+def remember(value: str) -> None:
+    """Mask `value` from now on in everything `redact` sees."""
+    global _pattern
+    if len(value) < MIN_MASKED_LEN:
+        return
+    with _lock:
+        if value not in _known:
+            _known.add(value)
+            alternatives = sorted(_known, key=len, reverse=True)
+            _pattern = re.compile("|".join(re.escape(v) for v in alternatives))
+
+
+def redact(value: Any) -> Any:
+    """A copy of `value` (str, bytes, list, tuple, dict) with every known secret masked,
+    and with the values of secret-looking keys (`HF_TOKEN: ...`, `HF_TOKEN=...`) masked."""
+    if isinstance(value, str):
+        return _redact_text(value)
+    if isinstance(value, bytes):
+        return _redact_text(value.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    if isinstance(value, Mapping):
+        return {k: (MASK if isinstance(k, str) and looks_secret(k) and isinstance(v, str) and v else redact(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact(v) for v in value)
+    return value
+
+
+_ASSIGNMENT = re.compile(r"\b([A-Z_][A-Z0-9_]*)=('[^']*'|\"[^\"]*\"|[^\s'\"]+)")
+
+
+def _redact_text(text: str) -> str:
+    pattern = _pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    if "=" in text:
+        text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}={MASK}" if looks_secret(m.group(1)) else m.group(0), text)
+    return text
