@@ -8,8 +8,7 @@ import subprocess
 import pytest
 
 from specops.errors import ConfigError
-from specops.secrets import (MASK, env_file_text, loader_argv, looks_secret, parse_sources, redact,
-                             remember)
+from specops.secrets import MASK, env_file_text, loader_argv, looks_secret, parse_sources, redact, remember
 
 
 def test_sources_read_from_env_and_file(tmp_path, monkeypatch):
