@@ -11,8 +11,9 @@ from specops.steps.server import Server, Stop
 from specops.steps.sglang_wheel import SGLangWheel
 from specops.steps.shell import Shell
 from specops.steps.wait import Wait
+from specops.steps.weights import Weights
 
-KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop(), Bench())}
+KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop(), Bench(), Weights())}
 
 
 def register(kind: StepKind) -> None:

@@ -1,0 +1,59 @@
+"""The `weights` step: local model directories, missing paths, and the Hub when it cannot be
+reached. No network here, so the Hub is made unreachable on purpose (HF_ENDPOINT at a
+closed loopback port, as a user behind a mirror would set it): the step must say so in
+about a second, not hang. The Hub's own library runs for real (huggingface_hub from the
+test extra, the environment's python playing the host's venv)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specops.sim.testing import free_port
+from tests.support.deploy import run_cli, write_yaml
+
+pytest.importorskip("huggingface_hub")
+
+
+def _run(tmp_path: Path, models: list[str], *extra: str, **env: str):
+    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local",
+                                                                 "workdir": str(tmp_path / "w")}}})
+    pb = write_yaml(tmp_path / "weights.yaml", {"steps": [{
+        "name": "model weights",
+        "weights": {"models": models, "python": sys.executable,
+                    "env": {"HF_HOME": str(tmp_path / "hf"), **env}}}]})
+    return run_cli("deploy", "--host", "box", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"), *extra)
+
+
+def test_local_model_directory_with_config_is_verified(tmp_path):
+    model = tmp_path / "models" / "llama"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    res = _run(tmp_path, [str(model)], "--json")
+    assert res.exit_code == 0, res.output
+    (step,) = json.loads(res.output)["hosts"]["box"]["steps"]
+    assert (step["status"], step["detail"]) == ("skipped", "already verified")  # nothing to do: it is there
+
+
+def test_missing_path_and_directory_without_config_are_named(tmp_path):
+    res = _run(tmp_path, [str(tmp_path / "nope")])
+    assert res.exit_code == 1
+    assert f"model path {tmp_path / 'nope'} does not exist on box" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = _run(tmp_path, [str(empty)])
+    assert f"model path {empty} on box has no config.json (not a model directory)" in res.output
+
+
+def test_unreachable_hub_is_said_at_once(tmp_path):
+    started = time.monotonic()
+    res = _run(tmp_path, ["meta-llama/Llama-3.1-8B-Instruct"], HF_ENDPOINT=f"http://127.0.0.1:{free_port()}")
+    took = time.monotonic() - started
+    assert res.exit_code == 1, res.output
+    assert "cannot reach the Hugging Face Hub from box to fetch meta-llama/Llama-3.1-8B-Instruct" in res.output
+    assert "no complete copy is cached there" in res.output
+    assert took < 60, took  # planning is bounded; it never waits for a download that cannot start
