@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from specops.bench.report import HostSummary, ReportSummary
 from specops.bench.store import atomic_write
-
-if TYPE_CHECKING:
-    from specops.bench.report import HostSummary, ReportSummary
 
 PLOT_FILES = ("throughput.png", "ratio.png", "ttft.png", "tpot.png")
 ARM_COLORS = {"baseline": "tab:blue", "eagle3": "tab:orange", "adaptive": "tab:green"}
 _OTHER_COLORS = ("tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 
 
-def _color(host: "HostSummary", arm: str) -> str:
+def _color(host: HostSummary, arm: str) -> str:
     """One colour per arm in every plot (and its band), so the figures read together."""
     if arm in ARM_COLORS:
         return ARM_COLORS[arm]
@@ -53,7 +51,7 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _label(host: "HostSummary", name: str, many: bool) -> str:
+def _label(host: HostSummary, name: str, many: bool) -> str:
     return f"{host.host}:{name}" if many and host.host else name
 
 
@@ -63,7 +61,7 @@ def _xticks(ax: object, levels: list[int]) -> None:
         ax.set_xticklabels([str(c) for c in levels])  # type: ignore[attr-defined]
 
 
-def _throughput(summary: "ReportSummary", path: Path) -> Path:
+def _throughput(summary: ReportSummary, path: Path) -> Path:
     fig, ax = _figure("Output throughput", "output tok/s (median over repeats)", summary.simulated)
     many = len(summary.hosts) > 1
     levels: set[int] = set()
@@ -83,7 +81,7 @@ def _throughput(summary: "ReportSummary", path: Path) -> Path:
     return _save(fig, path)
 
 
-def _ratio(summary: "ReportSummary", path: Path) -> Path:
+def _ratio(summary: ReportSummary, path: Path) -> Path:
     fig, ax = _figure("Speculative / baseline output tok/s", "ratio to baseline", summary.simulated)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     many = len(summary.hosts) > 1
@@ -106,8 +104,8 @@ def _ratio(summary: "ReportSummary", path: Path) -> Path:
     return _save(fig, path)
 
 
-def _latency(attr: str, title: str, ylabel: str) -> Callable[["ReportSummary", Path], Path]:
-    def draw(summary: "ReportSummary", path: Path) -> Path:
+def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Path], Path]:
+    def draw(summary: ReportSummary, path: Path) -> Path:
         fig, ax = _figure(title, ylabel, summary.simulated)
         many = len(summary.hosts) > 1
         levels: set[int] = set()
@@ -127,7 +125,7 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[["ReportSummary", P
     return draw
 
 
-def write_plots(summary: "ReportSummary", plots_dir: Path) -> list[Path]:
+def write_plots(summary: ReportSummary, plots_dir: Path) -> list[Path]:
     """Write the four PNGs into plots_dir; returns their paths."""
     plots_dir = Path(plots_dir)
     plots_dir.mkdir(parents=True, exist_ok=True)

@@ -431,16 +431,3 @@ def terminal_table(summary: ReportSummary) -> Table:
                               "-" if ratio is None else f"{ratio.ratio:.3f}")
     return table
 
-
-def render_report(run_dir: Path, *, plots: bool = True) -> ReportSummary:
-    """Re-render report.md (and plots/) from results.jsonl + manifest.json alone."""
-    run_dir = Path(run_dir)
-    records = store.load_results(run_dir)
-    manifest = store.load_manifest(run_dir)
-    summary = summarize(records, manifest)
-    summary.report_path = run_dir / REPORT_MD
-    store.atomic_write(summary.report_path, summary.markdown)
-    if plots:
-        from specops.bench.plots import write_plots
-        summary.plot_paths = write_plots(summary, run_dir / "plots")
-    return summary

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from specops.bench.artifacts import render_report
+from specops.bench.report import terminal_table
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import default_inventory_path, load_inventory
@@ -24,8 +26,6 @@ def _ints(value: str, option: str) -> list[int]:
 
 def _print_report(run_dir: Path) -> int:
     """Render report.md and plots from the run directory; print the table and headline."""
-    from specops.bench.report import render_report, terminal_table
-
     summary = render_report(run_dir)
     console.print(terminal_table(summary))
     for line in summary.headline:

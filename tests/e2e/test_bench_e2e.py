@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops.bench.report import render_report
+from specops.bench.artifacts import render_report
 from specops.sim.model import predicted_output_throughput
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli, write_yaml

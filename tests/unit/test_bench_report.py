@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from specops.bench import store
+from specops.bench.artifacts import render_report
 from specops.bench.report import (
     SIM_BANNER,
     THRESHOLD_MARGIN,
     fairness_warnings,
     find_crossover,
     recommend_threshold,
-    render_report,
     summarize,
     terminal_table,
 )
@@ -148,3 +149,30 @@ def test_empty_and_baseline_only_runs_render_without_crashing(tmp_path):
     only = summarize(_records({"baseline": {1: [100.0]}}), {})
     assert only.hosts[0].crossover.kind == "n/a" and "n/a" in only.headline[1]
     assert not math.isnan(only.hosts[0].cells[("baseline", 1)].median_tps)
+
+
+def test_summary_json_says_what_the_report_says(tmp_path):
+    records = _records({"baseline": {1: [100, 102], 4: [300, 310], 16: [700, 690]},
+                        "eagle3": {1: [130, 128], 4: [320, 330], 16: [340, 360]},
+                        "adaptive": {1: [129, 127], 4: [250, 240], 16: [680, 675]}}, simulated=True)
+    for rec in records:
+        store.append_result(tmp_path, rec, rewrite_csv=False)
+    store.write_manifest(tmp_path, {"run_id": "r1", "sglang_version": "0.5.10.post1", "arms": {},
+                                    "bench": {"input_len": 32, "output_len": 32, "repeats": 2, "arms": ["baseline"]}})
+    summary = render_report(tmp_path, plots=False)
+    first = (tmp_path / "summary.json").read_bytes()
+    doc = json.loads(first)
+    assert doc["schema"] == "specops.summary/1" and doc["run_id"] == "r1" and doc["simulated"] is True
+    assert doc["settings"] == {"input_len": 32, "output_len": 32, "repeats": 2, "arms": ["baseline"]}
+    (host,) = doc["hosts"]
+    assert host["crossover"]["kind"] == "interpolated" and (host["crossover"]["below"], host["crossover"]["above"]) == (4, 16)
+    assert host["crossover"]["value"] == pytest.approx(summary.hosts[0].crossover.value)
+    assert host["recommended_threshold"] == summary.hosts[0].threshold == 4
+    assert host["adaptive"] == {"checked": True, "ok": False,
+                                "shortfalls": [{"concurrency": 4, "ratio": pytest.approx(245 / 325)}]}
+    eagle16 = next(p for p in host["points"] if p["arm"] == "eagle3" and p["concurrency"] == 16)
+    assert eagle16["output_throughput"] == {"median": 350.0, "min": 340.0, "max": 360.0}
+    assert eagle16["ratio_to_baseline"]["median"] == pytest.approx(350 / 695)
+    assert doc["headline"] == summary.headline
+    render_report(tmp_path, plots=False)
+    assert (tmp_path / "summary.json").read_bytes() == first  # a function of the files alone

@@ -1,0 +1,31 @@
+"""Every file a bench run's report consists of, written from the run directory alone:
+report.md, summary.json, plots/*.png and report.html (which embeds the plots).
+
+`specops report DIR` calls this again and gets the same bytes: nothing of the render
+time goes into any of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specops.bench import store
+from specops.bench.plots import write_plots
+from specops.bench.report import REPORT_MD, ReportSummary, summarize
+from specops.bench.summary_doc import SUMMARY_JSON, render_summary_json
+from specops.render.html_report import REPORT_HTML, render_html
+
+
+def render_report(run_dir: Path, *, plots: bool = True) -> ReportSummary:
+    """Re-render the report files from results.jsonl + manifest.json; return the summary."""
+    run_dir = Path(run_dir)
+    records = store.load_results(run_dir)
+    manifest = store.load_manifest(run_dir)
+    summary = summarize(records, manifest)
+    summary.report_path = run_dir / REPORT_MD
+    store.atomic_write(summary.report_path, summary.markdown)
+    store.atomic_write(run_dir / SUMMARY_JSON, render_summary_json(summary, manifest))
+    if plots:
+        summary.plot_paths = write_plots(summary, run_dir / "plots")
+    store.atomic_write(run_dir / REPORT_HTML, render_html(summary, manifest, summary.plot_paths))
+    return summary
