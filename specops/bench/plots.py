@@ -32,7 +32,7 @@ def _color(host: HostSummary, arm: str) -> str:
     return _OTHER_COLORS[others.index(arm) % len(_OTHER_COLORS)] if arm in others else "tab:gray"
 
 
-def _figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, Axes]:
+def figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, Axes]:
     fig = Figure(figsize=(7, 4.2), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
@@ -44,7 +44,7 @@ def _figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, Axes]:
     return fig, ax
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     atomic_write(path, buf.getvalue())
@@ -62,7 +62,7 @@ def _xticks(ax: object, levels: list[int]) -> None:
 
 
 def _throughput(summary: ReportSummary, path: Path) -> Path:
-    fig, ax = _figure("Output throughput", "output tok/s (median over repeats)", summary.simulated)
+    fig, ax = figure("Output throughput", "output tok/s (median over repeats)", summary.simulated)
     many = len(summary.hosts) > 1
     levels: set[int] = set()
     for host in summary.hosts:
@@ -78,11 +78,11 @@ def _throughput(summary: ReportSummary, path: Path) -> Path:
     _xticks(ax, sorted(levels))
     if levels:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _ratio(summary: ReportSummary, path: Path) -> Path:
-    fig, ax = _figure("Speculative / baseline output tok/s", "ratio to baseline", summary.simulated)
+    fig, ax = figure("Speculative / baseline output tok/s", "ratio to baseline", summary.simulated)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     many = len(summary.hosts) > 1
     levels: set[int] = set()
@@ -101,12 +101,12 @@ def _ratio(summary: ReportSummary, path: Path) -> Path:
     _xticks(ax, sorted(levels))
     if levels:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Path], Path]:
     def draw(summary: ReportSummary, path: Path) -> Path:
-        fig, ax = _figure(title, ylabel, summary.simulated)
+        fig, ax = figure(title, ylabel, summary.simulated)
         many = len(summary.hosts) > 1
         levels: set[int] = set()
         for host in summary.hosts:
@@ -121,7 +121,7 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Pat
         _xticks(ax, sorted(levels))
         if levels:
             ax.legend()
-        return _save(fig, path)
+        return save_figure(fig, path)
     return draw
 
 
@@ -132,4 +132,4 @@ def write_plots(summary: ReportSummary, plots_dir: Path) -> list[Path]:
     drawers = (_throughput, _ratio,
                _latency("median_ttft_ms", "Time to first token", "TTFT ms (median of means)"),
                _latency("median_tpot_ms", "Time per output token", "TPOT ms (median of means)"))
-    return [draw(summary, plots_dir / name) for draw, name in zip(drawers, PLOT_FILES)]
+    return [draw(summary, plots_dir / name) for draw, name in zip(drawers, PLOT_FILES, strict=True)]

@@ -6,6 +6,7 @@ import click
 
 from specops import __version__
 from specops.cli.bench import bench, demo, report
+from specops.cli.compare import compare
 from specops.cli.deploy import deploy
 from specops.cli.exits import SpecopsGroup
 from specops.cli.hosts import hosts
@@ -19,5 +20,5 @@ def main() -> None:
     """Speculative-decoding experiments on GPU hosts, step by verified step."""
 
 
-for _command in (deploy, hosts, bench, report, demo, logs, status, stop, patch):
+for _command in (deploy, hosts, bench, report, compare, demo, logs, status, stop, patch):
     main.add_command(_command)
