@@ -20,7 +20,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "duration_s", "output_throughput", "request_throughput",
     "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "p99_itl_ms", "mean_e2e_ms", "p99_e2e_ms",
-    "accept_length", "simulated",
+    "accept_length", "simulated", "status", "input_len", "output_len", "run_id",
 )
 
 STATUS_OK = "ok"
@@ -80,6 +80,7 @@ class ResultRecord:
     started_at: str | None = None     # ISO-8601 UTC, when the measured run began
     sglang_version: str | None = None
     sglang_commit: str | None = None
+    run_id: str | None = None         # the run directory's name (filled in by the store when absent)
     raw: Any = None                   # the runner's own output (bench_serving's JSON line)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -119,20 +119,23 @@ def effective_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
     return list(chosen.values())
 
 
-def render_csv(records: Iterable[dict[str, Any]]) -> str:
-    """The results.csv text for these records (one row per point)."""
+def render_csv(records: Iterable[dict[str, Any]], run_id: str | None = None) -> str:
+    """The results.csv text for these records (one row per point); rows from several runs
+    concatenate cleanly because each carries its run id."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for rec in effective_records(records):
-        writer.writerow(ResultRecord.from_dict(rec).csv_row())
+        row = ResultRecord.from_dict(rec)
+        row.run_id = row.run_id or run_id
+        writer.writerow(row.csv_row())
     return buf.getvalue()
 
 
 def write_csv(run_dir: Path) -> Path:
     """Rewrite results.csv from results.jsonl, atomically."""
     path = Path(run_dir) / RESULTS_CSV
-    atomic_write(path, render_csv(load_results(run_dir)))
+    atomic_write(path, render_csv(load_results(run_dir), Path(run_dir).name))
     return path
 
 

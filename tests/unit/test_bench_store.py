@@ -46,12 +46,15 @@ def test_plan_rejects_bad_matrices(arms, levels, repeats, where):
 
 def test_append_writes_jsonl_and_csv_at_once(tmp_path):
     store.append_result(tmp_path, _rec("baseline", 1, 0, accept_length=None))
-    store.append_result(tmp_path, _rec("eagle3", 1, 0, accept_length=3.5, raw='{"x": NaN}'))
+    store.append_result(tmp_path, _rec("eagle3", 1, 0, accept_length=3.5, raw='{"x": NaN}', input_len=256))
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[1])["raw"] == '{"x": NaN}'
     rows = list(csv.reader((tmp_path / "results.csv").open()))
     assert tuple(rows[0]) == CSV_COLUMNS and len(rows) == 3
-    assert dict(zip(rows[0], rows[2]))["accept_length"] == "3.5"
+    second = dict(zip(rows[0], rows[2], strict=True))
+    assert second["accept_length"] == "3.5"
+    # which run, whether the point counts, and how long the prompts were: on every row
+    assert (second["run_id"], second["status"], second["input_len"]) == (tmp_path.name, "ok", "256")
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
