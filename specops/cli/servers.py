@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 import threading
 import time
+from collections.abc import Iterable
 
 import click
 from rich.markup import escape
@@ -14,9 +16,10 @@ from rich.table import Table
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
 from specops.config.inventory import load_inventory
+from specops.config.yamlfile import suggest
 from specops.errors import ConfigError
 from specops.render.logs import show, sources_for
-from specops.servers import server_status, stop_arms
+from specops.servers import read_states, server_status, stop_arms
 from specops.transport.connect import open_transport
 
 
@@ -26,6 +29,16 @@ def _hosts(inventory_path: str | None, host_spec: str):
 
 def _arms(value: str | None) -> list[str] | None:
     return [a.strip() for a in value.split(",") if a.strip()] if value else None
+
+
+def check_arm_names(asked: list[str] | None, known: Iterable[str], host: str) -> None:
+    """An arm the host never ran is a typo until proven otherwise: say so, with the arms
+    that exist, before anything is read or stopped."""
+    known = sorted(known)
+    for arm in asked or []:
+        if arm not in known:
+            raise ConfigError(f"no arm '{arm}' on {host}{suggest(arm, known)}; arms there: "
+                              f"{', '.join(known) or 'none (nothing launched yet)'}")
 
 
 @click.command()
@@ -42,13 +55,22 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
     try:
         sources = []
         for host, transport in zip(hosts, transports, strict=True):
+            present = sources_for(transport, host.workdir, None, host_prefix=len(hosts) > 1)
+            check_arm_names(_arms(server), [posixpath.basename(s.path)[:-4] for s in present], host.name)
             sources += sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1)
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
         stop = threading.Event()
-        worker = threading.Thread(target=show, kwargs=dict(sources=sources, lines=lines, follow=follow,
-                                                            errors_only=errors, console=console, stop_event=stop),
-                                  daemon=True)
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                show(sources=sources, lines=lines, follow=follow, errors_only=errors, console=console,
+                     stop_event=stop)
+            except Exception as exc:  # noqa: BLE001 - re-raised in the main thread, as one line
+                failure.append(exc)
+
+        worker = threading.Thread(target=work, daemon=True)
         worker.start()
         try:
             while worker.is_alive():
@@ -56,6 +78,8 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
         except KeyboardInterrupt:
             stop.set()
             worker.join(3)
+        if failure:
+            raise failure[0]
     finally:
         for t in transports:
             t.close()
@@ -122,6 +146,7 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None) -> None
         transport = open_transport(host)
         try:
             t0 = time.monotonic()
+            check_arm_names(_arms(server), read_states(transport, host.workdir), host.name)
             results = stop_arms(transport, host.workdir, _arms(server))
         finally:
             transport.close()
