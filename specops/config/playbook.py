@@ -63,7 +63,9 @@ class Playbook:
             if step.name == ref:
                 return step.index
         names = [s.name for s in self.steps]
-        raise ConfigError(f"--from-step: no step named '{ref}'{suggest(ref, names)}", where=str(self.path))
+        listing = "; ".join(f"{s.index + 1} {s.name}" for s in self.steps)
+        raise ConfigError(f"--from-step: no step named '{ref}'{suggest(ref, names)}; the steps are: {listing}",
+                          where=str(self.path))
 
 
 def _check_verify(node: Any, where: str) -> dict[str, Any]:

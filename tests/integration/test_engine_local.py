@@ -91,7 +91,7 @@ def test_from_step_and_unknown_from_step(tmp_path: Path, inv: Path) -> None:
     pb = playbook(tmp_path, [{"name": "one", "shell": "false"}, {"name": "two", "shell": ["touch", "{{ workdir }}"]}])
     assert run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv), "--from-step", "two").exit_code == 0
     res = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv), "--from-step", "tow")
-    assert res.exit_code == 2 and "no step named 'tow' (did you mean 'two'?)" in res.output
+    assert res.exit_code == 2 and "no step named 'tow' (did you mean 'two'?); the steps are: 1 one; 2 two" in res.output
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path, inv: Path) -> None:
