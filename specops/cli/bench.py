@@ -9,6 +9,8 @@ import click
 
 from specops.bench.artifacts import render_report
 from specops.bench.report import terminal_table
+from specops.bench.store import write_csv
+from specops.bench.summary_doc import SUMMARY_JSON
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import default_inventory_path, load_inventory
@@ -130,15 +132,22 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-def report(run_dir: str) -> None:
-    """Re-render report.md, results.csv and plots/ from a run directory's files alone."""
-    from specops.bench.store import write_csv
-
-    path = Path(run_dir)
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--json", "as_json", is_flag=True, help="print summary.json (the report for machines)")
+def report(run_dirs: tuple[str, ...], as_json: bool) -> None:
+    """Re-render report.md, report.html, summary.json, results.csv and plots/ from a run
+    directory's files alone."""
+    if len(run_dirs) > 1:
+        raise ConfigError(f"report takes one run directory; to put runs side by side: "
+                          f"specops compare {' '.join(run_dirs)}")
+    path = Path(run_dirs[0])
     if not (path / "results.jsonl").exists():
         raise ConfigError(f"{path} has no results.jsonl (not a bench run directory)")
     write_csv(path)
+    if as_json:
+        summary = render_report(path)
+        click.echo((path / SUMMARY_JSON).read_text(), nl=False)
+        exit_with(not summary.failed)
     raise SystemExit(_print_report(path))
 
 

@@ -18,13 +18,20 @@ OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 class SpecopsClickError(click.ClickException):
     """A SpecopsError as click reports it: `error: <where>: <message>` on stderr."""
 
-    def __init__(self, exc: SpecopsError):
-        super().__init__(str(exc))
-        self.exit_code = BAD_INPUT if isinstance(exc, ConfigError) else FAILED
-
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"error: {self.format_message()}", err=True, file=file)
 
+
+class BadInput(SpecopsClickError):
+    exit_code = BAD_INPUT
+
+
+class Failed(SpecopsClickError):
+    exit_code = FAILED
+
+
+def click_error(exc: SpecopsError) -> SpecopsClickError:
+    return BadInput(str(exc)) if isinstance(exc, ConfigError) else Failed(str(exc))
 
 class SpecopsGroup(click.Group):
     """Turns SpecopsError into one clear line and its exit code; Ctrl-C into exit 130."""
@@ -33,7 +40,7 @@ class SpecopsGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SpecopsError as exc:
-            raise SpecopsClickError(exc) from exc
+            raise click_error(exc) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(INTERRUPTED)

@@ -139,9 +139,11 @@ def _short_args(command: str) -> str:
 @host_option
 @inventory_option
 @click.option("--server", "-s", "server", help="arm name(s), comma separated (default: all)")
-def stop(host_spec: str, inventory_path: str | None, server: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="print what was stopped as JSON")
+def stop(host_spec: str, inventory_path: str | None, server: str | None, as_json: bool) -> None:
     """Stop servers: TERM the process group, KILL after a grace period, wait for the port."""
     failed = False
+    stopped: dict[str, list[dict]] = {}
     for host in _hosts(inventory_path, host_spec):
         transport = open_transport(host)
         try:
@@ -150,13 +152,18 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None) -> None
             results = stop_arms(transport, host.workdir, _arms(server))
         finally:
             transport.close()
+        stopped[host.name] = [vars(r) for r in results]
+        failed |= any(not r.port_free or r.gpu_released is False for r in results)
+        if as_json:
+            continue
         if not results:
             console.print(f"{host.name}: nothing to stop", markup=False)
         for r in results:
             note = "stopped" if r.was_running else "was not running"
             port = "port free" if r.port_free else f"PORT {r.port} STILL IN USE"
             gpu = "" if r.gpu_released is None else (", GPU memory released" if r.gpu_released else ", GPU MEMORY STILL HELD")
-            failed |= not r.port_free or r.gpu_released is False
             console.print(f"{host.name}: {r.arm} (pid {r.pid}) {note}{' with ' + r.signal if r.signal else ''}; "
                           f"{port}{gpu} [{time.monotonic() - t0:.1f}s]", markup=False)
+    if as_json:
+        click.echo(json.dumps({"ok": not failed, "hosts": stopped}, indent=1))
     exit_with(not failed)

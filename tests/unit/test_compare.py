@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specops.bench import store
 from specops.bench.schema import ResultRecord
-from tests.support.deploy import run_cli
+from tests.support.deploy import run_cli, write_yaml
 
 
 def _run(root: Path, name: str, tps: dict[str, dict[int, list[float]]], input_len: int = 32) -> Path:
@@ -60,3 +60,19 @@ def test_compare_needs_bench_runs(tmp_path):
     (tmp_path / "empty").mkdir()
     res = run_cli("compare", str(tmp_path / "empty"), str(tmp_path / "empty"))
     assert res.exit_code == 2 and "has no results.jsonl (not a bench run directory)" in res.output
+
+
+def test_report_json_and_report_of_two_runs_points_to_compare(tmp_path):
+    a, b = _run(tmp_path, "before", BEFORE), _run(tmp_path, "after", AFTER)
+    res = run_cli("report", str(a), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)  # stdout is the document and nothing else
+    assert doc["schema"] == "specops.summary/1" and doc["hosts"][0]["host"] == "gpu-a"
+    res = run_cli("report", str(a), str(b))
+    assert res.exit_code == 2 and f"specops compare {a} {b}" in res.output
+
+
+def test_stop_json_on_a_host_with_nothing_running(tmp_path):
+    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    res = run_cli("stop", "--host", "box", "-i", str(inv), "--json")
+    assert res.exit_code == 0 and json.loads(res.output) == {"ok": True, "hosts": {"box": []}}
