@@ -63,9 +63,9 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
 
     with _progress(len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats) as on_point:
         report = run_playbook(inv, playbook or default_playbook("bench"), host_spec,
-                              extra_vars={**extra_vars, "bench": asdict(checked), "_bench_progress": on_point},
+                              extra_vars={**extra_vars, "bench": asdict(checked)},
                               runs_dir=runs_dir, run_dir=run_dir, console=console,
-                              keep_servers=checked.keep_servers, label="bench")
+                              keep_servers=checked.keep_servers, label="bench", on_point=on_point)
     code = _print_report(report.run_dir) if (report.run_dir / "results.jsonl").exists() else 1
     return 0 if report.ok and code == 0 else 1
 

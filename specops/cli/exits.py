@@ -11,6 +11,7 @@ from typing import IO, Any
 import click
 
 from specops.errors import ConfigError, SpecopsError
+from specops.run.state import Interrupted
 
 OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 
@@ -41,8 +42,9 @@ class SpecopsGroup(click.Group):
             return super().invoke(ctx)
         except SpecopsError as exc:
             raise click_error(exc) from exc
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+        except KeyboardInterrupt as exc:
+            if not isinstance(exc, Interrupted):  # a run that was interrupted has said so
+                click.echo("interrupted", err=True)
             ctx.exit(INTERRUPTED)
 
 

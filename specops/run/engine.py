@@ -6,11 +6,12 @@ on failure: rollback, stop that host. Everything that happens goes to the journa
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +22,7 @@ from specops.config.templating import evaluate, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
 from specops.run.journal import Journal, new_run_id, read_events, write_json_atomic
+from specops.run.state import Cleanup, PointCallback, Run
 from specops.steps import KINDS
 from specops.steps.base import Outcome, StepContext, check_user_verify, has_state_checks
 from specops.transport.base import Transport
@@ -90,8 +92,6 @@ def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: di
 
 def find_resumable_run(runs_dir: Path, playbook: Playbook) -> Path | None:
     """The newest failed run of this playbook (by its path) in `runs_dir`."""
-    import json
-
     best: tuple[float, Path] | None = None
     if not runs_dir.is_dir():
         return None
@@ -127,7 +127,8 @@ class Engine:
                  check: bool = False, resume: bool = False, from_step: str | None = None,
                  forks: int | None = None, listener: Callable[[dict], None] | None = None,
                  transport_factory: Callable[[Host], Transport] = open_transport,
-                 run_label: str | None = None, run_dir: Path | None = None):
+                 run_label: str | None = None, run_dir: Path | None = None,
+                 on_point: PointCallback | None = None):
         self.inventory = inventory
         self.playbook = playbook
         self.hosts = hosts
@@ -149,6 +150,8 @@ class Engine:
         self.run_dir = Path(run_dir) if run_dir else (
             self.resumed_from or self.runs_dir / new_run_id(run_label or playbook.name))
         self.run_id = self.run_dir.name
+        #: this run's live state (journal, launched arms, progress); steps reach it as ctx.run_state
+        self.state = Run(self.run_dir, on_point=on_point)
         self._abort = threading.Event()
         self.reports = {h.name: HostReport(h.name, [StepStatus() for _ in playbook.steps]) for h in hosts}
         self.transports: dict[str, Transport] = {}
@@ -174,7 +177,10 @@ class Engine:
                     variables[step.register] = _Registered()
 
     def run(self) -> RunReport:
+        """Run every host; on Ctrl-C (KeyboardInterrupt here) stop scheduling, mark the run
+        interrupted and re-raise, leaving the journal open for the cleanup (see `interrupt`)."""
         journal = Journal(self.run_dir, self.listener)
+        self.state.journal = journal
         meta = {
             "run_id": self.run_id, "playbook": self.playbook.name,
             "playbook_path": str(self.playbook.path.resolve()), "inventory": str(self.inventory.path),
@@ -184,31 +190,68 @@ class Engine:
         write_json_atomic(self.run_dir / "run.json", meta)
         journal.event("resume" if self.resumed_from else "run_start", run_id=self.run_id,
                       playbook=self.playbook.name, hosts=meta["hosts"], check=self.check)
-        pool = ThreadPoolExecutor(max_workers=self.forks, thread_name_prefix="host")
+        interrupted = False
         try:
-            futures = [pool.submit(self._run_host, host, journal) for host in self.hosts]
-            for fut in futures:
-                fut.result()
-            pool.shutdown(wait=True)
+            self._run_hosts(journal)
         except BaseException:
-            # Ctrl-C: do not wait for hosts still inside a step; the caller cleans up and exits.
+            interrupted = True
             self._abort.set()
-            pool.shutdown(wait=False, cancel_futures=True)
             raise
         finally:
-            ok = all(r.ok for r in self.reports.values())
-            meta.update(status="ok" if ok else "failed", finished=time.time())
+            ok = not interrupted and all(r.ok for r in self.reports.values())
+            meta.update(status="interrupted" if interrupted else "ok" if ok else "failed", finished=time.time())
             write_json_atomic(self.run_dir / "run.json", meta)
-            journal.event("run_done", ok=ok, failed=[h for h, r in self.reports.items() if not r.ok])
-            journal.close()
+            journal.event("run_done", ok=ok, interrupted=interrupted,
+                          failed=[h for h, r in self.reports.items() if not r.ok])
+            if not interrupted:
+                journal.close()
         return RunReport(self.run_id, self.run_dir, self.playbook, list(self.reports.values()), self.check)
 
+    def _run_hosts(self, journal: Journal) -> None:
+        """Hosts on `forks` worker threads. The workers are daemon threads: after Ctrl-C the
+        main thread cleans up and exits without waiting for a host stuck inside a step."""
+        todo: queue.SimpleQueue[Host] = queue.SimpleQueue()
+        for host in self.hosts:
+            todo.put(host)
+        left = threading.Semaphore(0)
+
+        def worker() -> None:
+            while True:
+                try:
+                    host = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    if not self._abort.is_set():
+                        self._run_host(host, journal)
+                except BaseException:  # noqa: BLE001 - after Ctrl-C a host may fail any way
+                    if not self._abort.is_set():
+                        traceback.print_exc()
+                finally:
+                    left.release()
+
+        for i in range(min(self.forks, len(self.hosts))):
+            threading.Thread(target=worker, name=f"host-{i}", daemon=True).start()
+        for _ in self.hosts:
+            left.acquire()
+
+    def interrupt(self, keep_servers: bool = False) -> list[Cleanup]:
+        """After Ctrl-C: stop what this run launched (unless `keep_servers`); hosts not yet
+        started stay so. Call `close` after."""
+        self._abort.set()
+        transports = dict(self.transports)
+        return self.state.stop_launched(transports, {h.name: h.workdir for h in self.hosts if h.name in transports},
+                                        keep=keep_servers)
+
     def close(self) -> None:
-        for transport in self.transports.values():
+        """Close every connection (ending commands still running on them) and the journal."""
+        for transport in list(self.transports.values()):
             try:
                 transport.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+        if self.state.journal is not None:
+            self.state.journal.close()
 
     def _run_host(self, host: Host, journal: Journal) -> None:
         report = self.reports[host.name]
@@ -276,7 +319,7 @@ class Engine:
         verify_spec = render_tree(step.verify, variables, where=where)
         ctx = StepContext(host=host, transport=transport, step=step, args=args, vars=variables,
                           journal=journal, run_dir=self.run_dir, playbook_dir=self.playbook.path.parent.resolve(),
-                          check=self.check)
+                          check=self.check, run_state=self.state)
         if self.check:
             try:
                 commands = kind.describe(ctx)

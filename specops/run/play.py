@@ -12,27 +12,32 @@ from specops.config.inventory import Inventory
 from specops.config.playbook import load_playbook
 from specops.render.progress import failure_lines, live_progress, print_check, summary_table
 from specops.run.engine import Engine, RunReport
+from specops.run.state import Interrupted, PointCallback
 
 
 def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, extra_vars: dict[str, Any],
                  check: bool = False, resume: bool = False, from_step: str | None = None,
                  runs_dir: Path | None = None, forks: int | None = None, console: Console | None = None,
                  as_json: bool = False, quiet: bool = False, run_dir: Path | None = None,
-                 keep_servers: bool = False, label: str | None = None) -> RunReport:
+                 keep_servers: bool = False, label: str | None = None,
+                 on_point: PointCallback | None = None) -> RunReport:
     """Validate everything first (nothing runs on bad input), then run and render.
-    Ctrl-C stops the servers this run launched (unless keep_servers) and exits 130."""
+    Ctrl-C stops the servers this run launched (unless keep_servers), closes the
+    connections and raises `Interrupted` (the CLI exits 130); the process lives on."""
     console = console or Console()
     playbook = load_playbook(playbook_path)
     hosts = inventory.select(host_spec)
     engine = Engine(inventory, playbook, hosts, extra_vars=extra_vars, runs_dir=runs_dir, check=check,
-                    resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label)
+                    resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label,
+                    on_point=on_point)
     engine.prevalidate()
     try:
         with live_progress(engine, console, enabled=not as_json and not quiet):
             report = engine.run()
     except KeyboardInterrupt:
         _interrupted(engine, console, keep_servers)
-        raise AssertionError("unreachable")
+        engine.close()
+        raise Interrupted() from None
     finally:
         engine.close()
     if as_json:
@@ -61,30 +66,9 @@ def report_dict(report: RunReport) -> dict[str, Any]:
 
 
 def _interrupted(engine: Engine, console: Console, keep_servers: bool) -> None:
-    """Ctrl-C: stop what this run launched, say so, and exit 130 without a traceback."""
-    import os
-
-    from specops.servers import stop_arms
-    from specops.steps.bench import ACTIVE
-    from specops.steps.server import LAUNCHED
-
+    """Ctrl-C: stop what this run launched and say so."""
     console.print("interrupted", markup=False)
-    for host in engine.hosts:
-        arms = set(LAUNCHED.get(host.name, set()))
-        sweep = ACTIVE.get(host.name)
-        if sweep is not None:
-            arms |= sweep.launched
-        transport = engine.transports.get(host.name)
-        if not arms or transport is None:
-            continue
-        if keep_servers:
-            console.print(f"{host.name}: leaving {', '.join(sorted(arms))} running (--keep-servers)", markup=False)
-            continue
-        try:
-            stop_arms(transport, transport.expand(host.workdir), sorted(arms))
-            console.print(f"{host.name}: stopped {', '.join(sorted(arms))}", markup=False)
-        except Exception as exc:  # noqa: BLE001 - report and go on to the next host
-            console.print(f"{host.name}: could not stop {', '.join(sorted(arms))}: {exc}", markup=False)
-    console.print(f"run directory: {engine.run_dir}", markup=False)
+    for cleanup in engine.interrupt(keep_servers):
+        console.print(cleanup.line(), markup=False, highlight=False)
+    console.print(f"run directory: {engine.run_dir}", markup=False, highlight=False)
     console.file.flush()
-    os._exit(130)

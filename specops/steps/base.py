@@ -18,6 +18,7 @@ from specops.config.playbook import Step
 from specops.config.templating import render_tree
 from specops.errors import ConfigError
 from specops.run.journal import Journal
+from specops.run.state import Run
 from specops.transport.base import Command, CommandResult, Transport
 
 #: Timeout for small host-side reads and checks (file exists, HTTP probe, rev-parse).
@@ -46,6 +47,8 @@ class StepContext:
     journal: Journal
     run_dir: Path
     playbook_dir: Path
+    #: the run this step belongs to: what it launched, its progress callback
+    run_state: Run
     check: bool = False
     emit: Callable[[str], None] = lambda _msg: None
     #: what is_done learned (e.g. the checked-out sha), registered when the step is skipped

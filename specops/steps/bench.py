@@ -18,9 +18,6 @@ from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
 
-#: Sweeps under way in this process, per host, so Ctrl-C can stop what they launched.
-ACTIVE: dict[str, HostSweep] = {}
-
 
 class Bench(StepKind):
     name = "bench"
@@ -61,12 +58,9 @@ class Bench(StepKind):
                           run_dir=ctx.run_dir, tree=tree,
                           log=lambda kind, data: ctx.journal.event(f"bench_{kind}", host=ctx.host.name,
                                                                    step=ctx.step.name, **data),
-                          progress=ctx.vars.get("_bench_progress"))
-        ACTIVE[ctx.host.name] = sweep
-        try:
+                          progress=ctx.run_state.on_point)
+        with ctx.run_state.sweep(ctx.host.name, sweep.launched):
             sweep.run(points)
-        finally:
-            ACTIVE.pop(ctx.host.name, None)
         mine = [r for r in load_results(ctx.run_dir) if r.get("host") == ctx.host.name]
         failed = [r for r in mine if r.get("status") != "ok"]
         return Outcome(changed=bool(points), data={"points": len(points), "failed_points": len(failed)},

@@ -10,9 +10,6 @@ from specops.servers import fairness_warnings, launch_arms, server_info, server_
 from specops.servers.plans import plan_arms
 from specops.steps.base import Outcome, StepContext, StepKind
 
-#: Arms launched by this process, per host, so Ctrl-C can stop what this run started.
-LAUNCHED: dict[str, set[str]] = {}
-
 
 def _arm_list(step: Step, value: Any) -> None:
     if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(a, str) for a in value))):
@@ -61,7 +58,7 @@ class Server(StepKind):
     def apply(self, ctx: StepContext) -> Outcome:
         plans = self._plans(ctx)
         outcomes = launch_arms(ctx.transport, plans, reuse=bool(ctx.args.get("reuse", True)))
-        LAUNCHED.setdefault(ctx.host.name, set()).update(o.state.arm for o in outcomes if o.action != "reused")
+        ctx.run_state.launched(ctx.host.name, {o.state.arm for o in outcomes if o.action != "reused"})
         for o in outcomes:
             ctx.journal.event("server", host=ctx.host.name, step=ctx.step.name, arm=o.state.arm, action=o.action,
                               pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
