@@ -265,8 +265,8 @@ class Engine:
                 made = transport.run(["mkdir", "-p", workdir], timeout=30)
                 if not made.ok:
                     raise SpecopsError(f"cannot create workdir {workdir}: {made.tail(2)}", where=f"host {host.name}")
-                if getattr(transport, "session_error", ""):  # slower, still correct: say why
-                    journal.event("warning", host=host.name, message=transport.session_error)
+                for note in transport.notes():  # e.g. slower, still correct: say why
+                    journal.event("warning", host=host.name, message=note)
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
         except SpecopsError as exc:
             report.error = str(exc)

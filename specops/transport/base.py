@@ -9,6 +9,7 @@ rename), so a reader never sees half a file.
 from __future__ import annotations
 
 import shlex
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, Union
 
@@ -72,9 +73,16 @@ def timeout_arg(timeout: float) -> str:
 
 
 class Transport(Protocol):
-    """A connection to one host. One per host per run; every step reuses it."""
+    """A connection to one host. One per host per run; every step reuses it.
+
+    Callers use only what is declared here: they never ask which transport they hold."""
 
     name: str
+
+    @property
+    def home(self) -> str:
+        """The login user's home directory on the host (`~`)."""
+        ...
 
     def run(
         self,
@@ -110,7 +118,22 @@ class Transport(Protocol):
         """Resolve `~` and a relative path (against the host's home) to an absolute path on the host."""
         ...
 
+    def forward(self, port: int) -> AbstractContextManager[str]:
+        """A context yielding a base URL on this machine (`http://127.0.0.1:N`) that reaches
+        127.0.0.1:`port` on the host, for as long as the context is open."""
+        ...
+
+    def notes(self) -> list[str]:
+        """What the run should know about how this transport works now (e.g. it fell back
+        to a slower way of running commands); [] when nothing is worth saying."""
+        ...
+
+    def identity(self) -> str:
+        """How the host's identity was checked (`known ssh-ed25519 SHA256:...`), for `hosts check`."""
+        ...
+
     def close(self) -> None:
+        """Release the connection; commands still running through it are ended."""
         ...
 
 

@@ -1,8 +1,9 @@
-"""Reach a port on the host from here: directly for `local`, through the SSH connection
-for remote hosts, whose servers listen on 127.0.0.1 only.
+"""Reach a port on the host from here (`Transport.forward`); for SSH hosts, whose servers
+listen on 127.0.0.1 only, through the host's SSH connection.
 
-The forward is a small threaded TCP listener on 127.0.0.1 whose every accepted connection
-becomes a `direct-tcpip` channel of the host's existing SSH connection (no new login).
+The SSH forward is a small threaded TCP listener on 127.0.0.1 whose every accepted
+connection becomes a `direct-tcpip` channel of the host's existing SSH connection (no new
+login).
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ import select
 import socket
 import socketserver
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Iterator
 
 import paramiko
 
-from specops.errors import TransportError
 from specops.transport.base import Transport
-from specops.transport.local import LocalTransport
 
 _CHUNK = 64 * 1024
 
@@ -66,17 +65,16 @@ class _Handler(socketserver.BaseRequestHandler):
         _pump(self.request, channel)
 
 
+def reach(transport: Transport, port: int) -> AbstractContextManager[str]:
+    """A base URL on this machine that reaches 127.0.0.1:`port` on the host (see
+    `Transport.forward`)."""
+    return transport.forward(port)
+
+
 @contextmanager
-def reach(transport: Transport, port: int) -> Iterator[str]:
-    """Yield a base URL on this machine that reaches 127.0.0.1:`port` on the host."""
-    if isinstance(transport, LocalTransport):
-        yield f"http://127.0.0.1:{port}"
-        return
-    connect = getattr(transport, "connect", None)
-    if connect is None:
-        raise TransportError(f"cannot forward port {port}: the transport has no SSH connection",
-                             where=f"host {transport.name}")
-    forwarder = _Forwarder(connect(), port)
+def ssh_forward(ssh: paramiko.Transport, port: int) -> Iterator[str]:
+    """Forward a local ephemeral port to 127.0.0.1:`port` through the connection `ssh`."""
+    forwarder = _Forwarder(ssh, port)
     thread = threading.Thread(target=forwarder.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
     try:

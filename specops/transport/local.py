@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from specops.errors import TransportError
 from specops.fsutil import atomic_write
@@ -58,7 +61,14 @@ class LocalTransport:
 
     def __init__(self, name: str = "local", home: str | None = None):
         self.name = name
-        self.home = home or os.path.expanduser("~")
+        self._home = home or os.path.expanduser("~")
+        #: process groups of commands running now, so `close` can end them
+        self._running: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def home(self) -> str:
+        return self._home
 
     def run(self, cmd: Command, *, timeout: float, cwd: str | None = None,
             env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
@@ -74,12 +84,17 @@ class LocalTransport:
         except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
             return CommandResult(line, 127, "", str(exc), time.monotonic() - started)
         timed_out = False
+        with self._lock:
+            self._running.add(proc.pid)
         try:
             out, err = proc.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc.pid, proc=proc)
             out, err = _drain(proc)
+        finally:
+            with self._lock:
+                self._running.discard(proc.pid)
         rc = TIMEOUT_RC if timed_out else proc.returncode
         return CommandResult(line, rc, out.decode(errors="replace"), err.decode(errors="replace"),
                              time.monotonic() - started, timed_out)
@@ -118,5 +133,20 @@ class LocalTransport:
             path = os.path.join(self.home, path)
         return os.path.normpath(path)
 
+    @contextmanager
+    def forward(self, port: int) -> Iterator[str]:
+        yield f"http://127.0.0.1:{port}"
+
+    def notes(self) -> list[str]:
+        return []
+
+    def identity(self) -> str:
+        return "n/a (local)"
+
     def close(self) -> None:
-        pass
+        """End commands still running (a run interrupted mid-step); servers a command
+        started detached (their own session) are not ours to end here."""
+        with self._lock:
+            groups = list(self._running)
+        for pgid in groups:
+            _kill_group(pgid, grace_s=2.0)

@@ -50,19 +50,15 @@ def gather_facts(transport: Transport, workdir: str, python: str = "python3") ->
     facts.git = _version(sections.get("git", []))
     facts.free_disk = _disk(sections.get("disk", []), wd)
     gpu_lines = sections.get("gpus", [])
-    if any(l.startswith("@@failed") for l in gpu_lines):
-        facts.error = "nvidia-smi failed: " + " ".join(l for l in gpu_lines if not l.startswith("@@"))
+    if any(ln.startswith("@@failed") for ln in gpu_lines):
+        facts.error = "nvidia-smi failed: " + " ".join(ln for ln in gpu_lines if not ln.startswith("@@"))
     else:
-        facts.gpus = [_gpu(l) for l in gpu_lines if l.strip()]
+        facts.gpus = [_gpu(ln) for ln in gpu_lines if ln.strip()]
     return facts
 
 
 def _host_key(transport: Transport) -> str:
-    status = getattr(transport, "host_key_status", None)
-    if status is None:
-        return "n/a (local)"
-    fp = getattr(transport, "host_key_fingerprint", "")
-    return f"{status} {fp}".strip() if status else "not checked"
+    return transport.identity()
 
 
 def _sections(stdout: str) -> dict[str, list[str]]:
@@ -78,7 +74,7 @@ def _sections(stdout: str) -> dict[str, list[str]]:
 
 def _version(lines: list[str]) -> str:
     """`Python 3.11.7` -> `3.11.7`; a missing tool -> "missing"."""
-    text = " ".join(l.strip() for l in lines if l.strip())
+    text = " ".join(ln.strip() for ln in lines if ln.strip())
     if not text or text.startswith("@@missing") or "@@missing" in text:
         return "missing"
     words = text.split()

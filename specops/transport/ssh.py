@@ -25,6 +25,7 @@ import stat
 import threading
 import time
 import uuid
+from contextlib import AbstractContextManager
 from typing import Callable, TypeVar
 
 import fabric
@@ -34,6 +35,7 @@ from paramiko.ssh_exception import NoValidConnectionsError
 from specops.errors import TransportError
 from specops.transport import hostkeys
 from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line, group_wrapped
+from specops.transport.forward import ssh_forward
 from specops.transport.session import SessionBroken, ShellSession
 
 T = TypeVar("T")
@@ -537,6 +539,7 @@ class SSHTransport:
         except (OSError, paramiko.SSHException):
             return None
 
+    @property
     def home(self) -> str:
         """The login user's home on the host (asked once per transport)."""
         if self._home is None:
@@ -545,10 +548,23 @@ class SSHTransport:
 
     def expand(self, path: str) -> str:
         if path == "~" or path.startswith("~/"):
-            path = self.home() + path[1:]
+            path = self.home + path[1:]
         elif not path.startswith("/"):
-            path = posixpath.join(self.home(), path)
+            path = posixpath.join(self.home, path)
         return posixpath.normpath(path)
+
+    # ------------------------------------------------------------------ the rest of the protocol
+
+    def forward(self, port: int) -> AbstractContextManager[str]:
+        return ssh_forward(self._transport(), port)
+
+    def notes(self) -> list[str]:
+        return [self.session_error] if self.session_error else []
+
+    def identity(self) -> str:
+        if not self.host_key_status:
+            return "not checked"
+        return f"{self.host_key_status} {self.host_key_fingerprint}".strip()
 
 
 def _why(exc: BaseException) -> str:
