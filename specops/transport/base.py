@@ -1,7 +1,7 @@
 """The one interface every step uses to touch a host, whether over SSH or locally.
 
-Commands are argument lists (joined with shlex) or bash scripts (run as `bash -c SCRIPT`);
-either way they run in their own process group on the host, so a timeout kills the whole
+Commands are argument lists (joined with shlex) or bash scripts (run by one
+`bash --norc --noprofile -c`); either way they run in their own process group on the host, so a timeout kills the whole
 group, children included. Files are written atomically (temp file beside the target, then
 rename), so a reader never sees half a file.
 """
@@ -41,14 +41,34 @@ class CommandResult:
 
 
 def command_line(cmd: Command) -> str:
-    """The exact shell line a Command becomes: argv is quoted word by word; a script is
-    passed whole to `bash -c` as one quoted argument, so nothing in it is re-interpreted
-    by an outer shell."""
+    """The exact shell line a Command is, as journals and `--check` show it: argv is quoted
+    word by word; a script is shown as `bash -c SCRIPT` (one quoted argument), which is
+    what running it means (see `host_line` for how it is run without a second bash)."""
     if isinstance(cmd, str):
         return shlex.join(["bash", "-c", cmd])
     if not cmd:
         raise ValueError("empty command")
     return shlex.join([str(a) for a in cmd])
+
+
+def host_line(cmd: Command) -> str:
+    """The line the host's `bash --norc --noprofile -c` runs for a Command: argv quoted word
+    by word, a script as it is. Every command already runs in a bash of its own, so a
+    script needs no second one, and a second bash started by a command sshd ran would read
+    ~/.bashrc again (Debian's bash does so for a top-level shell that sees SSH_CLIENT; a
+    pyenv or conda init there costs ~100 ms per command)."""
+    if isinstance(cmd, str):
+        return cmd
+    return command_line(cmd)
+
+
+def prefixed(line: str, exports: list[str], cwd: str | None) -> str:
+    """`line` after `export ...` and `cd`, all on its first line (a script's line numbers
+    in bash's messages stay its own); a failed `cd` ends the command with bash's message."""
+    head = ("export " + " ".join(shlex.quote(a) for a in exports) + "; ") if exports else ""
+    if cwd:
+        head += f"cd {shlex.quote(cwd)} || exit; "
+    return head + line
 
 
 def group_wrapped(line: str, timeout: float) -> str:

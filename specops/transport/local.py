@@ -17,7 +17,9 @@ from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_l
 
 
 def _argv(cmd: Command) -> list[str]:
-    return ["bash", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+    """A script runs in one bash that reads no rc file (this process's environment is the
+    user's already); argv runs as is."""
+    return ["bash", "--norc", "--noprofile", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
 
 
 def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen | None = None) -> None:

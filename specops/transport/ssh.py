@@ -34,7 +34,15 @@ from paramiko.ssh_exception import NoValidConnectionsError
 
 from specops.errors import TransportError
 from specops.transport import hostkeys
-from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line, group_wrapped
+from specops.transport.base import (
+    TIMEOUT_RC,
+    Command,
+    CommandResult,
+    command_line,
+    group_wrapped,
+    host_line,
+    prefixed,
+)
 from specops.transport.forward import ssh_forward
 from specops.transport.session import SessionBroken, ShellSession
 
@@ -255,24 +263,22 @@ class SSHTransport:
 
     # ------------------------------------------------------------------ commands
 
-    def _remote_line(self, line: str, cwd: str | None, env: dict[str, str] | None, marker: str) -> str:
-        """The line the host runs: exports, cd, then `line` (the caller adds the
-        group-killing timeout: the session helper itself, or `group_wrapped`)."""
+    def _remote_line(self, cmd: Command, cwd: str | None, env: dict[str, str] | None, marker: str) -> str:
+        """The line the host's bash runs: exports, cd, then the command itself, a script
+        inline (the caller adds the group-killing timeout: the session helper itself, or
+        `group_wrapped`)."""
         assigns = [f"{_MARKER}={marker}"]
         for key, value in (env or {}).items():
             if not _ENV_NAME.match(key):
                 raise ValueError(f"invalid environment variable name {key!r}")
             assigns.append(f"{key}={value}")
-        inner = "export " + " ".join(shlex.quote(a) for a in assigns) + "; "
-        if cwd:
-            inner += f"cd {shlex.quote(self.expand(cwd))} && "
-        return inner + line
+        return prefixed(host_line(cmd), assigns, self.expand(cwd) if cwd else None)
 
     def run(self, cmd: Command, *, timeout: float, cwd: str | None = None,
             env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
         line = command_line(cmd)
         marker = uuid.uuid4().hex
-        remote = self._remote_line(line, cwd, env, marker)
+        remote = self._remote_line(cmd, cwd, env, marker)
         if stdin is None and self.use_session and self._session_lock.acquire(blocking=False):
             try:
                 result = self._run_in_session(remote, line, timeout, marker)

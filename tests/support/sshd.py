@@ -109,7 +109,8 @@ MAX_LISTEN_SOCKS = 16
 _EXTRA_LISTENERS: dict[int, list[subprocess.Popen]] = {}
 
 
-def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path, authorized: Path) -> str:
+def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path, authorized: Path,
+                 extra: str = "") -> str:
     listen = "\n".join(f"ListenAddress {a}" for a in addresses)
     return f"""\
 Port {port}
@@ -127,7 +128,7 @@ MaxSessions 64
 MaxStartups 64:30:128
 Subsystem sftp internal-sftp
 LogLevel INFO
-"""
+{extra}"""
 
 
 def _listen(config: Path, log: Path, port: int, probe: str) -> subprocess.Popen:
@@ -142,9 +143,10 @@ def _listen(config: Path, log: Path, port: int, probe: str) -> subprocess.Popen:
     return proc
 
 
-def start_sshd(root: Path, hosts: int = HOSTS) -> tuple[SSHServer, subprocess.Popen]:
+def start_sshd(root: Path, hosts: int = HOSTS, extra_config: str = "") -> tuple[SSHServer, subprocess.Popen]:
     """Write keys and config under `root`, start sshd listening on 127.0.0.1 plus `hosts`
-    host addresses (127.0.0.2 ...), wait for its banner.
+    host addresses (127.0.0.2 ...), wait for its banner. `extra_config`: more sshd_config
+    lines (e.g. `SetEnv HOME=...` to give the login user a home the test controls).
 
     One sshd binds at most MAX_LISTEN_SOCKS addresses, so above that the same config
     (same port, keys and limits) is started again for each further block of addresses;
@@ -172,7 +174,8 @@ def start_sshd(root: Path, hosts: int = HOSTS) -> tuple[SSHServer, subprocess.Po
         for n, block in enumerate(blocks):
             sfx = "" if n == 0 else f".{n}"
             config = root / f"sshd_config{sfx}"
-            config.write_text(_config_text(port, block, host_key, root / f"sshd{sfx}.pid", authorized))
+            config.write_text(_config_text(port, block, host_key, root / f"sshd{sfx}.pid", authorized,
+                                           extra_config))
             procs.append(_listen(config, root / f"sshd{sfx}.log", port, block[-1]))
     except BaseException:
         for p in procs:
