@@ -52,6 +52,9 @@ class Run:
         self.run_dir = run_dir
         self.on_point: PointCallback = on_point or (lambda _rec: None)
         self.journal: Journal | None = None
+        #: set on Ctrl-C: from then on the interrupt's cleanup (and --keep-servers) decides
+        #: what keeps running, not a step failing because its command was ended
+        self.interrupted = threading.Event()
         self._lock = threading.Lock()
         self._launched: dict[str, set[str]] = {}
         #: per host, the live `launched` sets of sweeps under way (a sweep stops its own arms
@@ -87,6 +90,7 @@ class Run:
                       keep: bool = False) -> list[Cleanup]:
         """Stop (or, with `keep`, leave) what this run launched, host by host; a failure on one
         host is reported and the next host still cleaned up."""
+        self.interrupted.set()
         done = []
         for host, transport in transports.items():
             arms = self.arms(host)

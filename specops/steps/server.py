@@ -67,6 +67,8 @@ class Server(StepKind):
         try:
             ready = wait_ready_many(ctx.transport, [o.state for o in outcomes], timeout_s=timeout, poll_s=0.5)
         except Exception:
+            if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
+                raise
             # a crashed or hung arm must not keep running (and holding its GPU) after the step failed
             stop_arms(ctx.transport, ctx.vars["workdir"], [o.state.arm for o in outcomes if o.action != "reused"])
             raise

