@@ -386,14 +386,18 @@ def _render(cmd: list[str] | str, values: dict[str, str], file_list: list[str]) 
     return out
 
 
+def verify_commands(patchset: PatchSet, files: TreeFiles, python: str, tree: str) -> list[list[str] | str]:
+    """The set's verify commands as they will run (in `tree`), in order."""
+    touched = [f"{tree.rstrip('/')}/{rel}" for rel in patchset.files
+               if rel.endswith(".py") and files.exists(rel)]
+    return [_render(v.run, {"tree": tree, "python": python}, touched) for v in patchset.verify]
+
+
 def run_verify(patchset: PatchSet, files: TreeFiles, transport: Transport, python: str,
                tree: str) -> list[CommandResult]:
     """Run the set's verify commands on the host; raise PatchError at the first failure."""
-    touched = [f"{tree.rstrip('/')}/{rel}" for rel in patchset.files
-               if rel.endswith(".py") and files.exists(rel)]
     done: list[CommandResult] = []
-    for v in patchset.verify:
-        cmd = _render(v.run, {"tree": tree, "python": python}, touched)
+    for v, cmd in zip(patchset.verify, verify_commands(patchset, files, python, tree), strict=True):
         res = transport.run(cmd, timeout=v.timeout, cwd=tree)
         if not res.ok:
             why = "timed out" if res.timed_out else f"exit {res.rc}"

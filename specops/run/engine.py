@@ -24,7 +24,7 @@ from specops.errors import ConfigError, SpecopsError
 from specops.run.journal import Journal, new_run_id, read_events, write_json_atomic
 from specops.run.state import Cleanup, PointCallback, Run
 from specops.steps import KINDS
-from specops.steps.base import Outcome, StepContext, check_user_verify, has_state_checks
+from specops.steps.base import PROBE, Outcome, StepContext, check_user_verify, has_state_checks
 from specops.transport.base import Transport
 from specops.transport.connect import open_transport
 
@@ -322,9 +322,11 @@ class Engine:
                           check=self.check, run_state=self.state)
         if self.check:
             try:
-                commands = kind.describe(ctx)
+                planned = kind.describe(ctx)
             except SpecopsError as exc:  # e.g. the tree an earlier step would create is not there yet
-                commands = [f"(cannot preview until earlier steps have run: {exc.message})"]
+                planned = [f"# cannot preview until earlier steps have run: {exc.message}"]
+            # what describe read to decide (read-only by contract), then what apply would run
+            commands = [PROBE + c for c in ctx.ran] + planned
             status.status, status.commands = WOULD_RUN, commands
             journal.event("check", commands=commands, **ev)
             return

@@ -55,10 +55,13 @@ class Journal:
             self._listener(record)
         return record
 
-    def command(self, host: str, step: str | None, result: CommandResult) -> dict:
-        """Record one command: the exact line, rc and timing; outputs inline or in files."""
+    def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> dict:
+        """Record one command: the exact line, rc and timing; outputs inline or in files.
+        `probe`: a read-only command run to learn something (--check lists those apart)."""
         fields: dict[str, Any] = {"command": result.command, "rc": result.rc,
                                   "duration_s": round(result.duration_s, 4)}
+        if probe:
+            fields["probe"] = True
         if result.timed_out:
             fields["timed_out"] = True
         for stream in ("stdout", "stderr"):

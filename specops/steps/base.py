@@ -2,14 +2,19 @@
 
 A kind implements what is specific to it; the engine owns ordering, retries, `verify:`,
 journaling and failure handling, so every kind behaves the same way.
+
+`describe()` returns the commands `apply()` will run, each as the journal records it (one
+shape for both, see `shown`/`put_line`/`get_line`), in order; read-only commands it ran to
+know them are listed first with `PROBE` in front, and lines that are neither start with `#`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,10 +24,31 @@ from specops.config.templating import render_tree
 from specops.errors import ConfigError
 from specops.run.journal import Journal
 from specops.run.state import Run
-from specops.transport.base import Command, CommandResult, Transport
+from specops.transport.base import Command, CommandResult, Transport, command_line
 
 #: Timeout for small host-side reads and checks (file exists, HTTP probe, rev-parse).
 PROBE_TIMEOUT_S = 30.0
+#: What a describe() line that is a read-only probe starts with.
+PROBE = "probe: "
+
+
+def shown(cmd: Command, cwd: str | None = None) -> str:
+    """A command as the journal and --check show it: its exact line, after `cd DIR &&` when
+    it runs in DIR. (Environment values are not shown: they may be secrets.)"""
+    line = command_line(cmd)
+    return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
+
+
+def put_line(path: str, data: bytes, mode: int | None = None) -> str:
+    """A file write (temp file beside `path`, then rename), as the journal and --check show it."""
+    extra = f", mode {mode:o}" if mode is not None else ""
+    return f"put {path} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:12]}{extra})"
+
+
+def get_line(host: str, path: str, local: Path | str) -> str:
+    """A file read from the host into `local` (a path in the run directory, relative to it:
+    --check and the run it previews have different run directories), as both show it."""
+    return f"get {host}:{path} -> <run dir>/{local}"
 
 
 @dataclass
@@ -55,6 +81,8 @@ class StepContext:
     facts: dict[str, Any] = field(default_factory=dict)
     #: per-step memo for what is_done, apply and verify would otherwise each read again
     memo: dict[str, Any] = field(default_factory=dict)
+    #: every command this context ran, as journaled (in --check, the probes describe ran)
+    ran: list[str] = field(default_factory=list)
 
     def once(self, key: str, compute: Callable[[], Any]) -> Any:
         """`compute()` the first time `key` is asked for in this step, the stored value after."""
@@ -67,14 +95,24 @@ class StepContext:
         return self.step.timeout
 
     def run(self, cmd: Command, *, timeout: float | None = None, cwd: str | None = None,
-            env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
+            env: dict[str, str] | None = None, stdin: bytes | None = None, probe: bool = False) -> CommandResult:
+        """Run and journal `cmd` (as `shown` writes it; `probe` marks a read-only one)."""
         result = self.transport.run(cmd, timeout=timeout or self.step.timeout, cwd=cwd, env=env, stdin=stdin)
-        self.journal.command(self.host.name, self.step.name, result)
+        if cwd:
+            result = replace(result, command=shown(cmd, cwd))
+        self.journal.command(self.host.name, self.step.name, result, probe=probe)
+        self.ran.append(result.command)
         return result
 
-    def probe(self, cmd: Command) -> CommandResult:
-        """A read-only check with the short probe timeout."""
-        return self.run(cmd, timeout=min(PROBE_TIMEOUT_S, self.step.timeout))
+    def probe(self, cmd: Command, *, timeout: float | None = None) -> CommandResult:
+        """A read-only check, with the short probe timeout unless told."""
+        return self.run(cmd, timeout=timeout or min(PROBE_TIMEOUT_S, self.step.timeout), probe=True)
+
+    def put(self, data: bytes, path: str, mode: int | None = None) -> None:
+        """Write a file on the host atomically, and journal it as `put_line` shows it."""
+        self.transport.put(data, path, mode=mode)
+        self.journal.event("put", host=self.host.name, step=self.step.name, path=path, bytes=len(data),
+                           command=put_line(path, data, mode))
 
     def path(self, value: str) -> str:
         """A host path from a step argument, with `~` and relative paths resolved on the host."""

@@ -11,7 +11,7 @@ from specops.config.playbook import Step
 from specops.config.templating import render
 from specops.errors import ConfigError, StepError
 from specops.fsutil import atomic_write
-from specops.steps.base import Outcome, StepContext, StepKind
+from specops.steps.base import Outcome, StepContext, StepKind, get_line, put_line
 
 
 class Copy(StepKind):
@@ -43,9 +43,7 @@ class Copy(StepKind):
         return int(str(mode), 8) if mode is not None else None
 
     def describe(self, ctx: StepContext) -> list[str]:
-        data = self._data(ctx)
-        return [f"write {len(data)} bytes (sha256 {hashlib.sha256(data).hexdigest()[:12]}) to "
-                f"{ctx.path(ctx.args['dest'])} via temp file + rename"]
+        return [put_line(ctx.path(ctx.args["dest"]), self._data(ctx), self._mode(ctx))]
 
     def is_done(self, ctx: StepContext) -> bool | None:
         dest = ctx.path(ctx.args["dest"])
@@ -55,8 +53,7 @@ class Copy(StepKind):
 
     def apply(self, ctx: StepContext) -> Outcome:
         data, dest = self._data(ctx), ctx.path(ctx.args["dest"])
-        ctx.transport.put(data, dest, mode=self._mode(ctx))
-        ctx.journal.event("put", host=ctx.host.name, step=ctx.step.name, path=dest, bytes=len(data))
+        ctx.put(data, dest, mode=self._mode(ctx))
         return Outcome(data={"dest": dest, "sha256": hashlib.sha256(data).hexdigest()}, message=dest)
 
     def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
@@ -79,12 +76,14 @@ class Fetch(StepKind):
         return path
 
     def describe(self, ctx: StepContext) -> list[str]:
-        return [f"copy {ctx.host.name}:{ctx.path(ctx.args['src'])} to {self._local(ctx)}"]
+        return [get_line(ctx.host.name, ctx.path(ctx.args["src"]), self._local(ctx).relative_to(ctx.run_dir))]
 
     def apply(self, ctx: StepContext) -> Outcome:
         src = ctx.path(ctx.args["src"])
-        data = ctx.transport.get(src)
         local = self._local(ctx)
+        data = ctx.transport.get(src)
+        ctx.journal.event("get", host=ctx.host.name, step=ctx.step.name, path=src, bytes=len(data),
+                          command=get_line(ctx.host.name, src, local.relative_to(ctx.run_dir)))
         atomic_write(local, data)
         return Outcome(data={"path": str(local), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
                        message=str(local))

@@ -6,37 +6,105 @@ to another ref needs `force: true`.
 
 from __future__ import annotations
 
+import re
+
 from specops.errors import StepError
-from specops.steps.base import Outcome, StepContext, StepKind
+from specops.steps.base import Outcome, StepContext, StepKind, shown
 
 GIT_TIMEOUT_S = 900.0
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 class Git(StepKind):
+    """Probes (read-only) decide the commands; `describe` lists them as `apply` runs them.
+
+    State probes: is DEST a clone, of which repo, at which HEAD. Commands: clone (or fetch),
+    then `checkout --detach SHA`, where --check learns SHA from `git ls-remote` (apply
+    resolves it in the clone after the fetch; both name the same commit)."""
+
     name = "git"
     keys = ("repo", "ref", "dest", "depth", "force", "remote")
     required = ("repo", "ref", "dest")
 
-    def _git(self, ctx: StepContext, *args: str, timeout: float | None = None):
-        return ctx.run(["git", "-C", ctx.path(ctx.args["dest"]), *args], timeout=timeout or min(ctx.timeout, GIT_TIMEOUT_S))
+    def _git(self, ctx: StepContext, *args: str) -> list[str]:
+        return ["git", "-C", ctx.path(ctx.args["dest"]), *args]
+
+    def _timeout(self, ctx: StepContext) -> float:
+        return min(ctx.timeout, GIT_TIMEOUT_S)
+
+    def _state(self, ctx: StepContext) -> tuple[bool, str | None]:
+        """(fresh, HEAD): probes whether DEST is a clone of `repo`, refusing what apply must not touch."""
+        dest, repo = ctx.path(ctx.args["dest"]), str(ctx.args["repo"])
+        if ctx.probe(["test", "-e", f"{dest}/.git"]).rc != 0:
+            if ctx.probe(["bash", "-c", 'test -e "$1" && test -n "$(ls -A "$1")"', "_", dest]).rc == 0:
+                raise StepError(f"{dest} exists and is not a git checkout; refusing to clone over it")
+            return True, None
+        r = ctx.probe(self._git(ctx, "remote", "get-url", "origin"))
+        if r.rc == 0 and r.stdout.strip() != repo:
+            raise StepError(f"{dest} is a clone of {r.stdout.strip()}, not {repo}")
+        return False, self._head(ctx)
+
+    def _sync(self, ctx: StepContext, fresh: bool) -> list[str]:
+        """The command that brings the repo's commits here: a clone, or a fetch."""
+        if not fresh:
+            return self._git(ctx, "fetch", "--tags", "--force", "origin")
+        clone = ["git", "clone", "--no-checkout"]
+        if ctx.args.get("depth"):
+            clone += ["--depth", str(int(ctx.args["depth"])), "--no-single-branch"]
+        return clone + ["--", str(ctx.args["repo"]), ctx.path(ctx.args["dest"])]
+
+    def _checkout(self, ctx: StepContext, sha: str, head: str | None) -> list[str]:
+        force = ["--force"] if ctx.args.get("force") or head is None else []
+        return self._git(ctx, "checkout", "--quiet", "--detach", *force, sha)
 
     def _resolve(self, ctx: StepContext) -> str | None:
         """The commit the ref names in the local clone (tags and shas directly, branches via origin)."""
         ref = str(ctx.args["ref"])
         for candidate in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref):
-            r = self._git(ctx, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}", timeout=30)
+            r = ctx.probe(self._git(ctx, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"))
             if r.rc == 0 and r.stdout.strip():
                 return r.stdout.strip()
         return None
 
+    def _remote_sha(self, ctx: StepContext) -> str | None:
+        """The commit the ref names upstream, in the order `_resolve` prefers (branch, tag), or
+        the ref itself when it is a full sha; None when the remote cannot say."""
+        ref = str(ctx.args["ref"])
+        if _FULL_SHA.match(ref):
+            return ref
+        r = ctx.probe(["git", "ls-remote", "--", str(ctx.args["repo"]), f"refs/heads/{ref}", f"refs/tags/{ref}",
+                       f"refs/tags/{ref}^{{}}"], timeout=min(ctx.timeout, 60.0))
+        pairs = [line.split("\t", 1) for line in r.stdout.splitlines() if "\t" in line] if r.ok else []
+        found = {name.strip(): sha for sha, name in pairs}
+        for name in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}"):
+            if name in found:
+                return found[name].strip()
+        return None
+
     def _head(self, ctx: StepContext) -> str | None:
-        r = self._git(ctx, "rev-parse", "HEAD", timeout=30)
+        r = ctx.probe(self._git(ctx, "rev-parse", "HEAD"))
         return r.stdout.strip() if r.rc == 0 else None
 
+    def _refuse_dirty(self, ctx: StepContext, head: str | None, want: str) -> None:
+        """A checkout with local changes (a patched tree) is not moved without `force: true`."""
+        if head is None or head == want or ctx.args.get("force"):
+            return
+        dirty = ctx.probe(self._git(ctx, "status", "--porcelain", "--untracked-files=no"), timeout=60)
+        if dirty.stdout.strip():
+            dest, ref = ctx.path(ctx.args["dest"]), ctx.args["ref"]
+            raise StepError(f"{dest} has local changes (a patched tree?) and is at {head[:12]}, not {ref} "
+                            f"({want[:12]}); revert the patches or set force: true")
+
     def describe(self, ctx: StepContext) -> list[str]:
-        dest, repo, ref = ctx.path(ctx.args["dest"]), str(ctx.args["repo"]), str(ctx.args["ref"])
-        return [f"git clone --no-checkout {repo} {dest}  (if absent)",
-                f"git -C {dest} fetch --tags origin", f"git -C {dest} checkout --detach <commit of {ref}>"]
+        fresh, head = self._state(ctx)
+        want = self._remote_sha(ctx)
+        lines = [shown(self._sync(ctx, fresh))]
+        if want is None:
+            ref = ctx.args["ref"]
+            return lines + [f"# then `git -C {ctx.path(ctx.args['dest'])} checkout --detach` the commit '{ref}' "
+                            "names after the fetch (the remote does not list it: an abbreviated sha?)"]
+        self._refuse_dirty(ctx, head, want)
+        return lines + [shown(self._checkout(ctx, want, head))]
 
     def is_done(self, ctx: StepContext) -> bool | None:
         dest = ctx.path(ctx.args["dest"])
@@ -44,7 +112,7 @@ class Git(StepKind):
             return False
         ref = str(ctx.args["ref"])
         # A branch can move upstream: only tags and shas are judged without fetching.
-        if self._git(ctx, "rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{ref}", timeout=30).rc == 0:
+        if ctx.probe(self._git(ctx, "rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{ref}")).rc == 0:
             return False
         head, want = self._head(ctx), self._resolve(ctx)
         if head is not None and head == want:
@@ -54,36 +122,18 @@ class Git(StepKind):
 
     def apply(self, ctx: StepContext) -> Outcome:
         dest, repo, ref = ctx.path(ctx.args["dest"]), str(ctx.args["repo"]), str(ctx.args["ref"])
-        fresh = ctx.probe(["test", "-e", f"{dest}/.git"]).rc != 0
-        if fresh:
-            if ctx.probe(["bash", "-c", 'test -e "$1" && test -n "$(ls -A "$1")"', "_", dest]).rc == 0:
-                raise StepError(f"{dest} exists and is not a git checkout; refusing to clone over it")
-            clone = ["git", "clone", "--no-checkout"]
-            if ctx.args.get("depth"):
-                clone += ["--depth", str(int(ctx.args["depth"])), "--no-single-branch"]
-            r = ctx.run(clone + ["--", repo, dest], timeout=min(ctx.timeout, GIT_TIMEOUT_S))
-            if r.rc != 0:
-                raise StepError(f"git clone {repo} failed: {r.tail(3)}")
-        else:
-            r = self._git(ctx, "remote", "get-url", "origin", timeout=30)
-            if r.rc == 0 and r.stdout.strip() != repo:
-                raise StepError(f"{dest} is a clone of {r.stdout.strip()}, not {repo}")
-            r = self._git(ctx, "fetch", "--tags", "--force", "origin")
-            if r.rc != 0:
-                raise StepError(f"git fetch in {dest} failed: {r.tail(3)}")
+        fresh, head = self._state(ctx)
+        r = ctx.run(self._sync(ctx, fresh), timeout=self._timeout(ctx))
+        if r.rc != 0:
+            raise StepError(f"git {'clone ' + repo if fresh else 'fetch in ' + dest} failed: {r.tail(3)}")
         want = self._resolve(ctx)
         if want is None:  # a commit not on any fetched branch or tag
-            self._git(ctx, "fetch", "origin", ref)
+            ctx.run(self._git(ctx, "fetch", "origin", ref), timeout=self._timeout(ctx))
             want = self._resolve(ctx)
         if want is None:
             raise StepError(f"ref '{ref}' not found in {repo} (not a branch, tag or commit)")
-        head = None if fresh else self._head(ctx)
-        if head != want and head is not None and not ctx.args.get("force"):
-            dirty = self._git(ctx, "status", "--porcelain", "--untracked-files=no", timeout=60)
-            if dirty.stdout.strip():
-                raise StepError(f"{dest} has local changes (a patched tree?) and is at {head[:12]}, not {ref} "
-                                f"({want[:12]}); revert the patches or set force: true")
-        r = self._git(ctx, "checkout", "--quiet", "--detach", *(["--force"] if ctx.args.get("force") or head is None else []), want)
+        self._refuse_dirty(ctx, head, want)
+        r = ctx.run(self._checkout(ctx, want, head), timeout=self._timeout(ctx))
         if r.rc != 0:
             raise StepError(f"git checkout {ref} in {dest} failed: {r.tail(3)}")
         return Outcome(result=None, changed=head != want, data={"sha": want, "ref": ref},

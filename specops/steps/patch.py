@@ -6,10 +6,43 @@ set's verify runs on the host; on any failure every file of the set is restored 
 
 from __future__ import annotations
 
-from specops.patching import PatchError, apply, load_patchset, plan
+import shlex
+from dataclasses import replace
+
+from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
+from specops.patching.applier import verify_commands
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import TransportTreeFiles
-from specops.steps.base import Outcome, StepContext, StepKind
+from specops.steps.base import Outcome, StepContext, StepKind, put_line, shown
+
+
+class _JournaledFiles:
+    """The tree's files, journaling each write of a file the set patches (as `put_line`
+    shows it), so the journal lists the same writes --check does. The set's own state
+    under .specops/ (backups, manifest) is bookkeeping and not listed."""
+
+    def __init__(self, ctx: StepContext, files: TransportTreeFiles, patchset: PatchSet):
+        self._ctx, self._files, self._targets = ctx, files, set(patchset.files)
+        self.root = files.root
+
+    def read(self, relpath: str) -> bytes | None:
+        return self._files.read(relpath)
+
+    def write(self, relpath: str, data: bytes) -> None:
+        self._files.write(relpath, data)
+        if relpath in self._targets:
+            path = f"{self.root.rstrip('/')}/{relpath}"
+            self._ctx.journal.event("put", host=self._ctx.host.name, step=self._ctx.step.name, path=path,
+                                    bytes=len(data), command=put_line(path, data))
+
+    def remove(self, relpath: str) -> None:
+        self._files.remove(relpath)
+
+    def exists(self, relpath: str) -> bool:
+        return self._files.exists(relpath)
+
+    def prune(self, reldir: str) -> None:
+        self._files.prune(reldir)
 
 
 class Patch(StepKind):
@@ -40,15 +73,21 @@ class Patch(StepKind):
         return ctx.once("patch.not_needed", judge)
 
     def describe(self, ctx: StepContext) -> list[str]:
+        """The patched files' writes and the set's verify commands, exactly as apply runs them;
+        the edits' status and the diff as notes."""
         patchset, tree, files = self._setup(ctx)
         reason = self._not_needed(ctx, files)
         if reason:
-            return [reason]
+            return [f"# {reason}"]
         p = plan(patchset, files)
-        lines = [f"patch set {patchset.name} on {tree}:"]
-        lines += [f"  {r.edit}: {r.status}{' (' + r.reason + ')' if r.reason else ''}" for r in p.results]
-        lines += [p.diff or "(no changes)"]
-        return lines
+        lines = [f"# patch set {patchset.name} on {tree}:"]
+        lines += [f"#   {r.edit}: {r.status}{' (' + r.reason + ')' if r.reason else ''}" for r in p.results]
+        if p.blocked or not p.new_contents:
+            return lines + ["# nothing to write" if not p.blocked else "# blocked: apply will stop, changing nothing"]
+        lines += [put_line(f"{tree.rstrip('/')}/{rel}", new) for rel, new in p.new_contents.items()]
+        lines += [shown(cmd, tree) for cmd in verify_commands(patchset, files, ctx.host.python, tree)]
+        lines.append(f"# (backups and the manifest go under {tree}/.specops/patches/{patchset.name})")
+        return lines + ["# diff:\n" + p.diff]
 
     def is_done(self, ctx: StepContext) -> bool | None:
         patchset, tree, files = self._setup(ctx)
@@ -65,9 +104,11 @@ class Patch(StepKind):
         reason = self._not_needed(ctx, files)
         if reason:
             return Outcome(changed=False, message=reason)
-        report = apply(patchset, files, transport=ctx.transport, python=ctx.host.python, tree=tree)
-        for result in report.verify:
-            ctx.journal.command(ctx.host.name, ctx.step.name, result)
+        report = apply(patchset, _JournaledFiles(ctx, files, patchset), transport=ctx.transport,
+                       python=ctx.host.python, tree=tree)
+        for result in report.verify:  # they ran in the tree: journal them as describe shows them
+            ctx.journal.command(ctx.host.name, ctx.step.name,
+                                replace(result, command=f"cd {shlex.quote(tree)} && {result.command}"))
         return Outcome(changed=report.changed, message=report.summary().splitlines()[0],
                        data={"patchset": patchset.name, "changed_files": report.changed_files,
                              "edits": {r.edit: r.status for r in report.results}})

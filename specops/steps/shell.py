@@ -7,8 +7,7 @@ from typing import Any
 from specops.config.playbook import Step
 from specops.config.templating import render, render_tree
 from specops.errors import ConfigError
-from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd
-from specops.transport.base import command_line
+from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd, shown
 
 
 class Shell(StepKind):
@@ -38,11 +37,19 @@ class Shell(StepKind):
             rendered["cmd"] = [str(render(str(a), variables, where=where)) for a in cmd]
         return rendered
 
+    def _cwd(self, ctx: StepContext) -> str | None:
+        return ctx.path(ctx.args["chdir"]) if ctx.args.get("chdir") else None
+
+    def _env(self, ctx: StepContext) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (ctx.args.get("env") or {}).items()}
+
     def describe(self, ctx: StepContext) -> list[str]:
-        line = command_line(ctx.args["cmd"])
-        if ctx.args.get("chdir"):
-            line = f"cd {ctx.args['chdir']} && {line}"
-        return [line]
+        lines = [shown(ctx.args["cmd"], self._cwd(ctx))]
+        if self._env(ctx):
+            lines.append(f"# with {', '.join(sorted(self._env(ctx)))} set in its environment")
+        if ctx.args.get("creates"):
+            lines.append(f"# not run when {ctx.path(ctx.args['creates'])} exists")
+        return lines
 
     def is_done(self, ctx: StepContext) -> bool | None:
         creates = ctx.args.get("creates")
@@ -51,7 +58,5 @@ class Shell(StepKind):
         return None
 
     def apply(self, ctx: StepContext) -> Outcome:
-        env = {str(k): str(v) for k, v in (ctx.args.get("env") or {}).items()}
-        cwd = ctx.path(ctx.args["chdir"]) if ctx.args.get("chdir") else None
-        result = ctx.run(ctx.args["cmd"], cwd=cwd, env=env or None)
+        result = ctx.run(ctx.args["cmd"], cwd=self._cwd(ctx), env=self._env(ctx) or None)
         return Outcome(result=result, message=quote_cmd(ctx.args["cmd"])[:80])
