@@ -309,65 +309,29 @@ class Engine:
         kind = KINDS[step.kind]
         where = f"{step.where}: {step.label}"
         ev = {"host": host.name, "step": step.name, "step_index": step.index}
-        if step.when is not None:
-            cond = render(step.when, variables, where=where) if "{{" in step.when else evaluate(step.when, variables, where=where)
-            if not cond or (isinstance(cond, str) and cond.strip().lower() in ("false", "0", "no", "")):
-                status.status, status.detail = SKIPPED, f"when: {step.when} is false"
-                journal.event("skip", reason="when", **ev)
-                return
+        if _when_is_false(step, variables, where):
+            status.status, status.detail = SKIPPED, f"when: {step.when} is false"
+            journal.event("skip", reason="when", **ev)
+            return
         args = kind.render(step, variables)
         verify_spec = render_tree(step.verify, variables, where=where)
         ctx = StepContext(host=host, transport=transport, step=step, args=args, vars=variables,
                           journal=journal, run_dir=self.run_dir, playbook_dir=self.playbook.path.parent.resolve(),
                           check=self.check, run_state=self.state)
         if self.check:
-            try:
-                planned = kind.describe(ctx)
-            except SpecopsError as exc:  # e.g. the tree an earlier step would create is not there yet
-                planned = [f"# cannot preview until earlier steps have run: {exc.message}"]
-            # what describe read to decide (read-only by contract), then what apply would run
-            commands = [PROBE + c for c in ctx.ran] + planned
-            status.status, status.commands = WOULD_RUN, commands
-            journal.event("check", commands=commands, **ev)
+            status.status, status.commands = WOULD_RUN, _preview(ctx)
+            journal.event("check", commands=status.commands, **ev)
             return
         journal.event("step_start", kind=step.kind, **ev)
-        done = kind.is_done(ctx)
-        state_only = has_state_checks(verify_spec) and not any(
-            k in verify_spec for k in ("stdout_contains", "stdout_matches", "rc"))
-        if done is None and state_only:
-            done = check_user_verify(ctx, verify_spec, None, only_state=True)[0]
-        elif done and has_state_checks(verify_spec):
-            done = check_user_verify(ctx, verify_spec, None, only_state=True)[0]
         resumed = step.index in self.previous.get(host.name, set())
-        if done is None and resumed:
-            done = True
-        if done:
+        if _already_done(ctx, verify_spec, resumed):
             reason = "verified (resumed run)" if resumed else "already verified"
             status.status, status.detail = SKIPPED, reason
             if step.register:
                 variables[step.register] = dict(ctx.facts, skipped=True)
             journal.event("skip", reason=reason, **ev, **_jsonable(ctx.facts))
             return
-
-        outcome: Outcome | None = None
-        ok, seen = False, ""
-        for attempt in range(step.retries + 1):
-            t0 = time.monotonic()
-            try:
-                outcome = kind.apply(ctx)
-                journal.event("apply", attempt=attempt + 1, changed=outcome.changed,
-                              duration_s=round(time.monotonic() - t0, 4), **ev, **_jsonable(outcome.data))
-                ok, seen = kind.verify(ctx, outcome)
-                if ok and verify_spec:
-                    ok, seen = check_user_verify(ctx, verify_spec, outcome.result)
-            except SpecopsError as exc:
-                ok, seen = False, exc.message if exc.where is None else str(exc)
-            journal.event("verify", attempt=attempt + 1, ok=ok, seen=seen, **ev)
-            if ok:
-                break
-            if attempt < step.retries:
-                journal.event("retry", attempt=attempt + 1, delay_s=step.delay, **ev)
-                time.sleep(step.delay)
+        outcome, ok, seen = _apply_with_retries(ctx, verify_spec, ev)
         if ok:
             assert outcome is not None
             if step.register:
@@ -383,19 +347,82 @@ class Engine:
             status.status, status.detail = OK, f"failed, ignored: {seen}"
             journal.event("done", ignored_failure=seen, **ev)
             return
-        notes = []
-        note = kind.rollback(ctx, outcome)
-        if note:
-            notes.append(note)
-        if step.rollback is not None:
-            rb = ctx.run(step.rollback if isinstance(step.rollback, list) else render(step.rollback, variables, shell=True, where=where))
-            notes.append(f"rollback command exited {rb.rc}")
+        notes = _roll_back(ctx, outcome, where)
         if notes:
             journal.event("rollback", notes=notes, **ev)
         tries = f" after {step.retries + 1} attempts" if step.retries else ""
         status.status = FAILED
         status.detail = f"verification failed{tries}: {seen}" + (f" (rolled back: {'; '.join(notes)})" if notes else "")
         journal.event("fail", error=status.detail, **ev)
+
+
+def _when_is_false(step: Step, variables: dict[str, Any], where: str) -> bool:
+    if step.when is None:
+        return False
+    cond = render(step.when, variables, where=where) if "{{" in step.when else evaluate(step.when, variables, where=where)
+    return not cond or (isinstance(cond, str) and cond.strip().lower() in ("false", "0", "no", ""))
+
+
+def _preview(ctx: StepContext) -> list[str]:
+    """--check: the probes describe ran to decide (read-only by contract), then the commands
+    apply would run."""
+    try:
+        planned = KINDS[ctx.step.kind].describe(ctx)
+    except SpecopsError as exc:  # e.g. the tree an earlier step would create is not there yet
+        planned = [f"# cannot preview until earlier steps have run: {exc.message}"]
+    return [PROBE + c for c in ctx.ran] + planned
+
+
+def _already_done(ctx: StepContext, verify_spec: dict[str, Any], resumed: bool) -> bool:
+    """The kind's is_done, narrowed by the step's state checks; a resumed run's finished
+    step counts as done when the kind cannot tell."""
+    done = KINDS[ctx.step.kind].is_done(ctx)
+    state_only = has_state_checks(verify_spec) and not any(
+        k in verify_spec for k in ("stdout_contains", "stdout_matches", "rc"))
+    if (done is None and state_only) or (done and has_state_checks(verify_spec)):
+        done = check_user_verify(ctx, verify_spec, None, only_state=True)[0]
+    if done is None and resumed:
+        done = True
+    return bool(done)
+
+
+def _apply_with_retries(ctx: StepContext, verify_spec: dict[str, Any],
+                        ev: dict[str, Any]) -> tuple[Outcome | None, bool, str]:
+    """apply then verify, up to retries + 1 times; (last outcome, ok, what was seen)."""
+    kind, step, journal = KINDS[ctx.step.kind], ctx.step, ctx.journal
+    outcome: Outcome | None = None
+    ok, seen = False, ""
+    for attempt in range(step.retries + 1):
+        t0 = time.monotonic()
+        try:
+            outcome = kind.apply(ctx)
+            journal.event("apply", attempt=attempt + 1, changed=outcome.changed,
+                          duration_s=round(time.monotonic() - t0, 4), **ev, **_jsonable(outcome.data))
+            ok, seen = kind.verify(ctx, outcome)
+            if ok and verify_spec:
+                ok, seen = check_user_verify(ctx, verify_spec, outcome.result)
+        except SpecopsError as exc:
+            ok, seen = False, exc.message if exc.where is None else str(exc)
+        journal.event("verify", attempt=attempt + 1, ok=ok, seen=seen, **ev)
+        if ok:
+            break
+        if attempt < step.retries:
+            journal.event("retry", attempt=attempt + 1, delay_s=step.delay, **ev)
+            time.sleep(step.delay)
+    return outcome, ok, seen
+
+
+def _roll_back(ctx: StepContext, outcome: Outcome | None, where: str) -> list[str]:
+    """The kind's rollback, then the step's own `rollback:` command; notes of what ran."""
+    notes = []
+    note = KINDS[ctx.step.kind].rollback(ctx, outcome)
+    if note:
+        notes.append(note)
+    rollback = ctx.step.rollback
+    if rollback is not None:
+        rb = ctx.run(rollback if isinstance(rollback, list) else render(rollback, ctx.vars, shell=True, where=where))
+        notes.append(f"rollback command exited {rb.rc}")
+    return notes
 
 
 class _Registered:

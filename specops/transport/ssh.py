@@ -362,16 +362,7 @@ class SSHTransport:
         """Feed stdin, read stdout/stderr until EOF and the exit status, or the backstop.
         `started`: when the call began (for the duration, connecting included); `begun`:
         when the command started on the host (for its deadlines)."""
-        if stdin:
-            def feed() -> None:
-                try:
-                    chan.sendall(stdin)
-                    chan.shutdown_write()
-                except (OSError, EOFError, paramiko.SSHException):
-                    pass  # the command exited without reading it all
-            threading.Thread(target=feed, name=f"stdin-{self.name}", daemon=True).start()
-        else:
-            chan.shutdown_write()
+        self._feed(chan, stdin)
         out: list[bytes] = []
         err: list[bytes] = []
         # The host-side timeout normally ends the command at `begun + timeout`; past
@@ -421,6 +412,20 @@ class SSHTransport:
         timed_out = status in (TIMEOUT_RC, 128 + 9) and time.monotonic() - begun >= timeout
         return CommandResult(line, TIMEOUT_RC if timed_out else status, stdout, stderr, duration,
                              timed_out)
+
+    def _feed(self, chan: paramiko.Channel, stdin: bytes | None) -> None:
+        """Send `stdin` (from a thread: the command may read it slowly, or not at all), then EOF."""
+        if not stdin:
+            chan.shutdown_write()
+            return
+
+        def feed() -> None:
+            try:
+                chan.sendall(stdin)
+                chan.shutdown_write()
+            except (OSError, EOFError, paramiko.SSHException):
+                pass  # the command exited without reading it all
+        threading.Thread(target=feed, name=f"stdin-{self.name}", daemon=True).start()
 
     def _kill_marked(self, marker: str) -> None:
         """Kill every process of an abandoned command (found by the marker in its
@@ -474,7 +479,7 @@ class SSHTransport:
             except FileNotFoundError:
                 made = self.run(["mkdir", "-p", "--", parent], timeout=30)
                 if not made.ok:
-                    raise OSError(f"mkdir -p {parent} failed: {made.tail(3)}")
+                    raise OSError(f"mkdir -p {parent} failed: {made.tail(3)}") from None
                 fh = sftp.open(tmp, "wb")
             try:
                 with fh:
