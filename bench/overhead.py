@@ -1,14 +1,18 @@
-"""Per-step overhead: a 20-step no-op playbook on one loopback host.
+"""Per-step overhead: a 20-step no-op playbook on one loopback host (or N, in parallel).
 
 Compares, on the same freshly started sshd: specops (`deploy`), a plain fabric
-`Connection.run` loop (the floor for "one command per step over one connection"),
-`ansible-playbook` (ansible-core, pipelining + ControlPersist) and `pyinfra` (v3, 20
-`server.shell` operations over its SSH connector), the last two when installed
+`Connection.run` loop (the floor for "one command per step over one connection"; one
+host only), `ansible-playbook` (ansible-core, pipelining + ControlPersist) and `pyinfra`
+(v3, 20 `server.shell` operations over its SSH connector), the last two when installed
 (`pip install -e '.[bench]'`; a missing tool is skipped with a message). Each tool is
 timed as a whole process (wall time, imports included, for all alike); prints the
 median per tool and the ratios specops/other.
 
-    python bench/overhead.py [--steps 20] [--repeats 3]
+`--string` writes each step as a shell string (`shell: "true"`, Ansible's `shell:`)
+instead of an argv list (`shell: [true]`, Ansible's `command:`). `--hosts N` runs the
+playbook on N loopback hosts of the one sshd at once, every tool with N forks.
+
+    python bench/overhead.py [--steps 20] [--repeats 3] [--string] [--hosts N]
 """
 
 from __future__ import annotations
@@ -30,14 +34,18 @@ import yaml  # noqa: E402
 from tests.support.sshd import start_sshd, stop_sshd  # noqa: E402
 
 
-def time_specops(server, root: Path, steps: int) -> float:
+def time_specops(server, root: Path, steps: int, string: bool = False, hosts: int = 1) -> float:
     inv = root / "hosts.yaml"
-    inv.write_text(yaml.safe_dump({"hosts": {"h": server.host_entry(0, workdir=str(root / "w"))}}))
+    names = [f"h{i}" for i in range(hosts)]
+    inv.write_text(yaml.safe_dump({"hosts": {n: server.host_entry(i, workdir=str(root / "w" / n))
+                                             for i, n in enumerate(names)}}))
     pb = root / "noop.yaml"
-    pb.write_text(yaml.safe_dump({"name": "noop", "steps": [{"name": f"s{i}", "shell": ["true"]} for i in range(steps)]}))
+    cmd: str | list[str] = "true" if string else ["true"]
+    pb.write_text(yaml.safe_dump({"name": "noop", "steps": [{"name": f"s{i}", "shell": cmd} for i in range(steps)]}))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", "h", "-p", str(pb), "-i", str(inv),
-                    "--runs-dir", str(root / "runs")], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", ",".join(names), "-p", str(pb),
+                    "-i", str(inv), "--runs-dir", str(root / "runs"), "--forks", str(hosts)],
+                   check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -58,38 +66,48 @@ def time_fabric(server, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def time_ansible(server, root: Path, steps: int) -> float | None:
-    if not shutil.which("ansible-playbook"):
+def _tool(name: str) -> str | None:
+    """A tool installed beside this interpreter (a venv's bin), else on PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else shutil.which(name)
+
+
+def time_ansible(server, root: Path, steps: int, string: bool = False, hosts: int = 1) -> float | None:
+    exe = _tool("ansible-playbook")
+    if not exe:
         return None
     inv = root / "ansible_hosts"
-    inv.write_text(f"h ansible_host={server.address(0)} ansible_port={server.port} ansible_user={server.user} "
-                   f"ansible_ssh_private_key_file={server.key_path} ansible_python_interpreter={sys.executable}\n")
+    inv.write_text("".join(
+        f"h{i} ansible_host={server.address(i)} ansible_port={server.port} ansible_user={server.user} "
+        f"ansible_ssh_private_key_file={server.key_path} ansible_python_interpreter={sys.executable}\n"
+        for i in range(hosts)))
     pb = root / "noop.yml"
-    pb.write_text(yaml.safe_dump([{"hosts": "h", "gather_facts": False,
-                                   "tasks": [{"name": f"s{i}", "command": "true"} for i in range(steps)]}]))
+    module = "shell" if string else "command"
+    pb.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False,
+                                   "tasks": [{"name": f"s{i}", module: "true"} for i in range(steps)]}]))
     env = dict(os.environ, ANSIBLE_PIPELINING="True", ANSIBLE_HOST_KEY_CHECKING="False",
                ANSIBLE_SSH_ARGS="-o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=/dev/null",
                ANSIBLE_CONTROL_PATH_DIR=str(root / "cp"), ANSIBLE_LOCAL_TEMP=str(root / "tmp"))
     t0 = time.perf_counter()
-    subprocess.run(["ansible-playbook", "-i", str(inv), str(pb)], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([exe, "-i", str(inv), "-f", str(hosts), str(pb)], check=True, env=env, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
-def time_pyinfra(server, root: Path, steps: int) -> float | None:
-    """pyinfra's CLI with an inventory.py naming the host's connection data and a deploy
+def time_pyinfra(server, root: Path, steps: int, hosts: int = 1) -> float | None:
+    """pyinfra's CLI with an inventory.py naming the hosts' connection data and a deploy
     file of `steps` separate `server.shell` operations; -y skips the confirmation."""
-    exe = shutil.which("pyinfra")
+    exe = _tool("pyinfra")
     if not exe:
         return None
     inv = root / "pyinfra_inventory.py"
     data = {"ssh_port": server.port, "ssh_user": server.user, "ssh_key": server.key_path,
             "ssh_strict_host_key_checking": "no", "ssh_known_hosts_file": str(root / "pyinfra_known_hosts")}
-    inv.write_text(f"hosts = [({server.address(0)!r}, {data!r})]\n")
+    inv.write_text(f"hosts = {[(server.address(i), data) for i in range(hosts)]!r}\n")
     deploy = root / "pyinfra_deploy.py"
     deploy.write_text("from pyinfra.operations import server\n" + "".join(
         f"server.shell(name='s{i}', commands=['true'])\n" for i in range(steps)))
     t0 = time.perf_counter()
-    subprocess.run([exe, "-y", str(inv), str(deploy)], check=True, cwd=root,
+    subprocess.run([exe, "-y", "--parallel", str(hosts), str(inv), str(deploy)], check=True, cwd=root,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
@@ -98,27 +116,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--string", action="store_true", help="steps as shell strings, not argv lists")
+    ap.add_argument("--hosts", type=int, default=1, help="loopback hosts, run at once (forks = hosts)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="specops-overhead-"))
-    server, proc = start_sshd(root / "sshd")
+    server, proc = start_sshd(root / "sshd", hosts=max(args.hosts, 1))
     try:
         results: dict[str, list[float]] = {"specops": [], "fabric loop": [], "ansible-playbook": [],
                                            "pyinfra": []}
         for r in range(args.repeats):
             work = root / f"r{r}"
             work.mkdir()
-            results["specops"].append(time_specops(server, work, args.steps))
-            results["fabric loop"].append(time_fabric(server, args.steps))
-            a = time_ansible(server, work, args.steps)
+            results["specops"].append(time_specops(server, work, args.steps, args.string, args.hosts))
+            if args.hosts == 1:
+                results["fabric loop"].append(time_fabric(server, args.steps))
+            a = time_ansible(server, work, args.steps, args.string, args.hosts)
             if a is not None:
                 results["ansible-playbook"].append(a)
-            pi = time_pyinfra(server, work, args.steps)
+            pi = time_pyinfra(server, work, args.steps, args.hosts)
             if pi is not None:
                 results["pyinfra"].append(pi)
     finally:
         stop_sshd(proc)
         shutil.rmtree(root, ignore_errors=True)
-    print(f"{args.steps}-step no-op playbook, one loopback host, median of {args.repeats} (whole process, wall s)")
+    form = "shell strings" if args.string else "argv lists"
+    where = "one loopback host" if args.hosts == 1 else f"{args.hosts} loopback hosts, forks {args.hosts}"
+    print(f"{args.steps}-step no-op playbook ({form}), {where}, median of {args.repeats} (whole process, wall s)")
     med = {k: statistics.median(v) for k, v in results.items() if v}
     for name, value in med.items():
         print(f"  {name:18s} {value:7.3f} s   {1000 * value / args.steps:6.1f} ms/step")
@@ -130,7 +153,8 @@ def main() -> None:
         print(f"  specops / pyinfra  = {med['specops'] / med['pyinfra']:.2f}")
     else:
         print("  pyinfra not installed: pip install -e '.[bench]'")
-    print(f"  specops / fabric   = {med['specops'] / med['fabric loop']:.2f}")
+    if "fabric loop" in med:
+        print(f"  specops / fabric   = {med['specops'] / med['fabric loop']:.2f}")
 
 
 if __name__ == "__main__":
