@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from specops.bench.store import load_results
 from specops.bench.sweep import (
     BenchSettings,
@@ -54,11 +56,12 @@ class Bench(StepKind):
 
         update_manifest(ctx.run_dir, record_host)
         points = matrix_for(settings, ctx.run_dir, ctx.host.name)
+
+        def log(kind: str, data: dict[str, Any]) -> None:
+            ctx.journal.event(f"bench_{kind}", host=ctx.host.name, step=ctx.step.name, **data)
+
         sweep = HostSweep(host=ctx.host, transport=ctx.transport, plans=plans, settings=settings,
-                          run_dir=ctx.run_dir, tree=tree,
-                          log=lambda kind, data: ctx.journal.event(f"bench_{kind}", host=ctx.host.name,
-                                                                   step=ctx.step.name, **data),
-                          progress=ctx.run_state.on_point)
+                          run_dir=ctx.run_dir, tree=tree, log=log, progress=ctx.run_state.on_point)
         with ctx.run_state.sweep(ctx.host.name, sweep.launched):
             sweep.run(points)
         mine = [r for r in load_results(ctx.run_dir) if r.get("host") == ctx.host.name]

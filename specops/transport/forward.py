@@ -13,7 +13,7 @@ import socket
 import socketserver
 import threading
 from contextlib import AbstractContextManager, contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import paramiko
 
@@ -26,7 +26,8 @@ def _pump(client: socket.socket, channel: paramiko.Channel) -> None:
     """Copy bytes both ways until either side closes."""
     try:
         while True:
-            readable, _, _ = select.select([client, channel], [], [], 1.0)
+            waiting: list[Any] = [client, channel]  # a Channel is select()able (it has fileno())
+            readable, _, _ = select.select(waiting, [], [], 1.0)
             if client in readable:
                 data = client.recv(_CHUNK)
                 if not data:
