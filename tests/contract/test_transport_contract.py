@@ -6,12 +6,15 @@ reconnects, the session helper, escaped children) stays in test_transport_local/
 from __future__ import annotations
 
 import hashlib
+import http.server
 import os
 import random
 import stat
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -167,3 +170,49 @@ def test_gather_facts(subject):
     assert "GiB free on" in facts.free_disk
     missing = gather_facts(subject.transport, "/tmp", python="python-nope")
     assert missing.python == "missing"
+
+
+# ---------------------------------------------------------------- the rest of the protocol
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """A tiny HTTP server on 127.0.0.1 (the sshd "hosts" are this machine)."""
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"hello " + self.path.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_home_is_a_property_on_both(subject):
+    t = subject.transport
+    assert t.home == subject.home and t.expand("~") == subject.home
+    assert t.run(["pwd"], timeout=10).stdout.strip() == subject.home  # commands start there
+
+
+def test_forward_reaches_a_port_on_the_host(subject, http_port):
+    with subject.transport.forward(http_port) as url:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "/x", timeout=10) as resp:
+            assert resp.read() == b"hello /x"
+
+
+def test_notes_and_identity(subject):
+    t = subject.transport
+    assert t.run(["true"], timeout=10).ok
+    assert t.notes() == []
+    if isinstance(t, SSHTransport):
+        assert t.identity().startswith(("known ", "recorded in ")) and "SHA256:" in t.identity()
+    else:
+        assert t.identity() == "n/a (local)"

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -112,3 +113,15 @@ def test_gather_facts_gpus(local, tmp_path, monkeypatch, script, gpus, error):
     facts = gather_facts(local, local.home)
     assert facts.gpus == gpus
     assert facts.error.startswith(error)
+
+
+def test_close_ends_commands_still_running(local):
+    """An interrupted run closes its transports: a step's command must not outlive it."""
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(local.run("sleep 30", timeout=60)))
+    thread.start()
+    while not local._running:  # the command has started
+        thread.join(0.05)
+    local.close()
+    thread.join(20)
+    assert not thread.is_alive() and result and result[0].rc != 0

@@ -288,3 +288,10 @@ def test_gather_facts_unreachable(sshd):
         port = s.getsockname()[1]
     facts = gather_facts(SSHTransport("gone", "127.0.0.1", port, connect_timeout=1), "~/w")
     assert not facts.reachable and "cannot connect to gone" in facts.error
+
+
+def test_notes_say_why_it_runs_slower(make):
+    t = make(0, python="/nonexistent/python3")
+    assert t.run(["true"], timeout=10).ok
+    notes = t.notes()
+    assert len(notes) == 1 and "/nonexistent/python3" in notes[0] and "channel per command" in notes[0]
