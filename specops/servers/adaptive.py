@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import bisect
 from dataclasses import dataclass
+from typing import Mapping
 
 
 #: SGLang's speculative capture list (0.5.4 .. 0.5.14 `_generate_*cuda_graph_batch_sizes`,
@@ -56,19 +57,21 @@ def _eval(node: ast.AST, max_bs: int) -> object:
         return max_bs
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         args = [_eval(a, max_bs) for a in node.args]
-        if node.func.id == "range" and all(isinstance(a, int) for a in args):
-            return list(range(*args))  # type: ignore[arg-type]
+        ints = [a for a in args if isinstance(a, int)]
+        if node.func.id == "range" and len(ints) == len(args):
+            return list(range(*ints))
         if node.func.id == "list" and len(args) == 1 and isinstance(args[0], list):
             return args[0]
     raise _Unsupported(ast.dump(node)[:80])
 
 
-def buckets_from_source(server_args_source: str, max_bs: int) -> list[int] | None:
-    """The speculative CUDA-graph bucket list as the tree's own server_args.py builds it
-    (the `else` branch after `if self.speculative_algorithm is None`), or None when the
+def buckets_from_source(source: str, max_bs: int) -> list[int] | None:
+    """The speculative CUDA-graph bucket list as the tree's own source builds it (the `else`
+    branch after `if <args>.speculative_algorithm is None` in `*cuda_graph_batch_sizes`:
+    server_args.py up to 0.5.18, arg_groups/cuda_graph_hook.py since), or None when the
     source has no such function or it uses constructs we do not evaluate."""
     try:
-        tree = ast.parse(server_args_source)
+        tree = ast.parse(source)
     except SyntaxError:
         return None
     for fn in ast.walk(tree):
@@ -103,7 +106,7 @@ class AdaptivePlan:
     threshold: int  # what the user asked for
     effective_threshold: int  # largest batch size that still speculates
     buckets: list[int]
-    buckets_source: str  # "tree" or "default"
+    buckets_source: str  # the tree file they were read from, or "default"
 
     def note(self) -> str:
         if self.effective_threshold == self.threshold:
@@ -126,13 +129,23 @@ def route_steps(config: dict, batch_size: int, buckets: list[int]) -> list[int]:
     return list(config[str(keys[idx])]["candidate_steps"])
 
 
+def buckets_from_sources(sources: Mapping[str, str], max_bs: int) -> tuple[list[int], str]:
+    """The capture list from the first of `sources` ({tree path: text}) that builds it,
+    with that path; SGLang's documented default list and "default" when none does."""
+    for path, text in sources.items():
+        buckets = buckets_from_source(text, max_bs)
+        if buckets is not None:
+            return buckets, path
+    return default_spec_buckets(max_bs), "default"
+
+
 def adaptive_config(threshold: int, num_steps: int, max_bs: int,
-                    server_args_source: str | None = None) -> AdaptivePlan:
-    """Two tiers: `num_steps` for batches padding to <= bucket(threshold), 0 steps above."""
-    buckets = buckets_from_source(server_args_source, max_bs) if server_args_source else None
-    source = "tree"
-    if buckets is None:
-        buckets, source = default_spec_buckets(max_bs), "default"
+                    sources: Mapping[str, str] | str | None = None) -> AdaptivePlan:
+    """Two tiers: `num_steps` for batches padding to <= bucket(threshold), 0 steps above.
+    `sources` are the tree files that may build the capture list (a bare text: server_args.py)."""
+    if isinstance(sources, str):
+        sources = {"server_args.py": sources}
+    buckets, source = buckets_from_sources(sources or {}, max_bs)
     effective = pad_to_bucket(threshold, buckets)
     tier = {"up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}
     config = {

@@ -12,11 +12,13 @@ import json
 import posixpath
 import shlex
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from specops.errors import ConfigError
 from specops.servers.adaptive import adaptive_config
 from specops.servers.arms import ArmSpec
+from specops.sglang.flags import FlagSet
+from specops.sim.knobs import UsageError, split_knobs
 
 HOST = "127.0.0.1"
 
@@ -27,10 +29,14 @@ class LayoutLike(Protocol):
     """What launch needs from `specops.sglang.layout.SGLangLayout`."""
 
     version: str | None
-    args_layout: str
     adaptive_zero_steps: bool
-    cuda_graph_flag: str
+    cuda_graph_flag: str | None
     dynamic_spec_disable_applied: bool
+    ready_path: str
+    notes: list[str]
+
+    @property
+    def flags(self) -> FlagSet | None: ...
 
 
 @dataclass
@@ -51,6 +57,7 @@ class LaunchPlan:
     effective_threshold: int | None = None
     notes: list[str] = field(default_factory=list)
     model: str = ""
+    ready_path: str = "/health"
 
     @property
     def command(self) -> str:
@@ -78,10 +85,33 @@ def log_path(workdir: str, arm: str) -> str:
     return posixpath.join(workdir, ".specops", "logs", f"{arm}.log")
 
 
-def _common_flags(arm: ArmSpec, layout: LayoutLike) -> list[str]:
+def _common_flags(arm: ArmSpec, cuda_graph_flag: str) -> list[str]:
     return ["--model-path", arm.model, "--host", HOST, "--port", str(arm.port),
             "--max-running-requests", str(arm.max_running_requests),
-            layout.cuda_graph_flag, str(arm.cuda_graph_max_bs)]
+            cuda_graph_flag, str(arm.cuda_graph_max_bs)]
+
+
+def _tree_flags(layout: LayoutLike, where: str) -> tuple[FlagSet, str]:
+    """The tree's flags and decode CUDA-graph flag, or a ConfigError saying why there are none."""
+    version = layout.version or "unknown version"
+    if layout.flags is None:
+        why = "; ".join(layout.notes) or "server_args.py could not be read"
+        raise ConfigError(f"cannot tell which flags the SGLang tree ({version}) accepts: {why}", where=where,
+                          hint="fix or re-create the checkout (a patch that broke it: `specops patch revert`)")
+    if not layout.cuda_graph_flag:
+        raise ConfigError(f"the SGLang tree ({version}) has no decode CUDA-graph max batch size flag, so the "
+                          f"arms cannot be given the same one", where=where,
+                          hint="use SGLang 0.4.10 or newer")
+    return layout.flags, layout.cuda_graph_flag
+
+
+def check_flags(flags: FlagSet, argv: Sequence[str], *, version: str | None, where: str) -> None:
+    """Refuse, before launch, an argv the tree's own argparse would reject or find ambiguous."""
+    refusal = flags.check(list(argv))
+    if refusal:
+        raise ConfigError(f"SGLang {version or '(unknown version)'} would refuse this launch: {refusal}",
+                          where=where, hint="drop or rename that flag (an arm's extra_args?), or use an SGLang "
+                                            "version that has it (`specops patch detect --tree DIR` lists them)")
 
 
 def _eagle_flags(arm: ArmSpec) -> list[str]:
@@ -95,16 +125,18 @@ def _eagle_flags(arm: ArmSpec) -> list[str]:
 
 def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str = "python3",
                  engine: str = "sglang", sglang_tree: str | None = None,
-                 sim_options: Sequence[str] = (), server_args_source: str | None = None,
+                 sim_options: Sequence[str] = (), bucket_sources: Mapping[str, str] | None = None,
                  where: str | None = None) -> LaunchPlan:
     """The launch plan for `arm` on a tree with `layout`. `workdir` is the host's absolute
     work directory. `engine="sim"` runs `python -m specops.sim --sglang-tree TREE` with the
-    same SGLang flags. `server_args_source` (the tree's srt/server_args.py) lets the
-    adaptive arm read the CUDA-graph buckets the tree really uses.
+    same SGLang flags. `bucket_sources` ({tree path: text} of the files that may build the
+    CUDA-graph capture list) let the adaptive arm use the buckets the tree really pads to.
 
-    Raises ConfigError when the tree cannot run the arm (e.g. adaptive without a mechanism)."""
+    Raises ConfigError when the tree cannot run the arm (e.g. adaptive without a mechanism)
+    or its own parser would refuse a flag (naming the flag and the tree's version)."""
     where = where or f"arm '{arm.name}'"
-    flags = _common_flags(arm, layout)
+    tree_flags, graph_flag = _tree_flags(layout, where)
+    flags = _common_flags(arm, graph_flag)
     notes: list[str] = []
     config_path = config_json = None
     effective = None
@@ -121,7 +153,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                 raise ConfigError(f"native adaptive speculation supports eagle_topk 1 only, got {arm.eagle_topk}",
                                   where=where)
             mechanism = "native-adaptive"
-            plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, server_args_source)
+            plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
             config_path = posixpath.join(workdir, ".specops", "servers", f"{arm.name}.adaptive.json")
             config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
             effective = plan.effective_threshold
@@ -140,6 +172,11 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                 where=where,
                 hint="apply the `dynamic-spec-disable` patch set to the tree, or use SGLang >= 0.5.14")
     flags += arm.extra_args
+    try:
+        sglang_part = split_knobs(flags)[1] if engine == "sim" else flags  # the simulator's own knobs aside
+    except UsageError as exc:
+        raise ConfigError(f"simulator option: {exc}", where=where) from None
+    check_flags(tree_flags, sglang_part, version=layout.version, where=where)
     if engine == "sim":
         if not sglang_tree:
             raise ConfigError("engine sim needs the SGLang tree path", where=where)
@@ -155,7 +192,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                       mechanism=mechanism, workdir=workdir,
                       log_path=log_path(workdir, arm.name), state_path=state_path(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
-                      effective_threshold=effective, notes=notes, model=arm.model)
+                      effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path)
 
 
 #: Resolved server args that legitimately differ between arms.

@@ -20,8 +20,8 @@ from specops.servers.launch import LaunchPlan, log_path, state_path
 from specops.servers.logwatch import (
     READY_LINE,
     chunk_script,
-    crash_blocks,
     crash_excerpt,
+    failure_reason,
     find_signature,
     parse_chunk_line,
     read_new,
@@ -60,6 +60,7 @@ class ServerState:
     config_path: str | None = None
     effective_threshold: int | None = None
     notes: list[str] = field(default_factory=list)
+    ready_path: str = "/health"
 
     def to_json(self) -> bytes:
         # One key per line: the status script reads pid/port/proc_start with sed.
@@ -129,10 +130,10 @@ class Probe:
 
 
 def probe(transport: Transport, states: Sequence[ServerState]) -> list[Probe]:
-    """Process liveness and /health code for each state, one round trip."""
+    """Process liveness and readiness-endpoint code for each state, one round trip."""
     parts = []
     for st in states:
-        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port})\"; "
+        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port} {q(st.ready_path)})\"; "
                      f"else echo '@@P 0 000'; fi")
     res = _run(transport, "\n".join(parts))
     lines = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
@@ -206,7 +207,7 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
         port=plan.port, command=plan.command, argv=plan.argv, env=plan.env, args_hash=plan.args_hash,
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
-        effective_threshold=plan.effective_threshold, notes=plan.notes)
+        effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path)
     transport.put(state.to_json(), plan.state_path)
     return LaunchOutcome(state, action)
 
@@ -254,7 +255,7 @@ def _poll(transport: Transport, watches: Sequence[_Watch], max_bytes: int) -> No
     parts = []
     for w in watches:
         st = w.state
-        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port})\"; "
+        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port} {q(st.ready_path)})\"; "
                      f"else echo '@@P 0 000'; fi")
         parts.append(chunk_script(st.log_path, w.offset, max_bytes))
     res = _run(transport, "\n".join(parts))
@@ -262,7 +263,7 @@ def _poll(transport: Transport, watches: Sequence[_Watch], max_bytes: int) -> No
     logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
     if len(probes) != len(watches) or len(logs) != len(watches):
         raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {transport.name}")
-    for w, p, lg in zip(watches, probes, logs):
+    for w, p, lg in zip(watches, probes, logs, strict=True):
         w.alive, w.health = p[1] == "1", p[2] if len(p) > 2 else "000"
         w.feed(parse_chunk_line(w.state.log_path, lg).data)
 
@@ -279,14 +280,15 @@ def _drain(transport: Transport, w: _Watch) -> None:
 def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
     st = w.state
     excerpt = crash_excerpt(w.text)
-    blocks = crash_blocks(w.text)
-    reason = blocks[-1].splitlines()[-1].strip()[:160] if blocks else None
+    reason = failure_reason(w.text)
     if not w.alive:
         what = f"exited {elapsed:.1f}s after the readiness wait began"
     else:
         what = "logged a crash"
     if reason:
         what += f" ({reason})"
+    else:
+        what += ", with an empty log"
     return StepError(f"server '{st.arm}' {what}; log {st.log_path}:\n{excerpt}",
                      where=_where(transport, st.arm),
                      hint=f"specops logs --server {st.arm} --errors; command: {st.command}")
@@ -325,7 +327,7 @@ def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout
                 last = "(no log file)"
             missing = []
             if w.health != "200":
-                missing.append(f"/health answered {w.health}")
+                missing.append(f"{w.state.ready_path} answered {w.health}")
             if not w.ready_line:
                 missing.append("ready line not logged")
             raise StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s "
@@ -460,9 +462,10 @@ for f in {q(d)}/*.json; do
   pid=$(sed -n 's/^ *"pid": \\([0-9]*\\).*/\\1/p' "$f" | head -1)
   port=$(sed -n 's/^ *"port": \\([0-9]*\\).*/\\1/p' "$f" | head -1)
   ps_=$(sed -n 's/^ *"proc_start": "\\([0-9]*\\)".*/\\1/p' "$f" | head -1)
+  rp=$(sed -n 's|^ *"ready_path": "\\(/[A-Za-z_/]*\\)".*|\\1|p' "$f" | head -1)
   log=${{f%.json}}; log=$(dirname "$(dirname "$log")")/logs/$(basename "$log").log
   a=0; h=000; r=0
-  if [ -n "$pid" ] && _alive "$pid" "$ps_"; then a=1; h=$(_health "$port"); fi
+  if [ -n "$pid" ] && _alive "$pid" "$ps_"; then a=1; h=$(_health "$port" "$rp"); fi
   grep -m1 -qF {rl} "$log" 2>/dev/null && r=1
   echo "@@ST $a $h $r $(base64 -w0 < "$f")"
 done

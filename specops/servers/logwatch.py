@@ -114,6 +114,25 @@ def crash_excerpt(text: str, *, fallback_lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-fallback_lines:])
 
 
+#: argparse's last words: `<prog>: error: <message>` (unknown, ambiguous or invalid flags).
+_ARGPARSE_ERROR = re.compile(r"^\S[^:\n]*: error: .+$", re.MULTILINE)
+_MAX_REASON = 240
+
+
+def failure_reason(text: str) -> str | None:
+    """The one line that says why a server died, for a failure's first line: the argparse
+    `error:` line, else the exception line of the last traceback, else the last crash
+    signature line, else the last non-empty line; None for an empty log."""
+    found = _ARGPARSE_ERROR.findall(text)
+    if found:
+        return found[-1].strip()[:_MAX_REASON]
+    blocks = crash_blocks(text)
+    if blocks:
+        return blocks[-1].splitlines()[-1].strip()[:_MAX_REASON]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:_MAX_REASON] if lines else None
+
+
 def tail_lines(transport: Transport, path: str, n: int, *, chunk: int = 64 * 1024,
                end: int | None = None) -> list[str]:
     """The last `n` lines of `path` (of its first `end` bytes when given), read backwards
@@ -183,7 +202,7 @@ def read_new(transport: Transport, requests: Sequence[tuple[str, int]], *,
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
     if len(lines) != len(requests):
         raise TransportError("reading logs: unexpected reply", where=f"host {transport.name}")
-    return [parse_chunk_line(p, ln) for (p, _), ln in zip(requests, lines)]
+    return [parse_chunk_line(p, ln) for (p, _), ln in zip(requests, lines, strict=True)]
 
 
 _ANY_INODE = "?"

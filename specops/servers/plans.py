@@ -9,11 +9,22 @@ from specops.config.inventory import Host
 from specops.errors import ConfigError
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
-from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import TransportTreeFiles
+from specops.sglang.flags import SERVER_ARGS
+from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
+from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
 from specops.transport.base import Transport
 
-SERVER_ARGS = "python/sglang/srt/server_args.py"
+
+def bucket_sources(files: TreeFiles, layout: SGLangLayout) -> dict[str, str]:
+    """The tree files that may build the CUDA-graph capture list, read only for native adaptive."""
+    if not layout.adaptive_zero_steps:
+        return {}
+    out = {}
+    for rel in BUCKET_SOURCES:
+        data = files.read(rel)
+        if data is not None:
+            out[rel] = data.decode(errors="replace")
+    return out
 
 
 def sim_options(variables: dict[str, Any]) -> list[str]:
@@ -44,12 +55,12 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
                           where=f"host {host.name}")
     layout = detect_layout(files)
-    source = (files.read(SERVER_ARGS) or b"").decode(errors="replace")
+    sources = bucket_sources(files, layout) if "adaptive" in {specs[n].kind for n in arm_names} else {}
     workdir = transport.expand(str(variables.get("workdir") or host.workdir))
     engine = str(variables.get("engine") or host.engine)
     return [
         build_launch(specs[name], layout, workdir=workdir, python=host.python, engine=engine, sglang_tree=tree,
                      sim_options=sim_options(variables) if engine == "sim" else (),
-                     server_args_source=source, where=f"host {host.name}, arm '{name}'")
+                     bucket_sources=sources, where=f"host {host.name}, arm '{name}'")
         for name in arm_names
     ]

@@ -30,7 +30,8 @@ _http() {
     c=$(curl -s -o /dev/null -m 3 -w '%{http_code}' "http://127.0.0.1:$1$2" 2>/dev/null); echo "${c:-000}"
   else _http_tcp "$1" "$2"; fi
 }
-_health() { c=$(_http "$1" /health); [ "$c" = 404 ] && c=$(_http "$1" /ready); echo "$c"; }
+# $2: the tree's readiness endpoint (/ready on SGLang 0.5.20+, whose /health runs a generation)
+_health() { p=${2:-/health}; c=$(_http "$1" "$p"); [ "$c" = 404 ] && [ "$p" = /health ] && c=$(_http "$1" /ready); echo "$c"; }
 _port_busy() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 _gpu_pids() { command -v nvidia-smi >/dev/null 2>&1 && timeout 10 nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' '; }
 """

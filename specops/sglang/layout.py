@@ -1,19 +1,31 @@
 """What an SGLang checkout contains, judged from its own source rather than a version table,
-so untested versions are handled by what they actually have."""
+so untested versions are handled by what they actually have.
+
+The flags come from the one reader (`specops.sglang.flags`); this module adds what else a
+launch needs to know: the EAGLE workers, whether adaptive tiers may use zero steps, which
+file builds the CUDA-graph capture list, the readiness endpoint and the benchmark module.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from specops.sglang.flags import ARG_GROUPS, PKG, SERVER_ARGS, TreeFlags, module_path, read_flags, tree_version
 from specops.sglang.treefiles import TreeFiles
 
-PKG = "python/sglang"
-SERVER_ARGS = f"{PKG}/srt/server_args.py"
 EAGLE_WORKERS = (f"{PKG}/srt/speculative/eagle_worker.py", f"{PKG}/srt/speculative/eagle_worker_v2.py")
 ADAPTIVE_PARAMS = f"{PKG}/srt/speculative/adaptive_spec_params.py"
-ARG_GROUP_FIELDS = (f"{PKG}/srt/arg_groups/fields/__init__.py", f"{PKG}/srt/arg_groups/fields/spec.py")
+HTTP_SERVER = f"{PKG}/srt/entrypoints/http_server.py"
+#: Where the speculative CUDA-graph capture list is built: server_args.py up to 0.5.18,
+#: arg_groups/cuda_graph_hook.py from 0.5.19 on. The first that has it wins.
+BUCKET_SOURCES = (SERVER_ARGS, f"{PKG}/srt/arg_groups/cuda_graph_hook.py")
+#: `python -m` modules of SGLang's serving benchmark, newest first (0.5.16 moved it).
+BENCH_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
 DISABLE_FLAG = "--speculative-disable-batch-threshold"
+ADAPTIVE_FLAGS = ("--speculative-adaptive", "--speculative-adaptive-config")
 
 
 @dataclass
@@ -24,14 +36,36 @@ class SGLangLayout:
     eagle_workers: list[str]
     has_adaptive: bool
     adaptive_zero_steps: bool
-    cuda_graph_flag: str
+    cuda_graph_flag: str | None  # the decode CUDA-graph max batch size flag; None: the tree has none
     dynamic_spec_disable_applied: bool
     server_flags: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    ready_path: str = "/health"  # "/ready" where the tree serves it (0.5.20+)
+    bench_module: str | None = None
+    flags: TreeFlags | None = None  # None when server_args.py cannot be read (see notes)
 
-    def to_dict(self) -> dict:
+    @property
+    def flags_layout(self) -> str:
+        """classic | annotated | arg_groups | unknown: how the tree declares its flags."""
+        return self.flags.layout if self.flags is not None else "unknown"
+
+    @property
+    def adaptive_mechanism(self) -> str:
+        """native-adaptive | dynamic-spec-disable-patch | needs-patch | none."""
+        if self.has_adaptive and self.adaptive_zero_steps:
+            return "native-adaptive"
+        if self.dynamic_spec_disable_applied:
+            return "dynamic-spec-disable-patch"
+        if self.args_layout == "classic" and self.eagle_workers:
+            return "needs-patch"
+        return "none"
+
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("flags")
         d["server_flags"] = sorted(self.server_flags)
+        d["flags_layout"] = self.flags_layout
+        d["adaptive_mechanism"] = self.adaptive_mechanism
         return d
 
     def features(self) -> dict[str, bool]:
@@ -52,62 +86,6 @@ def _parse(files: TreeFiles, relpath: str) -> ast.Module | None:
         return ast.parse(data.decode("utf-8", errors="replace"))
     except SyntaxError:
         return None
-
-
-def _literal_version(tree: ast.Module | None) -> str | None:
-    if tree is None:
-        return None
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
-            if any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in stmt.targets):
-                return stmt.value.value
-    return None
-
-
-def _server_args_class(tree: ast.Module | None) -> ast.ClassDef | None:
-    if tree is None:
-        return None
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and stmt.name == "ServerArgs":
-            return stmt
-    return None
-
-
-def _is_dataclass(cls: ast.ClassDef) -> bool:
-    for deco in cls.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if name == "dataclass":
-            return True
-    return False
-
-
-def _flags(tree: ast.Module | None, cls: ast.ClassDef | None) -> tuple[set[str], bool]:
-    """Flags the file defines: every '--x' literal given to a call positionally or as
-    new_flag=, plus flags derived from annotated fields when the file uses a
-    dataclass-to-argparse helper."""
-    flags: set[str] = set()
-    derived = False
-    if tree is None:
-        return flags, derived
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        if callee.startswith("add_cli_args_from"):
-            derived = True
-        values = list(node.args) + [k.value for k in node.keywords if k.arg in ("new_flag", "flag")]
-        for arg in values:
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--") \
-                    and " " not in arg.value:
-                flags.add(arg.value)
-    if derived and cls is not None:
-        for stmt in cls.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
-                    and isinstance(stmt.annotation, ast.Subscript) \
-                    and getattr(stmt.annotation.value, "id", "") in ("A", "Annotated"):
-                flags.add("--" + stmt.target.id.replace("_", "-"))
-    return flags, derived
 
 
 def _params_allow_zero(tree: ast.Module | None) -> bool:
@@ -135,68 +113,92 @@ def _worker_has_zero_step_branch(tree: ast.Module | None) -> bool:
     return False
 
 
+_READY_ROUTE = re.compile(rb"""@app\.(?:get|api_route)\(\s*['"]/ready['"]""")
+
+
+def ready_path(files: TreeFiles) -> str:
+    """`/ready` where the tree's HTTP server defines it (0.5.20+), else `/health`."""
+    data = files.read(HTTP_SERVER)
+    return "/ready" if data is not None and _READY_ROUTE.search(data) else "/health"
+
+
+def bench_module(files: TreeFiles) -> str | None:
+    """The serving benchmark's module: `sglang.benchmark.serving` (0.5.16+), else
+    `sglang.bench_serving`; None when the tree has neither."""
+    return next((m for m in BENCH_MODULES if files.exists(module_path(m))), None)
+
+
 def detect_layout(files: TreeFiles) -> SGLangLayout:
     """Read the tree's own files and say what it has."""
     notes: list[str] = []
-    version = _literal_version(_parse(files, f"{PKG}/version.py")) or \
-        _literal_version(_parse(files, f"{PKG}/_version.py"))
+    flags: TreeFlags | None = None
+    try:
+        flags = read_flags(files)
+    except FileNotFoundError:
+        notes.append(f"{SERVER_ARGS} missing")
+    except SyntaxError as exc:
+        notes.append(f"{exc.filename or SERVER_ARGS}:{exc.lineno}: does not compile: SyntaxError: {exc.msg}")
+    version = flags.version if flags is not None and flags.version != "unknown" else tree_version(files)
     if version is None:
         notes.append("no literal version in python/sglang/version.py or _version.py")
-    sa_tree = _parse(files, SERVER_ARGS)
-    cls = _server_args_class(sa_tree)
-    if any(files.exists(p) for p in ARG_GROUP_FIELDS):
-        args_layout = "arg_groups"
-    elif cls is not None and _is_dataclass(cls):
-        args_layout = "classic"
-    else:
+    if flags is None:
         args_layout = "unknown"
-        notes.append(f"{SERVER_ARGS}: no @dataclass ServerArgs found" if sa_tree is not None
-                     else f"{SERVER_ARGS} missing or does not parse")
-    flags, derived = _flags(sa_tree, cls)
+    else:
+        args_layout = "arg_groups" if flags.layout == ARG_GROUPS else "classic"
+    names = flags.option_names() if flags is not None else set()
     workers = [p for p in EAGLE_WORKERS if files.exists(p)]
-    has_adaptive = "--speculative-adaptive" in flags
+    has_adaptive = all(f in names for f in ADAPTIVE_FLAGS)
     zero = False
-    if files.exists(ADAPTIVE_PARAMS):
-        v2 = _parse(files, EAGLE_WORKERS[1])
-        zero = _params_allow_zero(_parse(files, ADAPTIVE_PARAMS)) and _worker_has_zero_step_branch(v2)
-    cuda_flag = "--cuda-graph-max-bs-decode" if "--cuda-graph-max-bs-decode" in flags else "--cuda-graph-max-bs"
-    if "--cuda-graph-max-bs-decode" not in flags and "--cuda-graph-max-bs" not in flags:
-        notes.append("neither --cuda-graph-max-bs nor --cuda-graph-max-bs-decode found in server_args.py")
+    if has_adaptive and files.exists(ADAPTIVE_PARAMS):
+        zero = _params_allow_zero(_parse(files, ADAPTIVE_PARAMS)) and _worker_has_zero_step_branch(
+            _parse(files, EAGLE_WORKERS[1]))
+    cuda_flag = flags.flag_for_dest("cuda_graph_max_bs_decode", "cuda_graph_max_bs") if flags is not None else None
+    if flags is not None and cuda_flag is None:
+        notes.append("no decode CUDA-graph max batch size flag (--cuda-graph-max-bs[-decode]) in the tree")
     return SGLangLayout(
         version=version,
         args_layout=args_layout,
-        flags_derived_from_fields=derived,
+        flags_derived_from_fields=flags is not None and flags.layout != "classic",
         eagle_workers=workers,
         has_adaptive=has_adaptive,
         adaptive_zero_steps=zero,
         cuda_graph_flag=cuda_flag,
-        dynamic_spec_disable_applied=DISABLE_FLAG in flags,
-        server_flags=flags,
+        dynamic_spec_disable_applied=DISABLE_FLAG in names,
+        server_flags=names,
         notes=notes,
+        ready_path=ready_path(files),
+        bench_module=bench_module(files),
+        flags=flags,
     )
+
+
+_MECHANISMS = {
+    "native-adaptive": "native: --speculative-adaptive with a zero-step tier",
+    "dynamic-spec-disable-patch": f"patched: {DISABLE_FLAG} (dynamic-spec-disable applied)",
+    "needs-patch": "needs the dynamic-spec-disable patch set",
+    "none": "none known for this layout",
+}
 
 
 def layout_summary(layout: SGLangLayout) -> str:
     """A few lines for `specops patch detect`."""
-    if layout.adaptive_zero_steps:
-        mech = "native: --speculative-adaptive with a zero-step tier"
-    elif layout.dynamic_spec_disable_applied:
-        mech = f"patched: {DISABLE_FLAG} (dynamic-spec-disable applied)"
-    elif layout.args_layout == "classic" and layout.eagle_workers:
-        mech = "needs the dynamic-spec-disable patch set"
+    if layout.has_adaptive:
+        adaptive = "yes" + (" (zero-step tiers supported)" if layout.adaptive_zero_steps
+                            else " (zero-step tiers not supported)")
     else:
-        mech = "none known for this layout"
+        adaptive = "no"
     lines = [
         f"sglang version:        {layout.version or 'unknown'}",
-        f"server args layout:    {layout.args_layout}"
-        + (" (flags derived from annotated fields)" if layout.flags_derived_from_fields else ""),
+        f"server args layout:    {layout.flags_layout}",
         f"eagle workers:         {', '.join(layout.eagle_workers) or 'none'}",
-        f"--speculative-adaptive: {'yes' if layout.has_adaptive else 'no'}"
-        + (" (zero-step tiers supported)" if layout.adaptive_zero_steps else ""),
-        f"cuda graph max bs flag: {layout.cuda_graph_flag}",
+        f"--speculative-adaptive: {adaptive}",
+        f"cuda graph max bs flag: {layout.cuda_graph_flag or 'none'}",
         f"dynamic-spec-disable:  {'applied' if layout.dynamic_spec_disable_applied else 'not applied'}",
-        f"adaptive arm mechanism: {mech}",
-        f"server flags found:    {len(layout.server_flags)}",
+        f"adaptive arm mechanism: {_MECHANISMS[layout.adaptive_mechanism]}",
+        f"readiness endpoint:    {layout.ready_path}",
+        f"benchmark module:      {layout.bench_module or 'none'}",
+        f"server flags found:    {len(layout.server_flags)}"
+        + (f" ({len(layout.flags.flags)} arguments)" if layout.flags is not None else ""),
     ]
     lines += [f"note: {n}" for n in layout.notes]
     return "\n".join(lines)

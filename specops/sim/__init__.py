@@ -1,7 +1,8 @@
 """SGLang simulator: `python -m specops.sim --sglang-tree TREE <launch_server flags>`.
 
-Modules: `flags` (what a tree's launcher accepts, read from its source), `model` (the
-calibrated performance model and pure predictions), `engine` (continuous-batching
-scheduler), `server` (HTTP endpoints and start-up), `logs` (SGLang-shaped log text),
-`testing` (run the real simulator as a subprocess; a small load generator).
+Modules: `knobs` (its own flags, apart from SGLang's), `model` (the calibrated
+performance model and pure predictions), `scheduler` (continuous batching), `server`
+(HTTP endpoints and start-up), `logs` (SGLang-shaped log text), `testing` (run the real
+simulator as a subprocess; a small load generator). Which flags a tree accepts comes from
+`specops.sglang.flags`, the reader layout detection and launch planning use too.
 """

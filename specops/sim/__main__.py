@@ -21,46 +21,24 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Mapping
 
 from specops.sglang.flags import tree_flags
+from specops.sim.knobs import UsageError, split_knobs
 from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
-_VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
-           "--sim-slow-start": "slow_start", "--sim-seed": "seed"}
-_SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
 _ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
         "slow_start": "SPECOPS_SIM_SLOW_START", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START"}
 
 
-class UsageError(Exception):
-    pass
-
-
-def split_argv(argv: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+def split_argv(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """Separate simulator knobs (flags, then env as fallback) from SGLang's argv."""
-    env = os.environ if env is None else env
-    knobs: dict[str, str] = {}
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        name, eq, val = a.partition("=")
-        if name in _VALUED:
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise UsageError(f"{name} needs a value")
-                val = argv[i + 1]
-                i += 1
-            knobs[_VALUED[name]] = val
-        elif a in _SWITCHES:
-            knobs[_SWITCHES[a]] = "1"
-        else:
-            rest.append(a)
-        i += 1
+    environ: Mapping[str, str] = os.environ if env is None else env
+    knobs, rest = split_knobs(argv)
     for key, var in _ENV.items():
-        if key not in knobs and env.get(var):
-            knobs[key] = env[var]
+        if key not in knobs and environ.get(var):
+            knobs[key] = environ[var]
     return knobs, rest
 
 

@@ -22,6 +22,8 @@ from typing import Any
 from aiohttp import web
 
 from specops.sglang.flags import TreeFlags, compile_or_raise
+from specops.sglang.layout import ready_path
+from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim import model as M
 from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
 from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
@@ -96,13 +98,20 @@ class SimServer:
         self.started = time.time()
         self.incremental = bool(args.get("incremental_streaming_output") or args.get("stream_output"))
 
+    def _sched(self) -> Scheduler:
+        """The scheduler; handlers that use it run only after _unavailable() said it exists."""
+        if self.scheduler is None:
+            raise RuntimeError("scheduler not started")
+        return self.scheduler
+
     # ------------------------------------------------------------------ app
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._access_log])
         r = app.router
         r.add_get("/health", self.health)
         r.add_get("/health_generate", self.health)
-        r.add_get("/ready", self.health)
+        if ready_path(LocalTreeFiles(self.flags.tree)) == "/ready":
+            r.add_get("/ready", self.health)  # only where the tree's http_server has it (0.5.20+)
         r.add_get("/server_info", self.server_info)
         r.add_get("/get_server_info", self.server_info)
         r.add_get("/get_model_info", self.model_info)
@@ -176,7 +185,7 @@ class SimServer:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise web.HTTPBadRequest(text=json.dumps({"error": {"message": f"invalid JSON body: {e}"}}),
-                                     content_type="application/json")
+                                     content_type="application/json") from None
         if not isinstance(body, dict):
             raise web.HTTPBadRequest(text='{"error": {"message": "body must be a JSON object"}}', content_type="application/json")
         return body
@@ -206,8 +215,8 @@ class SimServer:
         if isinstance(body.get("text"), list) or (body.get("input_ids") and isinstance(body["input_ids"][0], list)):
             return web.json_response({"error": {"message": "batched /generate is not simulated; send one prompt"}}, status=400)
         sp = body.get("sampling_params") or {}
-        req = self.scheduler.new_request(_count_prompt_tokens(body, "text"), int(sp.get("max_new_tokens", 128)), body.get("rid"))
-        self.scheduler.submit(req)
+        req = self._sched().new_request(_count_prompt_tokens(body, "text"), int(sp.get("max_new_tokens", 128)), body.get("rid"))
+        self._sched().submit(req)
         text, sent = "", 0
         try:
             if not body.get("stream"):
@@ -231,7 +240,7 @@ class SimServer:
             await resp.write_eof()
             return resp
         except (asyncio.CancelledError, ConnectionResetError):
-            self.scheduler.abort(req)
+            self._sched().abort(req)
             raise
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -243,8 +252,8 @@ class SimServer:
             if len(prompt) != 1:
                 return web.json_response({"error": {"message": "batched prompts are not simulated; send one prompt"}}, status=400)
             body = {**body, "prompt": prompt[0]}
-        req = self.scheduler.new_request(_count_prompt_tokens(body, "prompt"), int(body.get("max_tokens") or 16))
-        self.scheduler.submit(req)
+        req = self._sched().new_request(_count_prompt_tokens(body, "prompt"), int(body.get("max_tokens") or 16))
+        self._sched().submit(req)
         model = body.get("model") or self.args.get("served_model_name") or self.args.get("model_path")
         cid, created = f"cmpl-{req.rid}", int(time.time())
 
@@ -279,14 +288,14 @@ class SimServer:
                 if req.finished:
                     break
             if include_usage:
-                final = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                final: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": model,
                          "choices": [], "usage": usage()}
                 await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             return resp
         except (asyncio.CancelledError, ConnectionResetError):
-            self.scheduler.abort(req)
+            self._sched().abort(req)
             raise
 
     # ------------------------------------------------------------------ lifecycle
@@ -370,8 +379,8 @@ class SimServer:
         log.info("INFO:     Waiting for application startup.")
         log.info("INFO:     Application startup complete.")
         log.info(f"INFO:     Uvicorn running on http://{args['host']}:{args['port']} (Press CTRL+C to quit)")
-        warm = self.scheduler.new_request(6, 8, rid="warmup-0")
-        self.scheduler.submit(warm)
+        warm = self._sched().new_request(6, 8, rid="warmup-0")
+        self._sched().submit(warm)
         while not warm.finished:
             await warm.event.wait()
             warm.event.clear()

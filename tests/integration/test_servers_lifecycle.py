@@ -15,8 +15,9 @@ from typing import Iterator
 
 import pytest
 
-from specops.errors import StepError
+from specops.errors import ConfigError, StepError
 from specops.patching.applier import apply as apply_patchset
+from specops.patching.applier import revert as revert_patchset
 from specops.patching.model import load_patchset
 from specops.render.logs import error_blocks
 from specops.servers import (
@@ -121,32 +122,54 @@ def test_three_arms_ready_status_and_stop(host, sglang_tree) -> None:
     assert [s.state for s in server_status(t, wd, ["baseline"])] == ["stopped"]
 
 
-def test_adaptive_on_unpatched_tree_fails_fast_with_unrecognized_arguments(host, sglang_tree) -> None:
+def test_adaptive_on_unpatched_tree_is_refused_before_launch(host, sglang_tree) -> None:
+    """A stale layout claims the patch; the tree's own parser refuses the flag, nothing starts."""
     t, wd = host
     tree = sglang_tree("0.5.10.post1")
     layout = detect_layout(LocalTreeFiles(tree))
     layout.dynamic_spec_disable_applied = True  # stale layout: the patch was never applied
-    plan = _plans(tree, wd, _vars(adaptive={"port": free_ports(1)[0], "threshold": 8}), layout)["adaptive"]
+    with pytest.raises(ConfigError) as exc:
+        _plans(tree, wd, _vars(adaptive={"port": free_ports(1)[0], "threshold": 8}), layout)
+    assert ("SGLang 0.5.10.post1 would refuse this launch: unrecognized arguments: "
+            "--speculative-disable-batch-threshold 8") in str(exc.value)
+    assert not (Path(wd) / ".specops/servers").exists()
+
+
+def test_argparse_rejection_failure_line_quotes_the_error_line(host, sglang_tree) -> None:
+    """The plan was made before the tree changed (patch reverted behind specops's back): the
+    server dies in argparse, and the failure's first line carries SGLang's `error:` line."""
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    files = LocalTreeFiles(tree)
+    dsd = load_patchset("dynamic-spec-disable")
+    apply_patchset(dsd, files, run_verify_cmds=False)
+    plan = _plans(tree, wd, _vars(adaptive={"port": free_ports(1)[0], "threshold": 8}))["adaptive"]
+    revert_patchset(dsd, files)
     state = launch_arm(t, plan).state
     t0 = time.monotonic()
     with pytest.raises(StepError) as exc:
         wait_ready(t, state, timeout_s=60, poll_s=0.5)
     assert time.monotonic() - t0 < 10
-    msg = str(exc.value)
-    assert "unrecognized arguments: --speculative-disable-batch-threshold" in msg
-    assert "server 'adaptive'" in msg and "exited" in msg
+    first = str(exc.value).splitlines()[0]
+    assert "server 'adaptive'" in first and "exited" in first
+    assert ("sglang serve: error: unrecognized arguments: --speculative-disable-batch-threshold 8") in first
 
 
 def test_broken_server_args_fails_with_the_syntax_error_not_the_timeout(host, sglang_tree) -> None:
     t, wd = host
     tree = sglang_tree("0.5.10.post1")
+    plan = _plans(tree, wd, _vars(baseline={"port": free_ports(1)[0]}))["baseline"]
     sa = tree / "python/sglang/srt/server_args.py"
     lines = sa.read_text().splitlines(keepends=True)
     i = next(n for n, ln in enumerate(lines) if '"--speculative-accept-threshold-acc",' in ln)
     # The seed bug: a new add_argument inserted inside another, multi-line add_argument call.
     lines.insert(i + 1, '        parser.add_argument("--speculative-disable-batch-threshold", type=int, default=0)\n')
     sa.write_text("".join(lines))
-    plan = _plans(tree, wd, _vars(baseline={"port": free_ports(1)[0]}))["baseline"]
+    # Planned now, the launch is refused: the tree's flags cannot be read.
+    with pytest.raises(ConfigError) as refused:
+        _plans(tree, wd, _vars(baseline={"port": plan.port}))
+    assert "server_args.py" in str(refused.value) and "SyntaxError" in str(refused.value)
+    # Planned before the tree broke: the server dies with the SyntaxError, seen at once.
     state = launch_arm(t, plan).state
     timeout = 60.0
     t0 = time.monotonic()
@@ -157,6 +180,7 @@ def test_broken_server_args_fails_with_the_syntax_error_not_the_timeout(host, sg
     msg = str(exc.value)
     assert "Traceback (most recent call last)" in msg and "SyntaxError" in msg
     assert "server_args.py" in msg and "not ready after" not in msg
+    assert "SyntaxError" in msg.splitlines()[0]
 
 
 def test_crash_after_requests_seen_by_status_and_errors(host, sglang_tree) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from specops.errors import ConfigError
+from specops.patching.applier import apply
+from specops.patching.model import load_patchset
 from specops.servers.adaptive import adaptive_config, buckets_from_source, default_spec_buckets
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import build_launch, fairness_warnings
@@ -89,29 +91,38 @@ def test_launch_argv_per_layout(version: str, graph_flag: str) -> None:
     assert plans["eagle3"].state_path == "/w/.specops/servers/eagle3.json"
 
 
-def test_adaptive_mechanism_per_tree() -> None:
+def test_adaptive_mechanism_per_tree(sglang_tree) -> None:
     arm = arms_from_vars(VARS)["adaptive"]
-    old = detect_layout(LocalTreeFiles(ensure_tree("0.5.10.post1")))
+    tree = sglang_tree("0.5.10.post1")
+    old = detect_layout(LocalTreeFiles(tree))
     with pytest.raises(ConfigError) as exc:
         build_launch(arm, old, workdir="/w")
     assert "dynamic-spec-disable" in str(exc.value) and "0.5.14" in str(exc.value)
 
-    old.dynamic_spec_disable_applied = True  # as after the patch set
-    p = build_launch(arm, old, workdir="/w")
-    assert p.mechanism == "dynamic-spec-disable-patch"
+    # A stale layout that claims the patch: the tree's own parser refuses the flag before launch.
+    old.dynamic_spec_disable_applied = True
+    with pytest.raises(ConfigError) as exc:
+        build_launch(arm, old, workdir="/w")
+    assert ("SGLang 0.5.10.post1 would refuse this launch: unrecognized arguments: "
+            "--speculative-disable-batch-threshold 10") in str(exc.value)
+
+    apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), run_verify_cmds=False)
+    patched = detect_layout(LocalTreeFiles(tree))
+    p = build_launch(arm, patched, workdir="/w")
+    assert p.mechanism == "dynamic-spec-disable-patch" and patched.adaptive_mechanism == p.mechanism
     assert _flag(p.argv, "--speculative-disable-batch-threshold") == "10"
 
     tree = ensure_tree("0.5.14")
     new = detect_layout(LocalTreeFiles(tree))
-    src = (tree / "python/sglang/srt/server_args.py").read_text()
-    p = build_launch(arm, new, workdir="/w", server_args_source=src)
-    assert p.mechanism == "native-adaptive"
+    src = {"python/sglang/srt/server_args.py": (tree / "python/sglang/srt/server_args.py").read_text()}
+    p = build_launch(arm, new, workdir="/w", bucket_sources=src)
+    assert p.mechanism == "native-adaptive" == new.adaptive_mechanism
     assert "--speculative-adaptive" in p.argv
     assert _flag(p.argv, "--speculative-adaptive-config") == p.config_path == "/w/.specops/servers/adaptive.adaptive.json"
-    assert p.effective_threshold == 10 and "buckets from tree" in p.notes[0]
+    assert p.effective_threshold == 10 and "buckets from python/sglang/srt/server_args.py" in p.notes[0]
     # Changing the threshold changes the args hash (so a running server is restarted).
     arm2 = arms_from_vars({**VARS, "arms": {"adaptive": {**VARS["arms"]["adaptive"], "threshold": 11}}})["adaptive"]
-    p2 = build_launch(arm2, new, workdir="/w", server_args_source=src)
+    p2 = build_launch(arm2, new, workdir="/w", bucket_sources=src)
     assert p2.effective_threshold == 12 and p2.args_hash != p.args_hash and p2.argv == p.argv
 
 

@@ -1,0 +1,40 @@
+"""The simulator's own command-line knobs, apart from SGLang's flags.
+
+`python -m specops.sim` strips these before the tree's parser sees the rest; launch
+planning strips them the same way before checking an argv against the tree's flags.
+"""
+
+from __future__ import annotations
+
+#: flag -> SimOptions field, for knobs that take a value
+VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
+          "--sim-slow-start": "slow_start", "--sim-seed": "seed"}
+#: flag -> SimOptions field, for switches
+SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
+
+
+class UsageError(Exception):
+    pass
+
+
+def split_knobs(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(knob values by field, the rest of argv: SGLang's flags). `--x=v` and `--x v` both work."""
+    knobs: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name, eq, val = a.partition("=")
+        if name in VALUED:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"{name} needs a value")
+                val = argv[i + 1]
+                i += 1
+            knobs[VALUED[name]] = val
+        elif a in SWITCHES:
+            knobs[SWITCHES[a]] = "1"
+        else:
+            rest.append(a)
+        i += 1
+    return knobs, rest
