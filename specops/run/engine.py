@@ -80,12 +80,17 @@ def default_forks(n_hosts: int) -> int:
 
 def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: dict[str, Any],
                  workdir: str) -> dict[str, Any]:
-    """Inventory < group < host < playbook vars < --var; playbook vars may template earlier ones."""
+    """Inventory < group < host < playbook vars < --var, with --var winning everywhere.
+
+    --var is applied before the playbook vars are rendered, so a playbook var derived from
+    another (`sglang_version` from `sglang_ref`) sees the --var value, and a playbook var
+    that --var names is not rendered at all: asking for one version never measures another."""
     variables = inventory.host_vars(host)
     variables["workdir"] = workdir
-    for key, value in playbook.vars.items():
-        variables[key] = render_tree(value, variables, where=f"{playbook.path}: vars.{key}")
     variables.update(extra)
+    for key, value in playbook.vars.items():
+        if key not in extra:
+            variables[key] = render_tree(value, variables, where=f"{playbook.path}: vars.{key}")
     variables["playbook_dir"] = str(playbook.path.parent.resolve())
     return variables
 

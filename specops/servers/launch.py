@@ -58,6 +58,7 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     model: str = ""
     ready_path: str = "/health"
+    sglang_version: str | None = None  # the tree's: a server from another version is never reused
 
     @property
     def command(self) -> str:
@@ -67,9 +68,9 @@ class LaunchPlan:
 
     @property
     def args_hash(self) -> str:
-        """sha256 of argv + env + adaptive config: equal hashes mean an identical server."""
+        """sha256 of argv + env + adaptive config + tree version: equal hashes mean an identical server."""
         blob = json.dumps({"argv": self.argv, "env": sorted(self.env.items()),
-                           "config": self.config_json}, sort_keys=True)
+                           "config": self.config_json, "sglang_version": self.sglang_version}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -192,7 +193,8 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                       mechanism=mechanism, workdir=workdir,
                       log_path=log_path(workdir, arm.name), state_path=state_path(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
-                      effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path)
+                      effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path,
+                      sglang_version=layout.version)
 
 
 #: Resolved server args that legitimately differ between arms.

@@ -13,7 +13,9 @@ import json
 from pathlib import Path
 
 from specops.errors import StepError
+from specops.sglang.flags import SERVER_ARGS, tree_version
 from specops.sglang.source import _find_local_wheel, cache_root, ensure_tree
+from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
 
 MARKER = ".specops-wheel.json"
@@ -50,6 +52,30 @@ if os.path.exists(dest):
 os.rename(tmp, dest)
 """.replace("__MARKER__", MARKER)
 
+#: Which modified files of a wheel tree are NOT specops patch-set edits (their content is
+#: what a set's manifest recorded after patching): those would be lost by a re-unpack.
+FOREIGN_CHANGES = r"""
+import glob, hashlib, json, os, subprocess, sys
+dest = sys.argv[1]
+out = subprocess.run(["git", "-C", dest, "status", "--porcelain", "--untracked-files=no"],
+                     capture_output=True, text=True, check=True).stdout
+changed = [line[3:] for line in out.splitlines() if line[3:]]
+ours, sets = {}, []
+for manifest in glob.glob(os.path.join(dest, ".specops", "patches", "*", "manifest.json")):
+    try:
+        data = json.load(open(manifest))
+    except ValueError:
+        continue
+    sets.append(data.get("set") or os.path.basename(os.path.dirname(manifest)))
+    for rel, entry in (data.get("files") or {}).items():
+        ours[rel] = entry.get("patched_sha256")
+def sha(rel):
+    with open(os.path.join(dest, rel), "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+foreign = [rel for rel in changed if rel not in ours or not os.path.exists(os.path.join(dest, rel)) or sha(rel) != ours[rel]]
+print(json.dumps({"changed": changed, "foreign": foreign, "sets": sorted(sets)}))
+"""
+
 
 class SGLangWheel(StepKind):
     name = "sglang_wheel"
@@ -68,15 +94,38 @@ class SGLangWheel(StepKind):
         dest = ctx.path(str(ctx.args["dest"]))
         return [f"upload sglang-{ctx.args['version']} wheel, unpack sglang/* into {dest}/python/ as a git repo"]
 
+    def _found(self, ctx: StepContext, dest: str) -> tuple[str | None, str | None]:
+        """(the version the marker names, the version the tree's own files declare)."""
+        marker_version = None
+        if ctx.transport.stat_size(f"{dest}/{MARKER}") is not None:
+            try:
+                marker_version = json.loads(ctx.transport.get(f"{dest}/{MARKER}")).get("version")
+            except ValueError:
+                marker_version = None
+        return marker_version, tree_version(TransportTreeFiles(ctx.transport, dest))
+
     def is_done(self, ctx: StepContext) -> bool | None:
-        dest = ctx.path(str(ctx.args["dest"]))
-        if ctx.transport.stat_size(f"{dest}/{MARKER}") is None:
-            return False
+        """Done only when both the marker and the tree's own version file name the version
+        asked for: a tree of another version is never "already verified"."""
+        want = str(ctx.args["version"])
+        return self._found(ctx, ctx.path(str(ctx.args["dest"]))) == (want, want)
+
+    def _own_patches_only(self, ctx: StepContext, dest: str) -> str:
+        """'' when the tree has no local changes; a note naming the specops patch sets that
+        will be dropped when they are its only changes; else StepError (hand edits are kept)."""
+        res = ctx.probe([ctx.host.python, "-c", FOREIGN_CHANGES, dest])
         try:
-            marker = json.loads(ctx.transport.get(f"{dest}/{MARKER}"))
-        except ValueError:
-            return False
-        return marker.get("version") == str(ctx.args["version"])
+            found = json.loads(res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise StepError(f"cannot tell what changed in {dest}: {res.tail(3)}") from None
+        if found["foreign"]:
+            shown = ", ".join(found["foreign"][:5])
+            raise StepError(f"{dest} holds another SGLang version with local changes ({shown}); "
+                            f"revert or save them first")
+        if not found["changed"]:
+            return ""
+        return (f"dropped patch set(s) {', '.join(found['sets'])} of the previous tree "
+                f"(a later patch step re-applies what this version needs)")
 
     def apply(self, ctx: StepContext) -> Outcome:
         version, dest = str(ctx.args["version"]), ctx.path(str(ctx.args["dest"]))
@@ -86,19 +135,26 @@ class SGLangWheel(StepKind):
         remote_wheel = ctx.path(f"{ctx.vars['workdir']}/.specops/wheels/{wheel.name}")
         if ctx.transport.stat_size(remote_wheel) != len(data):
             ctx.transport.put(data, remote_wheel)
-        # a patched tree is never overwritten: that would silently drop the patches
+        # Hand edits are never overwritten; specops's own patch sets are (the wheel is the
+        # source of truth, and the patch step re-applies what the new version needs).
+        note = ""
         if ctx.transport.stat_size(f"{dest}/{MARKER}") is not None:
-            dirty = ctx.probe(["git", "-C", dest, "status", "--porcelain", "--untracked-files=no"])
-            if dirty.stdout.strip():
-                raise StepError(f"{dest} holds another SGLang version with local changes; revert its patches first")
+            note = self._own_patches_only(ctx, dest)
+            if note:
+                ctx.journal.event("note", host=ctx.host.name, step=ctx.step.name, message=note)
         result = ctx.run([ctx.host.python, "-c", UNPACK, remote_wheel, dest, version, digest], timeout=600)
         if not result.ok:
             raise StepError(f"unpacking the wheel on the host failed: {result.tail(4)}")
         return Outcome(result=result, data={"version": version, "dest": dest, "wheel_sha256": digest},
-                       message=f"sglang {version} at {dest}")
+                       message=f"sglang {version} at {dest}" + (f"; {note}" if note else ""))
 
     def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
-        dest = outcome.data["dest"]
-        if ctx.transport.stat_size(f"{dest}/python/sglang/srt/server_args.py") is None:
-            return False, f"{dest}/python/sglang/srt/server_args.py is missing"
-        return (True, "") if self.is_done(ctx) else (False, f"{dest}/{MARKER} does not name {outcome.data['version']}")
+        dest, want = outcome.data["dest"], outcome.data["version"]
+        if ctx.transport.stat_size(f"{dest}/{SERVER_ARGS}") is None:
+            return False, f"{dest}/{SERVER_ARGS} is missing"
+        marker, declared = self._found(ctx, dest)
+        if marker != want:
+            return False, f"{dest}/{MARKER} names {marker}, not {want}"
+        if declared != want:
+            return False, f"the tree at {dest} declares version {declared}, not {want}"
+        return True, ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -17,6 +18,40 @@ from specops.sglang.source import ensure_tree
 
 CLASSIC_VERSIONS = ["0.4.10.post2", "0.5.4", "0.5.10.post1"]
 NATIVE_ADAPTIVE_VERSION = "0.5.14"
+CURRENT_VERSION = "0.5.23"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a release's tree has, from its real parser and its files.
+
+    `actions` / `option_strings`: what SGLang's own `ServerArgs.add_cli_args` registers, counted
+    by importing the release's server_args.py with its heavy imports stubbed
+    (bench/sglang_real_parser.py, run once per release; the figures do not change)."""
+
+    version: str
+    layout: str  # classic | annotated | arg_groups
+    actions: int
+    option_strings: int
+    cuda_graph_flag: str
+    mechanism: str  # of an unpatched tree: needs-patch | native-adaptive
+    ready_path: str
+    bench_module: str
+
+
+#: The releases CI reads, one per layout change (wheels fetched once per machine, cached).
+CI_RELEASES = [
+    Expected("0.4.10.post2", "classic", 185, 192, "--cuda-graph-max-bs", "needs-patch", "/health", "sglang.bench_serving"),
+    Expected("0.5.4", "classic", 273, 281, "--cuda-graph-max-bs", "needs-patch", "/health", "sglang.bench_serving"),
+    Expected("0.5.10.post1", "classic", 354, 365, "--cuda-graph-max-bs", "needs-patch", "/health",
+             "sglang.bench_serving"),
+    Expected("0.5.14", "annotated", 420, 433, "--cuda-graph-max-bs-decode", "native-adaptive", "/health",
+             "sglang.bench_serving"),
+    Expected("0.5.19", "annotated", 503, 521, "--cuda-graph-max-bs-decode", "native-adaptive", "/health",
+             "sglang.benchmark.serving"),
+    Expected("0.5.23", "arg_groups", 531, 559, "--cuda-graph-max-bs-decode", "native-adaptive", "/ready",
+             "sglang.benchmark.serving"),
+]
 
 
 def _git(tree: Path, *args: str) -> str:

@@ -9,7 +9,14 @@ from pathlib import Path
 from rich.console import Console
 
 from specops.render.logs import LogSource, error_blocks, show
-from specops.servers.logwatch import crash_blocks, crash_excerpt, find_signature, follow, tail_lines
+from specops.servers.logwatch import (
+    crash_blocks,
+    crash_excerpt,
+    failure_reason,
+    find_signature,
+    follow,
+    tail_lines,
+)
 from specops.transport.local import LocalTransport
 
 SYNTAX_TB = """[2025-01-01 10:00:00] server_args=ServerArgs(...)
@@ -77,6 +84,22 @@ def test_signature_lines_outside_tracebacks_and_clean_logs() -> None:
     clean = "[x] Decode batch, #running-req: 1\n[x] The server is fired up and ready to roll!\n"
     assert crash_blocks(clean) == []
     assert crash_excerpt(clean).endswith("ready to roll!")
+
+
+ARGPARSE = """usage: sglang serve [-h] --model-path MODEL_PATH [--host HOST] [--port PORT]
+                    [--cuda-graph-max-bs-decode CUDA_GRAPH_MAX_BS_DECODE]
+sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill
+"""
+
+
+def test_failure_reason_is_the_argparse_error_line_or_the_exception_line() -> None:
+    """The defect: an argparse rejection gave a failure line with no reason at all."""
+    assert failure_reason(ARGPARSE) == ("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
+                                        "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
+    assert failure_reason(SYNTAX_TB) == "SyntaxError: '(' was never closed"
+    assert failure_reason(SCHED_TB) == "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert failure_reason("loading weights\nKilled\n\n") == "Killed"
+    assert failure_reason("") is None
 
 
 def test_tail_lines_reads_from_the_end_only(tmp_path: Path) -> None:
