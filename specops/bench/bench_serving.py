@@ -13,10 +13,14 @@ p99, ITL and some E2E keys; a missing key is None. Python's json accepts the `Na
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from specops.bench.schema import clean_number
-from specops.errors import SpecopsError
+from specops.errors import ConfigError, SpecopsError
+from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version
+from specops.sglang.layout import BENCH_MODULES, bench_module
+from specops.sglang.treefiles import TreeFiles
 
 # bench_serving key -> normalized field. First key present wins.
 _KEY_MAP: dict[str, tuple[str, ...]] = {
@@ -51,6 +55,7 @@ DATASET_NAMES = {"random": "random-ids", "random-ids": "random-ids", "random-tex
 def bench_serving_argv(
     python: str,
     *,
+    module: str = "sglang.bench_serving",
     port: int | None = None,
     base_url: str | None = None,
     dataset: str = "random",
@@ -66,7 +71,8 @@ def bench_serving_argv(
     flush_cache: bool = True,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The argument list for one point of `python -m sglang.bench_serving`.
+    """The argument list for one point of `python -m <module>` (`sglang.bench_serving`, or
+    `sglang.benchmark.serving` on trees that have it: see `bench_command`).
 
     `dataset` is random / random-ids / random-text / sharegpt, or a path (a ShareGPT
     JSON file, passed as --dataset-path). Warm-up defaults to `concurrency` requests;
@@ -79,7 +85,7 @@ def bench_serving_argv(
                         ("num_prompts", num_prompts), ("concurrency", concurrency)):
         if not isinstance(value, int) or value < 1:
             raise SpecopsError(f"{name} must be a positive integer, got {value!r}", where="bench_serving_argv")
-    argv = [python, "-m", "sglang.bench_serving", "--backend", "sglang"]
+    argv = [python, "-m", module, "--backend", "sglang"]
     argv += ["--base-url", base_url] if base_url else ["--host", "127.0.0.1", "--port", str(port)]
     dataset_path = None
     dataset_name = DATASET_NAMES.get(dataset)
@@ -109,6 +115,62 @@ def bench_serving_argv(
         argv.append("--flush-cache")
     argv += list(extra)
     return argv
+
+
+@dataclass
+class BenchCommand:
+    """SGLang's serving benchmark as one tree ships it: its module and the flags it accepts."""
+
+    module: str
+    flags: FlagSet
+    version: str | None
+
+    def argv(self, python: str, **kwargs: Any) -> list[str]:
+        """bench_serving_argv for this tree, refused (naming the flag and the version) when
+        the tree's benchmark would reject or find a flag ambiguous."""
+        argv = bench_serving_argv(python, module=self.module, **kwargs)
+        refusal = self.flags.check(argv[3:])
+        if refusal:
+            raise ConfigError(f"{self.module} of SGLang {self.version or '(unknown version)'} would refuse "
+                              f"its command: {refusal}", where="sglang runner",
+                              hint="use --runner builtin, or an SGLang version whose benchmark has that flag")
+        return argv
+
+
+def bench_command(files: TreeFiles) -> BenchCommand:
+    """The tree's serving benchmark (`sglang.benchmark.serving` since 0.5.16, else
+    `sglang.bench_serving`) with the flags read from its source."""
+    module = bench_module(files)
+    data = files.read(module_path(module)) if module else None
+    if module is None or data is None:
+        raise ConfigError(f"the SGLang tree at {files.root} has no serving benchmark "
+                          f"({' or '.join(BENCH_MODULES)})", where="sglang runner", hint="use --runner builtin")
+    return BenchCommand(module, module_flags(data, module_path(module), prog=module), tree_version(files))
+
+
+#: Fields in wall-clock time units: on a simulator's scaled clock (wall = model x scale)
+#: durations and latencies are divided by the scale, rates multiplied, as the builtin
+#: client does, so a report never mixes clocks.
+_TIME_FIELDS = tuple(f for f in _KEY_MAP if f.endswith("_ms")) + ("duration_s",)
+_RATE_FIELDS = ("output_throughput", "request_throughput")
+
+
+def to_model_time(record: dict[str, Any], time_scale: Any) -> dict[str, Any]:
+    """`record` converted from the wall clock to the server's model clock when the server
+    runs on a scaled clock (`/server_info` sim_time_scale); unchanged otherwise."""
+    if not isinstance(time_scale, (int, float)) or isinstance(time_scale, bool) or time_scale <= 0:
+        return record
+    out = dict(record)
+    for name in _TIME_FIELDS:
+        if isinstance(out.get(name), (int, float)):
+            out[name] = out[name] / time_scale
+    for name in _RATE_FIELDS:
+        if isinstance(out.get(name), (int, float)):
+            out[name] = out[name] * time_scale
+    extra = dict(out.get("extra") or {})
+    extra["duration_wall_s"] = record.get("duration_s")
+    out.update(sim_time_scale=float(time_scale), simulated=True, extra=extra)
+    return out
 
 
 def _number(value: Any, field: str) -> Any:

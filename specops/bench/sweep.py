@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specops import __version__
-from specops.bench.bench_serving import bench_serving_argv, parse_bench_serving_output
+from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
 from specops.bench.client import make_prompts, run_point
 from specops.bench.matrix import Point, plan_points
 from specops.bench.schema import STATUS_FAILED, ResultRecord
@@ -30,6 +30,7 @@ from specops.servers import (
     wait_ready_many,
 )
 from specops.servers.logwatch import crash_blocks, tail_lines
+from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 
@@ -125,6 +126,8 @@ class HostSweep:
         self.launched: set[str] = set()
         self.relaunched: set[str] = set()
         self.runner = settings.runner if settings.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
+        self.time_scales: dict[str, Any] = {}  # per arm, /server_info's sim_time_scale (a scaled clock)
+        self._bench: BenchCommand | None = None
 
     # ----- servers ---------------------------------------------------------------------
 
@@ -164,6 +167,7 @@ class HostSweep:
             arms_part = host_part.setdefault("arms", {})
             for arm in arms:
                 plan, state, info = self.plans[arm], self.states[arm], infos[arm]
+                self.time_scales[arm] = info.get("sim_time_scale")
                 server_args = {k: v for k, v in info.items() if k not in ("internal_states",)}
                 arms_part[arm] = {"command": state.command, "argv": state.argv, "mechanism": state.mechanism,
                                   "effective_threshold": state.effective_threshold, "notes": plan.notes,
@@ -178,9 +182,11 @@ class HostSweep:
         if self.runner == "builtin":
             return self._measure_builtin(point, state, n)
         out_file = f"{state.workdir}/.specops/bench/{point.arm}-c{point.concurrency}-r{point.repeat}.jsonl"
-        argv = bench_serving_argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
-                                  output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
-                                  output_file=out_file, seed=s.seed, model=state.model or None)
+        if self._bench is None:
+            self._bench = bench_command(TransportTreeFiles(self.transport, self.tree))
+        argv = self._bench.argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
+                                output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
+                                output_file=out_file, seed=s.seed, model=state.model or None)
         self.transport.run(["mkdir", "-p", f"{state.workdir}/.specops/bench"], timeout=30)
         self.transport.run(["rm", "-f", out_file], timeout=30)
         result = self.transport.run(argv, timeout=s.point_timeout, cwd=self.tree)
@@ -189,7 +195,7 @@ class HostSweep:
                     "error": f"bench_serving exited {result.rc}: {result.tail(8)}", "runner": "sglang"}
         record = parse_bench_serving_output(self.transport.get(out_file).decode(errors="replace"), num_prompts=n)
         record["runner"] = "sglang"
-        return record
+        return to_model_time(record, self.time_scales.get(point.arm))
 
     def _client_on_host(self) -> bool:
         """Whether the host can run the builtin client itself (specops importable there)."""

@@ -3,20 +3,23 @@ JSON lines of old and new shapes (keys taken from each version's `result = {...}
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 
 import pytest
 
 from specops.bench.bench_serving import (
+    bench_command,
     bench_serving_argv,
     parse_bench_serving_line,
     parse_bench_serving_output,
+    to_model_time,
 )
 from specops.bench.schema import CSV_COLUMNS, ResultRecord
-from specops.errors import SpecopsError
+from specops.errors import ConfigError, SpecopsError
 from specops.sglang.source import ensure_tree
+from specops.sglang.treefiles import LocalTreeFiles
+from tests.support.sglang_trees import CI_RELEASES
 
 # 0.5.14 (same shape as 0.5.10.post1 plus p90/p95 on TTFT/TPOT/ITL and E2E p95).
 LINE_0_5_14 = json.dumps({
@@ -81,7 +84,7 @@ def test_new_shape_maps_every_normalized_field():
     assert rec["accept_length"] == 3.12
     assert rec["raw"] == LINE_0_5_14 and rec["runner"] == "sglang"
     # The record round-trips through the schema and fills every CSV column.
-    row = dict(zip(CSV_COLUMNS, ResultRecord.from_dict(rec).csv_row()))
+    row = dict(zip(CSV_COLUMNS, ResultRecord.from_dict(rec).csv_row(), strict=True))
     assert row["p99_e2e_ms"] == "10500" and row["accept_length"] == "3.12"
 
 
@@ -129,34 +132,53 @@ def test_output_file_with_appended_lines_uses_the_last_and_garbage_is_a_clear_er
         parse_bench_serving_line("[1, 2]")
 
 
-def _parser_flags(bench_serving: str) -> set[str]:
-    """Every `--flag` string passed to add_argument in a bench_serving.py."""
-    flags: set[str] = set()
-    for node in ast.walk(ast.parse(bench_serving)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-            flags.update(a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--"))
-    return flags
-
-
-@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.4", "0.5.10.post1", "0.5.14"])
-def test_argv_uses_only_flags_the_real_bench_serving_accepts(version):
-    source = (ensure_tree(version) / "python" / "sglang" / "bench_serving.py").read_text()
-    accepted = _parser_flags(source)
-    argv = bench_serving_argv("python3", port=30000, dataset="random", input_len=512, output_len=256,
-                              num_prompts=64, concurrency=16, output_file="/tmp/out.jsonl", seed=7)
-    used = {a for a in argv if a.startswith("--")}
-    assert used <= accepted, used - accepted
-    assert argv[:5] == ["python3", "-m", "sglang.bench_serving", "--backend", "sglang"]
-    pairs = dict(zip(argv, argv[1:]))
+@pytest.mark.parametrize("exp", CI_RELEASES, ids=[e.version for e in CI_RELEASES])
+def test_argv_per_release_is_accepted_by_its_own_benchmark(exp):
+    """Module and flags read from the tree: `sglang.benchmark.serving` from 0.5.16 on."""
+    cmd = bench_command(LocalTreeFiles(ensure_tree(exp.version)))
+    assert cmd.module == exp.bench_module and cmd.version == exp.version
+    argv = cmd.argv("python3", port=30000, dataset="random", input_len=512, output_len=256,
+                    num_prompts=64, concurrency=16, output_file="/tmp/out.jsonl", seed=7)
+    assert argv[:5] == ["python3", "-m", exp.bench_module, "--backend", "sglang"]
+    assert cmd.flags.check(argv[3:]) is None
+    pairs = dict(zip(argv, argv[1:], strict=False))
     assert pairs["--dataset-name"] == "random-ids" and pairs["--random-range-ratio"] == "1.0"
     assert pairs["--max-concurrency"] == "16" and pairs["--num-prompts"] == "64"
     assert pairs["--warmup-requests"] == "16" and "--flush-cache" in argv
 
 
+def test_a_flag_the_trees_benchmark_lacks_is_refused(sglang_tree):
+    tree = sglang_tree("0.5.10.post1")
+    path = tree / "python/sglang/bench_serving.py"
+    src = path.read_text()
+    start = src.index('"--flush-cache"')
+    call = src.rindex("parser.add_argument(", 0, start)
+    path.write_text(src[:call] + "pass  # removed\n    " + src[src.index(")", start) + 1:].lstrip())
+    cmd = bench_command(LocalTreeFiles(tree))
+    with pytest.raises(ConfigError, match=r"sglang.bench_serving of SGLang 0.5.10.post1 would refuse its command: "
+                                          r"unrecognized arguments: --flush-cache"):
+        cmd.argv("python3", port=1, input_len=8, output_len=8, num_prompts=4, concurrency=1, output_file="o")
+
+
+def test_scaled_clock_figures_are_converted_to_model_time_like_the_builtin_client():
+    """The defect: on the simulator's clock (wall = model x 0.1) bench_serving's figures stayed
+    in wall units, 10x the builtin client's. Converted, both runners report model units."""
+    wall = parse_bench_serving_line(LINE_0_5_14, num_prompts=64)
+    model = to_model_time(wall, 0.1)
+    assert model["duration_s"] == pytest.approx(415.0) and model["mean_ttft_ms"] == pytest.approx(2500.0)
+    assert model["p99_itl_ms"] == pytest.approx(1500.0) and model["p50_e2e_ms"] == pytest.approx(102000.0)
+    assert model["output_throughput"] == pytest.approx(39.48) and model["request_throughput"] == pytest.approx(0.1542)
+    assert model["simulated"] is True and model["sim_time_scale"] == 0.1
+    assert model["extra"]["duration_wall_s"] == 41.5 and model["accept_length"] == wall["accept_length"]
+    rec = ResultRecord.from_dict({**model, "host": "h", "arm": "a", "concurrency": 16, "repeat": 0})
+    assert rec.simulated and rec.output_throughput == pytest.approx(39.48)
+    assert to_model_time(wall, None) == wall and to_model_time(wall, 0) == wall  # a real server: unchanged
+
+
 def test_argv_dataset_path_and_bad_values():
     argv = bench_serving_argv("py", base_url="http://h:1", dataset="/data/sharegpt.json", input_len=1,
                               output_len=1, num_prompts=4, concurrency=1, output_file="o")
-    pairs = dict(zip(argv, argv[1:]))
+    pairs = dict(zip(argv, argv[1:], strict=False))
     assert pairs["--dataset-name"] == "sharegpt" and pairs["--dataset-path"] == "/data/sharegpt.json"
     assert pairs["--base-url"] == "http://h:1" and "--port" not in argv
     with pytest.raises(SpecopsError, match="concurrency"):
