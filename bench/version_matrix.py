@@ -151,6 +151,10 @@ def one(version: str, args: argparse.Namespace, scratch: Path) -> Row:
         row.mechanism = layout.adaptive_mechanism
         if args.real_python:
             row.real = real_parser_counts(args.real_python, src)
+        cmd = bench_command(files)
+        cmd.argv("python3", port=30000, dataset="random", input_len=256, output_len=256, num_prompts=32,
+                 concurrency=8, output_file="/tmp/out.jsonl")
+        row.bench_module = cmd.module
         tree = src
         if layout.adaptive_mechanism == "needs-patch":  # patch a copy, never the cache
             tree = scratch / version
@@ -162,10 +166,6 @@ def one(version: str, args: argparse.Namespace, scratch: Path) -> Row:
                 raise SpecopsError(f"the adaptive arm needs the dynamic-spec-disable patch set, which does not fit "
                                    f"this release ({detail})") from None
             row.mechanism = detect_layout(LocalTreeFiles(tree)).adaptive_mechanism
-        cmd = bench_command(LocalTreeFiles(tree))
-        cmd.argv("python3", port=30000, dataset="random", input_len=256, output_len=256, num_prompts=32,
-                 concurrency=8, output_file="/tmp/out.jsonl")
-        row.bench_module = cmd.module
         if not args.no_deploy:
             deploy(tree, row, scratch / f"wd-{version}", args.ready_timeout)
         row.ok = True
