@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from specops.data import shipped_playbooks
@@ -38,6 +39,7 @@ def _last_events(tmp_path: Path) -> list[dict]:
     return events(sorted((tmp_path / "runs").iterdir())[-1])
 
 
+@pytest.mark.slow  # three wheel trees unpacked as git repos: ~35 s on 2 cores
 def test_var_beats_playbook_vars_derived_from_it(tmp_path: Path) -> None:
     assert SHIPPED_VARS["sglang_version"] == "{{ sglang_ref | replace('v', '', 1) }}"
     inv, pb = _setup(tmp_path)
