@@ -156,35 +156,3 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                       log_path=log_path(workdir, arm.name), state_path=state_path(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model)
-
-
-#: Resolved server args that legitimately differ between arms.
-_FAIRNESS_IGNORED_PREFIXES = ("speculative_", "sim_")  # sim_*: the simulator's own labels
-_FAIRNESS_IGNORED = {
-    "port", "host", "model_path", "served_model_name", "tokenizer_path", "random_seed",
-    "base_gpu_id", "gpu_id", "dist_init_addr", "nccl_port", "metrics_port", "file_storage_path",
-    "enable_dynamic_spec_disable", "log_prefix", "decrypted_draft_model_path",
-    "decrypted_config_file", "version", "internal_states", "last_gen_throughput",
-    "memory_usage", "status",
-}
-
-
-def fairness_warnings(server_infos: dict[str, dict]) -> list[str]:
-    """Warnings for resolved args (`/server_info`) that differ between arms beyond the
-    speculative ones; e.g. max_running_requests capped at 48 on an EAGLE arm only."""
-    if len(server_infos) < 2:
-        return []
-    keys: set[str] = set()
-    for info in server_infos.values():
-        keys.update(info)
-    warnings = []
-    for key in sorted(keys):
-        if key in _FAIRNESS_IGNORED or key.startswith(_FAIRNESS_IGNORED_PREFIXES):
-            continue
-        values = {arm: info.get(key) for arm, info in server_infos.items()}
-        if not all(isinstance(v, (str, int, float, bool, type(None))) for v in values.values()):
-            values = {a: json.dumps(v, sort_keys=True, default=str) for a, v in values.items()}
-        if len({json.dumps(v, default=str) for v in values.values()}) > 1:
-            shown = ", ".join(f"{arm}={v!r}" for arm, v in values.items())
-            warnings.append(f"arms differ in {key}: {shown}")
-    return warnings
