@@ -73,7 +73,7 @@ def test_missing_inventory_and_playbook(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("steps, expected", [
     ("  - name: a\n    shel: echo hi\n", r"p.yaml:3: step 1: unknown step kind 'shel' \(did you mean 'shell'\?\)"),
-    ("  - name: a\n    shell: echo hi\n    retires: 3\n", r"p.yaml:4: step 1: unknown key 'retires' \(did you mean 'retries'\?\)"),
+    ("  - name: a\n    shell: echo hi\n    retires: 3\n", r"p.yaml:4: unknown key 'retires' in step 1 \(did you mean 'retries'\?\); allowed: name, when"),
     ("  - name: a\n    shell: echo hi\n    verify: {stdout_contain: x}\n", r"unknown key 'stdout_contain' in verify \(did you mean 'stdout_contains'\?\)"),
     ("  - name: a\n    git: {repo: x, ref: y}\n", r"missing required key 'dest'"),
     ("  - name: a\n    shell: echo\n    timeout: soon\n", r"p.yaml:4: 'timeout' in step 'a' must be"),
