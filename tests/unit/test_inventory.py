@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from specops.config import inventory
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
 from specops.errors import ConfigError
+from specops.transport import hostkeys
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -82,3 +84,16 @@ def test_missing_inventory_and_playbook(tmp_path: Path) -> None:
 def test_bad_playbook(tmp_path: Path, steps: str, expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
         load_playbook(write(tmp_path, "p.yaml", "steps:\n" + steps))
+
+
+def test_host_key_modes_are_the_ones_the_transport_implements(tmp_path: Path) -> None:
+    """The inventory and the transport each kept their own list of modes; now there is one,
+    and every mode hosts.yaml accepts builds a transport policy (and nothing else does)."""
+    assert hostkeys.HOST_KEY_MODES is inventory.HOST_KEY_MODES
+    for mode in inventory.HOST_KEY_MODES:
+        host = load_inventory(write(tmp_path, "hosts.yaml", f"hosts:\n  a: {{address: x, host_key: {mode}}}\n")).hosts["a"]
+        assert hostkeys.KnownHostsPolicy(host.host_key, str(tmp_path / "known_hosts")).mode == mode
+    assert load_inventory(write(tmp_path, "hosts.yaml", "hosts:\n  a: {address: x}\n")).hosts["a"].host_key == \
+        hostkeys.DEFAULT_HOST_KEY_MODE == "accept-new"
+    with pytest.raises(ValueError):
+        hostkeys.KnownHostsPolicy("accept-all", str(tmp_path / "known_hosts"))  # type: ignore[arg-type]
