@@ -31,6 +31,7 @@ from specops.servers import (
     wait_ready_many,
 )
 from specops.servers.logwatch import crash_blocks, tail_lines
+from specops.sglang import paths
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 
@@ -192,11 +193,11 @@ class HostSweep:
         n = s.prompts_for(point.concurrency)
         if self.runner == "builtin":
             return self._measure_builtin(point, state, n)
-        out_file = f"{state.workdir}/.specops/bench/{point.arm}-c{point.concurrency}-r{point.repeat}.jsonl"
+        out_file = paths.bench_output(state.workdir, point.arm, point.concurrency, point.repeat)
         argv = bench_serving_argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
                                   output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
                                   output_file=out_file, seed=s.seed, model=state.model or None)
-        self.transport.run(["mkdir", "-p", f"{state.workdir}/.specops/bench"], timeout=30)
+        self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir)], timeout=30)
         self.transport.run(["rm", "-f", out_file], timeout=30)
         result = self.transport.run(argv, timeout=s.point_timeout, cwd=self.tree)
         if not result.ok:

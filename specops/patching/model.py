@@ -33,6 +33,7 @@ from specops.config.schema import check_keys, choice, expect, invalid, optional,
 from specops.config.yamlfile import load_text
 from specops.data import shipped_patches
 from specops.errors import ConfigError, SpecopsError
+from specops.sglang.version import try_parse
 
 DEFAULT_SEARCH_DIR = Path("playbooks/patches")
 
@@ -264,6 +265,11 @@ def _parse_applies(raw: Any) -> AppliesTo:
     for key in ("min_version", "max_version", "hint"):
         if key in raw:
             setattr(out, key, str(expect(raw, key, (str, int, float), what)))
+    for key in ("min_version", "max_version"):
+        value = getattr(out, key)
+        if value is not None and try_parse(value) is None:
+            raise invalid(raw, key, f"'{key}' in {what} is not a version: {value!r}",
+                          hint="write it as SGLang numbers its releases, e.g. 0.5.13 or 0.5.10.post1")
     return out
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import shlex
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
@@ -17,6 +16,7 @@ from typing import Protocol, Sequence
 from specops.errors import ConfigError
 from specops.servers.adaptive import adaptive_config
 from specops.servers.arms import ArmSpec
+from specops.sglang import paths
 
 HOST = "127.0.0.1"
 
@@ -66,18 +66,6 @@ class LaunchPlan:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def specops_dir(workdir: str) -> str:
-    return posixpath.join(workdir, ".specops")
-
-
-def state_path(workdir: str, arm: str) -> str:
-    return posixpath.join(workdir, ".specops", "servers", f"{arm}.json")
-
-
-def log_path(workdir: str, arm: str) -> str:
-    return posixpath.join(workdir, ".specops", "logs", f"{arm}.log")
-
-
 def _common_flags(arm: ArmSpec, layout: LayoutLike) -> list[str]:
     return ["--model-path", arm.model, "--host", HOST, "--port", str(arm.port),
             "--max-running-requests", str(arm.max_running_requests),
@@ -122,7 +110,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                                   where=where)
             mechanism = "native-adaptive"
             plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, server_args_source)
-            config_path = posixpath.join(workdir, ".specops", "servers", f"{arm.name}.adaptive.json")
+            config_path = paths.adaptive_config(workdir, arm.name)
             config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
             effective = plan.effective_threshold
             flags += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
@@ -153,6 +141,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
     return LaunchPlan(arm=arm.name, kind=arm.kind, port=arm.port, argv=argv, env=env,
                       mechanism=mechanism, workdir=workdir,
-                      log_path=log_path(workdir, arm.name), state_path=state_path(workdir, arm.name),
+                      log_path=paths.server_log(workdir, arm.name),
+                      state_path=paths.server_state(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model)

@@ -10,10 +10,9 @@ from specops.errors import ConfigError
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.sglang.layout import detect_layout
+from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
-
-SERVER_ARGS = "python/sglang/srt/server_args.py"
 
 
 def sim_options(variables: dict[str, Any]) -> list[str]:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SERVER_ARGS = Path("python/sglang/srt/server_args.py")
-FIELDS_DIR = Path("python/sglang/srt/arg_groups/fields")
-ARG_GROUPS_DIR = Path("python/sglang/srt/arg_groups")
+from specops.sglang.paths import ARG_GROUPS_DIR, FIELDS_DIR, SERVER_ARGS
+from specops.sglang.version import declared_version
+
 DEFAULT_PROG = "launch_server.py"
 
 _MISSING = object()
@@ -114,24 +113,8 @@ def compile_or_raise(path: Path) -> ast.Module:
 
 
 def tree_version(tree: Path) -> str:
-    """The version string a tree declares (`_version.py` or `version.py`), else 'unknown'."""
-    for rel in ("python/sglang/_version.py", "python/sglang/version.py"):
-        p = tree / rel
-        if p.exists():
-            m = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", p.read_text())
-            if m:
-                return m.group(1)
-    return "unknown"
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """'0.5.10.post1' -> (0, 5, 10); unknown -> (0,)."""
-    nums = []
-    for part in version.split("."):
-        if not part.isdigit():
-            break
-        nums.append(int(part))
-    return tuple(nums) or (0,)
+    """The version string a tree declares (read as `specops.sglang.layout` reads it), else 'unknown'."""
+    return declared_version(lambda rel: (tree / rel).read_bytes() if (tree / rel).is_file() else None) or "unknown"
 
 
 # --------------------------------------------------------------------------- AST helpers

@@ -6,13 +6,10 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass, field
 
+from specops.sglang.paths import ADAPTIVE_PARAMS, ARG_GROUP_FIELDS, EAGLE_WORKERS, SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
+from specops.sglang.version import declared_version
 
-PKG = "python/sglang"
-SERVER_ARGS = f"{PKG}/srt/server_args.py"
-EAGLE_WORKERS = (f"{PKG}/srt/speculative/eagle_worker.py", f"{PKG}/srt/speculative/eagle_worker_v2.py")
-ADAPTIVE_PARAMS = f"{PKG}/srt/speculative/adaptive_spec_params.py"
-ARG_GROUP_FIELDS = (f"{PKG}/srt/arg_groups/fields/__init__.py", f"{PKG}/srt/arg_groups/fields/spec.py")
 DISABLE_FLAG = "--speculative-disable-batch-threshold"
 
 
@@ -52,16 +49,6 @@ def _parse(files: TreeFiles, relpath: str) -> ast.Module | None:
         return ast.parse(data.decode("utf-8", errors="replace"))
     except SyntaxError:
         return None
-
-
-def _literal_version(tree: ast.Module | None) -> str | None:
-    if tree is None:
-        return None
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
-            if any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in stmt.targets):
-                return stmt.value.value
-    return None
 
 
 def _server_args_class(tree: ast.Module | None) -> ast.ClassDef | None:
@@ -138,8 +125,7 @@ def _worker_has_zero_step_branch(tree: ast.Module | None) -> bool:
 def detect_layout(files: TreeFiles) -> SGLangLayout:
     """Read the tree's own files and say what it has."""
     notes: list[str] = []
-    version = _literal_version(_parse(files, f"{PKG}/version.py")) or \
-        _literal_version(_parse(files, f"{PKG}/_version.py"))
+    version = declared_version(files.read)
     if version is None:
         notes.append("no literal version in python/sglang/version.py or _version.py")
     sa_tree = _parse(files, SERVER_ARGS)
