@@ -37,12 +37,13 @@ class LogSource:
 def sources_for(transport: Transport, workdir: str, arms: Sequence[str] | None = None,
                 host_prefix: bool = False) -> list[LogSource]:
     """Log sources for the arms under workdir (all `<arm>.log` files when arms is None)."""
-    d = paths.logs_dir(transport.expand(workdir))
+    wd = transport.expand(workdir)
+    d = paths.logs_dir(wd)
     if arms is None:
         res = transport.run(f"cd {shlex.quote(d)} 2>/dev/null && ls -1 -- *.log 2>/dev/null", timeout=30)
         arms = sorted(n[:-4] for n in res.stdout.split() if n.endswith(".log"))
     pre = f"{transport.name}:" if host_prefix else ""
-    return [LogSource(transport, paths.server_log(transport.expand(workdir), a), f"{pre}{a}") for a in arms]
+    return [LogSource(transport, paths.server_log(wd, a), f"{pre}{a}") for a in arms]
 
 
 def render_line(line: str, label: str | None, style: str = "cyan") -> Text:

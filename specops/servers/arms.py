@@ -207,7 +207,7 @@ def arms_from_vars(vars: Mapping[str, Any], *, where: str = "vars") -> dict[str,
     out: dict[str, ArmSpec] = {}
     used_ports: dict[int, str] = {}
     for idx, (name, raw) in enumerate(arms_raw.items()):
-        fallback = where_of(arms_raw, name, f"{where}.arms.{name}")
+        fallback = where_of(arms_raw, name, f"{where}.arms.{name}" if where == "vars" else f"{where}: vars.arms.{name}")
         if not isinstance(name, str) or not name.replace("-", "_").replace("_", "a").isalnum():
             raise _err(fallback, f"arm name {name!r} must be letters, digits, '-' or '_'")
         raw = {} if raw is None else raw
