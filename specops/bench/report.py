@@ -26,6 +26,8 @@ from rich.table import Table
 
 from specops.bench import store
 from specops.bench.schema import STATUS_OK
+from specops.servers.fairness import args_from_argv
+from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
 
 BASELINE_ARM = "baseline"
 EAGLE_ARM = "eagle3"
@@ -34,14 +36,6 @@ THRESHOLD_MARGIN = 1.05      # EAGLE-3 must beat baseline by 5% for the threshol
 ADAPTIVE_TOLERANCE = 0.95    # adaptive should reach 95% of the better of baseline and EAGLE-3
 REPORT_MD = "report.md"
 
-# Server args allowed to differ between arms: the speculative ones (prefix) and placement.
-FAIRNESS_EXEMPT_PREFIXES = ("speculative", "sim_")  # sim_*: the simulator labelling its own arm
-FAIRNESS_EXEMPT_KEYS = frozenset({
-    "port", "host", "base_gpu_id", "gpu_id", "nccl_port", "dist_init_addr", "log_file",
-    "log_requests", "served_model_name", "random_seed", "api_key", "file_storage_path",
-    "enable_metrics", "pid_file", "metrics_port",
-})
-SPEC_RUNNING_CAP = 48
 
 
 # ---------------------------------------------------------------- data
@@ -148,7 +142,7 @@ def find_crossover(points: Sequence[tuple[int, float]]) -> Crossover:
         return Crossover("n/a")
     if pts[0][1] < 1.0:
         return Crossover("every", float(pts[0][0]), None, pts[0][0])
-    for (c0, r0), (c1, r1) in zip(pts, pts[1:]):
+    for (c0, r0), (c1, r1) in zip(pts, pts[1:], strict=False):
         if r1 < 1.0:
             x0, x1 = math.log2(c0), math.log2(c1)
             frac = (r0 - 1.0) / (r0 - r1) if r0 != r1 else 0.0
@@ -234,25 +228,9 @@ def _args_of(arm_info: Any) -> dict[str, Any] | None:
         return None
     args = arm_info.get("server_args")
     if isinstance(args, dict):
-        return {str(k).lstrip("-").replace("-", "_"): v for k, v in args.items()}
+        return dict(args)
     argv = arm_info.get("argv") or arm_info.get("command")
-    if isinstance(argv, list):
-        parsed: dict[str, Any] = {}
-        i = 0
-        while i < len(argv):
-            tok = str(argv[i])
-            if tok.startswith("--"):
-                key = tok[2:].split("=", 1)[0].replace("-", "_")
-                if "=" in tok:
-                    parsed[key] = tok.split("=", 1)[1]
-                elif i + 1 < len(argv) and not str(argv[i + 1]).startswith("--"):
-                    parsed[key] = argv[i + 1]
-                    i += 1
-                else:
-                    parsed[key] = True
-            i += 1
-        return parsed
-    return None
+    return args_from_argv(argv) if isinstance(argv, list) else None
 
 
 def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -270,7 +248,8 @@ def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, An
 
 
 def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]] = ()) -> list[str]:
-    """Differences between arms beyond the speculative args, and uneven client settings."""
+    """Server args that differ between arms (the rule `deploy` uses too, from
+    `specops.servers.fairness`), and uneven client settings."""
     warnings: list[str] = []
     for label, arms in _manifest_arm_sets(manifest):
         parsed = {arm: _args_of(info) for arm, info in sorted(arms.items())}
@@ -278,19 +257,7 @@ def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]
         missing = sorted(a for a, p in parsed.items() if p is None)
         if missing:
             warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
-        if len(known) >= 2:
-            keys = sorted(set().union(*known.values()))
-            for key in keys:
-                if key in FAIRNESS_EXEMPT_KEYS or key.startswith(FAIRNESS_EXEMPT_PREFIXES):
-                    continue
-                values = {a: known[a].get(key) for a in known}
-                if len({repr(v) for v in values.values()}) > 1:
-                    shown = ", ".join(f"{a}={'unset' if v is None else v}" for a, v in values.items())
-                    warnings.append(f"{label}{key} differs between arms: {shown}")
-        for arm, args in known.items():
-            if args.get("speculative_algorithm") and args.get("max_running_requests") in (None, "None"):
-                warnings.append(f"{label}{arm} speculates without --max-running-requests: SGLang caps it at "
-                                f"{SPEC_RUNNING_CAP} running requests")
+        warnings += [label + w for w in fairness_warnings_for_args(known)]
     settings: dict[tuple[str, int], set[tuple]] = defaultdict(set)
     for rec in records:
         settings[(str(rec.get("host", "")), int(rec.get("concurrency", 0)))].add(

@@ -14,12 +14,13 @@ from typing import Any, Callable
 
 from specops import __version__
 from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
-from specops.bench.client import make_prompts, run_point
+from specops.bench.client import default_num_prompts, make_prompts, run_point
 from specops.bench.matrix import Point, plan_points
 from specops.bench.schema import STATUS_FAILED, ResultRecord
 from specops.bench.store import append_result, load_manifest, missing_points, write_manifest
 from specops.config.inventory import Host
-from specops.errors import ConfigError, SpecopsError
+from specops.config.schema import check_keys, choice, invalid, optional
+from specops.errors import SpecopsError
 from specops.servers import (
     LaunchPlan,
     ServerState,
@@ -30,11 +31,18 @@ from specops.servers import (
     wait_ready_many,
 )
 from specops.servers.logwatch import crash_blocks, tail_lines
+from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 
 RUNNERS = ("auto", "builtin", "sglang")
+#: The type of each bench setting, checked before the settings are built.
+_SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
+    "arms": list, "concurrency": list, "repeats": int, "num_prompts": int, "prompts_per_level": int,
+    "input_len": int, "output_len": int, "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
+    "ready_timeout": (int, float), "point_timeout": (int, float),
+}
 _MANIFEST_LOCK = threading.Lock()
 
 
@@ -58,28 +66,36 @@ class BenchSettings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
-        known = set(cls.__dataclass_fields__)
-        unknown = [k for k in data if k not in known]
-        if unknown:
-            raise ConfigError(f"unknown bench setting(s): {', '.join(unknown)}", where=where)
+        """Checked settings; keys and types are checked as in every YAML file (schema.check_keys:
+        file:line when `data` came from a playbook, else `where`)."""
+        what = "bench settings"
+        check_keys(data, list(cls.__dataclass_fields__), what, where=where)
+        for key, types in _SETTING_TYPES.items():
+            optional(data, key, types, what, where=where)
+        for key in ("arms", "concurrency"):
+            items = data.get(key)
+            want = str if key == "arms" else int
+            if items is not None and not all(isinstance(v, want) and not isinstance(v, bool) for v in items):
+                raise invalid(data, key, f"'{key}' in {what} must be a list of {want.__name__}s, got {items!r}",
+                              where=where)
+        if data.get("runner") is not None:
+            choice(data, "runner", RUNNERS, what, where=where)
         settings = cls(**{k: v for k, v in data.items() if v is not None})
-        if settings.runner not in RUNNERS:
-            raise ConfigError(f"--runner must be one of {', '.join(RUNNERS)}, got {settings.runner!r}", where=where)
         for name in ("input_len", "output_len", "repeats"):
             if int(getattr(settings, name)) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1", where=where)
+                raise invalid(data, name, f"--{name.replace('_', '-')} must be at least 1", where=where)
         if settings.num_prompts is not None and settings.prompts_per_level is not None:
-            raise ConfigError("give --num-prompts or --prompts-per-level, not both", where=where)
+            raise invalid(data, None, "give --num-prompts or --prompts-per-level, not both", where=where)
         plan_points(settings.arms, settings.concurrency, settings.repeats)  # validates arms/levels
         return settings
 
     def prompts_for(self, concurrency: int) -> int:
-        """Requests per point: explicit, or at least 4x the concurrency (ramp-up and drain)."""
+        """Requests per point: explicit, else the client's default (at least 4x the concurrency)."""
         if self.num_prompts:
             return int(self.num_prompts)
         if self.prompts_per_level:
             return int(self.prompts_per_level)
-        return max(4 * concurrency, 16)
+        return default_num_prompts(concurrency)
 
 
 def dataset_hash(settings: BenchSettings) -> str:
@@ -181,13 +197,13 @@ class HostSweep:
         n = s.prompts_for(point.concurrency)
         if self.runner == "builtin":
             return self._measure_builtin(point, state, n)
-        out_file = f"{state.workdir}/.specops/bench/{point.arm}-c{point.concurrency}-r{point.repeat}.jsonl"
+        out_file = paths.bench_output(state.workdir, point.arm, point.concurrency, point.repeat)
         if self._bench is None:
             self._bench = bench_command(TransportTreeFiles(self.transport, self.tree))
         argv = self._bench.argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
                                 output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
                                 output_file=out_file, seed=s.seed, model=state.model or None)
-        self.transport.run(["mkdir", "-p", f"{state.workdir}/.specops/bench"], timeout=30)
+        self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir)], timeout=30)
         self.transport.run(["rm", "-f", out_file], timeout=30)
         result = self.transport.run(argv, timeout=s.point_timeout, cwd=self.tree)
         if not result.ok:

@@ -16,7 +16,7 @@ from rich.table import Table
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
 from specops.config.inventory import load_inventory
-from specops.config.yamlfile import suggest
+from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.render.logs import show, sources_for
 from specops.servers import read_states, server_status, stop_arms

@@ -11,9 +11,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
-from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
+from specops.config.schema import check_keys, choice, expect, suggest, where_of
+from specops.config.yamlfile import Mapping, load_file
 from specops.data import shipped_inventory
 from specops.errors import ConfigError
 
@@ -25,7 +26,11 @@ HOST_KEYS = [
 ]
 GROUP_KEYS = ["hosts", "vars"]
 CONNECTIONS = ("ssh", "local")
-HOST_KEY_POLICIES = ("accept-new", "strict")
+#: How an SSH host's key is checked (specops.transport.hostkeys implements them): `accept-new`
+#: records an unknown key on first use, `strict` refuses it; a changed key is always refused.
+HostKeyMode = Literal["accept-new", "strict"]
+HOST_KEY_MODES: tuple[HostKeyMode, ...] = get_args(HostKeyMode)
+DEFAULT_HOST_KEY_MODE: HostKeyMode = "accept-new"
 ENGINES = ("sglang", "sim")
 
 
@@ -39,7 +44,7 @@ class Host:
     port: int = 22
     user: str | None = None
     key: str | None = None
-    host_key: str = "accept-new"
+    host_key: HostKeyMode = DEFAULT_HOST_KEY_MODE
     known_hosts: str | None = None
     workdir: str = "~/specops"
     python: str = "python3"
@@ -129,21 +134,19 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
         holder = node if key in node else defaults
         return expect(holder, key, types, what if key in node else "defaults")
 
-    connection = get("connection", str, "local" if name == "local" and "address" not in merged else "ssh")
-    if connection not in CONNECTIONS:
-        raise ConfigError(f"{what}: connection must be one of {', '.join(CONNECTIONS)}{suggest(connection, CONNECTIONS)}",
-                          where=where_of(node, "connection"))
+    def one_of(key: str, choices: tuple[str, ...], default: str) -> str:
+        if key not in merged:
+            return default
+        holder = node if key in node else defaults
+        expect(holder, key, str, what if key in node else "defaults")
+        return choice(holder, key, choices, what if key in node else "defaults")
+
+    connection = one_of("connection", CONNECTIONS, "local" if name == "local" and "address" not in merged else "ssh")
     address = get("address", str, None)
     if connection == "ssh" and not address:
         raise ConfigError(f"{what} uses ssh but has no 'address'", where=where_of(node))
-    host_key = get("host_key", str, "accept-new")
-    if host_key not in HOST_KEY_POLICIES:
-        raise ConfigError(f"{what}: host_key must be accept-new or strict, got '{host_key}'"
-                          f"{suggest(host_key, HOST_KEY_POLICIES)}", where=where_of(node, "host_key"))
-    engine = get("engine", str, "sglang")
-    if engine not in ENGINES:
-        raise ConfigError(f"{what}: engine must be sglang or sim, got '{engine}'{suggest(engine, ENGINES)}",
-                          where=where_of(node, "engine"))
+    host_key = cast(HostKeyMode, one_of("host_key", HOST_KEY_MODES, DEFAULT_HOST_KEY_MODE))
+    engine = one_of("engine", ENGINES, "sglang")
     gpus = get("gpus", list, [])
     if not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
         raise ConfigError(f"{what}: gpus must be a list of integers", where=where_of(node, "gpus"))
@@ -193,6 +196,7 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
     groups_node = data.get("groups") or Mapping()
     expect(data, "groups", dict, "the inventory") if "groups" in data and data["groups"] is not None else None
     for gname, gnode in groups_node.items():
+        gvars: dict[str, Any]
         if isinstance(gnode, list):
             members, gvars = gnode, {}
         else:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specops.config.yamlfile import Mapping, check_keys, expect, load_file, suggest, where_of
+from specops.config.schema import check_keys, expect, suggest, where_of
+from specops.config.yamlfile import Mapping, load_file
 from specops.errors import ConfigError
 
 PLAYBOOK_KEYS = ["name", "vars", "steps", "any_errors_fatal", "description"]
@@ -88,6 +89,30 @@ def _check_verify(node: Any, where: str) -> dict[str, Any]:
     return dict(node)
 
 
+def _step_kind(node: Any, i: int, where: str, kinds: dict[str, Any]) -> str:
+    """The one key of a step that is not a common key: its kind."""
+    kind_keys = [k for k in node if k not in COMMON_STEP_KEYS]
+    if not kind_keys:
+        raise ConfigError(f"step {i + 1} has no step kind (one of: {', '.join(sorted(kinds))})", where=where)
+    if len(kind_keys) > 1:
+        unknown = [k for k in kind_keys if k not in kinds]
+        bad = unknown[0] if unknown else kind_keys[1]
+        allowed = COMMON_STEP_KEYS + sorted(kinds)
+        raise ConfigError(
+            f"unknown key '{bad}' in step {i + 1}{suggest(bad, allowed)}; allowed: {', '.join(allowed)}"
+            if unknown else f"step {i + 1} has two step kinds: {', '.join(kind_keys)}",
+            where=where_of(node, bad),
+        )
+    kind = kind_keys[0]
+    if kind not in kinds:
+        raise ConfigError(
+            f"step {i + 1}: unknown step kind '{kind}'{suggest(kind, list(kinds) + COMMON_STEP_KEYS)}; "
+            f"kinds: {', '.join(sorted(kinds))}",
+            where=where_of(node, kind),
+        )
+    return kind
+
+
 def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
     """Validate a list of step mappings against the registered kinds."""
     steps: list[Step] = []
@@ -97,25 +122,7 @@ def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
         where = nodes.where(i) if hasattr(nodes, "where") else source
         if not isinstance(node, dict):
             raise ConfigError(f"step {i + 1} must be a mapping", where=where)
-        kind_keys = [k for k in node if k not in COMMON_STEP_KEYS]
-        if not kind_keys:
-            raise ConfigError(f"step {i + 1} has no step kind (one of: {', '.join(sorted(kinds))})", where=where)
-        if len(kind_keys) > 1:
-            unknown = [k for k in kind_keys if k not in kinds]
-            bad = unknown[0] if unknown else kind_keys[1]
-            hint = suggest(bad, list(kinds) + COMMON_STEP_KEYS)
-            raise ConfigError(
-                f"step {i + 1}: unknown key '{bad}'{hint}" if unknown
-                else f"step {i + 1} has two step kinds: {', '.join(kind_keys)}",
-                where=where_of(node, bad),
-            )
-        kind = kind_keys[0]
-        if kind not in kinds:
-            raise ConfigError(
-                f"step {i + 1}: unknown step kind '{kind}'{suggest(kind, list(kinds) + COMMON_STEP_KEYS)}; "
-                f"kinds: {', '.join(sorted(kinds))}",
-                where=where_of(node, kind),
-            )
+        kind = _step_kind(node, i, where, kinds)
         name = str(node.get("name") or f"{kind} {i + 1}")
         step = Step(index=i, name=name, kind=kind, args=node[kind], where=where_of(node, kind))
         if "when" in node:

@@ -1,19 +1,23 @@
-"""YAML loading that remembers where each key was, and schema checks that say so.
+"""The one YAML loader: it remembers where each key was, and refuses duplicate keys.
 
-Every error about hosts.yaml, a playbook or a patch set names the file, the line and the
-key, with a "did you mean" when a known key is close: the hour lost to a typo is what
-this tool exists to save.
+Every YAML file specops reads (hosts.yaml, playbooks, patch sets, and through them arm
+profiles and bench settings) is loaded here, so a duplicate key is an error naming
+file:line in any of them, and `specops.config.schema` can name the line of any key.
 """
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
+from specops.config.schema import check_keys, expect, suggest, type_name, where_of
 from specops.errors import ConfigError
+
+# The checks moved to specops.config.schema; these names stay importable from here.
+__all__ = ["Mapping", "Sequence", "load_file", "load_text", "check_keys", "expect", "suggest", "type_name",
+           "where_of"]
 
 
 class Mapping(dict):
@@ -51,7 +55,7 @@ def _loader_for(source: str) -> type:
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if key in result:
-                raise ConfigError(f"duplicate key '{key}'", where=f"{source}:{key_node.start_mark.line + 1}")
+                raise ConfigError(f"duplicate key '{key}' (first at line {result.key_lines[key]})", where=f"{source}:{key_node.start_mark.line + 1}")
             result[key] = loader.construct_object(value_node, deep=True)
             result.key_lines[key] = key_node.start_mark.line + 1
         return result
@@ -89,49 +93,3 @@ def load_file(path: Path | str, what: str = "file") -> Any:
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
     return load_text(text, str(path))
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    """' (did you mean 'x'?)' when a choice is close, else ''."""
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def where_of(node: Any, key: str | None = None) -> str:
-    return node.where(key) if isinstance(node, (Mapping, Sequence)) else "<unknown>"
-
-
-def check_keys(node: Any, allowed: Iterable[str], what: str, required: Iterable[str] = ()) -> None:
-    """Reject unknown keys (with a suggestion) and missing required ones."""
-    allowed = list(allowed)
-    if not isinstance(node, dict):
-        raise ConfigError(f"{what} must be a mapping, got {type_name(node)}", where=where_of(node))
-    for key in node:
-        if key not in allowed:
-            raise ConfigError(
-                f"unknown key '{key}' in {what}{suggest(key, allowed)}; allowed: {', '.join(allowed)}",
-                where=where_of(node, key),
-            )
-    for key in required:
-        if key not in node:
-            raise ConfigError(f"{what} is missing required key '{key}'", where=where_of(node))
-
-
-def type_name(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    return {dict: "a mapping", Mapping: "a mapping", list: "a list", Sequence: "a list", str: "a string",
-            bool: "a boolean", int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
-
-
-def expect(node: Any, key: str, types: type | tuple[type, ...], what: str) -> Any:
-    """Return node[key] after checking its type; the error names file, line, key and types."""
-    value = node[key]
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        ok = False
-    else:
-        ok = isinstance(value, types)
-    if not ok:
-        wanted = " or ".join(type_name(t()) if t is not type(None) else "null" for t in (types if isinstance(types, tuple) else (types,)))
-        raise ConfigError(f"'{key}' in {what} must be {wanted}, got {type_name(value)}", where=where_of(node, key))
-    return value

@@ -24,12 +24,14 @@ from typing import Any
 from specops.patching.anchors import Span, resolve_python, resolve_text
 from specops.patching.model import Edit, PatchError, PatchSet
 from specops.sglang.layout import SGLangLayout, detect_layout
+from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
 from specops.sglang.treefiles import TreeFiles
+from specops.sglang.version import in_range, try_parse
 from specops.transport.base import CommandResult, Transport
 
 NEW, APPLIED, BLOCKED, SKIPPED = "new", "already applied", "blocked", "skipped"
 REVERTED, NOT_APPLIED = "reverted", "not applied"
-STATE_DIR = ".specops/patches"
+STATE_DIR = PATCH_STATE_DIR
 
 
 @dataclass
@@ -90,11 +92,6 @@ class PatchReport:
 # --------------------------------------------------------------------------- applicability
 
 
-def _version_tuple(v: str) -> tuple:
-    parts = re.findall(r"\d+", v.split("+")[0])
-    return tuple(int(p) for p in parts[:3]) or (0,)
-
-
 def check_applicable(patchset: PatchSet, layout: SGLangLayout) -> str | None:
     """Why the set does not fit this tree, or None when it does."""
     ap = patchset.applies_to
@@ -107,11 +104,11 @@ def check_applicable(patchset: PatchSet, layout: SGLangLayout) -> str | None:
     for refuse in ap.refuse_if:
         if feats.get(refuse):
             return f"the tree has {refuse.replace('_', ' ')}"
-    if layout.version:
-        v = _version_tuple(layout.version)
-        if ap.min_version and v < _version_tuple(ap.min_version):
+    if try_parse(layout.version) is not None:  # an unreadable version leaves the features to decide
+        assert layout.version is not None
+        if ap.min_version and not in_range(layout.version, ap.min_version, None):
             return f"version {layout.version} is older than {ap.min_version}"
-        if ap.max_version and v > _version_tuple(ap.max_version):
+        if ap.max_version and not in_range(layout.version, None, ap.max_version):
             return f"version {layout.version} is newer than {ap.max_version}"
     return None
 
@@ -548,7 +545,7 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
     for rel in patchset.files:
         files.remove(f"{sdir}/backups/{rel}")
     files.remove(f"{sdir}/manifest.json")
-    files.prune(STATE_DIR.split("/")[0])  # leave no empty .specops/patches/<set>/backups/... behind
+    files.prune(TREE_STATE_DIR)  # leave no empty .specops/patches/<set>/backups/... behind
     order = {e.name: i for i, e in enumerate(patchset.edits)}
     results.sort(key=lambda r: order.get(r.edit, 0))
     return PatchReport(patchset.name, "revert", results, list(restored), notes=notes)

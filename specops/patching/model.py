@@ -1,4 +1,5 @@
-"""Patch sets: the YAML model, its validation (file:line:key, "did you mean"), and errors.
+"""Patch sets: the YAML model, its validation (with the shared loader and schema checker:
+file:line, key, "did you mean"), and errors.
 
 A patch set (`playbooks/patches/<name>.yaml`)::
 
@@ -23,14 +24,16 @@ A patch set (`playbooks/patches/<name>.yaml`)::
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from specops.config.schema import check_keys, choice, expect, invalid, optional, suggest, where_of
+from specops.config.yamlfile import load_text
 from specops.data import shipped_patches
 from specops.errors import ConfigError, SpecopsError
+from specops.sglang.version import try_parse
 
 DEFAULT_SEARCH_DIR = Path("playbooks/patches")
 
@@ -38,85 +41,12 @@ OPS = ("insert_after", "insert_before", "replace", "delete", "diff")
 ANCHOR_KEYS = ("class", "field", "call", "arg", "function", "position", "statement", "assign", "text")
 POSITIONS = ("body_start", "body_end")
 LAYOUT_FEATURES = ("eagle_worker", "adaptive", "adaptive_zero_steps", "dynamic_spec_disable_applied")
+SET_KEYS = ("name", "description", "applies_to", "edits", "verify")
+EDIT_KEYS = ("name", "file", "op", "anchor", "text", "diff", "optional")
 
 
 class PatchError(SpecopsError):
     """A patch set could not be applied, checked or reverted; nothing was left changed."""
-
-
-# --------------------------------------------------------------------------- yaml with lines
-
-
-class _LDict(dict):
-    line: int = 0
-    key_lines: dict
-
-
-class _LList(list):
-    line: int = 0
-
-
-def _construct(node: yaml.Node) -> Any:
-    """yaml node -> plain Python values that remember their 1-based line numbers."""
-    if isinstance(node, yaml.MappingNode):
-        out = _LDict()
-        out.line = node.start_mark.line + 1
-        out.key_lines = {}
-        for knode, vnode in node.value:
-            key = _construct(knode)
-            out[key] = _construct(vnode)
-            out.key_lines[key] = knode.start_mark.line + 1
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        seq = _LList(_construct(v) for v in node.value)
-        seq.line = node.start_mark.line + 1
-        return seq
-    return _scalar(node)
-
-
-def _scalar(node: yaml.ScalarNode) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
-
-
-def _line(obj: Any, key: str | None = None) -> int:
-    if key is not None and isinstance(obj, _LDict):
-        return obj.key_lines.get(key, obj.line)
-    return getattr(obj, "line", 0)
-
-
-class _Ctx:
-    """Builds errors that name the file, the line and the key."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def err(self, obj: Any, key: str | None, message: str, hint: str | None = None) -> ConfigError:
-        where = f"{self.path}:{_line(obj, key)}"
-        return ConfigError(f"{key + ': ' if key else ''}{message}", where=where, hint=hint)
-
-    def check_keys(self, obj: Any, allowed: tuple[str, ...], what: str) -> None:
-        if not isinstance(obj, dict):
-            raise self.err(obj, None, f"{what} must be a mapping, got {type(obj).__name__}")
-        for key in obj:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
-                raise self.err(obj, str(key), f"unknown key in {what}", hint=hint)
-
-    def want(self, obj: dict, key: str, typ: type | tuple, what: str, required: bool = True) -> Any:
-        if key not in obj:
-            if required:
-                raise self.err(obj, None, f"{what} is missing required key '{key}'")
-            return None
-        value = obj[key]
-        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-            names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
-            raise self.err(obj, key, f"must be {names}, got {type(value).__name__} {value!r}")
-        return value
 
 
 # --------------------------------------------------------------------------- model
@@ -220,153 +150,151 @@ def diff_files(diff: str) -> list[str]:
     return out
 
 
-def _parse_anchor(ctx: _Ctx, raw: Any) -> Anchor:
-    ctx.check_keys(raw, ANCHOR_KEYS, "anchor")
-    for key, value in raw.items():
-        if not isinstance(value, str):
-            raise ctx.err(raw, key, f"must be a string, got {type(value).__name__} {value!r}")
+def _parse_anchor(raw: Any, what: str) -> Anchor:
+    check_keys(raw, ANCHOR_KEYS, what)
+    for key in raw:
+        expect(raw, key, str, what)
     keys = set(raw)
     if "class" in keys or "field" in keys:
         if keys != {"class", "field"}:
-            raise ctx.err(raw, None, "a field anchor needs exactly 'class' and 'field'")
+            raise invalid(raw, None, f"a field anchor ({what}) needs exactly 'class' and 'field'")
         return Anchor("field", cls=raw["class"], field=raw["field"])
     if "call" in keys:
         if not keys <= {"call", "arg"}:
-            raise ctx.err(raw, None, "a call anchor takes 'call' and optionally 'arg'")
+            raise invalid(raw, None, f"a call anchor ({what}) takes 'call' and optionally 'arg'")
         return Anchor("call", call=raw["call"], arg=raw.get("arg"))
     if "function" in keys:
         if not keys <= {"function", "position", "statement"} or {"position", "statement"} <= keys:
-            raise ctx.err(raw, None, "a function anchor takes 'function' and at most one of 'position', 'statement'")
-        if "position" in raw and raw["position"] not in POSITIONS:
-            close = difflib.get_close_matches(raw["position"], POSITIONS, n=1)
-            raise ctx.err(raw, "position", f"unknown position {raw['position']!r}",
-                          hint=f"did you mean '{close[0]}'?" if close else f"one of {', '.join(POSITIONS)}")
+            raise invalid(raw, None, f"a function anchor ({what}) takes 'function' and at most one of "
+                                     "'position', 'statement'")
+        if "position" in raw:
+            choice(raw, "position", POSITIONS, what)
         if "statement" in raw:
-            import re
             try:
                 re.compile(raw["statement"])
             except re.error as exc:
-                raise ctx.err(raw, "statement", f"bad regex: {exc}") from exc
+                raise invalid(raw, "statement", f"'statement' in {what} is not a valid regex: {exc}") from exc
         return Anchor("function", function=raw["function"], position=raw.get("position"),
                       statement=raw.get("statement"))
     if keys == {"assign"}:
         return Anchor("assign", assign=raw["assign"])
     if keys == {"text"}:
         return Anchor("text", text=raw["text"])
-    raise ctx.err(raw, None, f"cannot tell what kind of anchor this is (keys: {', '.join(sorted(keys))})",
+    raise invalid(raw, None, f"cannot tell what kind of anchor {what} is (keys: {', '.join(sorted(keys))})",
                   hint="use {class, field}, {call, arg}, {function[, position|statement]}, {assign} or {text}")
 
 
-def _parse_edit(ctx: _Ctx, raw: Any, index: int) -> Edit:
-    ctx.check_keys(raw, ("name", "file", "op", "anchor", "text", "diff", "optional"), f"edit #{index + 1}")
-    op = ctx.want(raw, "op", str, f"edit #{index + 1}")
-    if op not in OPS:
-        close = difflib.get_close_matches(op, OPS, n=1)
-        raise ctx.err(raw, "op", f"unknown op {op!r}",
-                      hint=f"did you mean '{close[0]}'?" if close else f"one of {', '.join(OPS)}")
-    name = ctx.want(raw, "name", str, f"edit #{index + 1}", required=False) or f"edit-{index + 1}"
-    optional = ctx.want(raw, "optional", bool, f"edit {name}", required=False) or False
+def _required(node: Any, key: str, types: type | tuple[type, ...], what: str) -> Any:
+    if key not in node:
+        raise invalid(node, None, f"{what} is missing required key '{key}'")
+    return expect(node, key, types, what)
+
+
+def _parse_edit(raw: Any, index: int) -> Edit:
+    what = f"edit #{index + 1}"
+    if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+        what = f"edit '{raw['name']}'"
+    check_keys(raw, EDIT_KEYS, what, required=("op",))
+    op = choice(raw, "op", OPS, what)
+    name = optional(raw, "name", str, what) or f"edit-{index + 1}"
+    is_optional = bool(optional(raw, "optional", bool, what, False))
+    line = getattr(raw, "line", 0)
     if op == "diff":
-        diff = ctx.want(raw, "diff", str, f"edit {name}")
+        diff = _required(raw, "diff", str, what)
         if not diff_files(diff):
-            raise ctx.err(raw, "diff", "no '+++ path' line found in the unified diff")
+            raise invalid(raw, "diff", f"'diff' in {what}: no '+++ path' line found in the unified diff")
         for key in ("anchor", "text"):
             if key in raw:
-                raise ctx.err(raw, key, "a diff edit takes no anchor or text")
-        return Edit(name, raw.get("file") or diff_files(diff)[0], op, Anchor("none"), diff=diff,
-                    optional=optional, line=_line(raw))
-    file = ctx.want(raw, "file", str, f"edit {name}")
-    anchor = _parse_anchor(ctx, ctx.want(raw, "anchor", dict, f"edit {name}"))
+                raise invalid(raw, key, f"'{key}' in {what}: a diff edit takes no anchor or text")
+        file = optional(raw, "file", str, what) or diff_files(diff)[0]
+        return Edit(name, file, op, Anchor("none"), diff=diff, optional=is_optional, line=line)
+    file = _required(raw, "file", str, what)
+    anchor = _parse_anchor(_required(raw, "anchor", dict, what), f"the anchor of {what}")
     if op == "delete":
         if "text" in raw:
-            raise ctx.err(raw, "text", "a delete edit takes no text")
+            raise invalid(raw, "text", f"'text' in {what}: a delete edit takes no text")
         text = ""
     else:
-        text = ctx.want(raw, "text", str, f"edit {name}")
+        text = _required(raw, "text", str, what)
         if not text.strip():
-            raise ctx.err(raw, "text", "is empty")
-    if anchor.kind == "text" and not file.endswith(".py") and anchor.text is None:
-        raise ctx.err(raw, "anchor", "text anchor without text")
-    return Edit(name, file, op, anchor, text=text, optional=optional, line=_line(raw))
+            raise invalid(raw, "text", f"'text' in {what} is empty")
+    return Edit(name, file, op, anchor, text=text, optional=is_optional, line=line)
 
 
-def _parse_verify(ctx: _Ctx, raw: Any, index: int) -> VerifyCommand:
+def _parse_verify(raw: Any, index: int, where: str) -> VerifyCommand:
+    what = f"verify #{index + 1}"
+    node: Any = raw
     if isinstance(raw, (str, list)):
-        raw_d: dict = {"run": raw}
-        line_obj = raw
+        node = {"run": raw}
     else:
-        ctx.check_keys(raw, ("name", "run", "timeout"), f"verify #{index + 1}")
-        raw_d, line_obj = raw, raw
-    run = raw_d.get("run")
+        check_keys(raw, ("name", "run", "timeout"), what, required=("run",), where=where)
+    run = node["run"]
     if isinstance(run, list):
-        if not run or not all(isinstance(a, (str, int, float)) for a in run):
-            raise ctx.err(line_obj, "run" if isinstance(line_obj, dict) else None,
-                          "an argv list must be a non-empty list of strings")
+        if not run or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in run):
+            raise invalid(node, "run", f"'run' in {what}: an argv list must be a non-empty list of strings",
+                          where=where)
         run = [str(a) for a in run]
     elif not isinstance(run, str) or not run.strip():
-        raise ctx.err(line_obj, "run" if isinstance(line_obj, dict) else None,
-                      "must be an argv list or a non-empty bash script string")
-    timeout = raw_d.get("timeout", 120)
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        raise ctx.err(line_obj, "timeout", f"must be a positive number, got {timeout!r}")
-    name = raw_d.get("name") or f"verify-{index + 1}"
+        raise invalid(node, "run", f"'run' in {what} must be an argv list or a non-empty bash script string",
+                      where=where)
+    timeout = optional(node, "timeout", (int, float), what, 120, where=where)
+    if timeout <= 0:
+        raise invalid(node, "timeout", f"'timeout' in {what} must be positive, got {timeout!r}", where=where)
+    name = optional(node, "name", (str, int), what, where=where) or f"verify-{index + 1}"
     return VerifyCommand(str(name), run, float(timeout))
 
 
-def _parse_applies(ctx: _Ctx, raw: Any) -> AppliesTo:
+def _parse_applies(raw: Any) -> AppliesTo:
     if raw is None:
         return AppliesTo()
-    ctx.check_keys(raw, ("args_layout", "requires", "refuse_if", "min_version", "max_version", "hint"),
-                   "applies_to")
+    what = "applies_to"
+    check_keys(raw, ("args_layout", "requires", "refuse_if", "min_version", "max_version", "hint"), what)
     out = AppliesTo()
     for key in ("args_layout", "requires", "refuse_if"):
         value = raw.get(key, [])
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ctx.err(raw, key, "must be a list of strings")
+            raise invalid(raw, key, f"'{key}' in {what} must be a list of strings")
         if key != "args_layout":
             for v in value:
                 if v not in LAYOUT_FEATURES:
-                    close = difflib.get_close_matches(v, LAYOUT_FEATURES, n=1)
-                    raise ctx.err(raw, key, f"unknown layout feature {v!r}",
-                                  hint=f"did you mean '{close[0]}'?" if close else
-                                  f"one of {', '.join(LAYOUT_FEATURES)}")
+                    raise invalid(raw, key, f"'{key}' in {what} names unknown layout feature {v!r}"
+                                            f"{suggest(v, LAYOUT_FEATURES)}; known: {', '.join(LAYOUT_FEATURES)}")
         setattr(out, key, list(value))
     for key in ("min_version", "max_version", "hint"):
         if key in raw:
-            setattr(out, key, str(ctx.want(raw, key, (str, int, float), "applies_to")))
+            setattr(out, key, str(expect(raw, key, (str, int, float), what)))
+    for key in ("min_version", "max_version"):
+        value = getattr(out, key)
+        if value is not None and try_parse(value) is None:
+            raise invalid(raw, key, f"'{key}' in {what} is not a version: {value!r}",
+                          hint="write it as SGLang numbers its releases, e.g. 0.5.13 or 0.5.10.post1")
     return out
 
 
 def parse_patchset(text: str, path: str = "<patchset>") -> PatchSet:
     """Validate a patch set document; errors name `path:line` and the key."""
-    ctx = _Ctx(path)
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=where) from exc
-    if node is None:
+    raw = load_text(text, path)
+    if raw is None:
         raise ConfigError("empty patch set", where=path)
-    raw = _construct(node)
-    ctx.check_keys(raw, ("name", "description", "applies_to", "edits", "verify"), "patch set")
-    name = ctx.want(raw, "name", str, "patch set")
-    description = ctx.want(raw, "description", str, "patch set", required=False) or ""
-    edits_raw = ctx.want(raw, "edits", list, "patch set")
+    what = "the patch set"
+    check_keys(raw, SET_KEYS, what, required=("name", "edits"))
+    name = expect(raw, "name", str, what)
+    description = optional(raw, "description", str, what, "")
+    edits_raw = expect(raw, "edits", list, what)
     if not edits_raw:
-        raise ctx.err(raw, "edits", "a patch set needs at least one edit")
-    edits = [_parse_edit(ctx, e, i) for i, e in enumerate(edits_raw)]
-    names = [e.name for e in edits]
+        raise invalid(raw, "edits", "a patch set needs at least one edit")
+    edits = [_parse_edit(e, i) for i, e in enumerate(edits_raw)]
+    first: dict[str, Edit] = {}
     for e in edits:
-        if names.count(e.name) > 1:
-            raise ConfigError(f"edit name {e.name!r} is used twice", where=f"{path}:{e.line}")
-    verify_raw = raw.get("verify") or []
-    if not isinstance(verify_raw, list):
-        raise ctx.err(raw, "verify", "must be a list")
-    verify = [_parse_verify(ctx, v, i) for i, v in enumerate(verify_raw)]
-    return PatchSet(name, description, _parse_applies(ctx, raw.get("applies_to")), edits, verify, source=path)
+        if e.name in first:
+            raise ConfigError(f"edit name {e.name!r} is used twice (first at line {first[e.name].line})",
+                              where=f"{path}:{e.line}")
+        first[e.name] = e
+    verify_raw = optional(raw, "verify", list, what, [])
+    verify = [_parse_verify(v, i, where_of(verify_raw, i, path)) for i, v in enumerate(verify_raw)]
+    return PatchSet(name, description, _parse_applies(raw.get("applies_to")), edits, verify, source=path)
 
 
 def _package_search_dirs() -> list[Path]:

@@ -6,7 +6,6 @@ Log text is printed as rich `Text` objects, never parsed as markup, so a log lin
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 import threading
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from rich.text import Text
 from specops.errors import TransportError
 from specops.servers.logwatch import CRASH_SIGNATURES, crash_blocks, find_signature, tail_lines
 from specops.servers.logwatch import follow as _follow
+from specops.sglang import paths
 from specops.transport.base import Transport
 
 _PREFIX_STYLES = ("cyan", "magenta", "green", "yellow", "blue")
@@ -37,12 +37,13 @@ class LogSource:
 def sources_for(transport: Transport, workdir: str, arms: Sequence[str] | None = None,
                 host_prefix: bool = False) -> list[LogSource]:
     """Log sources for the arms under workdir (all `<arm>.log` files when arms is None)."""
-    d = posixpath.join(transport.expand(workdir), ".specops", "logs")
+    wd = transport.expand(workdir)
+    d = paths.logs_dir(wd)
     if arms is None:
         res = transport.run(f"cd {shlex.quote(d)} 2>/dev/null && ls -1 -- *.log 2>/dev/null", timeout=30)
         arms = sorted(n[:-4] for n in res.stdout.split() if n.endswith(".log"))
     pre = f"{transport.name}:" if host_prefix else ""
-    return [LogSource(transport, posixpath.join(d, f"{a}.log"), f"{pre}{a}") for a in arms]
+    return [LogSource(transport, paths.server_log(wd, a), f"{pre}{a}") for a in arms]
 
 
 def render_line(line: str, label: str | None, style: str = "cyan") -> Text:

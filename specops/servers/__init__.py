@@ -1,7 +1,8 @@
 """Arm servers: profiles, launch commands per SGLang layout, and their lifecycle on a host."""
 
 from specops.servers.arms import ArmSpec, arms_from_vars
-from specops.servers.launch import LaunchPlan, build_launch, fairness_warnings
+from specops.servers.fairness import fairness_warnings
+from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.lifecycle import (
                                        ArmStatus,
                                        LaunchOutcome,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import shlex
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
@@ -17,6 +16,7 @@ from typing import Mapping, Protocol, Sequence
 from specops.errors import ConfigError
 from specops.servers.adaptive import adaptive_config
 from specops.servers.arms import ArmSpec
+from specops.sglang import paths
 from specops.sglang.flags import FlagSet
 from specops.sim.knobs import UsageError, split_knobs
 
@@ -72,18 +72,6 @@ class LaunchPlan:
         blob = json.dumps({"argv": self.argv, "env": sorted(self.env.items()),
                            "config": self.config_json, "sglang_version": self.sglang_version}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def specops_dir(workdir: str) -> str:
-    return posixpath.join(workdir, ".specops")
-
-
-def state_path(workdir: str, arm: str) -> str:
-    return posixpath.join(workdir, ".specops", "servers", f"{arm}.json")
-
-
-def log_path(workdir: str, arm: str) -> str:
-    return posixpath.join(workdir, ".specops", "logs", f"{arm}.log")
 
 
 def _common_flags(arm: ArmSpec, cuda_graph_flag: str) -> list[str]:
@@ -155,7 +143,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                                   where=where)
             mechanism = "native-adaptive"
             plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
-            config_path = posixpath.join(workdir, ".specops", "servers", f"{arm.name}.adaptive.json")
+            config_path = paths.adaptive_config(workdir, arm.name)
             config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
             effective = plan.effective_threshold
             flags += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
@@ -191,39 +179,8 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
     return LaunchPlan(arm=arm.name, kind=arm.kind, port=arm.port, argv=argv, env=env,
                       mechanism=mechanism, workdir=workdir,
-                      log_path=log_path(workdir, arm.name), state_path=state_path(workdir, arm.name),
+                      log_path=paths.server_log(workdir, arm.name),
+                      state_path=paths.server_state(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path,
                       sglang_version=layout.version)
-
-
-#: Resolved server args that legitimately differ between arms.
-_FAIRNESS_IGNORED_PREFIXES = ("speculative_", "sim_")  # sim_*: the simulator's own labels
-_FAIRNESS_IGNORED = {
-    "port", "host", "model_path", "served_model_name", "tokenizer_path", "random_seed",
-    "base_gpu_id", "gpu_id", "dist_init_addr", "nccl_port", "metrics_port", "file_storage_path",
-    "enable_dynamic_spec_disable", "log_prefix", "decrypted_draft_model_path",
-    "decrypted_config_file", "version", "internal_states", "last_gen_throughput",
-    "memory_usage", "status",
-}
-
-
-def fairness_warnings(server_infos: dict[str, dict]) -> list[str]:
-    """Warnings for resolved args (`/server_info`) that differ between arms beyond the
-    speculative ones; e.g. max_running_requests capped at 48 on an EAGLE arm only."""
-    if len(server_infos) < 2:
-        return []
-    keys: set[str] = set()
-    for info in server_infos.values():
-        keys.update(info)
-    warnings = []
-    for key in sorted(keys):
-        if key in _FAIRNESS_IGNORED or key.startswith(_FAIRNESS_IGNORED_PREFIXES):
-            continue
-        values = {arm: info.get(key) for arm, info in server_infos.items()}
-        if not all(isinstance(v, (str, int, float, bool, type(None))) for v in values.values()):
-            values = {a: json.dumps(v, sort_keys=True, default=str) for a, v in values.items()}
-        if len({json.dumps(v, default=str) for v in values.values()}) > 1:
-            shown = ", ".join(f"{arm}={v!r}" for arm, v in values.items())
-            warnings.append(f"arms differ in {key}: {shown}")
-    return warnings

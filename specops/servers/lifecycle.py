@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from specops.errors import StepError, TransportError
-from specops.servers.launch import LaunchPlan, log_path, state_path
+from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,
     chunk_script,
@@ -28,6 +28,7 @@ from specops.servers.logwatch import (
     tail_lines,
 )
 from specops.servers.remote import FUNCS, q
+from specops.sglang import paths
 from specops.transport.base import Transport
 
 _RUN_TIMEOUT = 60.0
@@ -94,7 +95,7 @@ def _run(transport: Transport, script: str, timeout: float = _RUN_TIMEOUT, **kw)
 # --- state files -----------------------------------------------------------------------
 
 def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | None:
-    path = state_path(transport.expand(workdir), arm)
+    path = paths.server_state(transport.expand(workdir), arm)
     if transport.stat_size(path) is None:
         return None
     try:
@@ -105,7 +106,7 @@ def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | No
 
 def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
     """All state files under the workdir, in one round trip."""
-    d = posixpath.join(transport.expand(workdir), ".specops", "servers")
+    d = paths.servers_dir(transport.expand(workdir))
     script = (f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
               f"case \"$f\" in *.adaptive.json) continue;; esac; "
               f"printf '@@STATE %s\\n' \"$(base64 -w0 < \"$f\")\"; done")
@@ -452,7 +453,7 @@ def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None
     """Per arm: pid, port, ready/starting/dead/stopped, uptime, mechanism, command; one
     round trip for all arms. Arms named in `arms` without a state file are "stopped"."""
     wd = transport.expand(workdir)
-    d = posixpath.join(wd, ".specops", "servers")
+    d = paths.servers_dir(wd)
     rl = q(READY_LINE)
     script = f"""
 echo "@@NOW $(date +%s)"
@@ -493,7 +494,7 @@ done
                 (now - st.started_at) if (now and a == "1") else None,
                 st.mechanism, st.command, h, st.log_path, st.effective_threshold)
     names = list(arms) if arms is not None else sorted(found)
-    return [found.get(a) or ArmStatus(a, "stopped", log_path=log_path(wd, a)) for a in names]
+    return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 
 
 def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict:

@@ -9,8 +9,8 @@ from specops.config.inventory import Host
 from specops.errors import ConfigError
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
-from specops.sglang.flags import SERVER_ARGS
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
+from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
 from specops.transport.base import Transport
 

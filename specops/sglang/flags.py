@@ -27,15 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn
 
+from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
+from specops.sglang.version import declared_version
 
-PKG = "python/sglang"
-SERVER_ARGS = f"{PKG}/srt/server_args.py"
 FIELDS_PKG = "sglang.srt.arg_groups.fields"
 #: Field modules of 0.5.20 - 0.5.23, read when server_args.py names none (a hand-made tree).
 KNOWN_FIELD_MODULES = ("device", "disagg", "exec_", "lora", "memory", "mm", "model", "observability",
                        "parallel", "schedule", "serving", "spec")
-VERSION_FILES = (f"{PKG}/version.py", f"{PKG}/_version.py")
 DEFAULT_PROG = "launch_server.py"
 
 CLASSIC, ANNOTATED, ARG_GROUPS = "classic", "annotated", "arg_groups"
@@ -187,24 +186,8 @@ def compile_or_raise(path: Path) -> ast.Module:
 
 
 def tree_version(files: TreeFiles) -> str | None:
-    """The literal version a tree declares at module level: `version.py` (old trees), else the
-    generated `_version.py` (a `try: from ._version import ...` in version.py is not literal)."""
-    for rel in VERSION_FILES:
-        data = files.read(rel)
-        if data is None:
-            continue
-        try:
-            module = ast.parse(data.decode("utf-8", errors="replace"))
-        except SyntaxError:
-            continue
-        for stmt in module.body:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-                stmt, ast.AnnAssign) else []
-            value = getattr(stmt, "value", None)
-            if isinstance(value, ast.Constant) and isinstance(value.value, str) and any(
-                    isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in targets):
-                return value.value
-    return None
+    """The literal version a tree declares (`sglang.version.declared_version`, one reader)."""
+    return declared_version(files.read)
 
 
 def module_path(module: str) -> str:

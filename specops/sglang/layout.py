@@ -13,11 +13,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specops.sglang.flags import ARG_GROUPS, PKG, SERVER_ARGS, TreeFlags, module_path, read_flags, tree_version
+from specops.sglang.flags import ARG_GROUPS, TreeFlags, module_path, read_flags, tree_version
+from specops.sglang.paths import ADAPTIVE_PARAMS, EAGLE_WORKERS, PKG, SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
 
-EAGLE_WORKERS = (f"{PKG}/srt/speculative/eagle_worker.py", f"{PKG}/srt/speculative/eagle_worker_v2.py")
-ADAPTIVE_PARAMS = f"{PKG}/srt/speculative/adaptive_spec_params.py"
 HTTP_SERVER = f"{PKG}/srt/entrypoints/http_server.py"
 #: Where the speculative CUDA-graph capture list is built: server_args.py up to 0.5.18,
 #: arg_groups/cuda_graph_hook.py from 0.5.19 on. The first that has it wins.

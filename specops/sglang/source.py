@@ -12,14 +12,13 @@ saying exactly that.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 from specops.errors import SpecopsError
+from specops.sglang.paths import WHEEL_PACKAGE_PREFIX
+from specops.sglang.wheel import unpack
 
 DEMO_VERSION = "0.5.10.post1"
 
@@ -55,8 +54,7 @@ def _download_wheel(version: str, dest: Path) -> Path:
         found = sorted(dest.glob(f"sglang-{version}-*.whl"))
         if proc.returncode == 0 and found:
             return found[0]
-        last_err = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        last_err = last_err[0]
+        last_err = ((proc.stderr or proc.stdout).strip().splitlines() or ["no output"])[-1]
     raise SpecopsError(
         f"could not fetch the SGLang {version} wheel: {last_err}",
         where="sglang source",
@@ -64,36 +62,20 @@ def _download_wheel(version: str, dest: Path) -> Path:
     )
 
 
+def wheel_version(wheel: Path) -> str:
+    """`sglang-0.5.10.post1-py3-none-any.whl` -> `0.5.10.post1`."""
+    return wheel.name.split("-")[1]
+
+
 def unpack_wheel(wheel: Path, tree: Path) -> Path:
-    """Unpack `sglang/*` of a wheel into `tree/python/sglang/*` (atomically: temp dir + rename)."""
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}-", dir=tree.parent))
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            members = [m for m in zf.namelist() if m.startswith("sglang/")]
-            for name in members:
-                target = tmp / "python" / name
-                if name.endswith("/"):
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(name) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-        version = wheel.name.split("-")[1]
-        version_file = tmp / "python" / "sglang" / "version.py"
-        if "__version__" not in (version_file.read_text() if version_file.exists() else ""):
-            version_file.write_text(f'__version__ = "{version}"\n')
-        elif "_version" in version_file.read_text() and not (tmp / "python/sglang/_version.py").exists():
-            (tmp / "python/sglang/_version.py").write_text(
-                f'__version__ = version = "{version}"\n__version_tuple__ = version_tuple = {tuple(version.split("."))!r}\n'
-            )
-        if tree.exists():
-            shutil.rmtree(tree)
-        os.replace(tmp, tree)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return tree
+    """Unpack `sglang/*` of a wheel into `tree/python/sglang/*` with the one unpacker
+    (the `sglang_wheel` step runs the same code on hosts)."""
+    return Path(unpack(str(wheel), str(tree), wheel_version(wheel), prefix=WHEEL_PACKAGE_PREFIX))
+
+
+def find_wheel(version: str) -> Path:
+    """The cached (or offline-provided) wheel of `version`, fetched once when missing."""
+    return _find_local_wheel(version) or _download_wheel(version, cache_root() / "wheels")
 
 
 def ensure_tree(version: str = DEMO_VERSION, root: Path | None = None) -> Path:
@@ -102,5 +84,4 @@ def ensure_tree(version: str = DEMO_VERSION, root: Path | None = None) -> Path:
     tree = root / version
     if (tree / "python" / "sglang" / "srt").is_dir():
         return tree
-    wheel = _find_local_wheel(version) or _download_wheel(version, cache_root() / "wheels")
-    return unpack_wheel(wheel, tree)
+    return unpack_wheel(find_wheel(version), tree)

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from specops.sglang.paths import EAGLE_WORKERS, LAUNCH_SERVER, PKG
+
 READY_LINE = "The server is fired up and ready to roll!"
 
 
@@ -58,7 +60,7 @@ def prefill_batch_line(new_seq: int, new_tokens: int, usage: float, running: int
 
 def _def_line(tree: Path, rel: str, func: str, fallback: int) -> int:
     """Line of `def func` in the tree's file (so frames point at real code), else a fallback."""
-    path = tree / "python" / "sglang" / rel
+    path = tree / PKG / rel
     try:
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.match(rf"\s*def {re.escape(func)}\b", line):
@@ -69,13 +71,13 @@ def _def_line(tree: Path, rel: str, func: str, fallback: int) -> int:
 
 
 def _frame(tree: Path, rel: str, func: str, code: str, fallback: int, offset: int = 0) -> str:
-    path = tree / "python" / "sglang" / rel
+    path = tree / PKG / rel
     return f'  File "{path}", line {_def_line(tree, rel, func, fallback) + offset}, in {func}\n    {code}\n'
 
 
 def scheduler_crash_traceback(tree: Path, speculative: bool, exc_line: str) -> str:
     """What `Scheduler hit an exception: ...` carries when a decode step dies on the GPU."""
-    worker = "speculative/eagle_worker.py" if (tree / "python/sglang/srt/speculative/eagle_worker.py").exists() else "speculative/eagle_worker_v2.py"
+    worker = "speculative/eagle_worker.py" if (tree / EAGLE_WORKERS[0]).exists() else "speculative/eagle_worker_v2.py"
     frames = [
         _frame(tree, "srt/managers/scheduler.py", "run_scheduler_process", "scheduler.run_event_loop()", 3600, 55),
         _frame(tree, "srt/managers/scheduler.py", "event_loop_overlap", "batch_result = self.run_batch(batch)", 1331, 20),
@@ -109,7 +111,7 @@ def launcher_failure_traceback(tree: Path, message: str) -> str:
         "Traceback (most recent call last):\n",
         '  File "<frozen runpy>", line 198, in _run_module_as_main\n',
         '  File "<frozen runpy>", line 88, in _run_code\n',
-        f'  File "{tree / "python/sglang/launch_server.py"}", line 32, in <module>\n    run_server(server_args)\n',
+        f'  File "{tree / LAUNCH_SERVER}", line 32, in <module>\n    run_server(server_args)\n',
         _frame(tree, "srt/entrypoints/http_server.py", "launch_server", "tokenizer_manager, template_manager, scheduler_info, port_args = _launch_subprocesses(", 1800, 30),
         _frame(tree, "srt/entrypoints/engine.py", "_launch_subprocesses", "raise RuntimeError(", 700, 150),
     ]
@@ -122,7 +124,7 @@ def import_failure_traceback(tree: Path, exc_only: list[str]) -> str:
         "Traceback (most recent call last):\n"
         '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
         '  File "<frozen runpy>", line 88, in _run_code\n'
-        f'  File "{tree / "python/sglang/launch_server.py"}", line 7, in <module>\n'
+        f'  File "{tree / LAUNCH_SERVER}", line 7, in <module>\n'
         "    from sglang.srt.server_args import prepare_server_args\n"
         + "".join(exc_only)
     )

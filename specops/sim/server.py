@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from specops.sglang import paths
 from specops.sglang.flags import TreeFlags, compile_or_raise
 from specops.sglang.layout import ready_path
 from specops.sglang.treefiles import LocalTreeFiles
@@ -323,7 +324,7 @@ class SimServer:
 
     def _check_worker_sources(self) -> None:
         """A speculative server imports the EAGLE workers at scheduler start: a broken one kills it."""
-        spec_dir = self.flags.tree / "python/sglang/srt/speculative"
+        spec_dir = self.flags.tree / paths.SPECULATIVE_DIR
         for path in sorted(spec_dir.glob("*.py")) if spec_dir.is_dir() else []:
             try:
                 compile_or_raise(path)

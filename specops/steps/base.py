@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from specops.config.inventory import Host
 from specops.config.playbook import Step
+from specops.config.schema import check_keys
 from specops.config.templating import render_tree
 from specops.errors import ConfigError
 from specops.run.journal import Journal
@@ -131,8 +132,6 @@ class StepKind:
 
     def validate(self, step: Step) -> None:
         """Static checks at load time, before templating."""
-        from specops.config.yamlfile import check_keys
-
         if self.keys:
             check_keys(step.args, self.keys, f"{step.label} ({self.name})", required=self.required)
 

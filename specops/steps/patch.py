@@ -12,6 +12,7 @@ from dataclasses import replace
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import verify_commands
 from specops.sglang.layout import detect_layout
+from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind, put_line, shown
 
@@ -86,7 +87,7 @@ class Patch(StepKind):
             return lines + ["# nothing to write" if not p.blocked else "# blocked: apply will stop, changing nothing"]
         lines += [put_line(f"{tree.rstrip('/')}/{rel}", new) for rel, new in p.new_contents.items()]
         lines += [shown(cmd, tree) for cmd in verify_commands(patchset, files, ctx.host.python, tree)]
-        lines.append(f"# (backups and the manifest go under {tree}/.specops/patches/{patchset.name})")
+        lines.append(f"# (backups and the manifest go under {tree}/{PATCH_STATE_DIR}/{patchset.name})")
         return lines + ["# diff:\n" + p.diff]
 
     def is_done(self, ctx: StepContext) -> bool | None:

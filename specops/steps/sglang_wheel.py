@@ -13,55 +13,24 @@ import json
 from pathlib import Path
 
 from specops.errors import StepError
-from specops.sglang.flags import SERVER_ARGS, tree_version
-from specops.sglang.source import _find_local_wheel, cache_root, ensure_tree
+from specops.sglang import paths
+from specops.sglang.flags import tree_version
+from specops.sglang.paths import PATCH_STATE_DIR, SERVER_ARGS, TREE_STATE_DIR, WHEEL_MARKER, WHEEL_PACKAGE_PREFIX
+from specops.sglang.source import find_wheel
 from specops.sglang.treefiles import TransportTreeFiles
+from specops.sglang.wheel import script
 from specops.steps.base import Outcome, StepContext, StepKind
-
-MARKER = ".specops-wheel.json"
-UNPACK = r"""
-import json, os, shutil, subprocess, sys, zipfile
-wheel, dest, version, digest = sys.argv[1:5]
-tmp = dest.rstrip("/") + ".specops-unpack"
-shutil.rmtree(tmp, ignore_errors=True)
-with zipfile.ZipFile(wheel) as zf:
-    for name in zf.namelist():
-        if name.startswith("sglang/") and not name.endswith("/"):
-            target = os.path.join(tmp, "python", name)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with zf.open(name) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
-vf = os.path.join(tmp, "python", "sglang", "_version.py")
-if not os.path.exists(vf):
-    with open(vf, "w") as fh:
-        fh.write("__version__ = version = %r\n" % version)
-vp = os.path.join(tmp, "python", "sglang", "version.py")
-if not os.path.exists(vp):
-    with open(vp, "w") as fh:
-        fh.write("__version__ = %r\n" % version)
-git = ["git", "-C", tmp, "-c", "user.email=specops@localhost", "-c", "user.name=specops"]
-subprocess.run(["git", "init", "-q", tmp], check=True)
-subprocess.run(git + ["add", "-A"], check=True)
-subprocess.run(git + ["commit", "-q", "-m", "sglang " + version + " from its wheel"], check=True)
-with open(os.path.join(tmp, ".git", "info", "exclude"), "a") as fh:
-    fh.write("/.specops/\n/__MARKER__\n")
-with open(os.path.join(tmp, "__MARKER__"), "w") as fh:
-    json.dump({"version": version, "wheel_sha256": digest}, fh)
-if os.path.exists(dest):
-    shutil.rmtree(dest)
-os.rename(tmp, dest)
-""".replace("__MARKER__", MARKER)
 
 #: Which modified files of a wheel tree are NOT specops patch-set edits (their content is
 #: what a set's manifest recorded after patching): those would be lost by a re-unpack.
 FOREIGN_CHANGES = r"""
 import glob, hashlib, json, os, subprocess, sys
-dest = sys.argv[1]
+dest, state = sys.argv[1], sys.argv[2]
 out = subprocess.run(["git", "-C", dest, "status", "--porcelain", "--untracked-files=no"],
                      capture_output=True, text=True, check=True).stdout
 changed = [line[3:] for line in out.splitlines() if line[3:]]
 ours, sets = {}, []
-for manifest in glob.glob(os.path.join(dest, ".specops", "patches", "*", "manifest.json")):
+for manifest in glob.glob(os.path.join(dest, state, "*", "manifest.json")):
     try:
         data = json.load(open(manifest))
     except ValueError:
@@ -83,12 +52,8 @@ class SGLangWheel(StepKind):
     required = ("version", "dest")
 
     def _wheel(self, ctx: StepContext) -> Path:
-        version = str(ctx.args["version"])
-        ensure_tree(version)  # fetches and caches the wheel, or says clearly why it cannot
-        wheel = _find_local_wheel(version)
-        if wheel is None:
-            raise StepError(f"no cached wheel for sglang {version} under {cache_root() / 'wheels'}")
-        return wheel
+        """The wheel on this machine: cached, or fetched once (else a SpecopsError saying why)."""
+        return find_wheel(str(ctx.args["version"]))
 
     def describe(self, ctx: StepContext) -> list[str]:
         dest = ctx.path(str(ctx.args["dest"]))
@@ -97,9 +62,9 @@ class SGLangWheel(StepKind):
     def _found(self, ctx: StepContext, dest: str) -> tuple[str | None, str | None]:
         """(the version the marker names, the version the tree's own files declare)."""
         marker_version = None
-        if ctx.transport.stat_size(f"{dest}/{MARKER}") is not None:
+        if ctx.transport.stat_size(f"{dest}/{WHEEL_MARKER}") is not None:
             try:
-                marker_version = json.loads(ctx.transport.get(f"{dest}/{MARKER}")).get("version")
+                marker_version = json.loads(ctx.transport.get(f"{dest}/{WHEEL_MARKER}")).get("version")
             except ValueError:
                 marker_version = None
         return marker_version, tree_version(TransportTreeFiles(ctx.transport, dest))
@@ -113,7 +78,7 @@ class SGLangWheel(StepKind):
     def _own_patches_only(self, ctx: StepContext, dest: str) -> str:
         """'' when the tree has no local changes; a note naming the specops patch sets that
         will be dropped when they are its only changes; else StepError (hand edits are kept)."""
-        res = ctx.probe([ctx.host.python, "-c", FOREIGN_CHANGES, dest])
+        res = ctx.probe([ctx.host.python, "-c", FOREIGN_CHANGES, dest, PATCH_STATE_DIR])
         try:
             found = json.loads(res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -132,17 +97,20 @@ class SGLangWheel(StepKind):
         wheel = self._wheel(ctx)
         data = wheel.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        remote_wheel = ctx.path(f"{ctx.vars['workdir']}/.specops/wheels/{wheel.name}")
+        remote_wheel = ctx.path(f"{paths.wheels_dir(ctx.vars['workdir'])}/{wheel.name}")
         if ctx.transport.stat_size(remote_wheel) != len(data):
             ctx.transport.put(data, remote_wheel)
         # Hand edits are never overwritten; specops's own patch sets are (the wheel is the
         # source of truth, and the patch step re-applies what the new version needs).
         note = ""
-        if ctx.transport.stat_size(f"{dest}/{MARKER}") is not None:
+        if ctx.transport.stat_size(f"{dest}/{WHEEL_MARKER}") is not None:
             note = self._own_patches_only(ctx, dest)
             if note:
                 ctx.journal.event("note", host=ctx.host.name, step=ctx.step.name, message=note)
-        result = ctx.run([ctx.host.python, "-c", UNPACK, remote_wheel, dest, version, digest], timeout=600)
+        args = {"wheel": remote_wheel, "dest": dest, "version": version, "prefix": WHEEL_PACKAGE_PREFIX,
+                "git": True, "exclude": [TREE_STATE_DIR], "marker": WHEEL_MARKER,
+                "marker_data": {"version": version, "wheel_sha256": digest}}
+        result = ctx.run([ctx.host.python, "-c", script(), json.dumps(args)], timeout=600)
         if not result.ok:
             raise StepError(f"unpacking the wheel on the host failed: {result.tail(4)}")
         return Outcome(result=result, data={"version": version, "dest": dest, "wheel_sha256": digest},
@@ -154,7 +122,7 @@ class SGLangWheel(StepKind):
             return False, f"{dest}/{SERVER_ARGS} is missing"
         marker, declared = self._found(ctx, dest)
         if marker != want:
-            return False, f"{dest}/{MARKER} names {marker}, not {want}"
+            return False, f"{dest}/{WHEEL_MARKER} names {marker}, not {want}"
         if declared != want:
             return False, f"the tree at {dest} declares version {declared}, not {want}"
         return True, ""

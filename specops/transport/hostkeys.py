@@ -16,14 +16,13 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Literal
 
 import paramiko
 
+# the modes are an inventory setting, defined once there; the transport implements them
+from specops.config.inventory import DEFAULT_HOST_KEY_MODE as DEFAULT_HOST_KEY_MODE
+from specops.config.inventory import HOST_KEY_MODES, HostKeyMode
 from specops.fsutil import atomic_write
-
-HostKeyMode = Literal["accept-new", "strict"]
-HOST_KEY_MODES: tuple[str, ...] = ("accept-new", "strict")
 
 #: Default file an accepted key is recorded in (as OpenSSH's UserKnownHostsFile).
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"

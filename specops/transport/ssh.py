@@ -80,7 +80,7 @@ class SSHTransport:
         port: int = 22,
         user: str | None = None,
         key_filename: str | None = None,
-        host_key: hostkeys.HostKeyMode = "accept-new",
+        host_key: hostkeys.HostKeyMode = hostkeys.DEFAULT_HOST_KEY_MODE,
         known_hosts: str | None = None,
         connect_timeout: float = 10.0,
         home_hint: str | None = None,

@@ -96,13 +96,15 @@ def test_from_step_and_unknown_from_step(tmp_path: Path, inv: Path) -> None:
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path, inv: Path) -> None:
     tag = f"specops-timeout-{time.time_ns()}"
-    pb = playbook(tmp_path, [{"name": "hang", "shell": f"sleep 300 & sleep 301 & exec -a {tag} sleep 302", "timeout": 1}])
+    n = 300 + time.time_ns() % 9000  # durations of our own: other runs on this machine sleep too
+    pb = playbook(tmp_path, [{"name": "hang", "shell": f"sleep {n} & sleep {n + 1} & exec -a {tag} sleep {n + 2}",
+                              "timeout": 1}])
     t0 = time.monotonic()
     res = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1 and "timed out" in res.output
     assert time.monotonic() - t0 < 15
     time.sleep(0.3)
-    left = subprocess.run(["pgrep", "-f", "sleep 30[012]"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", f"sleep ({n}|{n + 1}|{n + 2})$|{tag}"], capture_output=True, text=True).stdout
     assert left.strip() == "", f"processes survived the timeout: {left}"
 
 

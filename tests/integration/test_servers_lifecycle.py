@@ -15,6 +15,7 @@ from typing import Iterator
 
 import pytest
 
+from specops.bench.report import summarize
 from specops.errors import ConfigError, StepError
 from specops.patching.applier import apply as apply_patchset
 from specops.patching.applier import revert as revert_patchset
@@ -112,6 +113,10 @@ def test_three_arms_ready_status_and_stop(host, sglang_tree) -> None:
 
     infos = {o.state.arm: server_info(t, o.state) for o in outs}
     assert fairness_warnings(infos) == []
+    # report.md judges the args the sweep records from the same servers by the same rule
+    manifest = {"arms": {a: {"server_args": {k: v for k, v in i.items() if k != "internal_states"}}
+                         for a, i in infos.items()}}
+    assert summarize([], manifest).warnings == []
 
     results = stop_arms(t, wd, grace_s=5)
     assert {r.arm for r in results} == {"baseline", "eagle3", "adaptive"}

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from specops.config import inventory
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
 from specops.errors import ConfigError
+from specops.transport import hostkeys
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -47,7 +49,7 @@ def test_good_inventory_selects_names_groups_and_lists(tmp_path: Path) -> None:
     ("hosts:\n  a:\n    adress: 1.2.3.4\n", r"hosts.yaml:3: unknown key 'adress' in host 'a' \(did you mean 'address'\?\)"),
     ("hosts:\n  a: {address: 1.2.3.4, port: '22'}\n", r"hosts.yaml:2: 'port' in host 'a' must be an integer, got a string"),
     ("hosts:\n  a: {port: 22}\n", r"hosts.yaml:2: host 'a' uses ssh but has no 'address'"),
-    ("hosts:\n  a: {address: x, host_key: strickt}\n", r"host_key must be accept-new or strict.*did you mean 'strict'"),
+    ("hosts:\n  a: {address: x, host_key: strickt}\n", r"hosts.yaml:2: 'host_key' in host 'a' must be one of accept-new, strict, got 'strickt' \(did you mean 'strict'\?\)"),
     ("hosts:\n  a: {address: x}\ngroups:\n  g: [a, bb]\n", r"hosts.yaml:4: group 'g' names unknown host 'bb'"),
     ("hosts: [a\n", r"hosts.yaml:2: YAML syntax error"),
     ("host:\n  a: {address: x}\n", r"hosts.yaml:1: unknown key 'host' in the inventory \(did you mean 'hosts'\?\)"),
@@ -73,7 +75,7 @@ def test_missing_inventory_and_playbook(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("steps, expected", [
     ("  - name: a\n    shel: echo hi\n", r"p.yaml:3: step 1: unknown step kind 'shel' \(did you mean 'shell'\?\)"),
-    ("  - name: a\n    shell: echo hi\n    retires: 3\n", r"p.yaml:4: step 1: unknown key 'retires' \(did you mean 'retries'\?\)"),
+    ("  - name: a\n    shell: echo hi\n    retires: 3\n", r"p.yaml:4: unknown key 'retires' in step 1 \(did you mean 'retries'\?\); allowed: name, when"),
     ("  - name: a\n    shell: echo hi\n    verify: {stdout_contain: x}\n", r"unknown key 'stdout_contain' in verify \(did you mean 'stdout_contains'\?\)"),
     ("  - name: a\n    git: {repo: x, ref: y}\n", r"missing required key 'dest'"),
     ("  - name: a\n    shell: echo\n    timeout: soon\n", r"p.yaml:4: 'timeout' in step 'a' must be"),
@@ -82,3 +84,16 @@ def test_missing_inventory_and_playbook(tmp_path: Path) -> None:
 def test_bad_playbook(tmp_path: Path, steps: str, expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
         load_playbook(write(tmp_path, "p.yaml", "steps:\n" + steps))
+
+
+def test_host_key_modes_are_the_ones_the_transport_implements(tmp_path: Path) -> None:
+    """The inventory and the transport each kept their own list of modes; now there is one,
+    and every mode hosts.yaml accepts builds a transport policy (and nothing else does)."""
+    assert hostkeys.HOST_KEY_MODES is inventory.HOST_KEY_MODES
+    for mode in inventory.HOST_KEY_MODES:
+        host = load_inventory(write(tmp_path, "hosts.yaml", f"hosts:\n  a: {{address: x, host_key: {mode}}}\n")).hosts["a"]
+        assert hostkeys.KnownHostsPolicy(host.host_key, str(tmp_path / "known_hosts")).mode == mode
+    assert load_inventory(write(tmp_path, "hosts.yaml", "hosts:\n  a: {address: x}\n")).hosts["a"].host_key == \
+        hostkeys.DEFAULT_HOST_KEY_MODE == "accept-new"
+    with pytest.raises(ValueError):
+        hostkeys.KnownHostsPolicy("accept-all", str(tmp_path / "known_hosts"))  # type: ignore[arg-type]

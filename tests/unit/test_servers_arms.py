@@ -15,7 +15,8 @@ from specops.patching.applier import apply
 from specops.patching.model import load_patchset
 from specops.servers.adaptive import adaptive_config, buckets_from_source, default_spec_buckets
 from specops.servers.arms import arms_from_vars
-from specops.servers.launch import build_launch, fairness_warnings
+from specops.servers.fairness import fairness_warnings
+from specops.servers.launch import build_launch
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
@@ -53,15 +54,15 @@ def test_arms_defaults_and_kinds() -> None:
 
 
 @pytest.mark.parametrize("arms, needle", [
-    ({"eagle3": {"num_step": 3}}, "vars.arms.eagle3: unknown key 'num_step' (did you mean 'num_steps'?)"),
-    ({"baseline": {"threshold": 3}}, "'threshold' (only valid for adaptive arms)"),
+    ({"eagle3": {"num_step": 3}}, "vars.arms.eagle3: unknown key 'num_step' in arm 'eagle3' (did you mean 'num_steps'?); allowed: kind,"),
+    ({"baseline": {"threshold": 3}}, "unknown key 'threshold' in arm 'baseline' (only valid for adaptive arms)"),
     ({"eagle3": {"max_running_requests": 48}}, "cannot be set per arm"),
-    ({"baseline": {"port": "30000"}}, "vars.arms.baseline: 'port' must be an integer"),
+    ({"baseline": {"port": "30000"}}, "vars.arms.baseline: 'port' in arm 'baseline' must be an integer"),
     ({"adaptive": {}}, "vars.arms.adaptive: adaptive arm needs 'threshold'"),
     ({"fast": {}}, "cannot tell the kind of arm 'fast'"),
     ({"x": {"kind": "eagle"}}, "did you mean 'eagle3'"),
-    ({"baseline": {"gpus": "a"}}, "'gpus' must be a list"),
-    ({"baseline": {"port": 1}, "eagle3": {"port": 1}}, "port 1 is already used by arm 'baseline'"),
+    ({"baseline": {"gpus": "a"}}, "'gpus' in arm 'baseline' must be a list"),
+    ({"baseline": {"port": 1}, "eagle3": {"port": 1}}, "port 1 of arm 'eagle3' is already used by arm 'baseline'"),
     ({"eagle3": {"num_steps": 3, "num_draft_tokens": 8}}, "num_draft_tokens must be num_steps + 1"),
 ])
 def test_arm_errors_name_arm_and_key(arms: dict, needle: str) -> None:

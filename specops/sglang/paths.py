@@ -1,0 +1,81 @@
+"""Names on disk that every layer agrees on: files inside an SGLang checkout, and specops's
+own state under a host's work directory.
+
+Both halves live here, below every layer that uses them (patching, servers, bench, steps,
+render, the simulator), and import nothing: the simulator reads the tree paths without
+pulling in the rest of specops, and `specops status` on one machine finds the state files
+`specops deploy` wrote from another. Every path is POSIX: the host may not be this machine.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+# ---------------------------------------------------------------- inside an SGLang checkout
+# Repository shape. A wheel's `sglang/X` is the repository's `python/sglang/X`.
+
+PKG = "python/sglang"
+SRT = f"{PKG}/srt"
+SERVER_ARGS = f"{SRT}/server_args.py"
+#: Files that may declare `__version__`, in the order they are believed: `version.py` holds
+#: the literal up to 0.4.x; from 0.5 it imports it from the build-generated `_version.py`.
+VERSION_FILES = (f"{PKG}/version.py", f"{PKG}/_version.py")
+SPECULATIVE_DIR = f"{SRT}/speculative"
+EAGLE_WORKERS = (f"{SPECULATIVE_DIR}/eagle_worker.py", f"{SPECULATIVE_DIR}/eagle_worker_v2.py")
+ADAPTIVE_PARAMS = f"{SPECULATIVE_DIR}/adaptive_spec_params.py"
+ARG_GROUPS_DIR = f"{SRT}/arg_groups"
+FIELDS_DIR = f"{ARG_GROUPS_DIR}/fields"
+ARG_GROUP_FIELDS = (f"{FIELDS_DIR}/__init__.py", f"{FIELDS_DIR}/spec.py")
+LAUNCH_SERVER = f"{PKG}/launch_server.py"
+
+#: Members of a wheel that belong to the tree (`sglang/...`, unpacked under `python/`).
+WHEEL_PACKAGE_PREFIX = "sglang/"
+#: specops's own files inside a tree (patch backups); excluded from git in trees specops made.
+TREE_STATE_DIR = ".specops"
+#: Per patch set: backups and the manifest of what was applied (`<tree>/.specops/patches/<set>/`).
+PATCH_STATE_DIR = f"{TREE_STATE_DIR}/patches"
+#: Written last when a tree is unpacked from a wheel: which version and wheel it came from.
+WHEEL_MARKER = ".specops-wheel.json"
+
+
+# ---------------------------------------------------------------- under a host's work directory
+
+def state_dir(workdir: str) -> str:
+    """`<workdir>/.specops`: everything specops keeps on a host."""
+    return posixpath.join(workdir, ".specops")
+
+
+def servers_dir(workdir: str) -> str:
+    return posixpath.join(state_dir(workdir), "servers")
+
+
+def server_state(workdir: str, arm: str) -> str:
+    """The state file of a launched arm: pid, process group, command, log, args hash."""
+    return posixpath.join(servers_dir(workdir), f"{arm}.json")
+
+
+def adaptive_config(workdir: str, arm: str) -> str:
+    """The `--speculative-adaptive-config` file generated for an adaptive arm."""
+    return posixpath.join(servers_dir(workdir), f"{arm}.adaptive.json")
+
+
+def logs_dir(workdir: str) -> str:
+    return posixpath.join(state_dir(workdir), "logs")
+
+
+def server_log(workdir: str, arm: str) -> str:
+    return posixpath.join(logs_dir(workdir), f"{arm}.log")
+
+
+def bench_dir(workdir: str) -> str:
+    """Where bench_serving writes its per-point output on the host before it is gathered."""
+    return posixpath.join(state_dir(workdir), "bench")
+
+
+def bench_output(workdir: str, arm: str, concurrency: int, repeat: int) -> str:
+    return posixpath.join(bench_dir(workdir), f"{arm}-c{concurrency}-r{repeat}.jsonl")
+
+
+def wheels_dir(workdir: str) -> str:
+    """Wheels uploaded to the host by the `sglang_wheel` step."""
+    return posixpath.join(state_dir(workdir), "wheels")
