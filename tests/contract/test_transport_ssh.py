@@ -255,15 +255,26 @@ def test_reconnects_after_sshd_session_killed(make, sshd):
     assert t.run(["echo", "again"], timeout=10).stdout == "again\n" and t.connects == 3
 
 
-def test_connection_lost_mid_command_is_an_error(make, sshd):
+def test_connection_lost_mid_command_is_an_error(make, sshd, tmp_path):
     t = make(6)
     before = sshd.session_pids()
     t.connect()
     mine = sshd.session_pids() - before
-    killer = threading.Timer(0.5, lambda: [os.kill(p, signal.SIGKILL) for p in mine])
+    started = tmp_path / "started"
+
+    def kill_once_running() -> None:
+        # Kill the connection only once the command runs on the host: killed any earlier
+        # (a loaded machine), the transport rightly reconnects and the command succeeds.
+        deadline = time.monotonic() + 20
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for p in mine:
+            os.kill(p, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_once_running)
     killer.start()
     with pytest.raises(TransportError) as err:
-        t.run(["sleep", "5"], timeout=10)
+        t.run(["bash", "-c", 'touch "$0"; sleep 5', str(started)], timeout=30)
     killer.join()
     assert "lost while running" in str(err.value)
     assert t.run(["true"], timeout=10).ok  # and the next call reconnects
