@@ -20,7 +20,7 @@ BASE_PORT = 30000
 DEFAULT_MAX_RUNNING_REQUESTS = 64
 EAGLE_DEFAULTS = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
 
-_COMMON_KEYS = ("kind", "model", "port", "gpus", "extra_args", "env")
+_COMMON_KEYS = ("kind", "model", "port", "gpus", "tp_size", "mem_fraction_static", "hub_offline", "extra_args", "env")
 _EAGLE_KEYS = ("draft_model", "num_steps", "eagle_topk", "num_draft_tokens")
 ALLOWED_KEYS: dict[str, tuple[str, ...]] = {
     "baseline": _COMMON_KEYS,
@@ -41,6 +41,12 @@ class ArmSpec:
     max_running_requests: int
     cuda_graph_max_bs: int
     gpus: list[int] | None = None
+    #: tensor parallelism; None: the number of GPUs the arm runs on
+    tp_size: int | None = None
+    #: the share of GPU memory SGLang takes; required for arms that share a GPU
+    mem_fraction_static: float | None = None
+    #: start the server with HF_HUB_OFFLINE=1 (weights are settled before launch)
+    hub_offline: bool = True
     draft_model: str | None = None
     num_steps: int | None = None
     eagle_topk: int | None = None
@@ -114,6 +120,20 @@ def _gpus(value: Any, where: str, what: str) -> list[int]:
     if not isinstance(value, list) or not value:
         raise _err(where, f"'gpus' in {what} must be a non-empty list of GPU indices, got {value!r}")
     return [_int(v, where, "gpus", what, minimum=0) for v in value]
+
+
+def _fraction(value: Any, where: str, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 1:
+        raise _err(where, f"'mem_fraction_static' in {what} must be a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _bool(value: Any, where: str, key: str, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise _err(where, f"'{key}' in {what} must be true or false, got {value!r}")
+    return value
 
 
 def _extra_args(value: Any, where: str, what: str) -> list[str]:
@@ -227,6 +247,9 @@ def arms_from_vars(vars: Mapping[str, Any], *, where: str = "vars") -> dict[str,
             name=name, kind=kind, model=_str(arm_model, arm.at("model"), "model", arm.what), port=port,
             max_running_requests=mrr, cuda_graph_max_bs=cgbs,
             gpus=_gpus(raw["gpus"], arm.at("gpus"), arm.what) if raw.get("gpus") is not None else None,
+            tp_size=arm.int("tp_size", None, 1, 64) if raw.get("tp_size") is not None else None,
+            mem_fraction_static=_fraction(raw.get("mem_fraction_static"), arm.at("mem_fraction_static"), arm.what),
+            hub_offline=_bool(raw.get("hub_offline", True), arm.at("hub_offline"), "hub_offline", arm.what),
             extra_args=_extra_args(raw.get("extra_args", []), arm.at("extra_args"), arm.what),
             env=_env(raw.get("env", {}), arm.at("env"), arm.what),
         )

@@ -103,6 +103,16 @@ def check_flags(flags: FlagSet, argv: Sequence[str], *, version: str | None, whe
                                             "version that has it (`specops patch detect --tree DIR` lists them)")
 
 
+def _placement_flags(arm: ArmSpec) -> list[str]:
+    """Tensor parallelism and the memory share, where the arm's placement set them."""
+    out: list[str] = []
+    if arm.tp_size is not None and arm.tp_size > 1:
+        out += ["--tp-size", str(arm.tp_size)]
+    if arm.mem_fraction_static is not None:
+        out += ["--mem-fraction-static", f"{arm.mem_fraction_static:g}"]
+    return out
+
+
 def _eagle_flags(arm: ArmSpec) -> list[str]:
     assert arm.draft_model and arm.num_steps and arm.eagle_topk and arm.num_draft_tokens
     return ["--speculative-algorithm", "EAGLE3",
@@ -160,6 +170,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                 f"dynamic-spec-disable patch, so the adaptive arm cannot run",
                 where=where,
                 hint="apply the `dynamic-spec-disable` patch set to the tree, or use SGLang >= 0.5.14")
+    flags += _placement_flags(arm)
     flags += arm.extra_args
     try:
         sglang_part = split_knobs(flags)[1] if engine == "sim" else flags  # the simulator's own knobs aside
@@ -177,6 +188,8 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
     env = dict(arm.env)
     if arm.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
+    if engine == "sglang" and arm.hub_offline:
+        env.setdefault("HF_HUB_OFFLINE", "1")  # weights were settled before launch: a gap fails fast
     return LaunchPlan(arm=arm.name, kind=arm.kind, port=arm.port, argv=argv, env=env,
                       mechanism=mechanism, workdir=workdir,
                       log_path=paths.server_log(workdir, arm.name),

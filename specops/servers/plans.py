@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from specops.config.inventory import Host
-from specops.errors import ConfigError
-from specops.servers.arms import arms_from_vars
+from specops.errors import ConfigError, StepError
+from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
+from specops.servers.placement import ArmRequest, Placement, place_arms
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
 from specops.transport.base import Transport
+from specops.transport.nvidia import read_gpus
 
 
 def bucket_sources(files: TreeFiles, layout: SGLangLayout) -> dict[str, str]:
@@ -42,6 +44,34 @@ def sim_options(variables: dict[str, Any]) -> list[str]:
     return out
 
 
+def arm_requests(specs: dict[str, ArmSpec]) -> list[ArmRequest]:
+    return [ArmRequest(s.name, tuple(s.gpus) if s.gpus else None, s.tp_size, s.mem_fraction_static)
+            for s in specs.values()]
+
+
+def host_gpu_indices(transport: Transport, host: Host) -> list[int]:
+    """The host's `gpus:` from the inventory, else what nvidia-smi lists (one round trip)."""
+    if host.gpus:
+        return list(host.gpus)
+    inventory = read_gpus(transport)
+    if inventory.error:
+        raise StepError(f"cannot place the arms on GPUs: {inventory.error}", where=f"host {host.name}",
+                        hint="install the NVIDIA driver, or list the host's GPUs as 'gpus: [0, 1]' in hosts.yaml")
+    return inventory.indices
+
+
+def placements_for(transport: Transport, host: Host, variables: dict[str, Any], *,
+                   where: str = "vars") -> list[Placement] | None:
+    """Every arm's GPUs and tensor parallelism on an SGLang host (None on a simulated one
+    that lists no `gpus`).
+    All arms of the vars are placed, in their order, so `bench --arms eagle3` finds eagle3
+    on the GPU deploy gave it."""
+    if str(variables.get("engine") or host.engine) != "sglang" and not host.gpus:
+        return None  # a simulated host is placed only when hosts.yaml gives it GPUs to place on
+    specs = arms_from_vars(variables, where=where)
+    return place_arms(arm_requests(specs), host_gpu_indices(transport, host))
+
+
 def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_names: Sequence[str],
               tree: str, *, where: str = "vars") -> list[LaunchPlan]:
     """Launch plans for the named arms on `host`, built from the tree's detected layout."""
@@ -55,6 +85,8 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
                           where=f"host {host.name}")
     layout = detect_layout(files)
+    for placement in placements_for(transport, host, variables, where=where) or []:
+        specs[placement.arm].gpus, specs[placement.arm].tp_size = placement.gpus, placement.tp_size
     sources = bucket_sources(files, layout) if "adaptive" in {specs[n].kind for n in arm_names} else {}
     workdir = transport.expand(str(variables.get("workdir") or host.workdir))
     engine = str(variables.get("engine") or host.engine)

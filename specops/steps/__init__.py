@@ -6,6 +6,7 @@ from specops.steps.base import StepKind
 from specops.steps.bench import Bench
 from specops.steps.files import Copy, Fetch
 from specops.steps.git import Git
+from specops.steps.gpus import GPUPreflight
 from specops.steps.patch import Patch
 from specops.steps.server import Server, Stop
 from specops.steps.sglang_wheel import SGLangWheel
@@ -13,8 +14,5 @@ from specops.steps.shell import Shell
 from specops.steps.wait import Wait
 from specops.steps.weights import Weights
 
-KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop(), Bench(), Weights())}
+KINDS: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(), Server(), Stop(), Bench(), Weights(), GPUPreflight())}
 
-
-def register(kind: StepKind) -> None:
-    KINDS[kind.name] = kind

@@ -6,8 +6,21 @@ from typing import Any
 
 from specops.config.playbook import Step
 from specops.errors import ConfigError
-from specops.servers import fairness_warnings, launch_arms, server_info, server_status, stop_arms, wait_ready_many
-from specops.servers.plans import plan_arms
+from specops.secrets import redact
+from specops.servers import (
+    fairness_warnings,
+    launch_arms,
+    read_states,
+    server_info,
+    server_status,
+    stop_arms,
+    wait_ready_many,
+)
+from specops.servers.arms import arms_from_vars
+from specops.servers.launch import LaunchPlan
+from specops.servers.lifecycle import LaunchOutcome
+from specops.servers.placement import start_waves
+from specops.servers.plans import arm_requests, placements_for, plan_arms
 from specops.steps.base import Outcome, StepContext, StepKind
 
 
@@ -45,8 +58,6 @@ class Server(StepKind):
     def is_done(self, ctx: StepContext) -> bool | None:
         plans = self._plans(ctx)
         status = {s.arm: s for s in server_status(ctx.transport, ctx.vars["workdir"], [p.arm for p in plans])}
-        from specops.servers import read_states
-
         states = read_states(ctx.transport, ctx.vars["workdir"])
         for plan in plans:
             st, state = status.get(plan.arm), states.get(plan.arm)
@@ -55,23 +66,43 @@ class Server(StepKind):
         ctx.facts["arms"] = {p.arm: {"mechanism": p.mechanism, "port": p.port, "action": "reused"} for p in plans}
         return True
 
+    def _waves(self, ctx: StepContext, plans: list[LaunchPlan]) -> list[list[LaunchPlan]]:
+        """Arms that start together. On an SGLang host, arms sharing a GPU start one after
+        another, each ready before the next (or are refused without mem_fraction_static)."""
+        placements = placements_for(ctx.transport, ctx.host, ctx.vars, where=ctx.step.where)
+        if not placements:
+            return [plans]
+        names = {p.arm for p in plans}
+        placed = [p for p in placements if p.arm in names]
+        for p in placed:  # only the arms this step starts can collide
+            p.shares_with = [q.arm for q in placed if q is not p and set(q.gpus) & set(p.gpus)]
+        requests = [r for r in arm_requests(arms_from_vars(ctx.vars, where=ctx.step.where)) if r.name in names]
+        by_arm = {p.arm: p for p in plans}
+        return [[by_arm[a] for a in wave] for wave in start_waves(requests, placed)]
+
     def apply(self, ctx: StepContext) -> Outcome:
         plans = self._plans(ctx)
-        outcomes = launch_arms(ctx.transport, plans, reuse=bool(ctx.args.get("reuse", True)))
-        ctx.run_state.launched(ctx.host.name, {o.state.arm for o in outcomes if o.action != "reused"})
-        for o in outcomes:
-            ctx.journal.event("server", host=ctx.host.name, step=ctx.step.name, arm=o.state.arm, action=o.action,
-                              pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
-                              command=o.state.command, log=o.state.log_path)
+        waves = self._waves(ctx, plans)  # a refusal here changes nothing on the host
         timeout = float(ctx.args.get("ready_timeout", ctx.timeout))
-        try:
-            ready = wait_ready_many(ctx.transport, [o.state for o in outcomes], timeout_s=timeout, poll_s=0.5)
-        except Exception:
-            if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
+        outcomes: list[LaunchOutcome] = []
+        ready: dict[str, float] = {}
+        for wave in waves:
+            started = launch_arms(ctx.transport, wave, reuse=bool(ctx.args.get("reuse", True)))
+            outcomes += started
+            ctx.run_state.launched(ctx.host.name, {o.state.arm for o in started if o.action != "reused"})
+            for o in started:
+                ctx.journal.event("server", host=ctx.host.name, step=ctx.step.name, arm=o.state.arm,
+                                  action=o.action, pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
+                                  command=redact(o.state.command), log=o.state.log_path)
+            try:
+                ready.update(wait_ready_many(ctx.transport, [o.state for o in started], timeout_s=timeout,
+                                             poll_s=0.5))
+            except Exception:
+                if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
+                    raise
+                # a crashed or hung arm must not keep running (and holding its GPU) after the step failed
+                stop_arms(ctx.transport, ctx.vars["workdir"], [o.state.arm for o in outcomes if o.action != "reused"])
                 raise
-            # a crashed or hung arm must not keep running (and holding its GPU) after the step failed
-            stop_arms(ctx.transport, ctx.vars["workdir"], [o.state.arm for o in outcomes if o.action != "reused"])
-            raise
         infos = {o.state.arm: server_info(ctx.transport, o.state) for o in outcomes}
         warnings = fairness_warnings(infos)
         for w in warnings:

@@ -87,7 +87,8 @@ def test_launch_argv_per_layout(version: str, graph_flag: str) -> None:
     assert _flag(e, "--speculative-algorithm") == "EAGLE3"
     assert _flag(e, "--speculative-draft-model-path") == VARS["draft_model"]
     assert [_flag(e, f"--speculative-{k}") for k in ("num-steps", "eagle-topk", "num-draft-tokens")] == ["3", "1", "4"]
-    assert plans["eagle3"].env == {"CUDA_VISIBLE_DEVICES": "1"}
+    # its GPU, and no Hub downloads inside the readiness wait (the weights step settled them)
+    assert plans["eagle3"].env == {"CUDA_VISIBLE_DEVICES": "1", "HF_HUB_OFFLINE": "1"}
     assert plans["eagle3"].log_path == "/w/.specops/logs/eagle3.log"
     assert plans["eagle3"].state_path == "/w/.specops/servers/eagle3.json"
 
