@@ -23,6 +23,7 @@ from specops.bench.matrix import Point
 from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
 from specops.errors import SpecopsError
 from specops.fsutil import atomic_write  # noqa: F401 - re-exported for report/plots
+from specops.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,9 @@ _WRITE_LOCK = threading.Lock()
 
 
 def _record_dict(record: ResultRecord | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(record, ResultRecord):
-        return record.to_dict()
-    return ResultRecord.from_dict(record).to_dict()
+    """The stored form of a point: schema-shaped, secrets masked (errors quote server logs)."""
+    data = record.to_dict() if isinstance(record, ResultRecord) else ResultRecord.from_dict(record).to_dict()
+    return dict(redact(data))
 
 
 def _cut_torn_tail(path: Path) -> None:
@@ -142,7 +143,7 @@ def write_csv(run_dir: Path) -> Path:
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> Path:
     """Write manifest.json atomically (sorted keys, so re-writes diff cleanly)."""
     path = Path(run_dir) / MANIFEST_JSON
-    atomic_write(path, json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(path, json.dumps(redact(manifest), indent=2, sort_keys=True, default=str) + "\n")
     return path
 
 

@@ -12,6 +12,7 @@ import click
 
 from specops.errors import ConfigError, SpecopsError
 from specops.run.state import Interrupted
+from specops.secrets import redact
 
 OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 
@@ -20,7 +21,7 @@ class SpecopsClickError(click.ClickException):
     """A SpecopsError as click reports it: `error: <where>: <message>` on stderr."""
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
+        click.echo(redact(f"error: {self.format_message()}"), err=True, file=file)
 
 
 class BadInput(SpecopsClickError):

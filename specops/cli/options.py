@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import sys
 from typing import Any
 
 import click
@@ -9,9 +11,33 @@ import yaml
 from rich.console import Console
 
 from specops.errors import ConfigError
+from specops.secrets import redact
+
+
+class _MaskedStdout(io.TextIOBase):
+    """sys.stdout as it is at each write (click's test runner swaps it), with every known
+    secret masked: whatever a command prints, a token never reaches the terminal."""
+
+    def write(self, text: str) -> int:
+        sys.stdout.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return sys.stdout.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
+
 
 #: One console for every command, so tests and pipes see one stream.
-console = Console()
+console = Console(file=_MaskedStdout())
 
 inventory_option = click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False),
                                 help="hosts.yaml (default ./hosts.yaml or $SPECOPS_INVENTORY)")

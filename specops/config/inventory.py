@@ -17,14 +17,15 @@ from specops.config.schema import check_keys, choice, expect, suggest, where_of
 from specops.config.yamlfile import Mapping, load_file
 from specops.data import shipped_inventory
 from specops.errors import ConfigError
+from specops.secrets import SecretSource, parse_sources
 
-TOP_KEYS = ["defaults", "hosts", "groups", "vars"]
+TOP_KEYS = ["defaults", "hosts", "groups", "vars", "secrets"]
 #: Keys a host (or `defaults`) may set. Anything else is a typo, not a variable: use `vars:`.
 HOST_KEYS = [
     "connection", "address", "port", "user", "key", "host_key", "known_hosts",
-    "workdir", "python", "engine", "gpus", "connect_timeout", "vars",
+    "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets",
 ]
-GROUP_KEYS = ["hosts", "vars"]
+GROUP_KEYS = ["hosts", "vars", "secrets"]
 CONNECTIONS = ("ssh", "local")
 #: How an SSH host's key is checked (specops.transport.hostkeys implements them): `accept-new`
 #: records an unknown key on first use, `strict` refuses it; a changed key is always refused.
@@ -53,6 +54,9 @@ class Host:
     connect_timeout: float = 10.0
     groups: list[str] = field(default_factory=list)
     vars: dict[str, Any] = field(default_factory=dict)
+    #: environment variables for the host's servers, benchmark and downloads, by where their
+    #: values live on this machine (top level < group < host); never the values themselves
+    secrets: dict[str, SecretSource] = field(default_factory=dict)
 
     def describe(self) -> str:
         if self.connection == "local":
@@ -164,6 +168,7 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
         known_hosts=_local_path(known_hosts, base), workdir=get("workdir", str, "~/specops"),
         python=get("python", str, python_default), engine=engine, gpus=list(gpus),
         connect_timeout=float(get("connect_timeout", (int, float), 10.0)), vars=dict(host_vars),
+        secrets=parse_sources(merged.get("secrets"), where_of(node if "secrets" in node else defaults, "secrets")),
     )
 
 
@@ -212,10 +217,17 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
             hosts[member].groups.append(str(gname))
         groups[str(gname)] = [str(m) for m in members]
         group_vars[str(gname)] = dict(gvars)
+        if not isinstance(gnode, list) and gnode.get("secrets") is not None:
+            group_secrets = parse_sources(gnode["secrets"], where_of(gnode, "secrets"))
+            for member in members:  # a host's own secrets win over its group's
+                hosts[member].secrets = {**group_secrets, **hosts[member].secrets}
 
     inv_vars = data.get("vars") or {}
     if "vars" in data and data["vars"] is not None:
         expect(data, "vars", dict, "the inventory")
+    top_secrets = parse_sources(data.get("secrets"), where_of(data, "secrets"))
+    for host in hosts.values():  # the top level is the weakest
+        host.secrets = {**top_secrets, **host.secrets}
     inventory = Inventory(path=path, hosts=hosts, groups=groups, vars=dict(inv_vars))
     inventory._group_vars = group_vars
     return inventory

@@ -27,6 +27,10 @@ class Mapping(dict):
     line: int = 0
     key_lines: dict
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.key_lines = {}  # an empty mapping made in code knows no lines, but answers `where`
+
     def where(self, key: str | None = None) -> str:
         line = self.key_lines.get(key, self.line) if key is not None else self.line
         return f"{self.source}:{line}"

@@ -23,6 +23,8 @@ from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
 from specops.run.journal import Journal, new_run_id, read_events, write_json_atomic
 from specops.run.state import Cleanup, PointCallback, Run
+from specops.secrets import env_file_text
+from specops.sglang import paths
 from specops.steps import KINDS
 from specops.steps.base import PROBE, Outcome, StepContext, check_user_verify, has_state_checks
 from specops.transport.base import Transport
@@ -168,6 +170,8 @@ class Engine:
         is an error naming the step and the variable, with nothing changed anywhere.
         Values registered by earlier steps are stood in for by a permissive placeholder."""
         for host in self.hosts:
+            for source in host.secrets.values():  # a missing variable or file: said before anything runs
+                source.read()
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, host.workdir)
             for step in self.playbook.steps:
                 where = f"{step.where}: {step.label}"
@@ -258,6 +262,17 @@ class Engine:
         if self.state.journal is not None:
             self.state.journal.close()
 
+    def _send_secrets(self, host: Host, transport: Transport, workdir: str, journal: Journal) -> None:
+        """The host's secrets into its 0600 env file (read here, at run time, never written
+        on this machine); without secrets, a file left by an earlier run is removed."""
+        path = paths.secrets_env(workdir)
+        if not host.secrets:
+            transport.run(["rm", "-f", "--", path], timeout=30)
+            return
+        values = {name: source.read() for name, source in host.secrets.items()}
+        transport.put(env_file_text(values).encode(), path, mode=0o600)
+        journal.event("secrets", host=host.name, names=sorted(values), path=path, mode="0600")
+
     def _run_host(self, host: Host, journal: Journal) -> None:
         report = self.reports[host.name]
         report.started = time.monotonic()
@@ -272,6 +287,7 @@ class Engine:
                     raise SpecopsError(f"cannot create workdir {workdir}: {made.tail(2)}", where=f"host {host.name}")
                 for note in transport.notes():  # e.g. slower, still correct: say why
                     journal.event("warning", host=host.name, message=note)
+                self._send_secrets(host, transport, workdir, journal)
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
         except SpecopsError as exc:
             report.error = str(exc)

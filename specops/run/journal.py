@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from specops.fsutil import atomic_write
+from specops.secrets import redact
 from specops.transport.base import CommandResult
 
 INLINE_OUTPUT_LIMIT = 2000
@@ -30,7 +31,7 @@ def new_run_id(label: str) -> str:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace `path` with `data` as JSON, atomically."""
-    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", fsync=False)
+    atomic_write(path, json.dumps(redact(data), indent=2, sort_keys=True, default=str) + "\n", fsync=False)
 
 
 class Journal:
@@ -46,7 +47,8 @@ class Journal:
         self._counter = 0
 
     def event(self, event_type: str, /, **fields: Any) -> dict:
-        record = {"ts": round(time.time(), 3), "event": event_type, **fields}
+        # every secret value is masked here, whatever step or layer produced the event
+        record = redact({"ts": round(time.time(), 3), "event": event_type, **fields})
         line = json.dumps(record, default=str, sort_keys=False)
         with self._lock:
             self._fh.write(line + "\n")
@@ -74,7 +76,7 @@ class Journal:
                     n = self._counter
                 out = self.run_dir / "logs" / _safe(host) / f"{n:04d}.{stream}"
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(text)
+                out.write_text(redact(text))
                 fields[f"{stream}_file"] = str(out.relative_to(self.run_dir))
                 fields[f"{stream}_tail"] = text[-500:]
         return self.event("command", host=host, step=step, **fields)

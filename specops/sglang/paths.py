@@ -45,6 +45,12 @@ def state_dir(workdir: str) -> str:
     return posixpath.join(workdir, ".specops")
 
 
+def secrets_env(workdir: str) -> str:
+    """`<workdir>/.specops/secrets.env` (mode 0600): the host's secrets, sourced by the
+    process that starts a server, the benchmark or a download; never on a command line."""
+    return posixpath.join(state_dir(workdir), "secrets.env")
+
+
 def servers_dir(workdir: str) -> str:
     return posixpath.join(state_dir(workdir), "servers")
 
