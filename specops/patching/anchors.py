@@ -21,6 +21,16 @@ class Span:
     indent: str
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their ends, split where Python counts lines (\\r\\n, \\r, \\n) and nowhere
+    else: str.splitlines() also splits at form feeds and other separators, which would put
+    every line after one off from the syntax tree's line numbers."""
+    return _LINE.findall(text)
+
+
 def _indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
@@ -88,7 +98,7 @@ def _statements_in(node: ast.AST) -> list[ast.stmt]:
 def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) -> list[Span]:
     """All spans the anchor matches in `source` (the caller decides what 0 or >1 means)."""
     tree = tree or ast.parse(source)
-    lines = source.splitlines()
+    lines = [ln.rstrip("\r\n") for ln in split_lines(source)]
     if anchor.kind == "field":
         out = []
         for qual, node in _qualnames(tree):
@@ -147,5 +157,5 @@ def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) 
 def resolve_text(anchor: Anchor, source: str) -> list[Span]:
     """Lines equal to the anchor text (trailing whitespace ignored)."""
     want = (anchor.text or "").rstrip()
-    return [Span(i, i, _indent_of(line)) for i, line in enumerate(source.splitlines(), 1)
+    return [Span(i, i, _indent_of(line)) for i, line in enumerate(split_lines(source), 1)
             if line.rstrip() == want]

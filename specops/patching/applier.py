@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specops.patching.anchors import Span, resolve_python, resolve_text
+from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
 from specops.patching.model import Edit, PatchError, PatchSet
 from specops.sglang.layout import SGLangLayout, detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
@@ -230,9 +230,11 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
         return [EditResult(e.name, rel, BLOCKED, f"{rel} does not compile before patching")
                 for e in edits], None, records
     nl = _newline(text)
+    added_break = False  # the file had no final line break and an edit gave it one
     done_before = {r["edit"] for r in (manifest or {}).get("edits", [])}
     for edit in edits:
         where = f"{edit.anchor.describe()} in {rel}"
+        shift = (0, 0)  # (after line, lines added) by this edit
         if edit.op == "diff":
             ok, out, err = _git_apply(edit.diff, {rel: text.encode()}, "--check")
             if ok:
@@ -251,8 +253,9 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
                 results.append(EditResult(edit.name, rel, BLOCKED,
                                           "syntax-tree anchors need a .py file; use a text anchor"))
                 continue
-            lines = text.splitlines(True)
-            if lines and not lines[-1].endswith(("\n", "\r")):
+            lines = split_lines(text)
+            breaks = bool(lines) and not lines[-1].endswith(("\n", "\r"))
+            if breaks:
                 lines[-1] += nl
             spans = _resolve(edit, text, rel)
             block = _block(edit.text, "", nl) if edit.op != "delete" else []
@@ -267,7 +270,7 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
                 continue
             if len(spans) != 1:
                 what = "matches nothing" if not spans else \
-                    f"matches {len(spans)} places (lines {', '.join(str(s.first) for s in spans)})"
+                    f"matches {len(spans)} places (lines {', '.join(str(n) for n in sorted(s.first for s in spans))})"
                 results.append(EditResult(edit.name, rel, BLOCKED, f"anchor {where} {what}"))
                 continue
             span = spans[0]
@@ -284,18 +287,21 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
                                               f"not at its anchor ({where})"))
                     continue
                 idx = _insertion(edit, span)
+                shift = (idx, len(block))
                 lines[idx:idx] = block
                 records.append({"edit": edit.name, "file": rel, "op": edit.op, "at": idx + 1,
                                 "added": "".join(block), "removed": ""})
                 line_no = idx + 1
             else:  # replace / delete
                 removed = lines[span.first - 1: span.last]
+                shift = (span.last, len(block) - len(removed))
                 lines[span.first - 1: span.last] = block
                 records.append({"edit": edit.name, "file": rel, "op": edit.op, "at": span.first,
                                 "added": "".join(block), "removed": "".join(removed)})
                 line_no = span.first
             new_text = "".join(lines)
             results.append(EditResult(edit.name, rel, NEW, line=line_no))
+            added_break = added_break or breaks
         if is_py:
             compile_err = _compile_error(new_text, rel)
             if compile_err:
@@ -304,8 +310,28 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
                 records = [r for r in records if r["edit"] != edit.name]
                 continue
         text = new_text
+        _shift_lines(results[:-1], *shift)
+    if added_break:  # the file had no final line break: neither has the result
+        text = _drop_final_break(text, nl)
     new_bytes = text.encode("utf-8")
     return results, (new_bytes if new_bytes != original else None), records
+
+
+def _shift_lines(earlier: list[EditResult], after: int, delta: int) -> None:
+    """An edit added `delta` lines after line `after`: earlier edits' lines become lines of
+    the final file, the one the user opens."""
+    for r in earlier:
+        if r.line > after:
+            r.line += delta
+
+
+def _drop_final_break(text: str, nl: str) -> str:
+    return text[: -len(nl)] if text.endswith(nl) else text
+
+
+def _like_final_break_of(old: str, new: str) -> str:
+    """`new`, without a final line break when `old` (the patched file) has none."""
+    return _drop_final_break(new, _newline(old)) if old and not old.endswith(("\n", "\r")) else new
 
 
 def _same_dedented(lines: list[str], start: int, block: list[str]) -> bool:
@@ -473,6 +499,8 @@ def _undo_text(lines: list[str], rec: dict) -> bool:
     removed = rec.get("removed", "").splitlines(True)
     if not added:  # a delete: put the removed text back at its recorded line
         at = int(rec.get("at", 0)) - 1
+        if at == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += _newline("".join(lines))  # it was the last line of a file without a final break
         if 0 <= at <= len(lines):
             lines[at:at] = removed
             return True
@@ -512,12 +540,12 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
                                    "from backup") for e in file_edits]
             continue
         text = current.decode("utf-8")
-        lines = text.splitlines(True)
+        lines = split_lines(text)
         recs = {r["edit"]: r for r in manifest.get("edits", []) if r.get("file") == rel}
         for edit in reversed(file_edits):
             status, reason = _revert_edit(edit, rel, lines, recs.get(edit.name))
             results.append(EditResult(edit.name, rel, status, reason))
-        new = "".join(lines).encode("utf-8")
+        new = _like_final_break_of(text, "".join(lines)).encode("utf-8")
         if rel.endswith(".py"):
             err = _compile_error(new.decode(), rel)
             if err:
@@ -528,6 +556,8 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
             notes.append(f"{rel}: text removed, but the result differs from the recorded original")
         if new != current:
             restored[rel] = new
+    order = {e.name: i for i, e in enumerate(patchset.edits)}
+    results.sort(key=lambda r: order.get(r.edit, 0))  # edits were undone last first
     blocked = [r for r in results if r.status == BLOCKED]
     if blocked:
         raise PatchError(f"revert of {patchset.name}, file {blocked[0].file}, edit {blocked[0].edit}: "
@@ -546,8 +576,6 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
         files.remove(f"{sdir}/backups/{rel}")
     files.remove(f"{sdir}/manifest.json")
     files.prune(TREE_STATE_DIR)  # leave no empty .specops/patches/<set>/backups/... behind
-    order = {e.name: i for i, e in enumerate(patchset.edits)}
-    results.sort(key=lambda r: order.get(r.edit, 0))
     return PatchReport(patchset.name, "revert", results, list(restored), notes=notes)
 
 
@@ -563,7 +591,7 @@ def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict | None) -> tu
         ok, out, _ = _git_apply(edit.diff, {rel: text.encode()}, "--reverse")
         if not ok:
             return NOT_APPLIED, ""
-        lines[:] = (out[rel] or b"").decode().splitlines(True)
+        lines[:] = split_lines((out[rel] or b"").decode())
         return REVERTED, "git apply --reverse"
     if edit.op in ("insert_after", "insert_before"):
         try:
@@ -579,7 +607,17 @@ def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict | None) -> tu
     if rec is not None and _undo_text(lines, rec):
         return REVERTED, "manifest text swapped back"
     if edit.op in ("replace", "delete") and rec is None:
-        if edit.op == "replace" and len(_find_block(lines, _block(edit.text, "", "\n"))) == 0:
+        # the replacement present at any indentation, or the deleted statement gone: applied,
+        # and only the backup or the manifest knows what was there before
+        if edit.op == "replace":
+            block = _block(edit.text, "", "\n")
+            applied = any(_same_dedented(lines, i, block) for i in range(len(lines)))
+        else:
+            try:
+                applied = len(_resolve(edit, text, rel)) != 1
+            except SyntaxError:
+                applied = True
+        if not applied:
             return NOT_APPLIED, ""
         return BLOCKED, "needs the backup or the manifest to undo a replace/delete"
     return NOT_APPLIED, ""
