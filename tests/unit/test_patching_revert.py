@@ -175,3 +175,30 @@ def test_the_manifest_records_what_was_inserted_and_removed(tmp_path):
         ("swap", "replace", 11, "        return bool(self.alpha)\n", "        return True\n"),
         ("drop", "delete", 3, "", "logger = object()\n")]
     assert manifest["files"]["m.py"]["backup"] == f"{STATE}/backups/m.py"
+
+
+def test_a_set_whose_anchors_and_texts_are_both_absent_is_not_applied(tmp_path):
+    files = _tree(tmp_path, b"x = 1\n")
+    rev = revert(parse_patchset(SET.split("  - name: drop")[0], "small.yaml"), files)
+    assert _statuses(rev) == [("field", "not applied", ""), ("swap", "not applied", "")]
+
+
+def test_deleting_the_only_statement_and_reverting_from_the_manifest(tmp_path):
+    files = _tree(tmp_path, b"x = 1\n")
+    ps = parse_patchset("name: small\nedits:\n  - {name: d, file: m.py, op: delete, anchor: {assign: x}}\n", "s.yaml")
+    apply(ps, files)
+    assert (tmp_path / "m.py").read_bytes() == b""
+    (tmp_path / STATE / "backups/m.py").unlink()
+    assert _statuses(revert(ps, files)) == [("d", "reverted", "manifest text swapped back")]
+    assert (tmp_path / "m.py").read_bytes() == b"x = 1\n"
+
+
+def test_a_diff_reverted_to_an_empty_file(tmp_path):
+    files = _tree(tmp_path, b"")
+    ps = parse_patchset("name: small\nedits:\n  - name: d\n    op: diff\n    diff: |\n"
+                        "      --- a/m.py\n      +++ b/m.py\n      @@ -0,0 +1 @@\n      +x = 1\n", "s.yaml")
+    apply(ps, files)
+    assert (tmp_path / "m.py").read_bytes() == b"x = 1\n"
+    shutil.rmtree(tmp_path / ".specops")
+    assert _statuses(revert(ps, files)) == [("d", "reverted", "git apply --reverse")]
+    assert (tmp_path / "m.py").read_bytes() == b""

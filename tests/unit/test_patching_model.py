@@ -1,0 +1,150 @@
+"""Patch-set validation as the user reads it: every refusal's message, file:line and hint;
+what a valid set becomes; how a set is found by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from specops.errors import ConfigError
+from specops.patching import load_patchset, parse_patchset
+from specops.patching.model import diff_files, resolve_patchset_path
+
+EDIT = "edits:\n  - name: e\n    file: a.py\n    op: insert_after\n    anchor: {class: A, field: b}\n    text: y\n"
+
+
+def _err(doc: str) -> ConfigError:
+    with pytest.raises(ConfigError) as err:
+        parse_patchset(doc, "s.yaml")
+    return err.value
+
+
+@pytest.mark.parametrize("doc,where,message,hint", [
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{class: A, field: 3}"), "s.yaml:6",
+     "field: must be a string, got int 3", None),
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{field: b}"), "s.yaml:6",
+     "a field anchor needs exactly 'class' and 'field'", None),
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{call: f, text: b}"), "s.yaml:6",
+     "a call anchor takes 'call' and optionally 'arg'", None),
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{function: f, position: body_end, statement: x}"),
+     "s.yaml:6", "a function anchor takes 'function' and at most one of 'position', 'statement'", None),
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{function: f, position: middle}"), "s.yaml:6",
+     "position: unknown position 'middle'", "one of body_start, body_end"),
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{function: f, statement: '('}"), "s.yaml:6",
+     "statement: bad regex: missing ), unterminated subpattern at position 0", None),
+    ("name: x\n" + EDIT.replace("{class: A, field: b}", "{arg: b}"), "s.yaml:6",
+     "cannot tell what kind of anchor this is (keys: arg)",
+     "use {class, field}, {call, arg}, {function[, position|statement]}, {assign} or {text}"),
+    ("name: x\n" + EDIT.replace("op: insert_after", "op: frobnicate"), "s.yaml:5",
+     "op: unknown op 'frobnicate'", "one of insert_after, insert_before, replace, delete, diff"),
+    ("name: x\n" + EDIT.replace("    file: a.py\n", ""), "s.yaml:3", "edit e is missing required key 'file'", None),
+    ("name: x\n" + EDIT.replace("text: y", "text: '  '"), "s.yaml:7", "text: is empty", None),
+    ("name: x\n" + EDIT.replace("text: y", "optional: yes please"), "s.yaml:7",
+     "optional: must be bool, got str 'yes please'", None),
+    ("name: x\n" + EDIT.replace("op: insert_after", "op: delete"), "s.yaml:7", "text: a delete edit takes no text", None),
+    ("name: x\nedits:\n  - {name: d, op: diff, diff: 'x'}\n", "s.yaml:3",
+     "diff: no '+++ path' line found in the unified diff", None),
+    ("name: x\nedits:\n  - {name: d, op: diff, diff: \"+++ b/a.py\\n\", text: y}\n", "s.yaml:3",
+     "text: a diff edit takes no anchor or text", None),
+    ("name: x\nedits:\n  - 3\n", "s.yaml:0", "edit #1 must be a mapping, got int", None),
+    ("name: x\nedits: []\n", "s.yaml:2", "edits: a patch set needs at least one edit", None),
+    ("name: x\n" + EDIT + EDIT.replace("edits:\n", ""), "s.yaml:3", "edit name 'e' is used twice", None),
+    ("edits: []\n", "s.yaml:1", "patch set is missing required key 'name'", None),
+    ("name: 3\n" + EDIT, "s.yaml:1", "name: must be str, got int 3", None),
+    ("name: x\n" + EDIT + "verify: {a: 1}\n", "s.yaml:8", "verify: must be a list", None),
+    ("name: x\n" + EDIT + "verify:\n  - []\n", "s.yaml:9", "an argv list must be a non-empty list of strings", None),
+    ("name: x\n" + EDIT + "verify:\n  - {run: [a, {b: 1}]}\n", "s.yaml:9",
+     "run: an argv list must be a non-empty list of strings", None),
+    ("name: x\n" + EDIT + "verify:\n  - {run: '  '}\n", "s.yaml:9",
+     "run: must be an argv list or a non-empty bash script string", None),
+    ("name: x\n" + EDIT + "verify:\n  - {run: x, timeout: 0}\n", "s.yaml:9", "timeout: must be a positive number, got 0", None),
+    ("name: x\n" + EDIT + "verify:\n  - {run: x, timeout: true}\n", "s.yaml:9",
+     "timeout: must be a positive number, got True", None),
+    ("name: x\n" + EDIT + "verify:\n  - {run: x, tmeout: 3}\n", "s.yaml:9", "tmeout: unknown key in verify #1",
+     "did you mean 'timeout'?"),
+    ("name: x\napplies_to: {requires: eagle_workers}\n" + EDIT, "s.yaml:2",
+     "requires: unknown layout feature 'eagle_workers'",
+     "did you mean 'eagle_worker'?"),
+    ("name: x\napplies_to: {refuse_if: [zzz]}\n" + EDIT, "s.yaml:2", "refuse_if: unknown layout feature 'zzz'",
+     "one of eagle_worker, adaptive, adaptive_zero_steps, dynamic_spec_disable_applied"),
+    ("name: x\napplies_to: {args_layout: [1]}\n" + EDIT, "s.yaml:2", "args_layout: must be a list of strings", None),
+    ("name: x\napplies_to: {max: 1}\n" + EDIT, "s.yaml:2", "max: unknown key in applies_to",
+     "allowed keys: args_layout, requires, refuse_if, min_version, max_version, hint"),
+    ("name: [x\n", "s.yaml:2", "not valid YAML: expected ',' or ']', but got '<stream end>'", None),
+    ("", "s.yaml", "empty patch set", None),
+])
+def test_refusals(doc, where, message, hint):
+    err = _err(doc)
+    assert (err.where, err.message, err.hint) == (where, message, hint)
+
+
+def test_a_valid_set():
+    ps = parse_patchset("""\
+name: x
+description: d
+applies_to: {args_layout: classic, requires: [eagle_worker], min_version: 0.5, max_version: '0.6', hint: h}
+edits:
+  - file: a.py
+    op: insert_after
+    anchor: {call: p.add, arg: '--a'}
+    text: y
+  - name: d
+    op: diff
+    diff: "--- a/b.py\\n+++ b/b.py\\t2020-01-01\\n@@ -1 +1 @@\\n-a\\n+b\\n"
+    optional: true
+verify:
+  - [python, -c, pass]
+  - {name: named, run: 'echo {tree}', timeout: 5}
+""", "s.yaml")
+    assert (ps.name, ps.description, ps.source) == ("x", "d", "s.yaml")
+    ap = ps.applies_to
+    assert (ap.args_layout, ap.requires, ap.refuse_if, ap.min_version, ap.max_version, ap.hint) == \
+        (["classic"], ["eagle_worker"], [], "0.5", "0.6", "h")
+    first, diff = ps.edits
+    assert (first.name, first.file, first.op, first.text, first.optional, first.line) == \
+        ("edit-1", "a.py", "insert_after", "y", False, 5)
+    assert first.anchor.describe() == "call p.add('--a', ...)"
+    assert (diff.name, diff.file, diff.optional, diff.anchor.describe()) == ("d", "b.py", True, "unified diff")
+    assert [(v.name, v.run, v.timeout) for v in ps.verify] == [
+        ("verify-1", ["python", "-c", "pass"], 120.0), ("named", "echo {tree}", 5.0)]
+    assert ps.files == ["a.py", "b.py"]
+
+
+@pytest.mark.parametrize("anchor,text", [
+    ("{class: A, field: b}", "field b of class A"),
+    ("{call: f}", "call f(...)"),
+    ("{function: f}", "function f"),
+    ("{function: f, position: body_start}", "function f at body_start"),
+    ("{function: f, statement: 'x ='}", "statement /x =/ in function f"),
+    ("{assign: X}", "module assignment X"),
+    ("{text: '  a'}", "text line '  a'"),
+])
+def test_anchor_descriptions(anchor, text):
+    ps = parse_patchset("name: x\n" + EDIT.replace("{class: A, field: b}", anchor), "s.yaml")
+    assert ps.edits[0].anchor.describe() == text
+
+
+def test_diff_files():
+    diff = ("--- a/gone.py\n+++ /dev/null\n--- a/x.py\n+++ b/x.py\t2020-01-01 00:00\n"
+            "--- a/y.py\n+++ y.py\n+++ not a header\n")
+    assert diff_files(diff) == ["x.py", "y.py", "not a header"]
+
+
+def test_sets_are_found_by_name_path_or_suggestion(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sets = tmp_path / "sets"
+    sets.mkdir()
+    (sets / "alpha.yaml").write_text("name: alpha\n" + EDIT)
+    (sets / "beta.yml").write_text("name: beta\n" + EDIT)
+    assert resolve_patchset_path("alpha", sets) == sets / "alpha.yaml"
+    assert resolve_patchset_path("beta", sets) == sets / "beta.yml"
+    assert load_patchset(str(sets / "alpha.yaml")).name == "alpha"
+    with pytest.raises(ConfigError) as err:
+        resolve_patchset_path("alpah", sets)
+    assert err.value.message.startswith(f"no patch set named 'alpah' in {sets}, {tmp_path}/playbooks/patches, ")
+    assert err.value.hint == "did you mean 'alpha'?"
+    with pytest.raises(ConfigError) as err:
+        resolve_patchset_path("zzz", sets)
+    assert (err.value.hint or "").startswith("known sets: alpha, beta")
+    with pytest.raises(ConfigError) as err:
+        resolve_patchset_path(str(sets / "nope.yaml"))
+    assert err.value.message == f"patch set file {sets / 'nope.yaml'} does not exist"
