@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specops.patching import APPLIED, BLOCKED, NEW, apply, parse_patchset, plan
-from specops.patching.anchors import resolve_python
+from specops.patching.anchors import Span, resolve_python
 from specops.patching.model import Anchor
 from specops.sglang.treefiles import LocalTreeFiles
 
@@ -41,6 +41,7 @@ class A:
 
 
 class B:
+    obj.attr: int = 0
     size = 3
     other, size2 = 4, 5
 
@@ -129,7 +130,7 @@ def test_statement_regex_matches_the_innermost_statement_only(tmp_path):
 
 def test_statement_regex_matching_two_statements_is_ambiguous(tmp_path):
     assert _reason(tmp_path, _set("{function: decide, statement: '^return'}")) == \
-        "anchor statement /^return/ in function decide in m.py matches 2 places (lines 37, 38)"
+        "anchor statement /^return/ in function decide in m.py matches 2 places (lines 38, 39)"
 
 
 def test_decorated_function_spans_its_decorators(tmp_path):
@@ -196,21 +197,25 @@ def test_applied_insert_is_recognised_on_either_side_of_a_body_anchor(tmp_path):
     (tmp_path / "m.py").write_text(SRC)
     files = LocalTreeFiles(tmp_path)
     ps = parse_patchset(_set("{function: decide, position: body_start}", "flag = bool(flag)", "insert_before"), "a.yaml")
-    assert apply(ps, files).results[0].line == 36
+    assert apply(ps, files).results[0].line == 37
     again = plan(ps, files, check_layout=False)
-    assert [(r.status, r.line) for r in again.results] == [(APPLIED, 36)]
+    assert [(r.status, r.line) for r in again.results] == [(APPLIED, 37)]
 
 
 @pytest.mark.parametrize("anchor,first,last,indent", [
     ("{class: A, field: size}", 21, 21, "    "),
     ("{function: Fast.run}", 14, 15, "        "),
-    ("{function: decorated}", 41, 43, ""),
-    ("{function: decide, position: body_end}", 38, 38, "    "),
+    ("{function: decorated}", 42, 44, ""),
+    ("{function: decide, position: body_end}", 39, 39, "    "),
 ])
 def test_spans(anchor, first, last, indent):
     raw = parse_patchset(_set(anchor), "s.yaml").edits[0].anchor
     span, = resolve_python(raw, SRC)
     assert (span.first, span.last, span.indent) == (first, last, indent)
+
+
+def test_a_text_anchor_through_the_python_resolver():
+    assert resolve_python(Anchor("text", text="    size = 3"), SRC) == [Span(29, 29, "    ")]
 
 
 def test_an_anchor_without_a_span_is_refused():

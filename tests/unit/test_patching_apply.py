@@ -370,3 +370,62 @@ def test_applicability_on_a_real_tree(sglang_tree):
                         " text: 'MARK = 1'}\n", "s.yaml")
     assert [r.status for r in plan(ps, files).results] == [NEW]
     assert tree_is_pristine(tree)
+
+
+# ------------------------------------------------------------------ more edges the mutants found
+
+
+def test_a_replacement_already_elsewhere_is_not_taken_as_applied(tmp_path):
+    """`return x + 1` exists in g; replacing f's `return x` with it is still a new edit."""
+    src = b"def f(x):\n    return x\n\n\ndef g(x):\n    return x + 1\n"
+    files = _write(tmp_path, "m.py", src)
+    ps = _ps("  - name: r\n    file: m.py\n    op: replace\n    anchor: {function: f, statement: 'return x$'}\n"
+             "    text: return x + 1\n")
+    assert _results(apply(ps, files)) == [("r", NEW, "", 2)]
+    assert (tmp_path / "m.py").read_bytes() == src.replace(b"    return x\n", b"    return x + 1\n", 1)
+
+
+def test_a_multi_line_replacement_applied_twice_is_applied(tmp_path):
+    files = _write(tmp_path, "m.py", b"def f(x):\n    return x\n")
+    ps = _ps("  - name: r\n    file: m.py\n    op: replace\n    anchor: {function: f, statement: 'return x'}\n"
+             "    text: |\n      if x:\n          return 1\n      return x\n")
+    apply(ps, files)
+    assert (tmp_path / "m.py").read_bytes() == b"def f(x):\n    if x:\n        return 1\n    return x\n"
+    assert _results(apply(ps, files)) == [("r", APPLIED, "", 2)]
+
+
+def test_a_diff_given_without_a_final_newline(tmp_path):
+    files = _write(tmp_path, "pkg/sub/m.py", b"x = 1\ny = 2\n")
+    ps = _ps('  - name: d\n    op: diff\n    diff: "' + SUB_DIFF.rstrip("\n").replace("\n", "\\n") + '"\n')
+    assert _results(apply(ps, files)) == [("d", NEW, "", 0)]
+    assert (tmp_path / "pkg/sub/m.py").read_bytes() == b"x = 1\ny = 3\n"
+
+
+def test_blocked_results_name_their_file(tmp_path):
+    files = _write(tmp_path, "pkg/sub/m.py", b"x = 1\ny = 5\nn = 0\n")
+    ps = _ps(_diff_edit(SUB_DIFF) + "  - name: e\n    file: pkg/sub/m.py\n    op: insert_after\n"
+             "    anchor: {assign: x}\n    text: 'n = 0'\n")
+    p = plan(ps, files, check_layout=False)
+    assert p.patchset is ps
+    assert [(r.edit, r.file, r.status) for r in p.results] == [("d", "pkg/sub/m.py", BLOCKED),
+                                                               ("e", "pkg/sub/m.py", BLOCKED)]
+
+
+def test_verify_commands_run_in_the_tree_with_the_files_quoted(tmp_path):
+    _write(tmp_path, "a b/m.py", b"x = 1\n")
+    files = LocalTreeFiles(tmp_path)
+    verify = ("verify:\n  - name: where\n    run: 'test \"$(pwd -P)\" = \"$(cd {tree} && pwd -P)\" && test -f {files}'\n"
+              "  - name: argv\n    run: ['test', '-f', '{files}']\n")
+    ps = _ps("  - name: e\n    file: a b/m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 2\n",
+             extra=verify)
+    report = apply(ps, files)
+    assert [c.rc for c in report.verify] == [0, 0]
+    assert report.summary().endswith("\n  verify ok: " + report.verify[1].command[:100])
+
+
+def test_verify_can_be_left_to_the_caller(tmp_path):
+    files = _write(tmp_path, "m.py", b"x = 1\n")
+    ps = _ps("  - name: e\n    file: m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 2\n",
+             extra="verify:\n  - name: nope\n    run: ['false']\n")
+    report = apply(ps, files, run_verify_cmds=False)
+    assert report.verify == [] and (tmp_path / "m.py").read_bytes() == b"x = 1\ny = 2\n"

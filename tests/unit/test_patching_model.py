@@ -41,6 +41,7 @@ def _err(doc: str) -> ConfigError:
     ("name: x\n" + EDIT.replace("text: y", "optional: yes please"), "s.yaml:7",
      "optional: must be bool, got str 'yes please'", None),
     ("name: x\n" + EDIT.replace("op: insert_after", "op: delete"), "s.yaml:7", "text: a delete edit takes no text", None),
+    ("name: x\nedits:\n  - {name: d, op: diff}\n", "s.yaml:3", "edit d is missing required key 'diff'", None),
     ("name: x\nedits:\n  - {name: d, op: diff, diff: 'x'}\n", "s.yaml:3",
      "diff: no '+++ path' line found in the unified diff", None),
     ("name: x\nedits:\n  - {name: d, op: diff, diff: \"+++ b/a.py\\n\", text: y}\n", "s.yaml:3",
@@ -125,8 +126,8 @@ def test_anchor_descriptions(anchor, text):
 
 def test_diff_files():
     diff = ("--- a/gone.py\n+++ /dev/null\n--- a/x.py\n+++ b/x.py\t2020-01-01 00:00\n"
-            "--- a/y.py\n+++ y.py\n+++ not a header\n")
-    assert diff_files(diff) == ["x.py", "y.py", "not a header"]
+            "--- a/y.py\n+++ y.py\n+++ a/z.py\n+++ not a header\n")
+    assert diff_files(diff) == ["x.py", "y.py", "z.py", "not a header"]
 
 
 def test_sets_are_found_by_name_path_or_suggestion(tmp_path, monkeypatch):
@@ -148,3 +149,6 @@ def test_sets_are_found_by_name_path_or_suggestion(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as err:
         resolve_patchset_path(str(sets / "nope.yaml"))
     assert err.value.message == f"patch set file {sets / 'nope.yaml'} does not exist"
+    with pytest.raises(ConfigError) as err:
+        resolve_patchset_path("nope.yml")
+    assert err.value.message == "patch set file nope.yml does not exist"
