@@ -193,6 +193,8 @@ def test_missing_optional_non_utf8_and_wrong_kind_of_file(tmp_path):
     anchor: {assign: x}
     text: y = 1
 """)
+    assert [r.file for r in plan(ps, files, check_layout=False).results] == ["gone.py", "maybe.py", "latin.py",
+                                                                             "notes.txt"]
     assert _results(plan(ps, files, check_layout=False)) == [
         ("gone", BLOCKED, "gone.py does not exist in the tree", 0),
         ("maybe", SKIPPED, "file not in this tree", 0),
@@ -414,7 +416,9 @@ def test_blocked_results_name_their_file(tmp_path):
 def test_verify_commands_run_in_the_tree_with_the_files_quoted(tmp_path):
     _write(tmp_path, "a b/m.py", b"x = 1\n")
     files = LocalTreeFiles(tmp_path)
-    verify = ("verify:\n  - name: where\n    run: 'test \"$(pwd -P)\" = \"$(cd {tree} && pwd -P)\" && test -f {files}'\n"
+    root = files.root  # {tree} is it, quoted; {files} are quoted too ("a b"), the script runs in the tree
+    verify = (f"verify:\n  - name: where\n    run: 'test {{tree}} = \"{root}\" && test \"$(pwd -P)\" = \"{root}\""
+              f" && test \"$(basename {{files}})\" = m.py'\n"
               "  - name: argv\n    run: ['test', '-f', '{files}']\n")
     ps = _ps("  - name: e\n    file: a b/m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 2\n",
              extra=verify)
