@@ -52,7 +52,8 @@ class Target:
 TARGETS = {
     "patching": Target(["specops/patching/*.py"], PATCHING_TESTS, sample=200),
     "engine": Target(["specops/run/engine.py"],
-                     ["tests/integration/test_engine_local.py", "tests/e2e/test_deploy_ssh.py"],
+                     ["tests/integration/test_engine_local.py", "tests/integration/test_engine_run_step.py",
+                      "tests/e2e/test_deploy_ssh.py"],
                      functions=["specops.run.engine.xǁEngineǁ_run_step__mutmut_*"], sample=60),
 }
 
