@@ -81,3 +81,31 @@ def test_check_mode_journals_the_commands(tmp_path, inv):
     assert _deploy(tmp_path, inv, [{"name": "one", "shell": ["touch", "{{ workdir }}/x"]}], "--check").exit_code == 0
     checks = [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "check"]
     assert [(e["host"], e["step"], e["commands"]) for e in checks] == [("h0", "one", [f"touch {tmp_path}/w0/x"])]
+
+
+def test_a_failure_without_retries_or_rollback_says_just_what_was_seen(tmp_path, inv):
+    res = _deploy(tmp_path, inv, [{"name": "bad", "shell": "echo oops; exit 3"}])
+    assert res.exit_code == 1
+    (fail,) = [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "fail"]
+    assert fail["error"] == "verification failed: exit code 3: oops"
+    assert not [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "rollback"]
+
+
+def test_a_rollback_script_is_rendered_for_the_shell_and_journaled(tmp_path, inv):
+    res = _deploy(tmp_path, inv, [{"name": "bad", "shell": "exit 1",
+                                   "rollback": "mkdir -p {{ workdir }} && echo {{ inventory_hostname }} > {{ workdir }}/rb"}])
+    assert res.exit_code == 1
+    assert (tmp_path / "w0/rb").read_text() == "h0\n"
+    ev = events(only_run_dir(tmp_path / "runs"))
+    assert [e["notes"] for e in ev if e["event"] == "rollback"] == [["rollback command exited 0"]]
+    (fail,) = [e for e in ev if e["event"] == "fail"]
+    assert fail["error"] == "verification failed: exit code 1: (no output) (rolled back: rollback command exited 0)"
+
+
+def test_an_ignored_failure_is_done_and_says_so(tmp_path, inv):
+    res = _deploy(tmp_path, inv, [{"name": "bad", "shell": "exit 1", "ignore_errors": True},
+                                  {"name": "next", "shell": ["true"]}])
+    assert res.exit_code == 0, res.output
+    done = [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "done"]
+    assert [(e["step"], e.get("ignored_failure")) for e in done] == [
+        ("bad", "exit code 1: (no output)"), ("next", None)]
