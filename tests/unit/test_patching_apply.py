@@ -370,8 +370,17 @@ def test_applicability_on_a_real_tree(sglang_tree):
     ps = parse_patchset("name: s\napplies_to: {max_version: 0.5.4, requires: [eagle_worker]}\nedits:\n"
                         "  - {name: e, file: python/sglang/version.py, op: insert_after, anchor: {assign: __version__},"
                         " text: 'MARK = 1'}\n", "s.yaml")
-    assert [r.status for r in plan(ps, files).results] == [NEW]
+    p = plan(ps, files)
+    assert [r.status for r in p.results] == [NEW] and p.layout is not None and p.layout.version == "0.5.4"
     assert tree_is_pristine(tree)
+
+
+def test_a_refusal_without_a_version_says_so(tmp_path):
+    files = _write(tmp_path, "m.py", b"x = 1\n")
+    with pytest.raises(PatchError) as err:
+        plan(_applies("{args_layout: [arg_groups]}"), files, layout=_layout(None))
+    assert err.value.message == ("patch set s does not apply to this tree (sglang unknown version): "
+                                 "server-args layout is 'classic', the set needs arg_groups")
 
 
 # ------------------------------------------------------------------ more edges the mutants found

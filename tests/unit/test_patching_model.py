@@ -77,6 +77,20 @@ def test_refusals(doc, where, message, hint):
     assert (err.where, err.message, err.hint) == (where, message, hint)
 
 
+@pytest.mark.parametrize("doc,where,message,hint", [
+    ("name: x\nedits:\n  - {name: e, file: a.py, anchor: {assign: x}}\n", "s.yaml:3",
+     "edit 'e' is missing required key 'op'", None),
+    ("name: x\napplies_to: {min_version: abc}\nedits:\n  - {name: e, file: a.py, op: delete, anchor: {assign: x}}\n",
+     "s.yaml:2", "'min_version' in applies_to is not a version: 'abc'",
+     "write it as SGLang numbers its releases, e.g. 0.5.13 or 0.5.10.post1"),
+    ("name: x\nedits:\n  - name: d\n    op: diff\n    diff: x\n", "s.yaml:5",
+     "'diff' in edit 'd': no '+++ path' line found in the unified diff", None),
+])
+def test_more_refusals(doc, where, message, hint):
+    err = _err(doc)
+    assert (err.where, err.message, err.hint) == (where, message, hint)
+
+
 def test_a_valid_set():
     ps = parse_patchset("""\
 name: x
