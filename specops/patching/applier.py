@@ -311,8 +311,8 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
                 continue
         text = new_text
         _shift_lines(results[:-1], *shift)
-    if added_break:  # the file had no final line break: neither has the result
-        text = _drop_final_break(text, nl)
+    # the file had no final line break: neither has the result
+    text = _drop_final_break(text, nl) if added_break else text
     new_bytes = text.encode("utf-8")
     return results, (new_bytes if new_bytes != original else None), records
 
