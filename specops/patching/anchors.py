@@ -95,58 +95,75 @@ def _statements_in(node: ast.AST) -> list[ast.stmt]:
     return [n for n in ast.walk(node) if isinstance(n, ast.stmt) and n is not node]
 
 
+def _field_spans(anchor: Anchor, tree: ast.Module, lines: list[str]) -> list[Span]:
+    out = []
+    for qual, node in _qualnames(tree):
+        if isinstance(node, ast.ClassDef) and (qual == anchor.cls or node.name == anchor.cls):
+            out += [_span(s, lines) for s in node.body if anchor.field in _target_names(s)]
+    return out
+
+
+def _call_spans(anchor: Anchor, tree: ast.Module, lines: list[str]) -> list[Span]:
+    """The whole statement holding each matching call (insertion goes after `end_lineno`)."""
+    parents = _parents(tree)
+    out: list[Span] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _dotted(node.func) != anchor.call:
+            continue
+        if anchor.arg is not None:
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Constant) and first.value == anchor.arg):
+                continue
+        stmt: ast.AST = node
+        while not isinstance(stmt, ast.stmt):
+            stmt = parents[stmt]
+        span = _span(stmt, lines)
+        if span not in out:
+            out.append(span)
+    return out
+
+
+def _position_span(anchor: Anchor, fn: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> Span:
+    body = [s for s in fn.body if not _is_docstring(s)] or fn.body
+    stmt = body[0] if anchor.position == "body_start" else fn.body[-1]
+    span = _span(stmt, lines)
+    if anchor.position == "body_start":  # before the comments that lead the body
+        lead = span.first
+        while lead - 1 > fn.lineno and lines[lead - 2].strip().startswith("#"):
+            lead -= 1
+        span = Span(lead, span.last, span.indent)
+    return span
+
+
+def _function_spans(anchor: Anchor, tree: ast.Module, source: str, lines: list[str]) -> list[Span]:
+    defs = [n for q, n in _qualnames(tree)
+            if q == anchor.function and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    out: list[Span] = []
+    for fn in defs:
+        if anchor.position:
+            out.append(_position_span(anchor, fn, lines))
+        elif anchor.statement:
+            pattern = re.compile(anchor.statement)
+            hits = [s for s in _statements_in(fn)
+                    if pattern.search(ast.get_source_segment(source, s) or "")]
+            # innermost only: a compound statement matches through its children
+            inner = [s for s in hits if not any(o is not s and o in _statements_in(s) for o in hits)]
+            out += [_span(s, lines) for s in inner]
+        else:
+            out.append(_span(fn, lines))
+    return out
+
+
 def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) -> list[Span]:
     """All spans the anchor matches in `source` (the caller decides what 0 or >1 means)."""
     tree = tree or ast.parse(source)
     lines = [ln.rstrip("\r\n") for ln in split_lines(source)]
     if anchor.kind == "field":
-        out = []
-        for qual, node in _qualnames(tree):
-            if isinstance(node, ast.ClassDef) and (qual == anchor.cls or node.name == anchor.cls):
-                out += [_span(s, lines) for s in node.body if anchor.field in _target_names(s)]
-        return out
+        return _field_spans(anchor, tree, lines)
     if anchor.kind == "call":
-        parents = _parents(tree)
-        out = []
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or _dotted(node.func) != anchor.call:
-                continue
-            if anchor.arg is not None:
-                first = node.args[0] if node.args else None
-                if not (isinstance(first, ast.Constant) and first.value == anchor.arg):
-                    continue
-            stmt: ast.AST = node
-            while not isinstance(stmt, ast.stmt):
-                stmt = parents[stmt]
-            span = _span(stmt, lines)
-            if span not in out:
-                out.append(span)
-        return out
+        return _call_spans(anchor, tree, lines)
     if anchor.kind == "function":
-        defs = [n for q, n in _qualnames(tree)
-                if q == anchor.function and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        out = []
-        for fn in defs:
-            if anchor.position:
-                body = [s for s in fn.body if not _is_docstring(s)] or fn.body
-                stmt = body[0] if anchor.position == "body_start" else fn.body[-1]
-                span = _span(stmt, lines)
-                if anchor.position == "body_start":  # before the comments that lead the body
-                    lead = span.first
-                    while lead - 1 > fn.lineno and lines[lead - 2].strip().startswith("#"):
-                        lead -= 1
-                    span = Span(lead, span.last, span.indent)
-                out.append(span)
-            elif anchor.statement:
-                pattern = re.compile(anchor.statement)
-                hits = [s for s in _statements_in(fn)
-                        if pattern.search(ast.get_source_segment(source, s) or "")]
-                # innermost only: a compound statement matches through its children
-                inner = [s for s in hits if not any(o is not s and o in _statements_in(s) for o in hits)]
-                out += [_span(s, lines) for s in inner]
-            else:
-                out.append(_span(fn, lines))
-        return out
+        return _function_spans(anchor, tree, source, lines)
     if anchor.kind == "assign":
         return [_span(s, lines) for s in tree.body if anchor.assign in _target_names(s)]
     if anchor.kind == "text":
