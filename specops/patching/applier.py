@@ -234,87 +234,96 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
     done_before = {r["edit"] for r in (manifest or {}).get("edits", [])}
     for edit in edits:
         where = f"{edit.anchor.describe()} in {rel}"
-        shift = (0, 0)  # (after line, lines added) by this edit
         if edit.op == "diff":
-            ok, out, err = _git_apply(edit.diff, {rel: text.encode()}, "--check")
-            if ok:
-                ok, out, err = _git_apply(edit.diff, {rel: text.encode()})
-                new_text = (out[rel] or b"").decode()
-                records.append({"edit": edit.name, "file": rel, "op": "diff", "diff": edit.diff})
-                results.append(EditResult(edit.name, rel, NEW))
-            elif _git_apply(edit.diff, {rel: text.encode()}, "--reverse", "--check")[0]:
-                results.append(EditResult(edit.name, rel, APPLIED))
-                continue
-            else:
-                results.append(EditResult(edit.name, rel, BLOCKED, f"git apply --check: {err}"))
-                continue
+            step = _plan_diff_edit(edit, rel, text)
+        elif edit.anchor.kind != "text" and not is_py:
+            step = _Planned(EditResult(edit.name, rel, BLOCKED, "syntax-tree anchors need a .py file; use a text anchor"))
         else:
-            if edit.anchor.kind != "text" and not is_py:
-                results.append(EditResult(edit.name, rel, BLOCKED,
-                                          "syntax-tree anchors need a .py file; use a text anchor"))
-                continue
-            lines = split_lines(text)
-            breaks = bool(lines) and not lines[-1].endswith(("\n", "\r"))
-            if breaks:
-                lines[-1] += nl
-            spans = _resolve(edit, text, rel)
-            block = _block(edit.text, "", nl) if edit.op != "delete" else []
-            if edit.op == "replace":
-                # the replacement, once present with any indentation, means applied
-                hits = [i for i in range(len(lines)) if _same_dedented(lines, i, block)]
-                if len(hits) == 1 and (not spans or _span_inside(spans, hits[0], len(block))):
-                    results.append(EditResult(edit.name, rel, APPLIED, line=hits[0] + 1))
-                    continue
-            if edit.op == "delete" and not spans and edit.name in done_before:
-                results.append(EditResult(edit.name, rel, APPLIED))
-                continue
-            if len(spans) != 1:
-                what = "matches nothing" if not spans else \
-                    f"matches {len(spans)} places (lines {', '.join(str(n) for n in sorted(s.first for s in spans))})"
-                results.append(EditResult(edit.name, rel, BLOCKED, f"anchor {where} {what}"))
-                continue
-            span = spans[0]
-            block = _block(edit.text, span.indent, nl) if edit.op != "delete" else []
-            if edit.op in ("insert_after", "insert_before"):
-                at = _applied_at(edit, lines, span, block)
-                if at is not None:
-                    results.append(EditResult(edit.name, rel, APPLIED, line=at + 1))
-                    continue
-                elsewhere = _find_block(lines, block)
-                if elsewhere:
-                    results.append(EditResult(edit.name, rel, BLOCKED,
-                                              f"its text is already in {rel} at line {elsewhere[0] + 1}, "
-                                              f"not at its anchor ({where})"))
-                    continue
-                idx = _insertion(edit, span)
-                shift = (idx, len(block))
-                lines[idx:idx] = block
-                records.append({"edit": edit.name, "file": rel, "op": edit.op, "at": idx + 1,
-                                "added": "".join(block), "removed": ""})
-                line_no = idx + 1
-            else:  # replace / delete
-                removed = lines[span.first - 1: span.last]
-                shift = (span.last, len(block) - len(removed))
-                lines[span.first - 1: span.last] = block
-                records.append({"edit": edit.name, "file": rel, "op": edit.op, "at": span.first,
-                                "added": "".join(block), "removed": "".join(removed)})
-                line_no = span.first
-            new_text = "".join(lines)
-            results.append(EditResult(edit.name, rel, NEW, line=line_no))
-            added_break = added_break or breaks
+            step = _plan_text_edit(edit, rel, text, nl, where, edit.name in done_before)
+        results.append(step.result)
+        if step.new_text is None:
+            continue
+        added_break = added_break or step.added_break
         if is_py:
-            compile_err = _compile_error(new_text, rel)
+            compile_err = _compile_error(step.new_text, rel)
             if compile_err:
                 results[-1] = EditResult(edit.name, rel, BLOCKED, f"{compile_err} (edit at {where})",
                                          results[-1].line)
-                records = [r for r in records if r["edit"] != edit.name]
                 continue
-        text = new_text
-        _shift_lines(results[:-1], *shift)
+        if step.record is not None:
+            records.append(step.record)
+        text = step.new_text
+        _shift_lines(results[:-1], *step.shift)
     # the file had no final line break: neither has the result
     text = _drop_final_break(text, nl) if added_break else text
     new_bytes = text.encode("utf-8")
     return results, (new_bytes if new_bytes != original else None), records
+
+
+@dataclass
+class _Planned:
+    """One edit planned against the file's current text: its result, and the new text
+    (None: nothing changes), the manifest record, and where lines moved."""
+
+    result: EditResult
+    new_text: str | None = None
+    record: dict | None = None
+    shift: tuple[int, int] = (0, 0)  # (after line, lines added)
+    added_break: bool = False
+
+
+def _plan_diff_edit(edit: Edit, rel: str, text: str) -> _Planned:
+    assert edit.diff is not None
+    ok, out, err = _git_apply(edit.diff, {rel: text.encode()}, "--check")
+    if ok:
+        ok, out, err = _git_apply(edit.diff, {rel: text.encode()})
+        return _Planned(EditResult(edit.name, rel, NEW), (out[rel] or b"").decode(),
+                        {"edit": edit.name, "file": rel, "op": "diff", "diff": edit.diff})
+    if _git_apply(edit.diff, {rel: text.encode()}, "--reverse", "--check")[0]:
+        return _Planned(EditResult(edit.name, rel, APPLIED))
+    return _Planned(EditResult(edit.name, rel, BLOCKED, f"git apply --check: {err}"))
+
+
+def _plan_text_edit(edit: Edit, rel: str, text: str, nl: str, where: str, done_before: bool) -> _Planned:
+    lines = split_lines(text)
+    breaks = bool(lines) and not lines[-1].endswith(("\n", "\r"))
+    if breaks:
+        lines[-1] += nl
+    spans = _resolve(edit, text, rel)
+    block = _block(edit.text, "", nl) if edit.op != "delete" else []
+    if edit.op == "replace":
+        # the replacement, once present with any indentation, means applied
+        hits = [i for i in range(len(lines)) if _same_dedented(lines, i, block)]
+        if len(hits) == 1 and (not spans or _span_inside(spans, hits[0], len(block))):
+            return _Planned(EditResult(edit.name, rel, APPLIED, line=hits[0] + 1))
+    if edit.op == "delete" and not spans and done_before:
+        return _Planned(EditResult(edit.name, rel, APPLIED))
+    if len(spans) != 1:
+        what = "matches nothing" if not spans else \
+            f"matches {len(spans)} places (lines {', '.join(str(n) for n in sorted(s.first for s in spans))})"
+        return _Planned(EditResult(edit.name, rel, BLOCKED, f"anchor {where} {what}"))
+    span = spans[0]
+    block = _block(edit.text, span.indent, nl) if edit.op != "delete" else []
+    if edit.op in ("insert_after", "insert_before"):
+        at = _applied_at(edit, lines, span, block)
+        if at is not None:
+            return _Planned(EditResult(edit.name, rel, APPLIED, line=at + 1))
+        elsewhere = _find_block(lines, block)
+        if elsewhere:
+            return _Planned(EditResult(edit.name, rel, BLOCKED, f"its text is already in {rel} at line "
+                                                                f"{elsewhere[0] + 1}, not at its anchor ({where})"))
+        idx = _insertion(edit, span)
+        lines[idx:idx] = block
+        record = {"edit": edit.name, "file": rel, "op": edit.op, "at": idx + 1, "added": "".join(block),
+                  "removed": ""}
+        return _Planned(EditResult(edit.name, rel, NEW, line=idx + 1), "".join(lines), record,
+                        (idx, len(block)), breaks)
+    removed = lines[span.first - 1: span.last]  # replace / delete
+    lines[span.first - 1: span.last] = block
+    record = {"edit": edit.name, "file": rel, "op": edit.op, "at": span.first, "added": "".join(block),
+              "removed": "".join(removed)}
+    return _Planned(EditResult(edit.name, rel, NEW, line=span.first), "".join(lines), record,
+                    (span.last, len(block) - len(removed)), breaks)
 
 
 def _shift_lines(earlier: list[EditResult], after: int, delta: int) -> None:
@@ -539,19 +548,7 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
             results += [EditResult(e.name, rel, REVERTED if current != backup else NOT_APPLIED,
                                    "from backup") for e in file_edits]
             continue
-        text = current.decode("utf-8")
-        lines = split_lines(text)
-        recs = {r["edit"]: r for r in manifest.get("edits", []) if r.get("file") == rel}
-        for edit in reversed(file_edits):
-            status, reason = _revert_edit(edit, rel, lines, recs.get(edit.name))
-            results.append(EditResult(edit.name, rel, status, reason))
-        new = _like_final_break_of(text, "".join(lines)).encode("utf-8")
-        if rel.endswith(".py"):
-            err = _compile_error(new.decode(), rel)
-            if err:
-                raise PatchError(f"revert of {patchset.name}: {rel} would not compile after removing "
-                                 f"the inserted text ({err}); nothing was changed",
-                                 where=patchset.source or patchset.name)
+        new = _revert_without_backup(patchset, rel, current, file_edits, manifest, results)
         if entry.get("original_sha256") and _sha(new) != entry["original_sha256"] and new != current:
             notes.append(f"{rel}: text removed, but the result differs from the recorded original")
         if new != current:
@@ -577,6 +574,25 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
     files.remove(f"{sdir}/manifest.json")
     files.prune(TREE_STATE_DIR)  # leave no empty .specops/patches/<set>/backups/... behind
     return PatchReport(patchset.name, "revert", results, list(restored), notes=notes)
+
+
+def _revert_without_backup(patchset: PatchSet, rel: str, current: bytes, file_edits: list[Edit],
+                           manifest: dict[str, Any], results: list[EditResult]) -> bytes:
+    """The file with exactly the set's inserted text removed (manifest records, else the
+    set's anchors), last edit first; a result that would not compile changes nothing."""
+    text = current.decode("utf-8")
+    lines = split_lines(text)
+    recs = {r["edit"]: r for r in manifest.get("edits", []) if r.get("file") == rel}
+    for edit in reversed(file_edits):
+        status, reason = _revert_edit(edit, rel, lines, recs.get(edit.name))
+        results.append(EditResult(edit.name, rel, status, reason))
+    new = _like_final_break_of(text, "".join(lines)).encode("utf-8")
+    if rel.endswith(".py"):
+        err = _compile_error(new.decode(), rel)
+        if err:
+            raise PatchError(f"revert of {patchset.name}: {rel} would not compile after removing "
+                             f"the inserted text ({err}); nothing was changed", where=patchset.source or patchset.name)
+    return new
 
 
 def _diff_rel(edit: Edit) -> list[str]:
