@@ -40,7 +40,7 @@ def _facts(host: Host) -> HostFacts:
 def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bool = False) -> bool:
     """Connect to every host at once; True when all are reachable."""
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        facts = dict(zip([h.name for h in hosts], pool.map(_facts, hosts)))
+        facts = dict(zip([h.name for h in hosts], pool.map(_facts, hosts), strict=True))
     if as_json:
         console.print_json(json.dumps({name: vars(f) for name, f in facts.items()}))
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 import threading
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich.console import Console
 from rich.text import Text
@@ -81,27 +81,29 @@ def error_blocks(transport: Transport, path: str, *, max_hits: int = 200) -> lis
     return blocks
 
 
-def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
-         errors_only: bool = False, console: Console | None = None,
-         stop_event: threading.Event | None = None, interval: float = 0.5) -> None:
-    """Print the last `lines` lines of each source (or only its crash blocks), prefixed by
-    label when there are several; with follow, then stream new lines until stop_event is
-    set (the CLI sets it on Ctrl-C)."""
-    console = console or Console()
-    prefixed = len(sources) > 1
-    styles = {s.label: _PREFIX_STYLES[i % len(_PREFIX_STYLES)] for i, s in enumerate(sources)}
+class _Emitter:
+    """Prints log lines, prefixed by their source's label when there are several."""
 
-    def emit(src_label: str, text_lines: list[str]) -> None:
+    def __init__(self, sources: Sequence[LogSource], console: Console):
+        self.console = console
+        self.prefixed = len(sources) > 1
+        self.styles = {s.label: _PREFIX_STYLES[i % len(_PREFIX_STYLES)] for i, s in enumerate(sources)}
+
+    def __call__(self, src_label: str, text_lines: list[str]) -> None:
         """One write per chunk (a per-line print costs ~60 us: seconds for a fast writer)."""
         if not text_lines:
             return
         batch = Text()
         for ln in text_lines:
-            batch.append_text(render_line(ln, src_label if prefixed else None, styles[src_label]))
+            batch.append_text(render_line(ln, src_label if self.prefixed else None, self.styles[src_label]))
             batch.append("\n")
-        console.print(batch, soft_wrap=True, highlight=False, end="")
+        self.console.print(batch, soft_wrap=True, highlight=False, end="")
 
-    printed_to: dict[str, int] = {}  # per path, the byte offset the tail ended at
+
+def _print_tails(sources: Sequence[LogSource], emit: _Emitter, lines: int, errors_only: bool) -> dict[str, int]:
+    """The last lines (or crash blocks) of each source; returns per path the byte offset
+    the tail ended at, where following starts (nothing written in between is lost)."""
+    printed_to: dict[str, int] = {}
     for src in sources:
         size = src.transport.stat_size(src.path)
         if size is None:
@@ -110,11 +112,43 @@ def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
         if errors_only:
             blocks = error_blocks(src.transport, src.path)
             if not blocks:
-                console.print(Text(f"{src.label}: no crash signatures in {src.path}", style="green"))
+                emit.console.print(Text(f"{src.label}: no crash signatures in {src.path}", style="green"))
             for b in blocks[-lines:] if lines > 0 else blocks:
                 emit(src.label, b.splitlines())
         else:
             emit(src.label, tail_lines(src.transport, src.path, lines, end=size))
+    return printed_to
+
+
+def _line_handler(emit: _Emitter, labels: dict[str, str], errors_only: bool) -> Callable[[str, list[str]], None]:
+    pending: dict[str, list[str]] = {}
+
+    def on_lines(path: str, new: list[str]) -> None:
+        if not errors_only:
+            emit(labels[path], new)
+            return
+        # --errors while following: print lines from a crash signature on, in blocks.
+        buf = pending.setdefault(path, [])
+        for ln in new:
+            if buf or find_signature(ln):
+                buf.append(ln)
+        if buf:
+            blocks = crash_blocks("\n".join(buf))
+            emit(labels[path], "\n".join(blocks).splitlines())
+            buf.clear()
+
+    return on_lines
+
+
+def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
+         errors_only: bool = False, console: Console | None = None,
+         stop_event: threading.Event | None = None, interval: float = 0.5) -> None:
+    """Print the last `lines` lines of each source (or only its crash blocks), prefixed by
+    label when there are several; with follow, then stream new lines until stop_event is
+    set (the CLI sets it on Ctrl-C). One follower thread per host reads all its files in
+    one round trip per interval."""
+    emit = _Emitter(sources, console or Console())
+    printed_to = _print_tails(sources, emit, lines, errors_only)
     if not follow:
         return
     stop_event = stop_event or threading.Event()
@@ -123,23 +157,7 @@ def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
         by_transport.setdefault(id(src.transport), []).append(src)
     threads = []
     for group in by_transport.values():
-        labels = {s.path: s.label for s in group}
-        pending: dict[str, list[str]] = {}
-
-        def on_lines(path: str, new: list[str], labels=labels, pending=pending) -> None:
-            if not errors_only:
-                emit(labels[path], new)
-                return
-            # --errors while following: print lines from a crash signature on, in blocks.
-            buf = pending.setdefault(path, [])
-            for ln in new:
-                if buf or find_signature(ln):
-                    buf.append(ln)
-            if buf:
-                blocks = crash_blocks("\n".join(buf))
-                emit(labels[path], "\n".join(blocks).splitlines())
-                buf.clear()
-
+        on_lines = _line_handler(emit, {s.path: s.label for s in group}, errors_only)
         t = threading.Thread(target=_follow, args=(group[0].transport, [s.path for s in group], on_lines,
                                                   stop_event, interval),
                              kwargs={"start_at": {s.path: printed_to[s.path] for s in group}}, daemon=True)
