@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import Any
+from typing import IO, Any, cast
 
 import click
 import yaml
@@ -37,7 +37,7 @@ class _MaskedStdout(io.TextIOBase):
 
 
 #: One console for every command, so tests and pipes see one stream.
-console = Console(file=_MaskedStdout())
+console = Console(file=cast(IO[str], _MaskedStdout()))
 
 inventory_option = click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False),
                                 help="hosts.yaml (default ./hosts.yaml or $SPECOPS_INVENTORY)")

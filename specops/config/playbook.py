@@ -150,10 +150,9 @@ def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
     return steps
 
 
-def load_playbook(path: Path | str, kinds: dict[str, Any] | None = None) -> Playbook:
-    """Load and validate a playbook file."""
-    if kinds is None:
-        from specops.steps import KINDS as kinds  # late import: steps import this module
+def load_playbook(path: Path | str, kinds: dict[str, Any]) -> Playbook:
+    """Load and validate a playbook file against the step kinds (`specops.steps.KINDS`;
+    passed in, since the kinds import this module's Step)."""
     path = Path(path)
     data = load_file(path, "playbook")
     if not isinstance(data, dict):

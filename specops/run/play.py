@@ -13,6 +13,7 @@ from specops.config.playbook import load_playbook
 from specops.render.progress import failure_lines, live_progress, print_check, summary_table
 from specops.run.engine import Engine, RunReport
 from specops.run.state import Interrupted, PointCallback
+from specops.steps import KINDS
 
 
 def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, extra_vars: dict[str, Any],
@@ -25,7 +26,7 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     Ctrl-C stops the servers this run launched (unless keep_servers), closes the
     connections and raises `Interrupted` (the CLI exits 130); the process lives on."""
     console = console or Console()
-    playbook = load_playbook(playbook_path)
+    playbook = load_playbook(playbook_path, KINDS)
     hosts = inventory.select(host_spec)
     engine = Engine(inventory, playbook, hosts, extra_vars=extra_vars, runs_dir=runs_dir, check=check,
                     resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label,

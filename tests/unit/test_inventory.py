@@ -10,6 +10,7 @@ from specops.config import inventory
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
 from specops.errors import ConfigError
+from specops.steps import KINDS
 from specops.transport import hostkeys
 
 
@@ -70,7 +71,7 @@ def test_missing_inventory_and_playbook(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="inventory not found"):
         load_inventory(tmp_path / "nope.yaml")
     with pytest.raises(ConfigError, match="playbook not found"):
-        load_playbook(tmp_path / "nope.yaml")
+        load_playbook(tmp_path / "nope.yaml", KINDS)
 
 
 @pytest.mark.parametrize("steps, expected", [
@@ -83,7 +84,7 @@ def test_missing_inventory_and_playbook(tmp_path: Path) -> None:
 ])
 def test_bad_playbook(tmp_path: Path, steps: str, expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
-        load_playbook(write(tmp_path, "p.yaml", "steps:\n" + steps))
+        load_playbook(write(tmp_path, "p.yaml", "steps:\n" + steps), KINDS)
 
 
 def test_host_key_modes_are_the_ones_the_transport_implements(tmp_path: Path) -> None:
