@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specops.bench.artifacts import render_report
 from specops.bench.report import terminal_table
-from specops.bench.store import write_csv
+from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
+from specops.bench.sweep import BenchSettings
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
+from specops.run.play import run_playbook
+from specops.servers import stop_arms
+from specops.transport.connect import open_transport
 
 
 def _ints(value: str, option: str) -> list[int]:
@@ -43,9 +49,6 @@ def _print_report(run_dir: Path) -> int:
 
 def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
               out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any]) -> int:
-    from specops.bench.store import load_manifest
-    from specops.bench.sweep import BenchSettings
-    from specops.run.play import run_playbook
 
     inv = load_inventory(inventory_path)
     if resume is not None:
@@ -59,7 +62,6 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         if run_dir is not None and (run_dir / "results.jsonl").exists():
             raise ConfigError(f"--out {run_dir} already holds results; use --resume {run_dir} to fill its gaps")
     checked = BenchSettings.from_dict(settings, where="specops bench")
-    from dataclasses import asdict
 
     with _progress(len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats) as on_point:
         report = run_playbook(inv, playbook or default_playbook("bench"), host_spec,
@@ -77,7 +79,6 @@ class _progress:
         self.total = total
 
     def __enter__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), console=console, transient=True,
@@ -156,7 +157,6 @@ def report(run_dirs: tuple[str, ...], as_json: bool) -> None:
 @click.option("--quick", is_flag=True, help="fewer levels and one repeat (under a minute)")
 def demo(inventory_path: str | None, quick: bool) -> None:
     """Deploy and bench on the simulated `local` host: the whole loop, no GPU needed."""
-    from specops.run.play import run_playbook
 
     inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
     if not inv_path.exists():
@@ -172,8 +172,6 @@ def demo(inventory_path: str | None, quick: bool) -> None:
                 "input_len": 128, "output_len": 64 if quick else 128}
     code = run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
                      extra_vars={})
-    from specops.servers import stop_arms
-    from specops.transport.connect import open_transport
 
     host = inv.hosts["local"]
     stopped = stop_arms(open_transport(host), host.workdir)

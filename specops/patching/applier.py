@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
-from specops.patching.model import Edit, PatchError, PatchSet
+from specops.patching.model import Edit, PatchError, PatchSet, diff_files
 from specops.sglang.layout import SGLangLayout, detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
 from specops.sglang.treefiles import TreeFiles
 from specops.sglang.version import in_range, try_parse
 from specops.transport.base import CommandResult, Transport
+from specops.transport.local import LocalTransport
 
 NEW, APPLIED, BLOCKED, SKIPPED = "new", "already applied", "blocked", "skipped"
 REVERTED, NOT_APPLIED = "reverted", "not applied"
@@ -488,7 +489,6 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
             written.append(rel)
             files.write(rel, new)
         if run_verify_cmds and patchset.verify:
-            from specops.transport.local import LocalTransport
             report.verify = run_verify(patchset, files, transport or LocalTransport(), python,
                                        tree or files.root)
     except BaseException:
@@ -596,7 +596,6 @@ def _revert_without_backup(patchset: PatchSet, rel: str, current: bytes, file_ed
 
 
 def _diff_rel(edit: Edit) -> list[str]:
-    from specops.patching.model import diff_files
     return diff_files(edit.diff)
 
 

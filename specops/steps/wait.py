@@ -7,6 +7,7 @@ import time
 from specops.config.playbook import Step
 from specops.errors import ConfigError
 from specops.steps.base import Outcome, StepContext, StepKind, http_probe_script
+from specops.transport.base import command_line
 
 
 class Wait(StepKind):
@@ -35,7 +36,6 @@ class Wait(StepKind):
         return result.rc == 0
 
     def describe(self, ctx: StepContext) -> list[str]:
-        from specops.transport.base import command_line
 
         return [f"every {ctx.args.get('interval', 1)} s until ok (timeout {self._timeout(ctx)} s): {command_line(self._probe(ctx))}"]
 

@@ -1,0 +1,88 @@
+"""The package's import graph: no cycles among specops modules, and no import inside a
+function unless it is listed here with its reason (an optional or heavy dependency)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "specops"
+
+#: module -> names imported inside functions on purpose, and why.
+LAZY_ALLOWED = {
+    "specops.transport.connect": {"specops.transport.ssh"},  # paramiko costs ~0.2 s: local runs skip it
+    "specops.sim.testing": {"aiohttp"},                       # only the streaming test helper needs it
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(tree: ast.Module, module: str) -> list[tuple[str, bool]]:
+    """(imported module, inside a function) for every import, TYPE_CHECKING blocks skipped."""
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                found.extend((a.name, in_function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                found.append((child.module, in_function))
+                if not in_function:  # `from pkg import module` makes an edge to that module too
+                    found.extend((f"{child.module}.{a.name}", False) for a in child.names)
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def _graph() -> tuple[dict[str, set[str]], list[str]]:
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    lazy: list[str] = []
+    for name, path in mods.items():
+        for target, in_function in _imports(ast.parse(path.read_text()), name):
+            if in_function and target.split(".")[0] != "__future__":
+                base = target if target in mods or not target.startswith("specops") else target.rsplit(".", 1)[0]
+                if base not in LAZY_ALLOWED.get(name, set()) and target not in LAZY_ALLOWED.get(name, set()):
+                    lazy.append(f"{name} imports {base} inside a function")
+            if target in mods and target != name:
+                edges[name].add(target)
+    return edges, sorted(set(lazy))
+
+
+def test_no_import_cycles():
+    edges, _ = _graph()
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                dfs(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            dfs(node)
+    assert cycles == []
+
+
+def test_imports_inside_functions_are_only_the_listed_ones():
+    _, lazy = _graph()
+    assert lazy == []
