@@ -15,6 +15,7 @@ from specops.config.yamlfile import load_text
 from specops.errors import ConfigError
 from specops.patching.model import load_patchset, parse_patchset
 from specops.servers.arms import arms_from_vars
+from specops.steps import KINDS
 
 #: where: unknown key 'KEY' in WHAT (did you mean 'CLOSE'?); allowed: ...
 SHAPE = re.compile(r"^(?P<where>.+?): unknown key '(?P<key>\w+)' in (?P<what>.+?) "
@@ -61,7 +62,7 @@ def test_unknown_key_reads_the_same_in_every_yaml_file(tmp_path: Path) -> None:
 
     playbook = tmp_path / "p.yaml"
     playbook.write_text("steps:\n  - name: a\n    shell: echo hi\n    retires: 3\n")
-    step = _shape(_error(load_playbook, playbook))
+    step = _shape(_error(load_playbook, playbook, KINDS))
     assert step == {"where": f"{playbook}:4", "key": "retires", "what": "step 1", "close": "retries"}
 
     edit = _shape(_error(parse_patchset, PATCHSET.replace("    anchor:", "    anchr:"), "small.yaml"))
