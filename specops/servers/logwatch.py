@@ -12,7 +12,6 @@ import base64
 import re
 import shlex
 import threading
-import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -55,10 +54,6 @@ def find_signature(line: str) -> str | None:
         return None
     hit = m.group(0).lower()
     return next(s for s in CRASH_SIGNATURES if s.lower() == hit)
-
-
-def has_crash(text: str) -> bool:
-    return _SIG_RE.search(text) is not None
 
 
 def _traceback_end(lines: Sequence[str], start: int) -> int:
@@ -275,18 +270,3 @@ def follow(transport: Transport, paths: Sequence[str],
             return
 
 
-def wait_for_text(transport: Transport, path: str, needle: str, timeout_s: float,
-                  poll_s: float = 0.2) -> bool:
-    """True once `needle` appears in the file's new bytes (tests and demos)."""
-    deadline = time.monotonic() + timeout_s
-    offset, carry = 0, ""
-    while time.monotonic() < deadline:
-        (c,) = read_new(transport, [(path, offset)])
-        if c.data:
-            offset += len(c.data)
-            text = carry + c.data.decode(errors="replace")
-            if needle in text:
-                return True
-            carry = text[-len(needle):]
-        time.sleep(poll_s)
-    return False
