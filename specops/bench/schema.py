@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 CSV_COLUMNS: tuple[str, ...] = (
     "host", "arm", "mechanism", "concurrency", "repeat", "completed", "failed",
@@ -23,8 +23,10 @@ CSV_COLUMNS: tuple[str, ...] = (
     "accept_length", "simulated", "status", "input_len", "output_len", "run_id",
 )
 
-STATUS_OK = "ok"
-STATUS_FAILED = "failed"
+#: Whether a point counts: failed points are kept (with the error) but never averaged.
+PointStatus = Literal["ok", "failed"]
+STATUS_OK: PointStatus = "ok"
+STATUS_FAILED: PointStatus = "failed"
 
 # The latency families every runner reports (as far as it can) and the statistics kept.
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
@@ -56,7 +58,7 @@ class ResultRecord:
     accept_length: float | None = None
     simulated: bool = False
     # --- kept in results.jsonl only ---
-    status: str = STATUS_OK
+    status: PointStatus = STATUS_OK
     error: str | None = None          # failure text, with the server log excerpt if any
     runner: str = ""                  # "builtin" | "sglang"
     p50_ttft_ms: float | None = None

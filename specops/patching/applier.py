@@ -19,7 +19,7 @@ import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
 from specops.patching.model import Edit, PatchError, PatchSet, diff_files
@@ -30,8 +30,14 @@ from specops.sglang.version import in_range, try_parse
 from specops.transport.base import CommandResult, Transport
 from specops.transport.local import LocalTransport
 
-NEW, APPLIED, BLOCKED, SKIPPED = "new", "already applied", "blocked", "skipped"
-REVERTED, NOT_APPLIED = "reverted", "not applied"
+#: What planning, applying or reverting found for one edit.
+EditStatus = Literal["new", "already applied", "blocked", "skipped", "reverted", "not applied"]
+NEW: EditStatus = "new"
+APPLIED: EditStatus = "already applied"
+BLOCKED: EditStatus = "blocked"
+SKIPPED: EditStatus = "skipped"
+REVERTED: EditStatus = "reverted"
+NOT_APPLIED: EditStatus = "not applied"
 STATE_DIR = PATCH_STATE_DIR
 
 
@@ -39,7 +45,7 @@ STATE_DIR = PATCH_STATE_DIR
 class EditResult:
     edit: str
     file: str
-    status: str
+    status: EditStatus
     reason: str = ""
     line: int = 0  # where the edit lands (1-based), 0 when unknown
 
@@ -599,7 +605,7 @@ def _diff_rel(edit: Edit) -> list[str]:
     return diff_files(edit.diff)
 
 
-def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict | None) -> tuple[str, str]:
+def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict | None) -> tuple[EditStatus, str]:
     """Undo one edit in `lines` (in place) without a backup."""
     text = "".join(lines)
     if edit.op == "diff":

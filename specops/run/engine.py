@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
@@ -30,12 +30,19 @@ from specops.steps.base import PROBE, Outcome, StepContext, check_user_verify, h
 from specops.transport.base import Transport
 from specops.transport.connect import open_transport
 
-OK, CHANGED, SKIPPED, FAILED, NOT_RUN, WOULD_RUN = "ok", "changed", "skipped", "failed", "not run", "would run"
+#: What happened to a step on a host (the words the summary table and --json show).
+StepState = Literal["ok", "changed", "skipped", "failed", "not run", "would run"]
+OK: StepState = "ok"
+CHANGED: StepState = "changed"
+SKIPPED: StepState = "skipped"
+FAILED: StepState = "failed"
+NOT_RUN: StepState = "not run"
+WOULD_RUN: StepState = "would run"
 
 
 @dataclass
 class StepStatus:
-    status: str = NOT_RUN
+    status: StepState = NOT_RUN
     detail: str = ""
     duration_s: float = 0.0
     commands: list[str] = field(default_factory=list)
