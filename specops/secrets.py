@@ -96,10 +96,14 @@ def env_file_text(values: Mapping[str, str]) -> str:
     return "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(values.items()))
 
 
-def loader_argv(env_file: str) -> list[str]:
-    """Prefix for an argv that loads `env_file` into the environment, then execs the
-    rest: the values never appear in any process's arguments."""
-    return ["bash", "-c", 'set -a; . "$0" || exit 111; set +a; exec "$@"', env_file]
+_LOADER = 'set -a; while [ "$1" != -- ]; do . "$1" || exit 111; shift; done; shift; set +a; exec "$@"'
+
+
+def loader_argv(*env_files: str) -> list[str]:
+    """Prefix for an argv that loads `env_files` (in order) into the environment, then execs
+    the rest: the values never appear in any process's arguments, and the exec'd process
+    is the one `ps` shows."""
+    return ["bash", "-c", _LOADER, "specops-env", *env_files, "--"]
 
 
 # ----- masking ------------------------------------------------------------------------

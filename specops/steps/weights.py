@@ -15,6 +15,7 @@ from typing import Any
 
 from specops.config.playbook import Step
 from specops.errors import ConfigError, StepError
+from specops.secrets import loader_argv
 from specops.servers.arms import arms_from_vars
 from specops.servers.weights import (
     HubPlan,
@@ -26,6 +27,7 @@ from specops.servers.weights import (
     parse_plan,
     plan_argv,
 )
+from specops.sglang import paths
 from specops.steps.base import Outcome, StepContext, StepKind
 
 #: Planning talks to the Hub once per model; it must answer within this or say why not.
@@ -65,10 +67,17 @@ class Weights(StepKind):
         env.update(extra)
         return env
 
+    def _with_secrets(self, ctx: StepContext, argv: list[str]) -> list[str]:
+        """HF_TOKEN and the like reach the Hub's tools from the host's 0600 secrets file,
+        loaded by the process that runs them: never through argv."""
+        if not ctx.host.secrets:
+            return argv
+        return loader_argv(paths.secrets_env(ctx.vars["workdir"])) + argv
+
     def _plan(self, ctx: StepContext, repo: str, *, offline: bool = False) -> HubPlan:
         python = ctx.path(str(ctx.args["python"]))
         env = self._env(ctx, **({"HF_HUB_OFFLINE": "1"} if offline else {}))
-        res = ctx.run(plan_argv(python, repo, ctx.args.get("revision"), offline=offline),
+        res = ctx.run(self._with_secrets(ctx, plan_argv(python, repo, ctx.args.get("revision"), offline=offline)),
                       timeout=min(PLAN_TIMEOUT_S, ctx.timeout), env=env)
         if res.timed_out:
             return HubPlan(repo, error="unreachable", detail=f"no answer within {PLAN_TIMEOUT_S:g} s")
@@ -149,7 +158,8 @@ class Weights(StepKind):
             size = plan.missing_bytes
             ctx.emit(f"downloading {model}: {len(plan.missing)} files"
                      + (f", {size / 1024 ** 3:.1f} GiB" if size is not None else ""))
-            res = ctx.run(download_argv(python, model, ctx.args.get("revision")), env=self._env(ctx))
+            res = ctx.run(self._with_secrets(ctx, download_argv(python, model, ctx.args.get("revision"))),
+                          env=self._env(ctx))
             if not res.ok:
                 raise StepError(f"downloading {model} failed"
                                 + (" (timed out)" if res.timed_out else f" (exit {res.rc})") + f": {res.tail(3)}")

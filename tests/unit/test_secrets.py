@@ -68,7 +68,12 @@ def test_loader_puts_values_in_the_environment_not_in_argv(tmp_path):
     env_file = tmp_path / "secrets.env"
     env_file.write_text(env_file_text({"HF_TOKEN": "it's $(not) run", "B_KEY": "v"}))
     env_file.chmod(0o600)
-    out = subprocess.run(loader_argv(str(env_file)) + ["bash", "-c", 'printf "%s|%s" "$HF_TOKEN" "$B_KEY"'],
+    second = tmp_path / "arm.env"
+    second.write_text(env_file_text({"B_KEY": "w", "C": "3"}))  # a later file wins
+    out = subprocess.run(loader_argv(str(env_file), str(second)) +
+                         ["bash", "-c", 'printf "%s|%s|%s" "$HF_TOKEN" "$B_KEY" "$C"'],
                          capture_output=True, text=True, check=True).stdout
-    assert out == "it's $(not) run|v"
+    assert out == "it's $(not) run|w|3"
+    missing = subprocess.run(loader_argv(str(tmp_path / "absent")) + ["true"], capture_output=True)
+    assert missing.returncode == 111
     assert all("not) run" not in a for a in loader_argv(str(env_file)))
