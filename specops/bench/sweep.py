@@ -200,12 +200,16 @@ class HostSweep:
         out_file = paths.bench_output(state.workdir, point.arm, point.concurrency, point.repeat)
         if self._bench is None:
             self._bench = bench_command(TransportTreeFiles(self.transport, self.tree))
-        argv = self._bench.argv(self.host.python, port=state.port, dataset=s.dataset, input_len=s.input_len,
+        # the server's own python (the environment the tree is installed in), its neutral
+        # folder and its environment: bench_serving then imports the same SGLang
+        plan = self.plans[point.arm]
+        cwd = plan.cwd or state.workdir
+        argv = self._bench.argv(plan.argv[0], port=state.port, dataset=s.dataset, input_len=s.input_len,
                                 output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
                                 output_file=out_file, seed=s.seed, model=state.model or None)
-        self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir)], timeout=30)
+        self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir), cwd], timeout=30)
         self.transport.run(["rm", "-f", out_file], timeout=30)
-        result = self.transport.run(argv, timeout=s.point_timeout, cwd=self.tree)
+        result = self.transport.run(argv, timeout=s.point_timeout, cwd=cwd, env=dict(plan.env))
         if not result.ok:
             return {"status": STATUS_FAILED, "completed": 0, "failed": n,
                     "error": f"bench_serving exited {result.rc}: {result.tail(8)}", "runner": "sglang"}

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Callable, Literal, cast, get_args
 
 from specops.config.schema import check_keys, choice, expect, suggest, where_of
 from specops.config.yamlfile import Mapping, load_file
@@ -62,6 +62,15 @@ class Host:
         if self.connection == "local":
             return "local"
         return f"{self.user + '@' if self.user else ''}{self.address}:{self.port}"
+
+    def expand_on_host(self, expand: Callable[[str], str]) -> None:
+        """`~` in `python` and `workdir` means the host's home, known only once connected:
+        resolve them with the host's own `expand` (a quoted `~/venv/bin/python` is never
+        expanded by a shell). A bare command name (`python3`) stays a PATH lookup."""
+        if self.python == "~" or self.python.startswith("~/"):
+            self.python = expand(self.python)
+        if self.workdir == "~" or self.workdir.startswith("~/"):
+            self.workdir = expand(self.workdir)
 
     def facts_vars(self) -> dict[str, Any]:
         """The host's own settings as template variables (`workdir`, `python`, ...)."""

@@ -432,12 +432,20 @@ def verify_commands(patchset: PatchSet, files: TreeFiles, python: str, tree: str
     return [_render(v.run, {"tree": tree, "python": python}, touched) for v in patchset.verify]
 
 
+#: How a verify command treats an SGLang runtime it cannot import (env SPECOPS_SGLANG_RUNTIME):
+#: "required" fails (engine sglang, run in the environment the tree is installed in),
+#: "deferred" says the install step is still to come, "optional" skips (engine sim, a bare tree).
+RUNTIME_MODES = ("required", "deferred", "optional")
+
+
 def run_verify(patchset: PatchSet, files: TreeFiles, transport: Transport, python: str,
-               tree: str) -> list[CommandResult]:
+               tree: str, runtime: str = "optional") -> list[CommandResult]:
     """Run the set's verify commands on the host; raise PatchError at the first failure."""
+    if runtime not in RUNTIME_MODES:
+        raise ValueError(f"runtime must be one of {RUNTIME_MODES}, not {runtime!r}")
     done: list[CommandResult] = []
     for v, cmd in zip(patchset.verify, verify_commands(patchset, files, python, tree), strict=True):
-        res = transport.run(cmd, timeout=v.timeout, cwd=tree)
+        res = transport.run(cmd, timeout=v.timeout, cwd=tree, env={"SPECOPS_SGLANG_RUNTIME": runtime})
         if not res.ok:
             why = "timed out" if res.timed_out else f"exit {res.rc}"
             raise PatchError(f"patch set {patchset.name}: verify '{v.name}' failed ({why}): "
@@ -457,7 +465,8 @@ def _restore(files: TreeFiles, originals: dict[str, bytes | None], written: list
 
 
 def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = None,
-          python: str = "python3", tree: str | None = None, run_verify_cmds: bool = True) -> PatchReport:
+          python: str = "python3", tree: str | None = None, run_verify_cmds: bool = True,
+          runtime: str = "optional") -> PatchReport:
     """Apply the whole set or nothing. Verify commands run through `transport` (default:
     this machine) in `tree` (default: files.root). On any failure every file is restored
     and a PatchError names the set, file and anchor."""
@@ -496,7 +505,7 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
             files.write(rel, new)
         if run_verify_cmds and patchset.verify:
             report.verify = run_verify(patchset, files, transport or LocalTransport(), python,
-                                       tree or files.root)
+                                       tree or files.root, runtime)
     except BaseException:
         _restore(files, p.originals, written)
         for path in created:

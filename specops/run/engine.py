@@ -287,6 +287,7 @@ class Engine:
             transport = self.transport_factory(host)
             self.transports[host.name] = transport
             report.current = "connecting"
+            host.expand_on_host(transport.expand)  # `~` in python/workdir is the host's home
             workdir = transport.expand(host.workdir)
             if not self.check:
                 made = transport.run(["mkdir", "-p", workdir], timeout=30)

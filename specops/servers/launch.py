@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import shlex
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
@@ -18,6 +19,7 @@ from specops.servers.adaptive import adaptive_config
 from specops.servers.arms import ArmSpec
 from specops.sglang import paths
 from specops.sglang.flags import FlagSet
+from specops.sglang.venv import neutral_cwd
 from specops.sim.knobs import UsageError, split_knobs
 
 HOST = "127.0.0.1"
@@ -59,6 +61,8 @@ class LaunchPlan:
     model: str = ""
     ready_path: str = "/health"
     sglang_version: str | None = None  # the tree's: a server from another version is never reused
+    #: where the process starts: an empty folder, never one holding `sglang/` (see sglang/venv.py)
+    cwd: str = ""
 
     @property
     def command(self) -> str:
@@ -74,8 +78,13 @@ class LaunchPlan:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _common_flags(arm: ArmSpec, cuda_graph_flag: str) -> list[str]:
-    return ["--model-path", arm.model, "--host", HOST, "--port", str(arm.port),
+def _on_host(path: str, workdir: str) -> str:
+    """A model given as `./x` or `../x` means under the workdir (servers start elsewhere)."""
+    return posixpath.normpath(posixpath.join(workdir, path)) if path.startswith(("./", "../")) else path
+
+
+def _common_flags(arm: ArmSpec, cuda_graph_flag: str, workdir: str) -> list[str]:
+    return ["--model-path", _on_host(arm.model, workdir), "--host", HOST, "--port", str(arm.port),
             "--max-running-requests", str(arm.max_running_requests),
             cuda_graph_flag, str(arm.cuda_graph_max_bs)]
 
@@ -135,7 +144,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
     or its own parser would refuse a flag (naming the flag and the tree's version)."""
     where = where or f"arm '{arm.name}'"
     tree_flags, graph_flag = _tree_flags(layout, where)
-    flags = _common_flags(arm, graph_flag)
+    flags = _common_flags(arm, graph_flag, workdir)
     notes: list[str] = []
     config_path = config_json = None
     effective = None
@@ -196,4 +205,4 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                       state_path=paths.server_state(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path,
-                      sglang_version=layout.version)
+                      sglang_version=layout.version, cwd=neutral_cwd(workdir))

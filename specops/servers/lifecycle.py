@@ -62,6 +62,7 @@ class ServerState:
     effective_threshold: int | None = None
     notes: list[str] = field(default_factory=list)
     ready_path: str = "/health"
+    sglang_version: str | None = None
 
     def to_json(self) -> bytes:
         # One key per line: the status script reads pid/port/proc_start with sed.
@@ -148,8 +149,10 @@ def probe(transport: Transport, states: Sequence[ServerState]) -> list[Probe]:
 def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
     logdir = posixpath.dirname(plan.log_path)
     statedir = posixpath.dirname(plan.state_path)
-    lines = [f"mkdir -p {q(logdir)} {q(statedir)} || exit 12",
-             f"cd {q(plan.workdir)} || exit 12",  # relative model paths are relative to the workdir
+    cwd = plan.cwd or plan.workdir
+    # a neutral folder: started beside a `sglang/` folder, `sglang` would be a namespace package
+    lines = [f"mkdir -p {q(logdir)} {q(statedir)} {q(cwd)} || exit 12",
+             f"cd {q(cwd)} || exit 12",
              f"if _port_busy {plan.port}; then echo '@@PORTBUSY'; "
              f"ss -ltnp 'sport = :{plan.port}' 2>/dev/null | tail -n +2 | head -3; exit 10; fi"]
     model_flags = ("--model-path", "--speculative-draft-model-path")
@@ -208,7 +211,8 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
         port=plan.port, command=plan.command, argv=plan.argv, env=plan.env, args_hash=plan.args_hash,
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
-        effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path)
+        effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,
+        sglang_version=plan.sglang_version)
     transport.put(state.to_json(), plan.state_path)
     return LaunchOutcome(state, action)
 
@@ -508,3 +512,18 @@ def server_info(transport: Transport, state: ServerState, timeout: float = 10.0)
             except ValueError:
                 continue
     raise StepError(f"no /server_info from port {state.port}", where=_where(transport, state.arm))
+
+
+def check_version(transport: Transport, state: ServerState, info: dict) -> None:
+    """The server that answered must be the tree's SGLang: `/server_info`'s version equals
+    the tree's. A server launched with another python (or from a folder that shadows the
+    package) answers with another version, and results would be credited to the wrong code."""
+    want = state.sglang_version
+    got = info.get("version")
+    if want is None or got == want:
+        return
+    raise StepError(f"server '{state.arm}' answers as SGLang {got or '(no version in /server_info)'}, "
+                    f"but the tree is {want}: the server does not run the checked-out tree",
+                    where=_where(transport, state.arm),
+                    hint=f"the server ran: {state.command}; install the tree into that python "
+                         "(the sglang_install step) or fix `sglang_venv`")

@@ -13,6 +13,7 @@ from specops.servers.placement import ArmRequest, Placement, place_arms
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
+from specops.sglang.venv import venv_dir, venv_python
 from specops.transport.base import Transport
 from specops.transport.nvidia import read_gpus
 
@@ -90,8 +91,10 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
     sources = bucket_sources(files, layout) if "adaptive" in {specs[n].kind for n in arm_names} else {}
     workdir = transport.expand(str(variables.get("workdir") or host.workdir))
     engine = str(variables.get("engine") or host.engine)
+    # engine sglang: the environment the install step put the tree into, never a bare python3
+    python = host.python if engine == "sim" else venv_python(transport.expand(venv_dir(variables)))
     return [
-        build_launch(specs[name], layout, workdir=workdir, python=host.python, engine=engine, sglang_tree=tree,
+        build_launch(specs[name], layout, workdir=workdir, python=python, engine=engine, sglang_tree=tree,
                      sim_options=sim_options(variables) if engine == "sim" else (),
                      bucket_sources=sources, where=f"host {host.name}, arm '{name}'")
         for name in arm_names

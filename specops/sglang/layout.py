@@ -16,6 +16,7 @@ from typing import Any
 from specops.sglang.flags import ARG_GROUPS, TreeFlags, module_path, read_flags, tree_version
 from specops.sglang.paths import ADAPTIVE_PARAMS, EAGLE_WORKERS, PKG, SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
+from specops.sglang.treeversion import tree_version as read_tree_version
 
 HTTP_SERVER = f"{PKG}/srt/entrypoints/http_server.py"
 #: Where the speculative CUDA-graph capture list is built: server_args.py up to 0.5.18,
@@ -137,9 +138,10 @@ def detect_layout(files: TreeFiles) -> SGLangLayout:
         notes.append(f"{SERVER_ARGS} missing")
     except SyntaxError as exc:
         notes.append(f"{exc.filename or SERVER_ARGS}:{exc.lineno}: does not compile: SyntaxError: {exc.msg}")
-    version = flags.version if flags is not None and flags.version != "unknown" else tree_version(files)
+    # literal version, else the checkout's release tag, else the wheel marker (one reader)
+    version, version_source = read_tree_version(files)
     if version is None:
-        notes.append("no literal version in python/sglang/version.py or _version.py")
+        notes.append(f"version unknown: {version_source}")
     if flags is None:
         args_layout = "unknown"
     else:

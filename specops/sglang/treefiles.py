@@ -7,6 +7,7 @@ writes; every write is atomic (temp file beside the target + rename).
 from __future__ import annotations
 
 import posixpath
+import subprocess
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +40,11 @@ class TreeFiles(Protocol):
 
     def prune(self, reldir: str) -> None:
         """Remove the empty folders under and including `reldir` (state folders a revert emptied)."""
+        ...
+
+    def git_describe(self) -> str | None:
+        """`git describe --tags` of the tree's checkout, None where it is not a git checkout
+        or no tag is reachable (the version of trees without a literal version)."""
         ...
 
 
@@ -87,6 +93,14 @@ class LocalTreeFiles:
     def exists(self, relpath: str) -> bool:
         return self._p(relpath).is_file()
 
+    def git_describe(self) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", self.root, "describe", "--tags"], capture_output=True,
+                                  text=True, timeout=_IO_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
     def __repr__(self) -> str:
         return f"LocalTreeFiles({self.root})"
 
@@ -103,6 +117,8 @@ class TransportTreeFiles:
         return posixpath.join(self.root, _check_rel(relpath))
 
     def read(self, relpath: str) -> bytes | None:
+        # stat_size answers None only for "no such file"; a transport error raises, so a
+        # tree behind a broken file transfer never reads as an empty tree
         path = self._p(relpath)
         if self.transport.stat_size(path) is None:
             return None
@@ -122,6 +138,10 @@ class TransportTreeFiles:
 
     def prune(self, reldir: str) -> None:
         self.transport.run(["find", self._p(reldir), "-depth", "-type", "d", "-empty", "-delete"], timeout=self.timeout)
+
+    def git_describe(self) -> str | None:
+        res = self.transport.run(["git", "-C", self.root, "describe", "--tags"], timeout=self.timeout)
+        return res.stdout.strip() or None if res.ok else None
 
     def __repr__(self) -> str:
         return f"TransportTreeFiles({self.transport.name}:{self.root})"

@@ -8,6 +8,7 @@ traceback), Uvicorn lines, a warm-up request, then the ready line and /health 20
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from specops.sglang import paths
 from specops.sglang.flags import TreeFlags, compile_or_raise
 from specops.sglang.layout import ready_path
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.sglang.treeversion import tree_version
 from specops.sim import model as M
 from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
 from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
@@ -141,7 +143,7 @@ class SimServer:
         info = {k: v for k, v in self.args.items() if not k.startswith("_")}
         sched = self.scheduler
         info.update(
-            version=self.flags.version,
+            version=sim_version(str(self.flags.tree), self.flags.version),
             simulated=True,
             sim_time_scale=self.opts.time_scale,
             sim_arm=self.arm.arm if self.arm else None,
@@ -402,3 +404,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+@functools.lru_cache(maxsize=8)
+def sim_version(tree: str, fallback: str) -> str:
+    """The version of the tree the simulator read (what `/server_info` reports, as SGLang
+    reports its own), by the same reader the install check uses."""
+    version, _ = tree_version(LocalTreeFiles(tree))
+    return version or fallback

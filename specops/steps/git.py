@@ -11,8 +11,15 @@ import re
 from specops.errors import StepError
 from specops.steps.base import Outcome, StepContext, StepKind, shown
 
-GIT_TIMEOUT_S = 900.0
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")
+#: history fetched by default: the ref's commit only (`depth: 0` clones everything)
+DEFAULT_DEPTH = 1
+#: a ref by name into a clone that tracks only the ref it was made for: as a tag, else a
+#: branch, else whatever the server resolves it to (a sha); "$3" is `--depth=N` or empty
+_FETCH_BY_NAME = ('git -C "$1" fetch $3 --force origin "+refs/tags/$2:refs/tags/$2" 2>/dev/null'
+                  ' || git -C "$1" fetch $3 --force origin "+refs/heads/$2:refs/remotes/origin/$2" 2>/dev/null'
+                  ' || git -C "$1" fetch $3 --force origin "$2"')
 
 
 class Git(StepKind):
@@ -30,7 +37,15 @@ class Git(StepKind):
         return ["git", "-C", ctx.path(ctx.args["dest"]), *args]
 
     def _timeout(self, ctx: StepContext) -> float:
-        return min(ctx.timeout, GIT_TIMEOUT_S)
+        """Clones and fetches run under the step's own timeout (a full SGLang history is ~1 GB)."""
+        return ctx.timeout
+
+    def _depth(self, ctx: StepContext) -> int:
+        return int(ctx.args.get("depth", DEFAULT_DEPTH) or 0)
+
+    def _fetch_by_name(self, ctx: StepContext, depth: int) -> list[str]:
+        return ["bash", "-c", _FETCH_BY_NAME, "_", ctx.path(ctx.args["dest"]), str(ctx.args["ref"]),
+                f"--depth={depth}" if depth else ""]
 
     def _state(self, ctx: StepContext) -> tuple[bool, str | None]:
         """(fresh, HEAD): probes whether DEST is a clone of `repo`, refusing what apply must not touch."""
@@ -45,13 +60,21 @@ class Git(StepKind):
         return False, self._head(ctx)
 
     def _sync(self, ctx: StepContext, fresh: bool) -> list[str]:
-        """The command that brings the repo's commits here: a clone, or a fetch."""
+        """The command that brings the ref's commits here. Shallow by default (`depth: 1`):
+        a tag or branch is cloned with `--branch`, a full sha is fetched by itself into an
+        empty repo; `depth: 0` clones everything. An existing shallow clone fetches the ref
+        by name, a full one fetches all tags and branches."""
+        dest, repo, ref, depth = ctx.path(ctx.args["dest"]), str(ctx.args["repo"]), str(ctx.args["ref"]), self._depth(ctx)
         if not fresh:
+            if depth and ctx.probe(["test", "-f", f"{dest}/.git/shallow"]).rc == 0:
+                return self._fetch_by_name(ctx, depth)
             return self._git(ctx, "fetch", "--tags", "--force", "origin")
-        clone = ["git", "clone", "--no-checkout"]
-        if ctx.args.get("depth"):
-            clone += ["--depth", str(int(ctx.args["depth"])), "--no-single-branch"]
-        return clone + ["--", str(ctx.args["repo"]), ctx.path(ctx.args["dest"])]
+        if depth and _FULL_SHA.match(ref):
+            return ["bash", "-c", 'git init -q "$1" && git -C "$1" remote add origin "$2" && '
+                    'git -C "$1" fetch --depth "$3" origin "$4"', "_", dest, repo, str(depth), ref]
+        if depth and not _SHA_LIKE.match(ref):
+            return ["git", "clone", "--no-checkout", "--depth", str(depth), "--branch", ref, "--", repo, dest]
+        return ["git", "clone", "--no-checkout", "--", repo, dest]
 
     def _checkout(self, ctx: StepContext, sha: str, head: str | None) -> list[str]:
         force = ["--force"] if ctx.args.get("force") or head is None else []
@@ -123,12 +146,20 @@ class Git(StepKind):
     def apply(self, ctx: StepContext) -> Outcome:
         dest, repo, ref = ctx.path(ctx.args["dest"]), str(ctx.args["repo"]), str(ctx.args["ref"])
         fresh, head = self._state(ctx)
-        r = ctx.run(self._sync(ctx, fresh), timeout=self._timeout(ctx))
+        sync = self._sync(ctx, fresh)
+        r = ctx.run(sync, timeout=self._timeout(ctx))
+        if r.rc != 0 and fresh and _FULL_SHA.match(ref):
+            # a server that refuses to serve a commit by its sha: the whole history, then
+            ctx.run(["rm", "-rf", "--", dest], timeout=120)
+            r = ctx.run(["git", "clone", "--no-checkout", "--", repo, dest], timeout=self._timeout(ctx))
         if r.rc != 0:
+            if fresh and "--branch" in sync:
+                raise StepError(f"ref '{ref}' not found in {repo} (not a branch or tag; a commit needs "
+                                f"its full sha): {r.tail(2)}")
             raise StepError(f"git {'clone ' + repo if fresh else 'fetch in ' + dest} failed: {r.tail(3)}")
         want = self._resolve(ctx)
-        if want is None:  # a commit not on any fetched branch or tag
-            ctx.run(self._git(ctx, "fetch", "origin", ref), timeout=self._timeout(ctx))
+        if want is None:  # a branch a single-ref clone does not track, or a commit not on a fetched ref
+            ctx.run(self._fetch_by_name(ctx, 0), timeout=self._timeout(ctx))
             want = self._resolve(ctx)
         if want is None:
             raise StepError(f"ref '{ref}' not found in {repo} (not a branch, tag or commit)")

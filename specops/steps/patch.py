@@ -14,6 +14,7 @@ from specops.patching.applier import verify_commands
 from specops.sglang.layout import detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
+from specops.sglang.venv import InstallSettings, venv_dir, venv_python
 from specops.steps.base import Outcome, StepContext, StepKind, put_line, shown
 
 
@@ -45,6 +46,9 @@ class _JournaledFiles:
     def prune(self, reldir: str) -> None:
         self._files.prune(reldir)
 
+    def git_describe(self) -> str | None:
+        return self._files.git_describe()
+
 
 class Patch(StepKind):
     name = "patch"
@@ -73,6 +77,19 @@ class Patch(StepKind):
 
         return ctx.once("patch.not_needed", judge)
 
+    def _runtime(self, ctx: StepContext) -> tuple[str, str]:
+        """(python, runtime mode) for the set's verify: on engine sglang the environment the
+        tree is installed in, where an import failure fails; before that environment exists
+        (first deploy: the install step follows) the round trip is deferred to it."""
+        if ctx.host.engine == "sim":
+            return ctx.host.python, "optional"
+        python = venv_python(ctx.path(venv_dir(ctx.vars)))
+        if ctx.probe(["test", "-x", python]).rc != 0:
+            return ctx.host.python, "deferred"
+        # with sglang_install_deps false the runtime comes from elsewhere, maybe not yet
+        deps = InstallSettings.from_vars(ctx.vars, {}, where=ctx.step.where).install_deps
+        return python, "required" if deps else "deferred"
+
     def describe(self, ctx: StepContext) -> list[str]:
         """The patched files' writes and the set's verify commands, exactly as apply runs them;
         the edits' status and the diff as notes."""
@@ -86,7 +103,7 @@ class Patch(StepKind):
         if p.blocked or not p.new_contents:
             return lines + ["# nothing to write" if not p.blocked else "# blocked: apply will stop, changing nothing"]
         lines += [put_line(f"{tree.rstrip('/')}/{rel}", new) for rel, new in p.new_contents.items()]
-        lines += [shown(cmd, tree) for cmd in verify_commands(patchset, files, ctx.host.python, tree)]
+        lines += [shown(cmd, tree) for cmd in verify_commands(patchset, files, self._runtime(ctx)[0], tree)]
         lines.append(f"# (backups and the manifest go under {tree}/{PATCH_STATE_DIR}/{patchset.name})")
         return lines + ["# diff:\n" + p.diff]
 
@@ -105,8 +122,9 @@ class Patch(StepKind):
         reason = self._not_needed(ctx, files)
         if reason:
             return Outcome(changed=False, message=reason)
+        python, runtime = self._runtime(ctx)
         report = apply(patchset, _JournaledFiles(ctx, files, patchset), transport=ctx.transport,
-                       python=ctx.host.python, tree=tree)
+                       python=python, tree=tree, runtime=runtime)
         for result in report.verify:  # they ran in the tree: journal them as describe shows them
             ctx.journal.command(ctx.host.name, ctx.step.name,
                                 replace(result, command=f"cd {shlex.quote(tree)} && {result.command}"))

@@ -18,7 +18,7 @@ from specops.servers import (
 )
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan
-from specops.servers.lifecycle import LaunchOutcome
+from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.placement import start_waves
 from specops.servers.plans import arm_requests, placements_for, plan_arms
 from specops.steps.base import Outcome, StepContext, StepKind
@@ -104,6 +104,8 @@ class Server(StepKind):
                 stop_arms(ctx.transport, ctx.vars["workdir"], [o.state.arm for o in outcomes if o.action != "reused"])
                 raise
         infos = {o.state.arm: server_info(ctx.transport, o.state) for o in outcomes}
+        for o in outcomes:  # the tree's SGLang answered, not some other install
+            check_version(ctx.transport, o.state, infos[o.state.arm])
         warnings = fairness_warnings(infos)
         for w in warnings:
             ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=w)

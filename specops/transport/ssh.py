@@ -15,6 +15,7 @@ and input polling cost time on every command.
 
 from __future__ import annotations
 
+import base64
 import os
 import posixpath
 import re
@@ -55,6 +56,8 @@ KEEPALIVE_S = 15
 BACKSTOP_S = 10.0
 #: Bytes per channel read.
 READ_SIZE = 1 << 16
+#: Timeout of a file operation done by exec where the host has no SFTP subsystem.
+_FILE_TIMEOUT_S = 60.0
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Marks every process of one command (inherited through its environment), so the client
@@ -64,6 +67,10 @@ _MARKER = "SPECOPS_CMD_ID"
 # Our inventory is the source of truth: ~/.ssh/config is not read (hostname/port/user/key
 # come from hosts.yaml).
 _FABRIC_CONFIG = fabric.Config(overrides={"load_ssh_configs": False})
+
+
+class _NoSftp(Exception):
+    """The host has no SFTP subsystem (internal; the file op goes by exec instead)."""
 
 
 class _ConnectionLost(Exception):
@@ -109,6 +116,9 @@ class SSHTransport:
         self._conn: fabric.Connection | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_transport: paramiko.Transport | None = None
+        #: why files move by exec instead of SFTP ("" while SFTP works): hardened sshd
+        #: configs leave the subsystem out
+        self.sftp_off = ""
         #: one long-lived shell for commands (see session.py); SPECOPS_NO_SESSION=1 turns it off
         self.use_session = (os.environ.get("SPECOPS_NO_SESSION", "") in ("", "0")) if use_session is None else use_session
         self._session: ShellSession | None = None
@@ -304,8 +314,9 @@ class SSHTransport:
         if self._session is not None:
             self._session.close()
         try:
+            python = self.expand(self.python) if self.python.startswith("~/") else self.python
             self._session = ShellSession(lambda: transport.open_session(timeout=self.connect_timeout),
-                                         start_timeout=max(15.0, self.connect_timeout), python=self.python)
+                                         start_timeout=max(15.0, self.connect_timeout), python=python)
         except (SessionBroken, paramiko.SSHException, OSError, EOFError) as exc:
             self._session = None
             self.session_error = f"session helper unavailable ({self.python} on the host? {exc}); using a channel per command"
@@ -445,19 +456,35 @@ class SSHTransport:
 
     # ------------------------------------------------------------------ files
 
+    def _sftp_client(self, transport: paramiko.Transport) -> paramiko.SFTPClient:
+        """The SFTP session on `transport`, opened once; _NoSftp where the host refuses the
+        subsystem while the connection itself is fine (the file ops then go by exec)."""
+        with self._sftp_lock:
+            if self._sftp is None or self._sftp_transport is not transport or self._sftp.sock.closed:
+                try:
+                    client = paramiko.SFTPClient.from_transport(transport)
+                except (EOFError, paramiko.SSHException, OSError) as exc:
+                    if not transport.is_active():
+                        raise
+                    self.sftp_off = f"no SFTP subsystem on {self.target} ({exc or type(exc).__name__}); files move by exec"
+                    raise _NoSftp(self.sftp_off) from exc
+                if client is None:
+                    self.sftp_off = f"no SFTP subsystem on {self.target}; files move by exec"
+                    raise _NoSftp(self.sftp_off)
+                self._sftp, self._sftp_transport = client, transport
+            return self._sftp
+
     def _sftp_call(self, fn: Callable[[paramiko.SFTPClient], T]) -> T:
         """Run `fn` with the SFTP session of the live connection; reopen a dropped one once.
-        Errors that are not about the connection (no such file...) pass through."""
+        Errors that are not about the connection (no such file...) pass through; _NoSftp
+        where the host has no SFTP subsystem."""
+        if self.sftp_off:
+            raise _NoSftp(self.sftp_off)
         failed: paramiko.Transport | None = None
         for attempt in (0, 1):
             transport = self._transport(failed)
             try:
-                with self._sftp_lock:
-                    if (self._sftp is None or self._sftp_transport is not transport
-                            or self._sftp.sock.closed):
-                        self._sftp = paramiko.SFTPClient.from_transport(transport)
-                        self._sftp_transport = transport
-                    sftp = self._sftp
+                sftp = self._sftp_client(transport)
                 return fn(sftp)
             except (EOFError, paramiko.SSHException, OSError) as exc:
                 if transport.is_active() and not isinstance(exc, EOFError):
@@ -502,6 +529,8 @@ class SSHTransport:
 
         try:
             self._sftp_call(op)
+        except _NoSftp:
+            self._exec_put(data, target, tmp, mode)
         except TransportError:
             raise
         except (OSError, paramiko.SSHException) as exc:
@@ -517,6 +546,8 @@ class SSHTransport:
 
         try:
             return self._sftp_call(op)
+        except _NoSftp:
+            return self._exec_read(target, ["base64", "-w0", "--", target])
         except TransportError:
             raise
         except (OSError, paramiko.SSHException) as exc:
@@ -538,24 +569,69 @@ class SSHTransport:
 
         try:
             return self._sftp_call(op)
+        except _NoSftp:
+            script = 'tail -c +"$2" -- "$1" | head -c "$3" | base64 -w0; exit ${PIPESTATUS[0]}'
+            return self._exec_read(target, ["bash", "-c", script, "_", target, str(offset + 1), str(length)])
         except TransportError:
             raise
         except (OSError, paramiko.SSHException) as exc:
             raise self._error(f"cannot read {target} on {self.target}: {_why(exc)}") from exc
 
     def stat_size(self, path: str) -> int | None:
+        """None only when the file does not exist: any other failure (the connection, no
+        permission) raises, so a transport problem never reads as "missing"."""
         target = self.expand(path)
         try:
             return self._sftp_call(lambda sftp: sftp.stat(target).st_size)
-        except (OSError, paramiko.SSHException):
+        except _NoSftp:
+            res = self.run(["stat", "-L", "-c", "%s", "--", target], timeout=_FILE_TIMEOUT_S)
+            if res.ok and res.stdout.strip().isdigit():
+                return int(res.stdout.strip())
+            if "No such file" in res.stderr or "Not a directory" in res.stderr:
+                return None
+            raise self._error(f"cannot stat {target} on {self.target}: {res.tail(2) or f'exit {res.rc}'}") from None
+        except FileNotFoundError:
             return None
+        except TransportError:
+            raise
+        except (OSError, paramiko.SSHException) as exc:
+            raise self._error(f"cannot stat {target} on {self.target}: {_why(exc)}") from exc
 
     @property
     def home(self) -> str:
         """The login user's home on the host (asked once per transport)."""
         if self._home is None:
-            self._home = self._sftp_call(lambda sftp: sftp.normalize("."))
+            try:
+                self._home = self._sftp_call(lambda sftp: sftp.normalize("."))
+            except _NoSftp:
+                res = self.run(["bash", "-c", 'printf %s "$HOME"'], timeout=_FILE_TIMEOUT_S)
+                if not res.ok or not res.stdout.startswith("/"):
+                    raise self._error(f"cannot read the home directory on {self.target}: {res.tail(2)}") from None
+                self._home = res.stdout.rstrip("/") or "/"
         return self._home
+
+    # ------------------------------------------------------------------ files without SFTP
+
+    def _exec_read(self, target: str, argv: list[str]) -> bytes:
+        """A file's bytes by a command that prints them in base64 (text-safe through the session)."""
+        res = self.run(argv, timeout=_FILE_TIMEOUT_S)
+        if not res.ok:
+            why = "no such file" if "No such file" in res.stderr else (res.tail(2) or f"exit {res.rc}")
+            raise self._error(f"cannot read {target} on {self.target}: {why}")
+        try:
+            return base64.b64decode(res.stdout.strip(), validate=True)
+        except ValueError as exc:
+            raise self._error(f"cannot read {target} on {self.target}: garbled transfer ({exc})") from exc
+
+    def _exec_put(self, data: bytes, target: str, tmp: str, mode: int | None) -> None:
+        """Write by `cat` on stdin into a temp file beside the target, then rename: as atomic as SFTP's."""
+        script = ('mkdir -p -- "$(dirname -- "$2")" || exit 1; m="$3"; '
+                  '[ -n "$m" ] || m=$(stat -c %a -- "$2" 2>/dev/null) || m=644; [ -n "$m" ] || m=644; '
+                  'cat > "$1" && chmod "$m" "$1" && mv -f -- "$1" "$2" || { rm -f -- "$1"; exit 1; }')
+        res = self.run(["bash", "-c", script, "_", tmp, target, "" if mode is None else f"{mode:o}"],
+                       timeout=_FILE_TIMEOUT_S + len(data) / 1e6, stdin=data)
+        if not res.ok:
+            raise self._error(f"cannot write {target} on {self.target}: {res.tail(2) or f'exit {res.rc}'}")
 
     def expand(self, path: str) -> str:
         if path == "~" or path.startswith("~/"):

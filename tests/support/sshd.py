@@ -110,7 +110,7 @@ _EXTRA_LISTENERS: dict[int, list[subprocess.Popen]] = {}
 
 
 def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path, authorized: Path,
-                 extra: str = "") -> str:
+                 extra: str = "", sftp: bool = True) -> str:
     listen = "\n".join(f"ListenAddress {a}" for a in addresses)
     return f"""\
 Port {port}
@@ -126,7 +126,7 @@ StrictModes no
 UsePAM no
 MaxSessions 64
 MaxStartups 64:30:128
-Subsystem sftp internal-sftp
+{"Subsystem sftp internal-sftp" if sftp else "# no SFTP subsystem (a hardened image)"}
 LogLevel INFO
 {extra}"""
 
@@ -143,10 +143,12 @@ def _listen(config: Path, log: Path, port: int, probe: str) -> subprocess.Popen:
     return proc
 
 
-def start_sshd(root: Path, hosts: int = HOSTS, extra_config: str = "") -> tuple[SSHServer, subprocess.Popen]:
+def start_sshd(root: Path, hosts: int = HOSTS, extra_config: str = "",
+               sftp: bool = True) -> tuple[SSHServer, subprocess.Popen]:
     """Write keys and config under `root`, start sshd listening on 127.0.0.1 plus `hosts`
     host addresses (127.0.0.2 ...), wait for its banner. `extra_config`: more sshd_config
     lines (e.g. `SetEnv HOME=...` to give the login user a home the test controls).
+    `sftp=False` leaves out the SFTP subsystem, as hardened images do.
 
     One sshd binds at most MAX_LISTEN_SOCKS addresses, so above that the same config
     (same port, keys and limits) is started again for each further block of addresses;
@@ -175,7 +177,7 @@ def start_sshd(root: Path, hosts: int = HOSTS, extra_config: str = "") -> tuple[
             sfx = "" if n == 0 else f".{n}"
             config = root / f"sshd_config{sfx}"
             config.write_text(_config_text(port, block, host_key, root / f"sshd{sfx}.pid", authorized,
-                                           extra_config))
+                                           extra_config, sftp))
             procs.append(_listen(config, root / f"sshd{sfx}.log", port, block[-1]))
     except BaseException:
         for p in procs:
@@ -222,6 +224,20 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
     if shutil.which("ssh-keygen") is None:
         pytest.skip("ssh-keygen not found: install openssh-client to run the SSH tests")
     server, proc = start_sshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        yield server
+    finally:
+        stop_sshd(proc)
+
+
+@pytest.fixture(scope="session")
+def sshd_nosftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    """A second OpenSSH server whose config has no `Subsystem sftp`: files must move by exec."""
+    if not os.path.exists(SSHD):
+        pytest.skip(f"{SSHD} not found: install Debian's openssh-server (CI does) to run the SSH tests")
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen not found: install openssh-client to run the SSH tests")
+    server, proc = start_sshd(tmp_path_factory.mktemp("sshd-nosftp"), hosts=2, sftp=False)
     try:
         yield server
     finally:

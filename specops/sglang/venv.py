@@ -1,0 +1,74 @@
+"""Where a host's SGLang runs from: the environment the checkout is installed into, and the
+neutral directory its processes start in.
+
+One home for these names, because the install step, the servers and the `sglang`
+benchmark runner must all agree on them: a server started with another python, or from
+a directory holding `sglang/` (which turns `sglang` into a namespace package whose
+`__init__` never runs), runs some other SGLang than the patched tree.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from specops.errors import ConfigError
+from specops.sglang import paths
+
+#: the environment's folder under the workdir when `sglang_venv` is not set
+DEFAULT_VENV = "venv"
+#: an empty folder in the host's specops state that servers and bench_serving start in
+NEUTRAL_CWD = "cwd"
+
+
+def venv_dir(variables: dict[str, Any]) -> str:
+    """`sglang_venv`, else `<workdir>/venv` (still to be expanded on the host)."""
+    return str(variables.get("sglang_venv") or posixpath.join(str(variables["workdir"]), DEFAULT_VENV))
+
+
+def venv_python(venv: str) -> str:
+    return posixpath.join(venv, "bin", "python")
+
+
+def neutral_cwd(workdir: str) -> str:
+    return posixpath.join(paths.state_dir(workdir), NEUTRAL_CWD)
+
+
+@dataclass
+class InstallSettings:
+    """What the install step does, from the variables (`sglang_extras`, `sglang_pip_args`,
+    `sglang_install_deps`), so hosts.yaml, --var and the step's own args all reach it."""
+
+    venv: str
+    extras: list[str] = field(default_factory=list)
+    pip_args: list[str] = field(default_factory=list)
+    install_deps: bool = True
+
+    @classmethod
+    def from_vars(cls, variables: dict[str, Any], args: dict[str, Any], where: str) -> "InstallSettings":
+        def pick(key: str, var: str, default: Any) -> Any:
+            if key in args and args[key] is not None:
+                return args[key]
+            return variables.get(var, default)
+
+        extras = pick("extras", "sglang_extras", [])
+        pip_args = pick("pip_args", "sglang_pip_args", [])
+        deps = pick("install_deps", "sglang_install_deps", True)
+        for name, value in (("sglang_extras", extras), ("sglang_pip_args", pip_args)):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{name} must be a list of strings, got {value!r}", where=where)
+        if isinstance(deps, str) and deps.lower() in ("true", "false"):
+            deps = deps.lower() == "true"  # from --var
+        if not isinstance(deps, bool):
+            raise ConfigError(f"sglang_install_deps must be true or false, got {deps!r}", where=where)
+        bad = [e for e in extras if not e.replace("-", "").replace("_", "").isalnum()]
+        if bad:
+            raise ConfigError(f"sglang_extras: {', '.join(bad)} is not an extra's name", where=where)
+        venv = str(args.get("venv") or venv_dir(variables))
+        return cls(venv=venv, extras=list(extras), pip_args=list(pip_args), install_deps=deps)
+
+    def target(self, tree: str) -> str:
+        """`<tree>/python[extra,...]`, what pip installs editable."""
+        base = posixpath.join(tree, "python")
+        return f"{base}[{','.join(self.extras)}]" if self.extras else base
