@@ -173,15 +173,16 @@ class SGLangInstall(StepKind):
                             hint=f"the whole pip output is in {log}")
         ctx.transport.put((json.dumps(stamp, indent=1, sort_keys=True) + "\n").encode(), self._stamp_path(ctx))
         after = self._probe(ctx) or {}
-        replaced = ""
+        replaced, was = "", None
         if before and before.get("origin") and self._judge(ctx, before):
-            replaced = f"; replaced the sglang at {before.get('origin')} ({before.get('version')})"
+            was = {"origin": before.get("origin"), "version": before.get("version")}
+            replaced = f"; replaced the sglang at {was['origin']} ({was['version']})"
         deps = "" if s.install_deps else ", no deps"
         message = (f"sglang {after.get('version')} editable from {tree}/python into {venv}{deps} "
                    f"in {time.monotonic() - started:.1f}s{replaced}; pip log {log}")
         return Outcome(result=None, data={"version": after.get("version"), "origin": after.get("origin"),
                                           "venv": venv, "python": python, "pip_log": str(log),
-                                          "commit": stamp["commit"]}, message=message)
+                                          "commit": stamp["commit"], "replaced": was}, message=message)
 
     def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
         problem = self._judge(ctx, self._probe(ctx))
