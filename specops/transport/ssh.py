@@ -570,7 +570,8 @@ class SSHTransport:
         try:
             return self._sftp_call(op)
         except _NoSftp:
-            script = 'tail -c +"$2" -- "$1" | head -c "$3" | base64 -w0; exit ${PIPESTATUS[0]}'
+            script = ('[ -r "$1" ] || { echo "$1: No such file or directory" >&2; exit 1; }; '
+                      'tail -c +"$2" -- "$1" | head -c "$3" | base64 -w0')
             return self._exec_read(target, ["bash", "-c", script, "_", target, str(offset + 1), str(length)])
         except TransportError:
             raise
