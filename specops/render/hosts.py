@@ -30,6 +30,7 @@ def _facts(host: Host) -> HostFacts:
 
     transport = open_transport(host)
     try:
+        host.expand_on_host(transport.expand)  # `python: ~/...` is the host's home
         return gather_facts(transport, host.workdir, python=host.python)
     except SpecopsError as exc:
         return HostFacts(reachable=False, error=str(exc))
