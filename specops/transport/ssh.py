@@ -515,7 +515,7 @@ class SSHTransport:
                 want = mode
                 if want is None:
                     try:
-                        want = stat.S_IMODE(sftp.stat(target).st_mode)
+                        want = stat.S_IMODE(sftp.stat(target).st_mode or 0o644)
                     except FileNotFoundError:
                         want = 0o644
                 sftp.chmod(tmp, want)
