@@ -149,9 +149,12 @@ class SGLangInstall(StepKind):
             stamp = json.loads(ctx.transport.get(stamp_path))
         except ValueError:
             return False
-        if stamp != self._wanted_stamp(ctx):
-            return False
-        return self._judge(ctx, self._probe(ctx)) == ""
+        try:
+            if stamp != self._wanted_stamp(ctx):
+                return False
+            return self._judge(ctx, self._probe(ctx)) == ""
+        except StepError:
+            return False  # apply says why (no tree yet, a broken environment)
 
     def apply(self, ctx: StepContext) -> Outcome:
         s = self._settings(ctx)

@@ -54,9 +54,13 @@ def _last_run(tmp_path: Path) -> Path:
 
 def test_deploy_installs_the_patched_checkout_and_the_launch_failure_quotes_the_real_error(tmp_path, sshd):
     inv = _inventory(tmp_path, sshd)
+    tree, venv = tmp_path / "gpu" / "sglang", tmp_path / "gpu" / "venv"
+    check = run_cli("deploy", "--host", "gpu", "-i", str(inv), "--check")
+    assert check.exit_code == 0, check.output
+    assert "-m pip install --disable-pip-version-check --no-deps --no-index" in check.output
+    assert f"-e {tree}/python" in check.output and not venv.exists() and not tree.exists()
     res = run_cli("deploy", "--host", "gpu", "-i", str(inv))
     assert res.exit_code == 1, res.output
-    tree, venv = tmp_path / "gpu" / "sglang", tmp_path / "gpu" / "venv"
     # the tag was cloned shallow, and the tree knows its version from the tag
     shallow = subprocess.run(["git", "-C", str(tree), "rev-parse", "--is-shallow-repository"],
                              capture_output=True, text=True, check=True).stdout.strip()
