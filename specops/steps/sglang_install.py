@@ -17,7 +17,9 @@ import posixpath
 import time
 from typing import Any
 
-from specops.errors import StepError
+from specops.errors import SpecopsError, StepError
+from specops.patching import PatchError, load_patchset, run_verify
+from specops.patching.applier import STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.sglang.treeversion import tree_version
 from specops.sglang.venv import InstallSettings, neutral_cwd, venv_python
@@ -174,6 +176,7 @@ class SGLangInstall(StepKind):
         if not pip.ok:
             raise StepError(f"pip install -e {s.target(tree)} failed (exit {pip.rc}): {pip.tail(3)}",
                             hint=f"the whole pip output is in {log}")
+        checked = self._patch_round_trips(ctx) if s.install_deps else []
         ctx.transport.put((json.dumps(stamp, indent=1, sort_keys=True) + "\n").encode(), self._stamp_path(ctx))
         after = self._probe(ctx) or {}
         replaced, was = "", None
@@ -181,6 +184,8 @@ class SGLangInstall(StepKind):
             was = {"origin": before.get("origin"), "version": before.get("version")}
             replaced = f"; replaced the sglang at {was['origin']} ({was['version']})"
         deps = "" if s.install_deps else ", no deps"
+        if checked:
+            deps += f"; {', '.join(checked)} round trip ok in the environment"
         message = (f"sglang {after.get('version')} editable from {tree}/python into {venv}{deps} "
                    f"in {time.monotonic() - started:.1f}s{replaced}; pip log {log}")
         return Outcome(result=None, data={"version": after.get("version"), "origin": after.get("origin"),
@@ -192,6 +197,31 @@ class SGLangInstall(StepKind):
         if problem:
             return False, problem + " (another sglang shadows the tree: remove it from that environment)"
         return True, ""
+
+    def _patch_round_trips(self, ctx: StepContext) -> list[str]:
+        """Run the verify commands (import, argparse round trip) of every patch set applied to
+        the tree, in the environment now that it has the runtime: the patch step ran before
+        the environment existed and could only defer them. An import failure fails here."""
+        tree, _, python = self._paths(ctx)
+        listed = ctx.probe(["bash", "-c", 'cd "$1" 2>/dev/null && ls -1 -- */manifest.json 2>/dev/null; true', "_",
+                            posixpath.join(tree, STATE_DIR)])
+        names = [line.split("/", 1)[0] for line in listed.stdout.splitlines() if line.endswith("/manifest.json")]
+        files = TransportTreeFiles(ctx.transport, tree)
+        done = []
+        for name in names:
+            try:
+                patchset = load_patchset(name, search_dir=ctx.playbook_dir / "patches")
+            except SpecopsError:
+                continue  # a set this playbook does not ship: nothing to run
+            try:
+                for result in run_verify(patchset, files, ctx.transport, python, tree, runtime="required"):
+                    ctx.journal.command(ctx.host.name, ctx.step.name, result)
+            except PatchError as exc:
+                raise StepError(f"the tree is installed, but {exc.message}",
+                                hint="the environment lacks SGLang's runtime dependencies, or the patch breaks "
+                                     "the import; the patch stays applied (revert it with `specops patch revert`)") from None
+            done.append(name)
+        return done
 
     def _save_log(self, ctx: StepContext, command: str, text: str) -> str:
         path = ctx.run_dir / "logs" / f"{ctx.host.name}.sglang-install.log"

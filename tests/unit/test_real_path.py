@@ -4,12 +4,15 @@ reason line of a dead server, the version check, the install settings."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from specops.config.inventory import load_inventory
+from specops.data import shipped_patches
 from specops.errors import ConfigError, StepError
+from specops.patching import PatchError, apply, load_patchset
 from specops.servers.lifecycle import ServerState, check_version, failure_reason
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
@@ -18,6 +21,7 @@ from specops.sglang.venv import InstallSettings
 from specops.sim.server import sim_version
 from specops.transport.local import LocalTransport
 from tests.support.deploy import write_yaml
+from tests.support.sglang_trees import tree_is_pristine
 
 
 def _git(tree: Path, *args: str) -> None:
@@ -119,3 +123,21 @@ def test_install_settings_from_vars_and_bad_values():
         InstallSettings.from_vars({"workdir": "/w", "sglang_extras": ["srt]; rm -rf /"]}, {}, where="x")
     with pytest.raises(ConfigError, match="sglang_install_deps must be true or false"):
         InstallSettings.from_vars({"workdir": "/w", "sglang_install_deps": "maybe"}, {}, where="x")
+
+
+@pytest.mark.parametrize("runtime, ok, said", [
+    ("required", False, "cannot be imported"), ("deferred", True, "deferred:"), ("optional", True, "skip:")])
+def test_the_patch_sets_round_trip_fails_where_the_runtime_is_required(sglang_tree, runtime, ok, said):
+    """Before: `skip: sglang runtime not importable here` passed on a GPU host. Now a
+    python without SGLang's runtime (this one) fails the round trip on engine sglang."""
+    tree = sglang_tree("0.5.10.post1")
+    patchset = load_patchset("dynamic-spec-disable", search_dir=shipped_patches())
+    files = LocalTreeFiles(tree)
+    if ok:
+        report = apply(patchset, files, transport=LocalTransport("gpu"), python=sys.executable, runtime=runtime)
+        assert said in report.verify[-1].stdout
+        assert detect_layout(files).dynamic_spec_disable_applied
+    else:
+        with pytest.raises(PatchError, match=said):
+            apply(patchset, files, transport=LocalTransport("gpu"), python=sys.executable, runtime=runtime)
+        assert tree_is_pristine(tree)  # and the tree is restored
