@@ -11,6 +11,7 @@ import pytest
 from specops.config.inventory import Host
 from specops.config.playbook import Step
 from specops.run.journal import Journal
+from specops.run.state import Run
 from specops.steps.base import StepContext
 from specops.steps.git import Git
 from specops.transport.local import LocalTransport
@@ -104,7 +105,8 @@ def test_the_clone_and_fetch_run_under_the_steps_own_timeout(tmp_path, repo):
     step = Step(index=0, name="co", kind="git", args={}, where="p.yaml:1", timeout=2400.0)
     ctx = StepContext(host=Host(name="h", connection="local"), transport=transport, step=step,
                       args={"repo": repo["url"], "ref": "v1", "dest": str(tmp_path / "co")}, vars={},
-                      journal=Journal(tmp_path / "run"), run_dir=tmp_path / "run", playbook_dir=tmp_path)
+                      journal=Journal(tmp_path / "run"), run_dir=tmp_path / "run", playbook_dir=tmp_path,
+                      run_state=Run(tmp_path / "run"))
     Git().apply(ctx)
     ctx.args["ref"] = "dev"
     Git().apply(ctx)
