@@ -17,7 +17,7 @@ _SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")
 DEFAULT_DEPTH = 1
 #: a ref by name into a clone that tracks only the ref it was made for: as a tag, else a
 #: branch, else whatever the server resolves it to (a sha); "$3" is `--depth=N` or empty
-_FETCH_BY_NAME = ('git -C "$1" fetch $3 --force origin "+refs/tags/$2:refs/tags/$2" 2>/dev/null'
+FETCH_BY_NAME = ('git -C "$1" fetch $3 --force origin "+refs/tags/$2:refs/tags/$2" 2>/dev/null'
                   ' || git -C "$1" fetch $3 --force origin "+refs/heads/$2:refs/remotes/origin/$2" 2>/dev/null'
                   ' || git -C "$1" fetch $3 --force origin "$2"')
 
@@ -44,7 +44,7 @@ class Git(StepKind):
         return int(ctx.args.get("depth", DEFAULT_DEPTH) or 0)
 
     def _fetch_by_name(self, ctx: StepContext, depth: int) -> list[str]:
-        return ["bash", "-c", _FETCH_BY_NAME, "_", ctx.path(ctx.args["dest"]), str(ctx.args["ref"]),
+        return ["bash", "-c", FETCH_BY_NAME, "_", ctx.path(ctx.args["dest"]), str(ctx.args["ref"]),
                 f"--depth={depth}" if depth else ""]
 
     def _state(self, ctx: StepContext) -> tuple[bool, str | None]:
@@ -62,13 +62,12 @@ class Git(StepKind):
     def _sync(self, ctx: StepContext, fresh: bool) -> list[str]:
         """The command that brings the ref's commits here. Shallow by default (`depth: 1`):
         a tag or branch is cloned with `--branch`, a full sha is fetched by itself into an
-        empty repo; `depth: 0` clones everything. An existing shallow clone fetches the ref
-        by name, a full one fetches all tags and branches."""
+        empty repo; `depth: 0` clones everything. An existing clone fetches the ref by name
+        (a clone made for one ref tracks only that one), shallow where the clone is."""
         dest, repo, ref, depth = ctx.path(ctx.args["dest"]), str(ctx.args["repo"]), str(ctx.args["ref"]), self._depth(ctx)
         if not fresh:
-            if depth and ctx.probe(["test", "-f", f"{dest}/.git/shallow"]).rc == 0:
-                return self._fetch_by_name(ctx, depth)
-            return self._git(ctx, "fetch", "--tags", "--force", "origin")
+            shallow = ctx.probe(["test", "-f", f"{dest}/.git/shallow"]).rc == 0
+            return self._fetch_by_name(ctx, max(depth, 1) if shallow else 0)
         if depth and _FULL_SHA.match(ref):
             return ["bash", "-c", 'git init -q "$1" && git -C "$1" remote add origin "$2" && '
                     'git -C "$1" fetch --depth "$3" origin "$4"', "_", dest, repo, str(depth), ref]
@@ -153,14 +152,11 @@ class Git(StepKind):
             ctx.run(["rm", "-rf", "--", dest], timeout=120)
             r = ctx.run(["git", "clone", "--no-checkout", "--", repo, dest], timeout=self._timeout(ctx))
         if r.rc != 0:
-            if fresh and "--branch" in sync:
-                raise StepError(f"ref '{ref}' not found in {repo} (not a branch or tag; a commit needs "
-                                f"its full sha): {r.tail(2)}")
+            if (fresh and "--branch" in sync) or (not fresh and self._resolve(ctx) is None):
+                raise StepError(f"ref '{ref}' not found in {repo} (not a branch, tag or full commit sha): "
+                                f"{r.tail(2)}")
             raise StepError(f"git {'clone ' + repo if fresh else 'fetch in ' + dest} failed: {r.tail(3)}")
         want = self._resolve(ctx)
-        if want is None:  # a branch a single-ref clone does not track, or a commit not on a fetched ref
-            ctx.run(self._fetch_by_name(ctx, 0), timeout=self._timeout(ctx))
-            want = self._resolve(ctx)
         if want is None:
             raise StepError(f"ref '{ref}' not found in {repo} (not a branch, tag or commit)")
         self._refuse_dirty(ctx, head, want)

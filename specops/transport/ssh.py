@@ -647,7 +647,7 @@ class SSHTransport:
         return ssh_forward(self._transport(), port)
 
     def notes(self) -> list[str]:
-        return [self.session_error] if self.session_error else []
+        return [n for n in (self.session_error, self.sftp_off) if n]
 
     def identity(self) -> str:
         if not self.host_key_status:

@@ -35,7 +35,7 @@ def test_files_move_by_exec_without_sftp(nosftp, tmp_path):
     assert nosftp.stat_size(str(target)) == len(payload)
     assert nosftp.read_range(str(target), 1000, 300) == payload[1000:1300]
     assert nosftp.read_range(str(target), len(payload) + 5, 10) == b""
-    assert nosftp.home() == os.path.expanduser("~")
+    assert nosftp.home == os.path.expanduser("~")
     assert nosftp.expand("~/x") == os.path.expanduser("~/x")
     # a rewrite keeps the mode of the file it replaces
     nosftp.put(b"again", str(target))

@@ -5,11 +5,13 @@ journal records when the same playbook runs, in the same order. Over the real ss
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from specops.steps.base import PROBE
+from specops.steps.git import FETCH_BY_NAME
 from tests.support.deploy import events, run_cli, write_yaml
 from tests.support.sglang_trees import tree_is_pristine
 
@@ -98,12 +100,13 @@ def test_git_fresh_clone_then_move_to_a_branch(tmp_path: Path, sshd: Any) -> Non
     assert not Path(dest).exists(), "--check cloned"
     assert planned[0] == f"{PROBE}test -e {dest}/.git"
     assert any(p.startswith(f"{PROBE}git ls-remote") for p in planned)
-    assert _commands(planned) == [f"git clone --no-checkout -- {bare} {dest}",
+    assert _commands(planned) == [f"git clone --no-checkout --depth 1 --branch v1 -- {bare} {dest}",
                                   f"git -C {dest} checkout --quiet --detach --force {shas['v1']}"]
     assert _ran(tmp_path, inv, book, "--var", "ref=v1")["checkout"] == _commands(planned)
 
     planned = _planned(tmp_path, inv, book, "--var", "ref=main")["checkout"]
-    assert _commands(planned) == [f"git -C {dest} fetch --tags --force origin",
+    # a clone made for one ref fetches another by name (a local path clone is not shallow)
+    assert _commands(planned) == [shlex.join(["bash", "-c", FETCH_BY_NAME, "_", dest, "main", ""]),
                                   f"git -C {dest} checkout --quiet --detach {shas['main']}"]
     assert subprocess.run(["git", "-C", dest, "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout.strip() == shas["v1"], "--check moved the checkout"
