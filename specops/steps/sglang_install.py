@@ -19,7 +19,7 @@ from typing import Any
 
 from specops.errors import SpecopsError, StepError
 from specops.patching import PatchError, load_patchset, run_verify
-from specops.patching.applier import STATE_DIR
+from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.sglang.treeversion import tree_version
 from specops.sglang.venv import InstallSettings, neutral_cwd, venv_python
@@ -204,7 +204,7 @@ class SGLangInstall(StepKind):
         the environment existed and could only defer them. An import failure fails here."""
         tree, _, python = self._paths(ctx)
         listed = ctx.probe(["bash", "-c", 'cd "$1" 2>/dev/null && ls -1 -- */manifest.json 2>/dev/null; true', "_",
-                            posixpath.join(tree, STATE_DIR)])
+                            posixpath.join(tree, PATCH_STATE_DIR)])
         names = [line.split("/", 1)[0] for line in listed.stdout.splitlines() if line.endswith("/manifest.json")]
         files = TransportTreeFiles(ctx.transport, tree)
         done = []
