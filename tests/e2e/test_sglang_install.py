@@ -6,6 +6,7 @@ failure line must quote the real error."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,11 +14,29 @@ import pytest
 
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
+from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
 from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.sshd import SSHD, start_sshd, stop_sshd
 from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels, home_python
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """The stand-in GPU host's own sshd: its sessions find the suite's stand-in `nvidia-smi`
+    (an idle 8 x H100; no GPU exists here) first on PATH, as a GPU box finds the real one."""
+    if not os.path.exists(SSHD):
+        pytest.skip(f"{SSHD} not found: install Debian's openssh-server to run the SSH tests")
+    root = tmp_path_factory.mktemp("standin-sshd")
+    nvidia_smi.install(root / "bin", nvidia_smi.h100_idle())
+    server, proc = start_sshd(root / "sshd", hosts=2,
+                              extra_config=f"SetEnv PATH={root / 'bin'}:/usr/local/bin:/usr/bin:/bin\n")
+    try:
+        yield server
+    finally:
+        stop_sshd(proc)
 
 WHERE = r"""
 import importlib.metadata, importlib.util, json, os
@@ -34,6 +53,8 @@ def _inventory(tmp_path: Path, sshd, **extra) -> Path:
                  "sglang_install_deps": False,
                  "sglang_pip_args": ["--no-index", "--find-links", str(wheels)], **extra}
     variables["arms"] = {k: v for k, v in variables["arms"].items() if k in ("baseline", "adaptive")}
+    for i, arm in enumerate(variables["arms"].values()):
+        arm["gpus"] = [i]
     variables.pop("sim", None)
     return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": entry}, "vars": variables})
 
