@@ -464,7 +464,9 @@ class SSHTransport:
                 try:
                     client = paramiko.SFTPClient.from_transport(transport)
                 except (EOFError, paramiko.SSHException, OSError) as exc:
-                    if not transport.is_active():
+                    # a dropped connection is the caller's to reopen; only a live one that
+                    # refuses the subsystem means "no SFTP here"
+                    if not transport.is_active() or isinstance(exc, (EOFError, OSError)) or not _answers(transport):
                         raise
                     self.sftp_off = f"no SFTP subsystem on {self.target} ({exc or type(exc).__name__}); files move by exec"
                     raise _NoSftp(self.sftp_off) from exc
@@ -653,6 +655,19 @@ class SSHTransport:
         if not self.host_key_status:
             return "not checked"
         return f"{self.host_key_status} {self.host_key_fingerprint}".strip()
+
+
+def _answers(transport: paramiko.Transport) -> bool:
+    """Whether the connection still runs a command (`true`) within a few seconds."""
+    try:
+        chan = transport.open_session(timeout=5)
+        try:
+            chan.exec_command("true")
+            return chan.status_event.wait(5) and chan.recv_exit_status() == 0
+        finally:
+            chan.close()
+    except Exception:  # noqa: BLE001 - any failure means "not answering"
+        return False
 
 
 def _why(exc: BaseException) -> str:
