@@ -28,6 +28,7 @@ from specops.servers.weights import (
     plan_argv,
 )
 from specops.sglang import paths
+from specops.sglang.venv import venv_dir, venv_python
 from specops.steps.base import Outcome, StepContext, StepKind
 
 #: Planning talks to the Hub once per model; it must answer within this or say why not.
@@ -47,13 +48,19 @@ def models_of(variables: dict[str, Any], where: str) -> list[str]:
 class Weights(StepKind):
     name = "weights"
     keys = ("models", "python", "env", "revision")
-    required = ("python",)
 
     def validate(self, step: Step) -> None:
+        if step.args is None:
+            step.args = {}
         super().validate(step)
         models = step.args.get("models")
         if models is not None and not isinstance(models, (list, str)):
             raise ConfigError(f"{step.label}: models must be a list of model ids or paths", where=step.where)
+
+    def _python(self, ctx: StepContext) -> str:
+        """The environment's python (`python:`, else the SGLang venv's): its huggingface_hub
+        is the one SGLang will load the weights with."""
+        return ctx.path(str(ctx.args.get("python") or venv_python(venv_dir(ctx.vars))))
 
     def _models(self, ctx: StepContext) -> list[str]:
         models = ctx.args.get("models")
@@ -75,7 +82,7 @@ class Weights(StepKind):
         return loader_argv(paths.secrets_env(ctx.vars["workdir"])) + argv
 
     def _plan(self, ctx: StepContext, repo: str, *, offline: bool = False) -> HubPlan:
-        python = ctx.path(str(ctx.args["python"]))
+        python = self._python(ctx)
         env = self._env(ctx, **({"HF_HUB_OFFLINE": "1"} if offline else {}))
         res = ctx.run(self._with_secrets(ctx, plan_argv(python, repo, ctx.args.get("revision"), offline=offline)),
                       timeout=min(PLAN_TIMEOUT_S, ctx.timeout), env=env)
@@ -111,7 +118,7 @@ class Weights(StepKind):
         return f"model path {where} does not exist on {ctx.host.name}"
 
     def describe(self, ctx: StepContext) -> list[str]:
-        python = ctx.path(str(ctx.args["python"]))
+        python = self._python(ctx)
         lines = []
         for model in self._models(ctx):
             if is_local_path(model):
@@ -137,7 +144,7 @@ class Weights(StepKind):
         return True
 
     def apply(self, ctx: StepContext) -> Outcome:
-        python = ctx.path(str(ctx.args["python"]))
+        python = self._python(ctx)
         fetched: list[str] = []
         for model in self._models(ctx):
             if is_local_path(model):

@@ -56,6 +56,11 @@ def _inventory(tmp_path: Path, sshd, **extra) -> Path:
     for i, arm in enumerate(variables["arms"].values()):
         arm["gpus"] = [i]
     variables.pop("sim", None)
+    for name in ("model", "draft_model"):  # local model folders: the weights step verifies them, no Hub here
+        folder = tmp_path / "models" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text("{}")
+        variables[name] = str(folder)
     return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": entry}, "vars": variables})
 
 
