@@ -21,6 +21,7 @@ from specops.bench.store import append_result, load_manifest, missing_points, wr
 from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional
 from specops.errors import SpecopsError
+from specops.secrets import loader_argv
 from specops.servers import (
     LaunchPlan,
     ServerState,
@@ -209,7 +210,9 @@ class HostSweep:
                                 output_file=out_file, seed=s.seed, model=state.model or None)
         self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir), cwd], timeout=30)
         self.transport.run(["rm", "-f", out_file], timeout=30)
-        result = self.transport.run(argv, timeout=s.point_timeout, cwd=cwd, env=dict(plan.env))
+        # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
+        env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
+        result = self.transport.run(loader_argv(*env_files) + argv, timeout=s.point_timeout, cwd=cwd)
         if not result.ok:
             return {"status": STATUS_FAILED, "completed": 0, "failed": n,
                     "error": f"bench_serving exited {result.rc}: {result.tail(8)}", "runner": "sglang"}

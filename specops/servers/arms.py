@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from specops.config.schema import check_keys, choice, type_name, where_of
 from specops.errors import ConfigError
+from specops.secrets import looks_secret, remember
 
 KINDS = ("baseline", "eagle3", "adaptive")
 BASE_PORT = 30000
@@ -155,6 +156,8 @@ def _env(value: Any, where: str, what: str) -> dict[str, str]:
         if isinstance(v, (Mapping, list)) or v is None:
             raise _err(where, f"'env' value for {k} in {what} must be a scalar, got {v!r}")
         out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+        if looks_secret(k):  # a token given as arm env is masked wherever specops writes it
+            remember(out[k])
     if "CUDA_VISIBLE_DEVICES" in out:
         raise _err(where, f"set GPUs of {what} with 'gpus', not env CUDA_VISIBLE_DEVICES")
     return out

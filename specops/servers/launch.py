@@ -63,6 +63,8 @@ class LaunchPlan:
     sglang_version: str | None = None  # the tree's: a server from another version is never reused
     #: where the process starts: an empty folder, never one holding `sglang/` (see sglang/venv.py)
     cwd: str = ""
+    #: the host's secrets file, loaded into the server's environment at start (None: no secrets)
+    secrets_file: str | None = None
 
     @property
     def command(self) -> str:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from specops.errors import StepError, TransportError
+from specops.secrets import env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,
@@ -162,10 +163,12 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
             p = transport.expand(p) if p.startswith("~") else p
             lines.append(f"if [ ! -e {q(p)} ]; then echo '@@NOMODEL '{q(p)}; exit 11; fi")
     lp = q(plan.log_path)
-    env_words = " ".join(q(f"{k}={v}") for k, v in sorted(plan.env.items()))
+    # the environment comes from 0600 files the starting process sources: no value in argv
+    env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
+    loader = " ".join(q(a) for a in loader_argv(*env_files))
     lines += [
         f"if [ -e {lp} ]; then mv -f {lp} {q(plan.log_path + '.1')}; fi",
-        f"setsid nohup env {env_words} {' '.join(q(a) for a in plan.argv)} > {lp} 2>&1 < /dev/null &",
+        f"setsid nohup {loader} {' '.join(q(a) for a in plan.argv)} > {lp} 2>&1 < /dev/null &",
         "pid=$!",
         "echo \"@@PID $pid $(_start $pid)\"",
     ]
@@ -190,6 +193,7 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
             action = "restarted"
     if plan.config_path and plan.config_json is not None:
         transport.put(plan.config_json.encode(), plan.config_path)
+    transport.put(env_file_text(plan.env).encode(), paths.server_env(plan.workdir, plan.arm), mode=0o600)
     res = _run(transport, _launch_script(transport, plan))
     out = res.stdout
     if res.rc == 10 or "@@PORTBUSY" in out:
@@ -208,7 +212,8 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
     pid = int(parts[1])
     state = ServerState(
         arm=plan.arm, kind=plan.kind, pid=pid, pgid=pid, proc_start=parts[2] if len(parts) > 2 else "",
-        port=plan.port, command=plan.command, argv=plan.argv, env=plan.env, args_hash=plan.args_hash,
+        port=plan.port, command=redact(plan.command), argv=redact(plan.argv), env=redact(plan.env),
+        args_hash=plan.args_hash,
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
         effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,

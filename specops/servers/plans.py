@@ -10,6 +10,7 @@ from specops.errors import ConfigError, StepError
 from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
+from specops.sglang import paths
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
@@ -93,9 +94,13 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
     engine = str(variables.get("engine") or host.engine)
     # engine sglang: the environment the install step put the tree into, never a bare python3
     python = host.python if engine == "sim" else venv_python(transport.expand(venv_dir(variables)))
-    return [
+    plans = [
         build_launch(specs[name], layout, workdir=workdir, python=python, engine=engine, sglang_tree=tree,
                      sim_options=sim_options(variables) if engine == "sim" else (),
                      bucket_sources=sources, where=f"host {host.name}, arm '{name}'")
         for name in arm_names
     ]
+    if host.secrets:  # loaded by the process that starts each server (the engine sent the file)
+        for plan in plans:
+            plan.secrets_file = paths.secrets_env(workdir)
+    return plans

@@ -60,6 +60,12 @@ def server_state(workdir: str, arm: str) -> str:
     return posixpath.join(servers_dir(workdir), f"{arm}.json")
 
 
+def server_env(workdir: str, arm: str) -> str:
+    """The arm's environment (mode 0600), sourced by the process that starts it, so no
+    value is ever on a command line that `ps` shows."""
+    return posixpath.join(servers_dir(workdir), f"{arm}.env")
+
+
 def adaptive_config(workdir: str, arm: str) -> str:
     """The `--speculative-adaptive-config` file generated for an adaptive arm."""
     return posixpath.join(servers_dir(workdir), f"{arm}.adaptive.json")

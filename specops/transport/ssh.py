@@ -512,6 +512,8 @@ class SSHTransport:
                 fh = sftp.open(tmp, "wb")
             try:
                 with fh:
+                    if mode is not None:  # before any byte lands: a 0600 secrets file is never readable
+                        fh.chmod(mode)
                     fh.set_pipelined(True)
                     fh.write(data)
                 want = mode
@@ -628,7 +630,7 @@ class SSHTransport:
 
     def _exec_put(self, data: bytes, target: str, tmp: str, mode: int | None) -> None:
         """Write by `cat` on stdin into a temp file beside the target, then rename: as atomic as SFTP's."""
-        script = ('mkdir -p -- "$(dirname -- "$2")" || exit 1; m="$3"; '
+        script = ('umask 077; mkdir -p -- "$(dirname -- "$2")" || exit 1; m="$3"; '
                   '[ -n "$m" ] || m=$(stat -c %a -- "$2" 2>/dev/null) || m=644; [ -n "$m" ] || m=644; '
                   'cat > "$1" && chmod "$m" "$1" && mv -f -- "$1" "$2" || { rm -f -- "$1"; exit 1; }')
         res = self.run(["bash", "-c", script, "_", tmp, target, "" if mode is None else f"{mode:o}"],
