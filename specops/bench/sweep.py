@@ -36,6 +36,7 @@ from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
 from specops.transport.forward import reach
+from specops.transport.nvidia import read_gpus
 
 RUNNERS = ("auto", "builtin", "sglang")
 #: The type of each bench setting, checked before the settings are built.
@@ -329,10 +330,12 @@ def settings_record(settings: BenchSettings) -> dict[str, Any]:
 
 
 def gpu_facts(transport: Transport) -> dict[str, Any]:
-    r = transport.run(["bash", "-c", "command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader"],
-                      timeout=30)
-    names = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()] if r.ok else []
-    return {"gpu": names[0] if names else "none (CPU host)", "gpu_count": len(names)}
+    """What the manifest records of the host's GPUs: the model and count for the report's
+    header, and everything nvidia-smi said (memory, driver, CUDA) for whoever reads it later."""
+    inventory = read_gpus(transport)
+    if inventory.error or not inventory.gpus:
+        return {"gpu": "none (CPU host)", "gpu_count": 0}
+    return {"gpu": inventory.gpus[0].name, "gpu_count": len(inventory.gpus), "gpus": inventory.to_dict()}
 
 
 def tree_commit(transport: Transport, tree: str) -> str | None:
