@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
@@ -139,8 +139,7 @@ class Engine:
     def __init__(self, inventory: Inventory, playbook: Playbook, hosts: list[Host], *,
                  extra_vars: dict[str, Any] | None = None, runs_dir: Path | None = None,
                  check: bool = False, resume: bool = False, from_step: str | None = None,
-                 forks: int | None = None, listener: Callable[[dict], None] | None = None,
-                 transport_factory: Callable[[Host], Transport] = open_transport,
+                 forks: int | None = None,
                  run_label: str | None = None, run_dir: Path | None = None,
                  on_point: PointCallback | None = None):
         self.inventory = inventory
@@ -150,8 +149,6 @@ class Engine:
         self.runs_dir = Path(runs_dir) if runs_dir else default_runs_dir(inventory.path)
         self.check = check
         self.forks = forks or default_forks(len(hosts))
-        self.listener = listener
-        self.transport_factory = transport_factory
         self.from_index = playbook.find_step(from_step) if from_step else 0
         self.previous: dict[str, set[int]] = {}
         self.resumed_from: Path | None = None
@@ -195,7 +192,7 @@ class Engine:
     def run(self) -> RunReport:
         """Run every host; on Ctrl-C (KeyboardInterrupt here) stop scheduling, mark the run
         interrupted and re-raise, leaving the journal open for the cleanup (see `interrupt`)."""
-        journal = Journal(self.run_dir, self.listener)
+        journal = Journal(self.run_dir)
         self.state.journal = journal
         meta = {
             "run_id": self.run_id, "playbook": self.playbook.name,
@@ -284,7 +281,7 @@ class Engine:
         report = self.reports[host.name]
         report.started = time.monotonic()
         try:
-            transport = self.transport_factory(host)
+            transport = open_transport(host)
             self.transports[host.name] = transport
             report.current = "connecting"
             host.expand_on_host(transport.expand)  # `~` in python/workdir is the host's home

@@ -13,7 +13,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from specops.fsutil import atomic_write
 from specops.secrets import redact
@@ -37,13 +37,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
 class Journal:
     """Thread-safe writer of events.jsonl for one run; hosts write from their own threads."""
 
-    def __init__(self, run_dir: Path, listener: Callable[[dict], None] | None = None):
+    def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "events.jsonl"
         self._lock = threading.Lock()
         self._fh = open(self.path, "a", buffering=1)
-        self._listener = listener
         self._counter = 0
 
     def event(self, event_type: str, /, **fields: Any) -> dict:
@@ -53,8 +52,6 @@ class Journal:
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()
-        if self._listener:
-            self._listener(record)
         return record
 
     def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> dict:
