@@ -159,13 +159,38 @@ def _split_counts(chunks: list[tuple[float, float | None]], total: int | None) -
     return out
 
 
+class _TokenCounter:
+    """New tokens per streamed chunk, from the server's running count where it reports one
+    (SGLang's meta_info, OpenAI usage), else 1 per text chunk (None: unknown, spread later)."""
+
+    def __init__(self, api: str):
+        self.api, self.last = api, 0
+        self.total: int | None = None
+
+    def _count(self, count: int) -> int:
+        new, self.last, self.total = count - self.last, count, count
+        return new
+
+    def new_tokens(self, data: dict) -> float | None:
+        if self.api == "generate":
+            meta = data.get("meta_info") or {}
+            if "completion_tokens" in meta:
+                return self._count(int(meta["completion_tokens"]))
+            return 1 if data.get("text") else 0
+        usage = data.get("usage") or {}
+        choices = data.get("choices") or []
+        if usage.get("completion_tokens") is not None:
+            new = self._count(int(usage["completion_tokens"]))
+            return new if choices else 0
+        return None if (choices and choices[0].get("text")) else 0
+
+
 async def _one_request(session: aiohttp.ClientSession, url: str, api: str, prompt: Prompt,
                        model: str | None, timeout_s: float, slot_free_at: float) -> RequestResult:
     res = RequestResult()
     payload = _payload(api, prompt, model)
     chunks: list[tuple[float, float | None]] = []   # (arrival, new tokens or None if unknown)
-    last_count = 0
-    total: int | None = None
+    counter = _TokenCounter(api)
     res.sent_at = time.perf_counter()
     res.lag = max(0.0, res.sent_at - slot_free_at)
     try:
@@ -189,25 +214,7 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
                     err = data["error"]
                     res.error = "server error: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
                     return res
-                if api == "generate":
-                    meta = data.get("meta_info") or {}
-                    if "completion_tokens" in meta:
-                        count = int(meta["completion_tokens"])
-                        new: float | None = count - last_count
-                        last_count = count
-                        total = count
-                    else:
-                        new = 1 if data.get("text") else 0
-                else:
-                    usage = data.get("usage") or {}
-                    choices = data.get("choices") or []
-                    if usage.get("completion_tokens") is not None:
-                        count = int(usage["completion_tokens"])
-                        total = count
-                        new = (count - last_count) if choices else 0
-                        last_count = count
-                    else:
-                        new = None if (choices and choices[0].get("text")) else 0
+                new = counter.new_tokens(data)
                 if new is None or new > 0:
                     chunks.append((now, new))
             res.ended_at = time.perf_counter()  # [DONE] or EOF: the server's count decides
@@ -217,6 +224,7 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
     except (aiohttp.ClientError, ValueError, OSError) as exc:
         res.error = f"{type(exc).__name__}: {exc}"[:300]
         return res
+    total = counter.total
     counted = _split_counts(chunks, total)
     res.chunks = len(counted)
     res.output_tokens = total if total is not None else sum(k for _, k in counted)
@@ -436,7 +444,7 @@ async def run_point_async(
         error=None if ok and not failed else (
             f"{len(failed)} of {len(results)} requests failed: " + "; ".join(errors[:3]) if failed
             else "no request completed"),
-        total_input_tokens=sum(p.input_len for p, r in zip(prompts, results) if r.ok),
+        total_input_tokens=sum(p.input_len for p, r in zip(prompts, results, strict=True) if r.ok),
         total_output_tokens=out_tokens,
         num_prompts=num_prompts,
         input_len=input_len,
