@@ -315,6 +315,43 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_results(s: HostSummary) -> list[str]:
+    out = [f"## Results{' on ' + s.host if s.host else ''}", "",
+           "| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
+           "| accept len | ratio to baseline (spread) |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in s.levels:
+        for arm in s.arms:
+            cell = s.cells.get((arm, c))
+            if cell is None:
+                continue
+            ratio = s.ratios.get((arm, c))
+            rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
+            out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
+                       f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
+                       f"{_fmt(cell.accept_length, 2)} | {rtext} |")
+    return out + ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
+                  f"- adaptive: {s.adaptive_text()}", ""]
+
+
+def _md_failed(failed: list[dict[str, Any]]) -> list[str]:
+    if not failed:
+        return []
+    out = ["## Failed points", "", "| host | arm | concurrency | repeat | error |", "|---|---|---:|---:|---|"]
+    for r in failed:
+        err = _md_escape(str(r.get("error") or "unknown error"))
+        out.append(f"| {r.get('host', '')} | {r.get('arm', '')} | {r.get('concurrency', '')} | "
+                   f"{r.get('repeat', '')} | {err[:300]} |")
+    out.append("")
+    for r in failed:
+        excerpt = r.get("log_excerpt") or (r.get("extra") or {}).get("log_excerpt")
+        if excerpt:
+            out += [f"Server log at the failure of {r.get('host', '')} {r.get('arm', '')} "
+                    f"c={r.get('concurrency', '')} repeat {r.get('repeat', '')}:", "", "```",
+                    str(excerpt).rstrip(), "```", ""]
+    return out
+
+
 def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     """report.md text: deterministic for the same files."""
     out: list[str] = ["# specops bench report", ""]
@@ -332,22 +369,7 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     if not summary.hosts:
         out += ["No successful results yet.", ""]
     for s in summary.hosts:
-        out += [f"## Results{' on ' + s.host if s.host else ''}", ""]
-        out += ["| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
-                "| accept len | ratio to baseline (spread) |",
-                "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for c in s.levels:
-            for arm in s.arms:
-                cell = s.cells.get((arm, c))
-                if cell is None:
-                    continue
-                ratio = s.ratios.get((arm, c))
-                rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
-                out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
-                           f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
-                           f"{_fmt(cell.accept_length, 2)} | {rtext} |")
-        out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
-                f"- adaptive: {s.adaptive_text()}", ""]
+        out += _md_results(s)
     out += ["## Fairness", ""]
     out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings]
     if not _manifest_arm_sets(manifest):
@@ -355,19 +377,7 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     elif not summary.warnings:
         out.append("- no differences found between arms beyond the speculative arguments")
     out.append("")
-    if summary.failed:
-        out += ["## Failed points", "", "| host | arm | concurrency | repeat | error |", "|---|---|---:|---:|---|"]
-        for r in summary.failed:
-            err = _md_escape(str(r.get("error") or "unknown error"))
-            out.append(f"| {r.get('host', '')} | {r.get('arm', '')} | {r.get('concurrency', '')} | "
-                       f"{r.get('repeat', '')} | {err[:300]} |")
-        out.append("")
-        for r in summary.failed:
-            excerpt = r.get("log_excerpt") or (r.get("extra") or {}).get("log_excerpt")
-            if excerpt:
-                out += [f"Server log at the failure of {r.get('host', '')} {r.get('arm', '')} "
-                        f"c={r.get('concurrency', '')} repeat {r.get('repeat', '')}:", "", "```",
-                        str(excerpt).rstrip(), "```", ""]
+    out += _md_failed(summary.failed)
     out += ["## Plots", "", "![output tok/s](plots/throughput.png)", "![ratio to baseline](plots/ratio.png)",
             "![TTFT](plots/ttft.png)", "![TPOT](plots/tpot.png)", ""]
     out += ["## Method", "",
