@@ -122,7 +122,7 @@ def main() -> None:
         pb = write_playbook(root, args.steps)
         # One untimed warm-up so the first timed run does not pay for cold caches alone.
         time_specops(inv, pb, root / "runs", counts[0], args.forks)
-        for r in range(args.repeats):
+        for _ in range(args.repeats):
             for c in counts:
                 results[c].append(time_specops(inv, pb, root / "runs", c, args.forks))
         if not args.no_fabric:
