@@ -13,6 +13,7 @@ from specops.bench import store
 from specops.bench.plots import write_plots
 from specops.bench.report import REPORT_MD, ReportSummary, summarize
 from specops.bench.summary_doc import SUMMARY_JSON, render_summary_json
+from specops.bench.tune import load_tune, tune_markdown
 from specops.render.html_report import REPORT_HTML, render_html
 
 
@@ -22,6 +23,11 @@ def render_report(run_dir: Path, *, plots: bool = True) -> ReportSummary:
     records = store.load_results(run_dir)
     manifest = store.load_manifest(run_dir)
     summary = summarize(records, manifest)
+    tuning = load_tune(run_dir)
+    if tuning is not None:
+        summary.tuning = tuning
+        section = "\n".join(tune_markdown(tuning))
+        summary.markdown = summary.markdown.replace("## Fairness", section + "\n## Fairness", 1)
     summary.report_path = run_dir / REPORT_MD
     store.atomic_write(summary.report_path, summary.markdown)
     store.atomic_write(run_dir / SUMMARY_JSON, render_summary_json(summary, manifest))

@@ -54,6 +54,14 @@ class Cell:
     median_tpot_ms: float | None
     accept_length: float | None
     by_repeat: dict[int, float] = field(default_factory=dict)
+    running_p50: float | None = None     # the server's running batch (median over repeats)
+    running_p90: float | None = None
+    server_accept_length: float | None = None
+
+    def running_text(self) -> str:
+        if self.running_p50 is None:
+            return "-"
+        return f"{self.running_p50:g}/{self.running_p90:g}" if self.running_p90 is not None else f"{self.running_p50:g}"
 
 
 @dataclass
@@ -125,6 +133,7 @@ class ReportSummary:
     markdown: str
     report_path: Path | None = None
     plot_paths: list[Path] = field(default_factory=list)
+    tuning: dict[str, Any] | None = None     # tune.json, when `specops tune` made the run
 
 
 # ---------------------------------------------------------------- math
@@ -191,6 +200,9 @@ def summarize_host(host: str, records: Sequence[dict[str, Any]]) -> HostSummary:
             median_tpot_ms=_median(r.get("mean_tpot_ms") for r in recs),
             accept_length=_median(r.get("accept_length") for r in recs),
             by_repeat={int(r.get("repeat", 0)): float(r["output_throughput"]) for r in recs},
+            running_p50=_median(r.get("running_req_p50") for r in recs),
+            running_p90=_median(r.get("running_req_p90") for r in recs),
+            server_accept_length=_median(r.get("server_accept_length") for r in recs),
         )
     levels = sorted({c for _, c in cells})
     arms = _arm_order(a for a, _ in cells)
@@ -318,8 +330,8 @@ def _md_escape(text: str) -> str:
 def _md_results(s: HostSummary) -> list[str]:
     out = [f"## Results{' on ' + s.host if s.host else ''}", "",
            "| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
-           "| accept len | ratio to baseline (spread) |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "| accept len | running batch p50/p90 | ratio to baseline (spread) |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in s.levels:
         for arm in s.arms:
             cell = s.cells.get((arm, c))
@@ -329,7 +341,8 @@ def _md_results(s: HostSummary) -> list[str]:
             rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
             out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
                        f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
-                       f"{_fmt(cell.accept_length, 2)} | {rtext} |")
+                       f"{_fmt(cell.accept_length if cell.accept_length is not None else cell.server_accept_length, 2)}"
+                       f" | {cell.running_text()} | {rtext} |")
     return out + ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
                   f"- adaptive: {s.adaptive_text()}", ""]
 
@@ -386,7 +399,9 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
             "ratio drops below 1, interpolated linearly in log2(concurrency) from the level before. The "
             f"threshold is the largest level at which EAGLE-3's ratio is >= {THRESHOLD_MARGIN:.2f} there and "
             f"at every lower level. The adaptive arm should reach {ADAPTIVE_TOLERANCE:.2f}x of the better of "
-            "baseline and EAGLE-3 at every level.", ""]
+            "baseline and EAGLE-3 at every level. The running batch is the server's own count of running "
+            "requests during the point (its `/metrics` gauge `sglang:num_running_reqs`, else its `#running-req` "
+            "log lines): median/p90 over the samples, median over repeats.", ""]
     return "\n".join(out)
 
 

@@ -21,6 +21,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "p99_itl_ms", "mean_e2e_ms", "p99_e2e_ms",
     "accept_length", "simulated", "status", "input_len", "output_len", "run_id",
+    "running_req_p50", "running_req_p90", "server_accept_length",
 )
 
 #: Whether a point counts: failed points are kept (with the error) but never averaged.
@@ -57,6 +58,12 @@ class ResultRecord:
     p99_e2e_ms: float | None = None
     accept_length: float | None = None
     simulated: bool = False
+    # the server's running batch during the point (bench/running.py), and its own accept length
+    running_req_p50: float | None = None
+    running_req_p90: float | None = None
+    server_accept_length: float | None = None
+    running_samples: int | None = None
+    running_source: str | None = None   # "metrics" | "log"
     # --- kept in results.jsonl only ---
     status: PointStatus = STATUS_OK
     error: str | None = None          # failure text, with the server log excerpt if any

@@ -18,8 +18,10 @@ Shape (specops.summary/1):
                              "shortfalls": [{"concurrency": int, "ratio": float|null}]},
                 "points": [{"arm", "concurrency", "repeats", "output_throughput": {"median", "min", "max"},
                             "median_ttft_ms", "median_tpot_ms", "accept_length",
+                            "running_batch": {"p50", "p90", "server_accept_length"},   # the server's own count
                             "ratio_to_baseline": {"median", "low", "high", "pairs"}|null}]}],
-     "failed_points": [{"host", "arm", "concurrency", "repeat", "error"}]}
+     "failed_points": [{"host", "arm", "concurrency", "repeat", "error"}],
+     "tuning": {...}}          # only in runs made by `specops tune`: tune.json's result
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
                     "output_throughput": {"median": cell.median_tps, "min": cell.min_tps, "max": cell.max_tps},
                     "median_ttft_ms": cell.median_ttft_ms, "median_tpot_ms": cell.median_tpot_ms,
                     "accept_length": cell.accept_length,
+                    "running_batch": {"p50": cell.running_p50, "p90": cell.running_p90,
+                                      "server_accept_length": cell.server_accept_length},
                     "ratio_to_baseline": None if ratio is None else {
                         "median": ratio.ratio, "low": ratio.low, "high": ratio.high, "pairs": ratio.pairs},
                 })
@@ -79,6 +83,7 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
         "headline": summary.headline, "warnings": summary.warnings, "hosts": hosts,
         "failed_points": [{k: r.get(k) for k in ("host", "arm", "concurrency", "repeat", "error")}
                           for r in summary.failed],
+        **({"tuning": summary.tuning.get("result")} if summary.tuning else {}),
     }
 
 

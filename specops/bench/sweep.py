@@ -16,6 +16,7 @@ from specops import __version__
 from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
 from specops.bench.client import default_num_prompts, make_prompts, run_point
 from specops.bench.matrix import Point, plan_points
+from specops.bench.running import RunningSampler
 from specops.bench.schema import STATUS_FAILED, ResultRecord
 from specops.bench.store import append_result, load_manifest, missing_points, write_manifest
 from specops.config.inventory import Host
@@ -260,13 +261,27 @@ class HostSweep:
         statuses = {st.arm: st for st in server_status(self.transport, self.states[arm].workdir, [arm])}
         return arm in statuses and statuses[arm].state == "dead"
 
+    def _measure_sampled(self, point: Point) -> dict[str, Any]:
+        """`_measure` with the server's running batch sampled meanwhile (bench/running.py)."""
+        state = self.states[point.arm]
+        if "--enable-metrics" not in (state.argv or []):
+            sampler = RunningSampler(self.transport, state.log_path)
+            sampler.start()
+            raw = self._measure(point)
+            return {**raw, **sampler.stop()}
+        with reach(self.transport, state.port) as base_url:
+            sampler = RunningSampler(self.transport, state.log_path, base_url)
+            sampler.start()
+            raw = self._measure(point)
+            return {**raw, **sampler.stop()}
+
     def run_point(self, point: Point) -> dict[str, Any]:
         """Measure one point and write it; on a crashed server record the failure with the log
         excerpt and relaunch the arm once."""
         plan = self.plans[point.arm]
         started = time.time()
         try:
-            raw = self._measure(point)
+            raw = self._measure_sampled(point)
         except SpecopsError as exc:
             raw = {"status": STATUS_FAILED, "error": str(exc)}
         record = ResultRecord.from_dict({**raw, "host": self.host.name, "arm": point.arm,

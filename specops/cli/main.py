@@ -12,6 +12,7 @@ from specops.cli.exits import SpecopsGroup
 from specops.cli.hosts import hosts
 from specops.cli.patch import patch
 from specops.cli.servers import logs, status, stop
+from specops.cli.tune import tune
 
 
 @click.group(cls=SpecopsGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,5 +21,5 @@ def main() -> None:
     """Speculative-decoding experiments on GPU hosts, step by verified step."""
 
 
-for _command in (deploy, hosts, bench, report, compare, demo, logs, status, stop, patch):
+for _command in (deploy, hosts, bench, report, compare, demo, logs, status, stop, patch, tune):
     main.add_command(_command)

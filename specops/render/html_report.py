@@ -66,7 +66,7 @@ def _results_table(summary: ReportSummary) -> list[str]:
         out.append(f"<h2>Results{' on ' + _e(s.host) if s.host else ''}</h2>")
         out.append('<table class="sortable"><thead><tr><th>concurrency</th><th class="l">arm</th>'
                    "<th>output tok/s</th><th>spread</th><th>repeats</th><th>TTFT ms</th><th>TPOT ms</th>"
-                   "<th>accept len</th><th>ratio to baseline</th></tr></thead><tbody>")
+                   "<th>accept len</th><th>running batch p50/p90</th><th>ratio to baseline</th></tr></thead><tbody>")
         short = {c for c, _ in (s.adaptive_shortfalls or [])}
         for c in s.levels:
             for arm in s.arms:
@@ -82,6 +82,7 @@ def _results_table(summary: ReportSummary) -> list[str]:
                     _cell(str(cell.repeats), cell.repeats), _cell(_num(cell.median_ttft_ms), cell.median_ttft_ms),
                     _cell(_num(cell.median_tpot_ms, 2), cell.median_tpot_ms),
                     _cell(_num(cell.accept_length, 2), cell.accept_length),
+                    _cell(cell.running_text(), cell.running_p50),
                     _cell("-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})",
                           None if ratio is None else ratio.ratio),
                 ]) + "</tr>")
@@ -123,6 +124,11 @@ def render_html(summary: ReportSummary, manifest: dict[str, Any], plot_paths: Se
     out.append("<h2>Headline</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in summary.headline) + "</ul>")
     out += _results_table(summary)
     out += _plots(plot_paths)
+    if summary.tuning:
+        from specops.bench.tune import tune_markdown
+
+        lines = [ln[2:] for ln in tune_markdown(summary.tuning) if ln.startswith("- ")]
+        out.append("<h2>Tuning</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
     out.append("<h2>Fairness</h2><ul>" + ("".join(f'<li class="warn">{_e(w)}</li>' for w in summary.warnings)
                                           or "<li>no differences found between arms beyond the speculative "
                                              "arguments</li>") + "</ul>")

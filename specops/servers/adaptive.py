@@ -153,3 +153,41 @@ def adaptive_config(threshold: int, num_steps: int, max_bs: int,
         str(effective + 1): {"candidate_steps": [0], **tier},
     }
     return AdaptivePlan(config, threshold, effective, buckets, source)
+
+
+@dataclass
+class TierPlan:
+    """A measured tier config: from each running batch size up, the draft steps to run."""
+
+    config: dict
+    tiers: dict[int, list[int]]
+    effective_threshold: int | None  # largest batch that still drafts while all smaller ones do
+    buckets: list[int]
+
+    def note(self) -> str:
+        shown = ", ".join(f"{b}+: {'/'.join(str(s) for s in steps)}" for b, steps in self.tiers.items())
+        return f"measured tiers (running batch: draft steps) {shown}"
+
+
+def tier_config(tiers: dict[int, list[int]], max_bs: int,
+                sources: Mapping[str, str] | str | None = None) -> TierPlan:
+    """The `--speculative-adaptive-config` for `tiers`: each key is where a tier starts in
+    running-batch units; SGLang routes by the padded batch, so a tier starting at b gets the
+    key bucket(b - 1) + 1 (every batch below b keeps the tier before). `sources` as for
+    `adaptive_config`."""
+    if isinstance(sources, str):
+        sources = {"server_args.py": sources}
+    buckets, _ = buckets_from_sources(sources or {}, max_bs)
+    tier = {"up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}
+    config: dict[str, dict] = {}
+    for start, steps in sorted(tiers.items()):
+        key = 1 if start <= 1 else pad_to_bucket(start - 1, buckets) + 1
+        config[str(key)] = {"candidate_steps": list(steps), **tier}
+    effective = None
+    for b in range(1, max(max_bs, max(tiers)) + 1):
+        if max(route_steps(config, b, buckets)) == 0:
+            break
+        effective = b
+    else:
+        effective = None
+    return TierPlan(config, dict(sorted(tiers.items())), effective, buckets)

@@ -26,7 +26,7 @@ _EAGLE_KEYS = ("draft_model", "num_steps", "eagle_topk", "num_draft_tokens")
 ALLOWED_KEYS: dict[str, tuple[str, ...]] = {
     "baseline": _COMMON_KEYS,
     "eagle3": _COMMON_KEYS + _EAGLE_KEYS,
-    "adaptive": _COMMON_KEYS + _EAGLE_KEYS + ("threshold",),
+    "adaptive": _COMMON_KEYS + _EAGLE_KEYS + ("threshold", "tiers"),
 }
 _FAIRNESS_KEYS = ("max_running_requests", "cuda_graph_max_bs")
 
@@ -53,6 +53,7 @@ class ArmSpec:
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
     threshold: int | None = None
+    tiers: dict[int, list[int]] | None = None  # native adaptive (0.5.14+): running batch -> draft steps
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -205,6 +206,30 @@ def _speculative(spec: ArmSpec, arm: _Arm, top_draft: Any) -> None:
             raise _err(arm.at(), "adaptive arm needs 'threshold' (the running batch size above which "
                                  "it stops speculating)")
         spec.threshold = arm.int("threshold", None)
+        if arm.raw.get("tiers") is not None:
+            spec.tiers = _tiers(arm.raw["tiers"], arm.at("tiers"), arm.what)
+
+
+def _tiers(value: Any, where: str, what: str) -> dict[int, list[int]]:
+    """`tiers: {1: 3, 4: 1, 10: 0}`: from each running batch size up, the draft steps (0 = none);
+    a list gives SGLang several candidates to choose from at run time."""
+    if not isinstance(value, Mapping) or not value:
+        raise _err(where, f"'tiers' in {what} must map a running batch size to draft steps, e.g. {{1: 3, 8: 0}}; "
+                          f"got {value!r}")
+    out: dict[int, list[int]] = {}
+    for key, steps in value.items():
+        try:
+            batch = int(key)
+        except (TypeError, ValueError):
+            raise _err(where, f"'tiers' key {key!r} in {what} must be a batch size (an integer >= 1)") from None
+        _int(batch, where, "tiers key", what)
+        items = steps if isinstance(steps, list) else [steps]
+        if not items:
+            raise _err(where, f"'tiers' entry {key} in {what} has no steps")
+        out[batch] = [_int(v, where, f"tiers.{key}", what, minimum=0) for v in items]
+    if 1 not in out:
+        raise _err(where, f"'tiers' in {what} must start at batch size 1", hint="add e.g. 1: 3")
+    return dict(sorted(out.items()))
 
 
 def arms_from_vars(vars: Mapping[str, Any], *, where: str = "vars") -> dict[str, ArmSpec]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
 from specops.errors import ConfigError
-from specops.servers.adaptive import adaptive_config
+from specops.servers.adaptive import adaptive_config, tier_config
 from specops.servers.arms import ArmSpec
 from specops.sglang import paths
 from specops.sglang.flags import FlagSet
@@ -163,12 +163,18 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                 raise ConfigError(f"native adaptive speculation supports eagle_topk 1 only, got {arm.eagle_topk}",
                                   where=where)
             mechanism = "native-adaptive"
-            plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
             config_path = paths.adaptive_config(workdir, arm.name)
-            config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
-            effective = plan.effective_threshold
             flags += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
-            notes.append(plan.note() + f" (buckets from {plan.buckets_source})")
+            if arm.tiers:
+                tiers = tier_config(arm.tiers, arm.cuda_graph_max_bs, bucket_sources)
+                config_json = json.dumps(tiers.config, indent=2, sort_keys=True) + "\n"
+                effective = tiers.effective_threshold
+                notes.append(tiers.note())
+            else:
+                plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
+                config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
+                effective = plan.effective_threshold
+                notes.append(plan.note() + f" (buckets from {plan.buckets_source})")
         elif layout.dynamic_spec_disable_applied:
             mechanism = "dynamic-spec-disable-patch"
             effective = arm.threshold

@@ -41,7 +41,7 @@ def sim_options(variables: dict[str, Any]) -> list[str]:
         flag = "--sim-" + str(key).replace("_", "-")
         if value is True:
             out.append(flag)
-        elif value not in (None, False):
+        elif value is not None and value is not False:
             out += [flag, str(value)]
     return out
 

@@ -9,6 +9,7 @@ the flags the tree declares. Each knob also reads an environment variable (the f
   --sim-crash-after N       SPECOPS_SIM_CRASH_AFTER  after N finished requests, scheduler traceback, SIGKILL
   --sim-slow-start S        SPECOPS_SIM_SLOW_START   S more wall seconds of loading (/health 503)
   --sim-seed N              SPECOPS_SIM_SEED         noise and token seed
+  --sim-noise F             SPECOPS_SIM_NOISE        relative step-time drift (0: none; default the model's 3%)
 
 Exit codes: 2 for argparse errors (as SGLang), 1 for a source that does not compile or a
 start-up failure, -9 (killed) after an injected crash.
@@ -29,7 +30,8 @@ from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
 _ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
-        "slow_start": "SPECOPS_SIM_SLOW_START", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START"}
+        "slow_start": "SPECOPS_SIM_SLOW_START", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START",
+        "noise": "SPECOPS_SIM_NOISE"}
 
 
 def split_argv(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -53,6 +55,7 @@ def options(knobs: dict[str, str]) -> SimOptions:
             crash_after=int(knobs["crash_after"]) if knobs.get("crash_after") not in (None, "") else None,
             slow_start=float(knobs.get("slow_start", 0) or 0),
             seed=int(knobs.get("seed", 0) or 0),
+            noise=float(knobs["noise"]) if knobs.get("noise") not in (None, "") else None,
         )
     except ValueError as e:
         raise UsageError(f"bad simulator option: {e}") from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 #: flag -> SimOptions field, for knobs that take a value
 VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
-          "--sim-slow-start": "slow_start", "--sim-seed": "seed"}
+          "--sim-slow-start": "slow_start", "--sim-seed": "seed", "--sim-noise": "noise"}
 #: flag -> SimOptions field, for switches
 SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
 

@@ -57,20 +57,59 @@ LOAD_SECONDS = 0.3  # wall seconds of simulated weight loading (503 on /health m
 # ---------------------------------------------------------------- per-step model
 
 
+def chain_alpha(tokens_at_default: float, num_steps: int = DEFAULT_SPEC_NUM_STEPS) -> float:
+    """Per-position acceptance rate a of a chain draft emitting `tokens_at_default` per step
+    with `num_steps` drafts: solves (1 - a^(k+1)) / (1 - a) = tokens by bisection."""
+    target = max(1.0, min(tokens_at_default, num_steps + 1.0 - 1e-9))
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid ** i for i in range(num_steps + 1)) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
 def accept_length(batch: int, num_steps: int | None = None) -> float:
-    """Mean tokens a speculative step emits per request at this batch size."""
+    """Mean tokens a speculative step of `num_steps` chain drafts emits per request at this batch.
+
+    At SGLang's usual 3 steps this is the calibrated EAGLE-3 figure (3.0 at batch 1, slowly
+    falling with the batch). Other step counts follow a chain draft with the same per-position
+    acceptance a: (1 - a^(k+1)) / (1 - a) tokens, e.g. a = 0.81 at batch 1 gives 1.8 tokens at
+    1 step, 3.0 at 3, 4.3 at 7: more steps keep paying less. (EAGLE-3, Li et al. 2025,
+    arXiv:2503.01840, Table 1: LLaMA-Instruct-3.1-8B reaches an average acceptance length of
+    about 6-7.5 at temperature 0 with a deep *tree* draft; a chain draft, as SGLang's topk=1
+    runs it, accepts less: the public EAGLE3-LLaMA3.1-Instruct-8B head measures 2.8-3.5 with a
+    7-token chain at temperature 1, and about 3 at 3 steps in SGLang's own benchmarks.)
+    """
     acc = EAGLE_ACCEPT_LEN_BS1 - EAGLE_ACCEPT_DECAY_PER_DOUBLING * math.log2(max(1, batch))
     acc = max(EAGLE_ACCEPT_LEN_FLOOR, acc)
-    steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else num_steps
-    return max(1.0, min(acc, steps + 1.0))
+    steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else int(num_steps)
+    if steps <= 0:
+        return 1.0
+    if steps == DEFAULT_SPEC_NUM_STEPS:
+        return max(1.0, min(acc, steps + 1.0))
+    alpha = chain_alpha(acc)
+    return max(1.0, sum(alpha ** i for i in range(steps + 1)))
 
 
-def step_ms(speculating: bool, batch: int, accept_len: float = 1.0, tax: float = 0.0) -> float:
-    """Model-ms of one decode step for `batch` running requests (no noise)."""
+def step_ms(speculating: bool, batch: int, accept_len: float = 1.0, tax: float = 0.0,
+            num_steps: int | None = None) -> float:
+    """Model-ms of one decode step for `batch` running requests (no noise).
+
+    A speculative step with k draft steps costs the baseline step plus k/3 of the calibrated
+    3-step overhead (drafting is sequential, verification grows with the k+1 tokens checked);
+    its compute roof grows with the tokens verified, (k+1)/4 of the 3-step roof."""
     batch = max(1, batch)
-    if speculating:
-        linear = EAGLE_STEP_MS + EAGLE_STEP_MS_PER_REQ * batch
-        roof = batch * accept_len * 1000.0 / EAGLE_CEILING_TOK_S
+    steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else int(num_steps)
+    if speculating and steps > 0:
+        f = steps / DEFAULT_SPEC_NUM_STEPS
+        fixed = BASELINE_STEP_MS + (EAGLE_STEP_MS - BASELINE_STEP_MS) * f
+        per_req = BASELINE_STEP_MS_PER_REQ + (EAGLE_STEP_MS_PER_REQ - BASELINE_STEP_MS_PER_REQ) * f
+        linear = fixed + per_req * batch
+        acc3 = accept_length(batch, DEFAULT_SPEC_NUM_STEPS) if steps != DEFAULT_SPEC_NUM_STEPS else accept_len
+        roof = batch * acc3 * 1000.0 / EAGLE_CEILING_TOK_S * (steps + 1) / (DEFAULT_SPEC_NUM_STEPS + 1)
     else:
         linear = BASELINE_STEP_MS + BASELINE_STEP_MS_PER_REQ * batch
         roof = batch * 1000.0 / BASELINE_CEILING_TOK_S
@@ -102,15 +141,42 @@ class AdaptiveTiers:
     tiers: dict[int, list[int]]  # batch-size key -> candidate_steps
     cuda_graph_bs: tuple[int, ...] | None = None
 
-    def speculates(self, batch: int) -> bool:
-        """Pad the batch to a CUDA-graph bucket, take the closest tier at or below; [0] = off."""
+    def candidates(self, batch: int) -> list[int]:
+        """Pad the batch to a CUDA-graph bucket, take the closest tier at or below: its candidate steps."""
         padded = batch
         if self.cuda_graph_bs:
             i = bisect.bisect_left(self.cuda_graph_bs, batch)
             padded = self.cuda_graph_bs[i] if i < len(self.cuda_graph_bs) else batch
         keys = sorted(self.tiers)
         key = keys[max(0, bisect.bisect_right(keys, padded) - 1)]
-        return max(self.tiers[key]) > 0
+        return sorted(set(self.tiers[key]))
+
+    def steps_for(self, batch: int, initial_steps: int = DEFAULT_SPEC_NUM_STEPS) -> int:
+        """The draft steps SGLang's AdaptiveStepSlot settles on for this batch's tier.
+
+        Starts at the launch's num_steps (else the middle candidate) and applies its rule with
+        the model's accept length until it stops moving: drop while accepted drafts (accept
+        length - 1) <= prev - 0.5 (0.5 towards a zero step), rise while they exceed current - 0.5.
+        """
+        cands = self.candidates(batch)
+        idx = cands.index(initial_steps) if initial_steps in cands else len(cands) // 2
+        for _ in range(2 * len(cands) + 2):
+            cur = cands[idx]
+            if cur == 0:
+                break  # a zero-step slot only probes up briefly; it runs without drafts
+            drafts = accept_length(batch, cur) - 1.0
+            prev = cands[idx - 1] if idx > 0 else None
+            if prev is not None and drafts <= (0.5 if prev == 0 else prev - 0.5):
+                idx -= 1
+            elif idx + 1 < len(cands) and drafts > cur - 0.5:
+                idx += 1
+            else:
+                break
+        return cands[idx]
+
+    def speculates(self, batch: int) -> bool:
+        """True when the batch's tier runs any draft steps ([0] = off)."""
+        return self.steps_for(batch) > 0
 
     def threshold(self, limit: int = 4096) -> int | None:
         """Largest batch that still speculates when all smaller ones do (None: never stops)."""
@@ -165,11 +231,21 @@ class ArmModel:
             return self.tiers.speculates(batch)
         return not self.threshold or batch <= self.threshold
 
+    def steps(self, batch: int) -> int:
+        """Draft steps this server runs at this batch size (0: a plain decode step)."""
+        if not self.speculates(batch):
+            return 0
+        initial = self.num_steps or DEFAULT_SPEC_NUM_STEPS
+        if self.tiers is not None:
+            return self.tiers.steps_for(batch, initial)
+        return initial
+
     def step(self, batch: int) -> tuple[float, float]:
         """(model-ms, mean tokens per request) of one decode step at this batch size."""
-        if self.speculates(batch):
-            acc = accept_length(batch, self.num_steps)
-            return step_ms(True, batch, acc), acc
+        k = self.steps(batch)
+        if k > 0:
+            acc = accept_length(batch, k)
+            return step_ms(True, batch, acc, num_steps=k), acc
         tax = ADAPTIVE_TAX if self.arm == "adaptive" else 0.0
         return step_ms(False, batch, 1.0, tax), 1.0
 
@@ -186,6 +262,7 @@ def predicted_output_throughput(
     threshold: int | None = None,
     max_running: int | None = None,
     num_steps: int | None = None,
+    tiers: AdaptiveTiers | None = None,
 ) -> float:
     """Steady-state decode output tok/s (model units) with `concurrency` requests in flight.
 
@@ -194,7 +271,7 @@ def predicted_output_throughput(
     """
     if arm not in ("baseline", "eagle3", "adaptive"):
         raise ValueError(f"unknown arm {arm!r}: expected baseline, eagle3 or adaptive")
-    model = ArmModel(arm=arm, threshold=threshold, num_steps=num_steps)
+    model = ArmModel(arm=arm, threshold=threshold, num_steps=num_steps, tiers=tiers)
     batch = max(1, min(int(concurrency), max_running or model.default_max_running()))
     ms, acc = model.step(batch)
     return batch * acc * 1000.0 / ms
@@ -216,6 +293,26 @@ def predicted_best_threshold(levels: Iterable[int], max_running: int | None = No
     cross = predicted_crossover(levels, max_running)
     below = [c for c in levels if cross is None or c < cross]
     return below[-1] if below else 0
+
+
+def implied_threshold(max_batch: int = 256, num_steps: int | None = None) -> int:
+    """The running batch the model says speculation should stop after: the largest batch at
+    which EAGLE-3 is at least as fast as the baseline, at it and every smaller batch (0: none)."""
+    best = 0
+    for b in range(1, max_batch + 1):
+        if predicted_output_throughput("eagle3", b, num_steps=num_steps) < predicted_output_throughput("baseline", b):
+            break
+        best = b
+    return best
+
+
+def best_steps(batch: int, candidates: Iterable[int]) -> int:
+    """Of these draft-step counts (0 = no speculation), the fastest at this running batch."""
+    def tput(k: int) -> float:
+        if k == 0:
+            return predicted_output_throughput("baseline", batch)
+        return predicted_output_throughput("eagle3", batch, num_steps=k)
+    return max(sorted(set(candidates)), key=tput)
 
 
 def to_model_seconds(wall_seconds: float, time_scale: float) -> float:

@@ -65,6 +65,7 @@ class EngineConfig:
     max_prefill_tokens: int = 16384
     decode_log_interval: int = M.DECODE_LOG_INTERVAL
     crash_after: int | None = None  # completed requests before the injected crash
+    noise: float | None = None  # relative std-dev of the step-time drift (None: the model's NOISE_REL)
 
 
 class Scheduler:
@@ -92,6 +93,9 @@ class Scheduler:
         self.last_gen_throughput = 0.0
         self._clock = 0.0
         self._ids = itertools.count()
+        self.last_running = 0  # running requests of the last decode step (the /metrics gauge)
+        self.last_steps = 0  # draft steps of the last decode step
+        self.last_accept_length = 0.0  # accept length of the last logged interval
 
     # ------------------------------------------------------------------ public API
     def new_request(self, prompt_tokens: int, max_new_tokens: int, rid: str | None = None) -> SimRequest:
@@ -177,12 +181,15 @@ class Scheduler:
     async def _decode(self) -> None:
         batch = len(self.running)
         ms, acc = self.cfg.arm.step(batch)
-        speculating = self.cfg.arm.speculates(batch)
+        k = self.cfg.arm.steps(batch)
+        speculating = k > 0
+        self.last_running, self.last_steps = batch, k
         if self.decode_steps % self.cfg.decode_log_interval == 0:
-            self._noise = max(0.85, min(1.15, self.rng.gauss(1.0, M.NOISE_REL)))
+            rel = M.NOISE_REL if self.cfg.noise is None else self.cfg.noise
+            self._noise = max(0.85, min(1.15, self.rng.gauss(1.0, rel))) if rel > 0 else 1.0
         await self._advance(ms * self._noise)
         self.decode_steps += 1
-        kmax = (self.cfg.arm.num_steps or M.DEFAULT_SPEC_NUM_STEPS) + 1
+        kmax = k + 1
         for r in self.running:
             if r.aborted or r.finished:
                 continue
@@ -229,6 +236,7 @@ class Scheduler:
         acc = None
         if self.cfg.arm.arm != "baseline":
             acc = self._acc_tokens / self._acc_steps if self._acc_steps else 1.0
+            self.last_accept_length = acc
             self._acc_tokens = self._acc_steps = 0
         used, usage = self.token_usage()
         self.log.info(decode_batch_line(batch, used, usage, acc, batch <= self.cfg.cuda_graph_max_bs,

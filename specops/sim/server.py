@@ -42,6 +42,7 @@ class SimOptions:
     crash_after: int | None = None
     slow_start: float = 0.0  # extra wall seconds of loading (503)
     seed: int = 0
+    noise: float | None = None  # relative step-time drift (None: the model's default)
 
 
 def resolve_args(args: dict[str, Any], log: SimLog) -> None:
@@ -123,6 +124,8 @@ class SimServer:
         r.add_post("/generate", self.generate)
         r.add_post("/v1/completions", self.completions)
         r.add_route("*", "/flush_cache", self.flush_cache)
+        if self.args.get("enable_metrics"):  # SGLang serves /metrics only with --enable-metrics
+            r.add_get("/metrics", self.metrics)
         return app
 
     @web.middleware
@@ -158,6 +161,22 @@ class SimServer:
             }],
         )
         return web.json_response(info, dumps=lambda o: json.dumps(o, default=str))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text with SGLang's gauge names (srt/metrics collector: `sglang:num_running_reqs`...)."""
+        sched = self.scheduler
+        label = '{model_name="%s"}' % str(self.args.get("served_model_name") or self.args.get("model_path") or "")
+        gauges = [("num_running_reqs", "The number of running requests.", len(sched.running) if sched else 0),
+                  ("num_queue_reqs", "The number of requests in the waiting queue.", len(sched.waiting) if sched else 0),
+                  ("gen_throughput", "The generation throughput (token/s).", sched.last_gen_throughput if sched else 0.0)]
+        if self.arm and self.arm.arm != "baseline":
+            gauges += [("spec_accept_length", "The average acceptance length of speculative decoding.",
+                        sched.last_accept_length if sched else 0.0),
+                       ("spec_num_steps", "The number of speculative steps.", sched.last_steps if sched else 0)]
+        lines = []
+        for name, doc, value in gauges:
+            lines += [f"# HELP sglang:{name} {doc}", f"# TYPE sglang:{name} gauge", f"sglang:{name}{label} {float(value)}"]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def model_info(self, request: web.Request) -> web.Response:
         return web.json_response({"model_path": self.args.get("model_path"), "tokenizer_path": self.args.get("tokenizer_path"),
@@ -375,7 +394,7 @@ class SimServer:
                  f"context_len={args.get('context_length') or 131072}, available_gpu_mem=72.89 GB", rank=True)
         cfg = EngineConfig(arm=self.arm, max_running=max_running, time_scale=opts.time_scale, seed=opts.seed,
                            max_total_tokens=max_total, cuda_graph_max_bs=args.get("_cuda_graph_max_bs") or 256,
-                           crash_after=opts.crash_after)
+                           crash_after=opts.crash_after, noise=opts.noise)
         self.scheduler = Scheduler(cfg, log, on_crash=self._crash)
         sched_task = asyncio.create_task(self.scheduler.run())
         log.info(f"INFO:     Started server process [{os.getpid()}]")

@@ -1,0 +1,159 @@
+"""The server's own running batch during a point: what an adaptive threshold is compared with.
+
+A client's concurrency is not the server's running batch: requests finish and wait for the
+next one, prefill interleaves, a capped server queues. SGLang's adaptive tiers and the
+`--speculative-disable-batch-threshold` patch both decide on the running batch, so tuning
+needs it measured, per point, from the server:
+
+- `/metrics` (served with `--enable-metrics`): the gauge `sglang:num_running_reqs` (and
+  `sglang:spec_accept_length`), polled during the point; SGLang's names, from
+  `srt/metrics/collector.py` (`srt/observability/metrics_collector.py` from 0.5.16);
+- otherwise the server's log: every `Decode batch, #running-req: N, ... accept len: X` line
+  written between the point's start and end, read on the host by byte offset (only the
+  matching lines come back, never the whole log).
+
+The figures land in every result record: `running_req_p50`, `running_req_p90`,
+`server_accept_length`, `running_samples`, `running_source`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import threading
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from specops.transport.base import Transport
+
+METRIC_RUNNING = "sglang:num_running_reqs"
+METRIC_ACCEPT = "sglang:spec_accept_length"
+DECODE_RE = re.compile(r"Decode batch[^\n]*?#running-req: (\d+)(?:[^\n]*?accept len: ([0-9.]+))?")
+_METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
+FIELDS = ("running_req_p50", "running_req_p90", "server_accept_length", "running_samples", "running_source")
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100) of the values; None when there are none."""
+    vals = sorted(values)
+    if not vals:
+        return None
+    rank = max(1, min(len(vals), int(-(-q * len(vals) // 100))))
+    return float(vals[rank - 1])
+
+
+@dataclass
+class RunningFigures:
+    """Samples of the running batch (and the server's accept length) during one point."""
+
+    source: str
+    running: list[float] = field(default_factory=list)
+    accept: list[float] = field(default_factory=list)
+
+    def to_record(self) -> dict[str, Any]:
+        busy = [r for r in self.running if r > 0] or self.running
+        acc = [a for a in self.accept if a > 0]
+        return {"running_req_p50": percentile(busy, 50), "running_req_p90": percentile(busy, 90),
+                "server_accept_length": round(percentile(acc, 50) or 0.0, 4) if acc else None,
+                "running_samples": len(self.running), "running_source": self.source if self.running else None}
+
+
+def parse_decode_lines(text: str) -> RunningFigures:
+    """Running requests and accept lengths from SGLang's `Decode batch` log lines."""
+    figs = RunningFigures("log")
+    for m in DECODE_RE.finditer(text):
+        figs.running.append(float(m.group(1)))
+        if m.group(2):
+            figs.accept.append(float(m.group(2)))
+    return figs
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {metric name: value} (labels dropped; the last sample of a name wins)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _METRIC_LINE.match(line.strip())
+        if m and not line.startswith("#"):
+            try:
+                out[m.group(1)] = float(m.group(3))
+            except ValueError:
+                continue
+    return out
+
+
+def decode_lines_script(path: str, offset: int, length: int) -> str:
+    """Bash printing the `Decode batch` lines of bytes [offset, offset+length) of the log."""
+    p = shlex.quote(path)
+    return f"tail -c +{int(offset) + 1} {p} 2>/dev/null | head -c {int(length)} | grep -a 'Decode batch' || true"
+
+
+class RunningSampler:
+    """Samples one server's running batch while a point runs: `start()`, measure, `stop()`.
+
+    With a `base_url` whose `/metrics` answers, a thread polls it every `interval_s`;
+    whatever the source, the log's `Decode batch` lines between start and stop are read
+    too, and used when the metrics gave fewer than 3 samples."""
+
+    def __init__(self, transport: Transport, log_path: str, base_url: str | None = None,
+                 interval_s: float = 0.2):
+        self.transport, self.log_path, self.base_url, self.interval_s = transport, log_path, base_url, interval_s
+        self._offset: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._metrics = RunningFigures("metrics")
+
+    def _poll(self) -> None:
+        assert self.base_url
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(self.base_url + "/metrics", timeout=2) as resp:
+                    values = parse_metrics(resp.read().decode(errors="replace"))
+            except (OSError, ValueError):
+                return  # no /metrics (or it went away): the log lines stand in
+            if METRIC_RUNNING not in values:
+                return
+            self._metrics.running.append(values[METRIC_RUNNING])
+            if METRIC_ACCEPT in values:
+                self._metrics.accept.append(values[METRIC_ACCEPT])
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        try:
+            self._offset = self.transport.stat_size(self.log_path)
+        except Exception:  # noqa: BLE001 - sampling must never fail a point
+            self._offset = None
+        if self.base_url:
+            self._thread = threading.Thread(target=self._poll, name="running-sampler", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop sampling; the point's running-batch figures (all None when nothing was seen)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        busy_metrics = [r for r in self._metrics.running if r > 0]
+        if len(busy_metrics) >= 3:
+            return self._metrics.to_record()
+        return self._from_log().to_record()
+
+    def _from_log(self) -> RunningFigures:
+        if self._offset is None:
+            return RunningFigures("log")
+        try:
+            end = self.transport.stat_size(self.log_path)
+            if end is None or end <= self._offset:
+                return RunningFigures("log")
+            res = self.transport.run(decode_lines_script(self.log_path, self._offset, end - self._offset), timeout=60)
+            return parse_decode_lines(res.stdout) if res.ok else RunningFigures("log")
+        except Exception:  # noqa: BLE001 - sampling must never fail a point
+            return RunningFigures("log")
+
+
+def median_running(records: Iterable[dict[str, Any]]) -> float | None:
+    """Median over repeats of the points' running-batch medians."""
+    vals = sorted(float(r["running_req_p50"]) for r in records if isinstance(r.get("running_req_p50"), (int, float)))
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2

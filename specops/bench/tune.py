@@ -1,0 +1,615 @@
+"""`specops tune`: from a sweep to a verified adaptive configuration.
+
+The search, as pure functions over result records (so it is tested without servers), and
+`Tuner`, which runs its phases through the bench playbook on one host, into one run
+directory, and writes `tune.json` beside results.jsonl:
+
+1. coarse: baseline and EAGLE-3 at the coarse levels (or the points of an existing run)
+   bracket the crossover: the last level where EAGLE-3 is at least as fast, the first
+   where it is not;
+2. fine: both arms at every level inside the bracket;
+3. the threshold, in running-batch units (`THRESHOLD_RULE`), from the server's own running
+   batch measured during each point (bench/running.py);
+4. verify: arm `adaptive-t<T>` (the adaptive profile with that threshold) at every level;
+   accepted when it reaches `TOLERANCE` of the better of baseline and EAGLE-3 at each level
+   and keeps `GAIN_KEPT` of EAGLE-3's gain at the lowest level; otherwise the neighbours;
+5. tiers (native adaptive trees, 0.5.14+): arms `eagle3-k<k>` measure other draft-step
+   counts; per level the fastest count (0 = baseline) gives a tier config, verified as
+   `adaptive-tiers` the same way.
+
+Before each phase the time it needs is estimated (the simulator's model on a simulated host,
+else the pace measured so far); a phase that would not fit the budget is not started and the
+result says what was measured and what was not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from specops.bench.report import (
+    BASELINE_ARM,
+    EAGLE_ARM,
+    Cell,
+    _ok_records,
+    find_crossover,
+    summarize_host,
+)
+from specops.bench.running import median_running, percentile
+from specops.errors import ConfigError
+
+TOLERANCE = 0.95      # adaptive >= 0.95x of the better arm at every level
+GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
+MAX_FINE_LEVELS = 12  # a wide bracket is sampled at most this many levels
+TUNE_JSON = "tune.json"
+TIERS_ARM = "adaptive-tiers"
+THRESHOLD_RULE = ("threshold = p90 of the server's running batch at the highest level where EAGLE-3 is at least "
+                  "as fast as baseline there and at every lower level (rounded down), kept below the median "
+                  "running batch of the first level where it is slower; the adaptive arm speculates while its "
+                  "running batch is <= threshold")
+TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the highest median throughput; a tier "
+              "starts at the running-batch median of the first level of each run of equal counts")
+
+
+def candidate_arm(threshold: int) -> str:
+    return f"adaptive-t{threshold}"
+
+
+def steps_arm(steps: int) -> str:
+    return f"eagle3-k{steps}"
+
+
+# ---------------------------------------------------------------- the search (pure)
+
+@dataclass
+class Levels:
+    """What the measured cells say about one host."""
+
+    cells: dict[tuple[str, int], Cell]
+    levels: list[int]
+
+    @classmethod
+    def of(cls, records: Sequence[dict[str, Any]], host: str) -> "Levels":
+        mine = [r for r in _ok_records(records) if str(r.get("host", "")) == host]
+        s = summarize_host(host, mine)
+        return cls(s.cells, s.levels)
+
+    def tps(self, arm: str, c: int) -> float | None:
+        cell = self.cells.get((arm, c))
+        return cell.median_tps if cell else None
+
+    def both(self) -> list[int]:
+        """Levels where baseline and EAGLE-3 both have results."""
+        return [c for c in self.levels if (BASELINE_ARM, c) in self.cells and (EAGLE_ARM, c) in self.cells]
+
+    def best(self, c: int) -> float | None:
+        vals = [v for v in (self.tps(BASELINE_ARM, c), self.tps(EAGLE_ARM, c)) if v is not None]
+        return max(vals) if vals else None
+
+
+def bracket(lv: Levels) -> tuple[int | None, int | None]:
+    """(last level where EAGLE-3 >= baseline from the bottom up, first level where it is not)."""
+    pts = [(c, (lv.tps(EAGLE_ARM, c) or 0.0) / (lv.tps(BASELINE_ARM, c) or 1.0)) for c in lv.both()]
+    cross = find_crossover(pts)
+    if cross.kind == "interpolated":
+        return cross.below, cross.above
+    if cross.kind == "every":
+        return None, cross.above
+    if cross.kind == "never":
+        return (pts[-1][0] if pts else None), None
+    return None, None
+
+
+def fine_levels(below: int | None, above: int | None, measured: Sequence[int]) -> list[int]:
+    """Every level strictly inside the bracket not yet measured (at most MAX_FINE_LEVELS, spread)."""
+    if below is None or above is None or above - below < 2:
+        return []
+    inside = [c for c in range(below + 1, above) if c not in set(measured)]
+    if len(inside) <= MAX_FINE_LEVELS:
+        return inside
+    step = len(inside) / MAX_FINE_LEVELS
+    return sorted({inside[int(i * step)] for i in range(MAX_FINE_LEVELS)})
+
+
+@dataclass
+class ThresholdChoice:
+    threshold: int | None
+    level: int | None           # the highest level where EAGLE-3 still wins
+    losing_level: int | None    # the first level where it does not
+    running_p90: float | None
+    losing_running_p50: float | None
+    reason: str
+
+
+def choose_threshold(lv: Levels) -> ThresholdChoice:
+    """Apply THRESHOLD_RULE to the measured cells."""
+    levels = lv.both()
+    win = None
+    lose = None
+    for c in levels:
+        if (lv.tps(EAGLE_ARM, c) or 0.0) >= (lv.tps(BASELINE_ARM, c) or 0.0):
+            win = c
+        else:
+            lose = c
+            break
+    if win is None:
+        return ThresholdChoice(None, None, lose, None, None,
+                               "EAGLE-3 is slower than baseline from the lowest level measured: do not speculate")
+    cell = lv.cells[(EAGLE_ARM, win)]
+    p90 = cell.running_p90 if cell.running_p90 is not None else cell.running_p50
+    if p90 is None:
+        p90 = float(win)
+        src = f"no running-batch samples at c={win}: the level itself stands in"
+    else:
+        src = f"running batch p90 {p90:g} at c={win}"
+    threshold = max(1, int(math.floor(p90)))
+    lose_p50 = None
+    if lose is not None:
+        lcell = lv.cells.get((EAGLE_ARM, lose))
+        lose_p50 = lcell.running_p50 if lcell and lcell.running_p50 is not None else float(lose)
+        if threshold >= lose_p50:
+            threshold = max(1, int(math.ceil(lose_p50)) - 1)
+            src += f", kept below the median running batch {lose_p50:g} at c={lose}"
+    return ThresholdChoice(threshold, win, lose, p90, lose_p50, src)
+
+
+def neighbours(threshold: int, tried: Sequence[int], limit: int = 2) -> list[int]:
+    """Candidates around the chosen threshold, nearest first, lower before higher."""
+    out = []
+    for d in range(1, limit + 1):
+        for t in (threshold - d, threshold + d):
+            if t >= 1 and t not in tried and t not in out:
+                out.append(t)
+    return out
+
+
+@dataclass
+class Verdict:
+    arm: str
+    ok: bool
+    ratios: dict[int, float | None]          # adaptive / better arm, per level
+    shortfalls: list[int]
+    gain_kept: float | None                  # share of EAGLE-3's gain kept at the lowest level
+    missing: list[int] = field(default_factory=list)
+
+    def text(self) -> str:
+        if self.ok:
+            worst = min((r for r in self.ratios.values() if r is not None), default=None)
+            kept = "" if self.gain_kept is None else f", keeps {self.gain_kept:.0%} of EAGLE-3's gain at the lowest level"
+            return (f"{self.arm}: verified: >= {TOLERANCE:.2f}x of the better arm at every level "
+                    f"(worst {worst:.3f}x){kept}")
+        parts = [f"c={c} {self.ratios[c]:.3f}x" for c in self.shortfalls if self.ratios.get(c) is not None]
+        parts += [f"c={c} missing" for c in self.missing]
+        if self.gain_kept is not None and self.gain_kept < GAIN_KEPT:
+            parts.append(f"keeps {self.gain_kept:.0%} of EAGLE-3's gain at the lowest level (< {GAIN_KEPT:.0%})")
+        return f"{self.arm}: rejected: " + ", ".join(parts)
+
+
+def verify(lv: Levels, arm: str, levels: Sequence[int]) -> Verdict:
+    """The acceptance rule for one adaptive candidate at the given levels."""
+    ratios: dict[int, float | None] = {}
+    short, missing = [], []
+    for c in levels:
+        best, mine = lv.best(c), lv.tps(arm, c)
+        if mine is None or best is None:
+            missing.append(c)
+            ratios[c] = None
+            continue
+        ratios[c] = mine / best if best > 0 else None
+        if best > 0 and mine < TOLERANCE * best:
+            short.append(c)
+    gain = None
+    low = min(levels) if levels else None
+    if low is not None:
+        base, eagle, mine = lv.tps(BASELINE_ARM, low), lv.tps(EAGLE_ARM, low), lv.tps(arm, low)
+        if base is not None and eagle is not None and mine is not None and eagle > base:
+            gain = (mine - base) / (eagle - base)
+    ok = not short and not missing and (gain is None or gain >= GAIN_KEPT)
+    return Verdict(arm, ok, ratios, short, gain, missing)
+
+
+def choose_tiers(lv: Levels, steps_by_arm: dict[str, int], levels: Sequence[int]) -> dict[int, int]:
+    """TIERS_RULE: {first running batch of the tier: draft steps}, from the measured levels."""
+    picks: list[tuple[int, int, float]] = []   # (level, steps, running p50)
+    for c in sorted(levels):
+        best_arm, best_tps = None, -1.0
+        for arm in steps_by_arm:
+            tps = lv.tps(arm, c)
+            if tps is not None and tps > best_tps:
+                best_arm, best_tps = arm, tps
+        if best_arm is None:
+            continue
+        cell = lv.cells[(best_arm, c)]
+        picks.append((c, steps_by_arm[best_arm], cell.running_p50 if cell.running_p50 is not None else float(c)))
+    tiers: dict[int, int] = {}
+    prev = None
+    for i, (_c, steps, run50) in enumerate(picks):
+        if steps == prev:
+            continue
+        if i == 0:
+            start = 1
+        else:
+            # the tier starts just above the running batch of the last level of the previous tier
+            start = max(1, int(math.floor(picks[i - 1][2])) + 1)
+            start = min(start, max(1, int(math.ceil(run50))))
+        if start in tiers or (tiers and start <= max(tiers)):
+            start = max(tiers) + 1
+        tiers[start] = steps
+        prev = steps
+    return tiers or {1: 0}
+
+
+# ---------------------------------------------------------------- estimates
+
+def estimate_point_seconds(arm_steps: int, concurrency: int, prompts: int, input_len: int, output_len: int,
+                           time_scale: float | None) -> float:
+    """Wall seconds of one point: the simulator's model on simulated hosts, else a GPU guess."""
+    overhead = 2.0  # client start, cache flush, result write
+    if time_scale is None:
+        return 30.0 + overhead
+    from specops.sim import model as M
+
+    arm = "baseline" if arm_steps == 0 else "eagle3"
+    tput = M.predicted_output_throughput(arm, concurrency, max_running=None,  # type: ignore[arg-type]
+                                         num_steps=arm_steps or None)
+    model_s = prompts * output_len / max(tput, 1.0) + prompts * M.prefill_ms(input_len) / 1000.0 / max(1, concurrency)
+    return model_s * time_scale * 1.3 + overhead
+
+
+@dataclass
+class Phase:
+    name: str
+    arms: list[str]
+    levels: list[int]
+    repeats: int
+
+    @property
+    def points(self) -> int:
+        return len(self.arms) * len(self.levels) * self.repeats
+
+
+# ---------------------------------------------------------------- the outcome
+
+@dataclass
+class TuneResult:
+    host: str
+    status: str = "running"        # verified | unverified | partial | no-speculation
+    message: str = ""
+    rule: str = THRESHOLD_RULE
+    coarse_levels: list[int] = field(default_factory=list)
+    reused_from: str | None = None
+    bracket: list[int | None] = field(default_factory=lambda: [None, None])
+    fine_levels: list[int] = field(default_factory=list)
+    choice: dict[str, Any] | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    threshold: int | None = None
+    tiers: dict[int, int] | None = None
+    tiers_verdict: dict[str, Any] | None = None
+    tiers_rule: str | None = None
+    default_comparison: dict[str, Any] | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    planned_points: int = 0
+    estimate_s: float = 0.0
+    budget_s: float | None = None
+    elapsed_s: float = 0.0
+    written: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.tiers is not None:
+            data["tiers"] = {str(k): v for k, v in self.tiers.items()}
+        return data
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "verified"
+
+    def lines(self) -> list[str]:
+        """What the terminal and the report say."""
+        out = []
+        if self.reused_from:
+            out.append(f"coarse points reused from {self.reused_from}")
+        b0, b1 = self.bracket
+        if b0 is not None or b1 is not None:
+            out.append(f"bracket: EAGLE-3 wins up to c={b0 if b0 is not None else '-'}, "
+                       f"loses from c={b1 if b1 is not None else '- (never)'}")
+        if self.fine_levels:
+            out.append(f"fine levels: {', '.join(str(c) for c in self.fine_levels)}")
+        if self.choice:
+            out.append(f"rule: {self.rule}")
+            if self.choice.get("threshold") is not None:
+                out.append(f"chosen threshold {self.choice['threshold']} ({self.choice['reason']})")
+            else:
+                out.append(f"no threshold: {self.choice['reason']}")
+        for cand in self.candidates:
+            out.append(cand["text"])
+        if self.tiers is not None:
+            shown = ", ".join(f"{b}+: {s}" for b, s in self.tiers.items())
+            out.append(f"tiers (running batch: draft steps): {shown}")
+            if self.tiers_verdict:
+                out.append(self.tiers_verdict["text"])
+            if self.default_comparison:
+                out.append(self.default_comparison["text"])
+        out.append(f"result: {self.status}: {self.message}")
+        return out
+
+
+def tune_markdown(doc: dict[str, Any]) -> list[str]:
+    """The Tuning section of report.md, from tune.json."""
+    out = ["## Tuning", ""]
+    res = doc.get("result") or {}
+    for line in TuneResult(**{k: v for k, v in res.items() if k in TuneResult.__dataclass_fields__}).lines():
+        out.append(f"- {line}")
+    if res.get("written"):
+        out.append(f"- written: {res['written']}")
+    out.append("")
+    return out
+
+
+def load_tune(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / TUNE_JSON
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# ---------------------------------------------------------------- running the phases
+
+RunPhase = Callable[[Phase, dict[str, Any]], None]   # run the phase's points; arms = the arms dict to use
+
+
+class Tuner:
+    """The tune loop on one host. `run_phase` runs one bench sweep (the CLI passes the bench
+    playbook); `records` reads the run's results; `say` prints a line."""
+
+    def __init__(self, *, host: str, arms: dict[str, Any], settings: dict[str, Any], coarse: list[int],
+                 run_phase: RunPhase, records: Callable[[], list[dict[str, Any]]], say: Callable[[str], None],
+                 time_scale: float | None, budget_s: float | None, native: bool | None,
+                 tier_steps: Sequence[int] = (0, 1, 3), reused: list[dict[str, Any]] | None = None,
+                 reused_from: str | None = None, max_candidates: int = 3):
+        self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
+        self.base_arms = {k: dict(v or {}) for k, v in arms.items()}
+        for need in (BASELINE_ARM, EAGLE_ARM, "adaptive"):
+            if need not in self.base_arms:
+                raise ConfigError(f"tune needs arms baseline, eagle3 and adaptive in the host's vars; it has "
+                                  f"{', '.join(self.base_arms) or 'none'}")
+        self.run_phase, self.records, self.say = run_phase, records, say
+        self.time_scale, self.budget_s, self.native = time_scale, budget_s, native
+        self.eagle_steps = int(self.base_arms[EAGLE_ARM].get("num_steps") or 3)
+        self.tier_steps = sorted(set(tier_steps))
+        self.reused, self.max_candidates = reused or [], max_candidates
+        self.result = TuneResult(host=host, reused_from=reused_from, budget_s=budget_s)
+        self.started = time.monotonic()
+        self.pace: float | None = None   # measured wall seconds per point
+        self.spent_points = 0
+        ports = [int(v["port"]) for v in self.base_arms.values() if isinstance(v.get("port"), int)]
+        self.extra_port = max(ports) + 1 if ports else 30099
+
+    # ----- estimates and budget
+
+    def _repeats(self) -> int:
+        return int(self.settings.get("repeats") or 1)
+
+    def _prompts(self, c: int) -> int:
+        n = self.settings.get("num_prompts") or self.settings.get("prompts_per_level")
+        return int(n) if n else max(4 * c, 16)
+
+    def _arm_steps(self, arm: str) -> int:
+        if arm == BASELINE_ARM:
+            return 0
+        if arm.startswith("eagle3-k"):
+            return int(arm[len("eagle3-k"):])
+        return self.eagle_steps
+
+    def estimate(self, phase: Phase) -> float:
+        launch = 4.0 if self.time_scale is not None else 120.0
+        if self.pace is not None:
+            return phase.points * self.pace + launch * len(phase.arms)
+        per = sum(estimate_point_seconds(self._arm_steps(a), c, self._prompts(c), int(self.settings.get("input_len", 256)),
+                                         int(self.settings.get("output_len", 256)), self.time_scale)
+                  for a in phase.arms for c in phase.levels) * phase.repeats
+        return per + launch * len(phase.arms)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def fits(self, phase: Phase) -> bool:
+        if self.budget_s is None:
+            return True
+        return self.elapsed() + self.estimate(phase) <= self.budget_s
+
+    def _run(self, phase: Phase, arms: dict[str, Any]) -> bool:
+        """Run a phase if it fits the budget; False (and a partial result) when it does not."""
+        if not phase.points:
+            return True
+        est = self.estimate(phase)
+        if not self.fits(phase):
+            left = (self.budget_s or 0) - self.elapsed()
+            self.result.status = "partial"
+            self.result.message = (f"budget reached: the {phase.name} phase ({phase.points} points, ~{est:.0f} s) "
+                                   f"does not fit the {max(0.0, left):.0f} s left; nothing was changed")
+            self.say(f"stop: {self.result.message}")
+            return False
+        self.say(f"{phase.name}: {phase.points} points ({', '.join(phase.arms)} x c={','.join(map(str, phase.levels))}"
+                 f" x {phase.repeats}), ~{est:.0f} s")
+        t0 = time.monotonic()
+        self.run_phase(phase, arms)
+        took = time.monotonic() - t0
+        self.spent_points += phase.points
+        self.pace = took / phase.points if self.pace is None else \
+            (self.pace * (self.spent_points - phase.points) + took) / self.spent_points
+        self.result.phases.append({"name": phase.name, "arms": phase.arms, "levels": phase.levels,
+                                   "repeats": phase.repeats, "points": phase.points, "seconds": round(took, 1)})
+        return True
+
+    def plan_text(self) -> tuple[int, float]:
+        """Points and seconds of the whole tune, at most (for the line printed before it starts)."""
+        coarse = Phase("coarse", [BASELINE_ARM, EAGLE_ARM], [] if self.reused else self.coarse, self._repeats())
+        gaps = [b - a - 1 for a, b in zip(self.coarse, self.coarse[1:], strict=False)]
+        fine_n = min(MAX_FINE_LEVELS, max(gaps, default=0))
+        mid = self.coarse[len(self.coarse) // 2] if self.coarse else 4
+        fine = Phase("fine", [BASELINE_ARM, EAGLE_ARM], [mid] * fine_n, self._repeats())
+        verify_levels = self.coarse + [mid] * fine_n
+        one = Phase("verify", ["adaptive"], verify_levels, self._repeats())
+        phases = [coarse, fine] + [one] * self.max_candidates
+        if self.native is not False:
+            extra = [k for k in self.tier_steps if k not in (0, self.eagle_steps)]
+            phases.append(Phase("steps", [steps_arm(k) for k in extra], verify_levels, self._repeats()))
+            phases.append(Phase("tiers", [TIERS_ARM], verify_levels, self._repeats()))
+        points = sum(p.points for p in phases)
+        return points, sum(self.estimate(p) for p in phases)
+
+    # ----- arms
+
+    def _adaptive_with(self, **changes: Any) -> dict[str, Any]:
+        arm = {k: v for k, v in self.base_arms["adaptive"].items() if k not in ("tiers",)}
+        arm.update(changes)
+        arm["kind"] = "adaptive"
+        arm["port"] = self.extra_port
+        return arm
+
+    def _arms(self, **extra: dict[str, Any]) -> dict[str, Any]:
+        arms = {k: v for k, v in self.base_arms.items() if k != "adaptive"}
+        arms.update(extra)
+        return arms
+
+    # ----- the loop
+
+    def run(self) -> TuneResult:
+        res = self.result
+        try:
+            self._loop()
+        finally:
+            res.elapsed_s = round(self.elapsed(), 1)
+        return res
+
+    def _loop(self) -> None:
+        res, reps = self.result, self._repeats()
+        res.coarse_levels = self.coarse
+        if not self._run(Phase("coarse", [BASELINE_ARM, EAGLE_ARM],
+                               [] if self.reused else self.coarse, reps), self._arms()):
+            return
+        lv = Levels.of(self.records(), self.host)
+        below, above = bracket(lv)
+        res.bracket = [below, above]
+        fine = fine_levels(below, above, lv.both())
+        res.fine_levels = fine
+        self.say(f"bracket: EAGLE-3 wins up to c={below if below is not None else '-'}, loses from "
+                 f"c={above if above is not None else '- (never)'}; fine levels: {', '.join(map(str, fine)) or 'none'}")
+        if not self._run(Phase("fine", [BASELINE_ARM, EAGLE_ARM], fine, reps), self._arms()):
+            self._provisional(Levels.of(self.records(), self.host))
+            return
+        lv = Levels.of(self.records(), self.host)
+        choice = choose_threshold(lv)
+        res.choice = asdict(choice)
+        self.say(f"rule: {THRESHOLD_RULE}")
+        if choice.threshold is None:
+            res.status, res.message = "no-speculation", choice.reason
+            return
+        self.say(f"chosen threshold {choice.threshold} ({choice.reason})")
+        levels = lv.both()
+        tried: list[int] = []
+        queue = [choice.threshold]
+        best: tuple[float, int] | None = None
+        while queue and len(tried) < self.max_candidates:
+            t = queue.pop(0)
+            tried.append(t)
+            arm = candidate_arm(t)
+            if not self._run(Phase(f"verify threshold {t}", [arm], levels, reps),
+                             self._arms(**{arm: self._adaptive_with(threshold=t)})):
+                break
+            lv = Levels.of(self.records(), self.host)
+            verdict = verify(lv, arm, levels)
+            res.candidates.append({"threshold": t, "arm": arm, "ok": verdict.ok, "text": verdict.text(),
+                                   "ratios": {str(c): r for c, r in verdict.ratios.items()},
+                                   "gain_kept": verdict.gain_kept})
+            self.say(verdict.text())
+            worst = min((r for r in verdict.ratios.values() if r is not None), default=0.0)
+            if best is None or worst > best[0]:
+                best = (worst, t)
+            if verdict.ok:
+                res.threshold = t
+                break
+            if not queue and len(tried) == 1:
+                queue = neighbours(choice.threshold, tried)
+        if res.threshold is None:
+            if res.status != "partial":
+                res.status = "unverified"
+                res.message = (f"no threshold passed verification (tried {', '.join(map(str, tried))}); "
+                               f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
+            return
+        res.status, res.message = "verified", f"threshold {res.threshold} verified at {len(levels)} levels"
+        native = self.native
+        if native is None:
+            mech = {r.get("mechanism") for r in self.records() if r.get("arm") == candidate_arm(res.threshold)}
+            native = "native-adaptive" in mech
+        if native:
+            self._tiers(levels)
+
+    def _provisional(self, lv: Levels) -> None:
+        choice = choose_threshold(lv)
+        self.result.choice = asdict(choice)
+        if choice.threshold is not None:
+            self.result.message += (f"; provisional threshold from the points measured: {choice.threshold} "
+                                    f"({choice.reason}), not verified")
+
+    def _tiers(self, levels: list[int]) -> None:
+        res, reps = self.result, self._repeats()
+        extra = [k for k in self.tier_steps if k not in (0, self.eagle_steps)]
+        lv = Levels.of(self.records(), self.host)
+        # measure other step counts where speculation can still pay: up to the first level where
+        # baseline beats EAGLE-3 by more than the best other count could make up (2x), capped by levels
+        steps_levels = [c for c in levels if (lv.tps(EAGLE_ARM, c) or 0) * 2 >= (lv.tps(BASELINE_ARM, c) or 0)]
+        arms = {steps_arm(k): {**{kk: vv for kk, vv in self.base_arms[EAGLE_ARM].items()},
+                               "kind": "eagle3", "num_steps": k, "num_draft_tokens": k + 1,
+                               "port": self.extra_port + 1 + i} for i, k in enumerate(extra)}
+        if not self._run(Phase("draft steps", list(arms), steps_levels, reps), self._arms(**arms)):
+            res.status = "verified"
+            res.message += "; tiers not tuned (budget)"
+            return
+        lv = Levels.of(self.records(), self.host)
+        by_arm = {BASELINE_ARM: 0, EAGLE_ARM: self.eagle_steps, **{steps_arm(k): k for k in extra}}
+        tiers = choose_tiers(lv, by_arm, levels)
+        res.tiers, res.tiers_rule = tiers, TIERS_RULE
+        self.say("tiers (running batch: draft steps): " + ", ".join(f"{b}+: {s}" for b, s in tiers.items()))
+        tier_arm = self._adaptive_with(threshold=res.threshold, tiers={b: s for b, s in tiers.items()})
+        if not self._run(Phase("verify tiers", [TIERS_ARM], levels, reps), self._arms(**{TIERS_ARM: tier_arm})):
+            res.message += "; tiers measured but not verified (budget)"
+            return
+        lv = Levels.of(self.records(), self.host)
+        verdict = verify(lv, TIERS_ARM, levels)
+        res.tiers_verdict = {"ok": verdict.ok, "text": verdict.text(),
+                             "ratios": {str(c): r for c, r in verdict.ratios.items()}}
+        self.say(verdict.text())
+        thr = candidate_arm(int(res.threshold or 0))
+        gains = {c: (lv.tps(TIERS_ARM, c) or 0) / (lv.tps(thr, c) or 1) for c in levels
+                 if lv.tps(TIERS_ARM, c) and lv.tps(thr, c)}
+        if gains:
+            top = max(gains, key=lambda c: gains[c])
+            res.default_comparison = {"vs": thr, "ratios": {str(c): r for c, r in gains.items()},
+                                      "text": f"tiers vs the two-tier threshold config ({thr}): up to "
+                                              f"{gains[top]:.3f}x at c={top}"}
+            self.say(res.default_comparison["text"])
+        res.message += "; tiers verified" if verdict.ok else "; measured tiers rejected, the threshold stands"
+
+
+def write_tune(run_dir: Path, result: TuneResult, settings: dict[str, Any]) -> None:
+    from specops.fsutil import atomic_write
+
+    doc = {"schema": "specops.tune/1", "settings": settings, "result": result.to_dict()}
+    atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def running_summary(records: Sequence[dict[str, Any]], arm: str, c: int) -> tuple[float | None, float | None]:
+    """(median running batch, p90) of one arm at one level over its repeats (for tests and reports)."""
+    recs = [r for r in records if r.get("arm") == arm and int(r.get("concurrency", 0)) == c]
+    return median_running(recs), percentile([float(r["running_req_p90"]) for r in recs
+                                             if isinstance(r.get("running_req_p90"), (int, float))], 50)

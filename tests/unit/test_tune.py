@@ -1,0 +1,297 @@
+"""`specops tune`'s search, its write-back and the model it is tested against, without servers.
+
+The Tuner runs here with a phase runner that writes records straight from the simulator's
+performance model (what a perfectly quiet simulated host would measure), so the whole loop
+(bracket, fine levels, threshold, neighbours, tiers, budget) is exercised in milliseconds.
+The same loop against real simulated servers is tests/e2e/test_tune_e2e.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specops.bench.running import RunningSampler, parse_decode_lines, parse_metrics, percentile
+from specops.bench.tune import (
+    TIERS_ARM,
+    Levels,
+    Phase,
+    Tuner,
+    bracket,
+    candidate_arm,
+    choose_threshold,
+    choose_tiers,
+    fine_levels,
+    neighbours,
+    verify,
+)
+from specops.config.writeback import write_adaptive
+from specops.errors import ConfigError
+from specops.servers.adaptive import default_spec_buckets, route_steps, tier_config
+from specops.servers.arms import arms_from_vars
+from specops.sim import model as M
+from specops.sim.logs import decode_batch_line
+
+ARMS = {"baseline": {"port": 30000}, "eagle3": {"port": 30001, "num_steps": 3},
+        "adaptive": {"port": 30002, "threshold": 8, "num_steps": 3}}
+
+
+# ---------------------------------------------------------------- the model tune is tested against
+
+def test_model_keeps_its_calibration_and_adds_draft_steps() -> None:
+    assert M.accept_length(1) == pytest.approx(3.0)
+    assert M.accept_length(1, 1) < M.accept_length(1, 2) < M.accept_length(1, 3) < M.accept_length(1, 7) < 8
+    assert M.accept_length(8, 0) == 1.0
+    # k=3 is the calibrated EAGLE-3 arm: same figures as before draft steps were modelled
+    assert M.predicted_output_throughput("eagle3", 64) == pytest.approx(354.0, rel=0.01)
+    assert M.predicted_output_throughput("baseline", 64) == pytest.approx(773.0, rel=0.01)
+    # one draft step wins where three no longer do, and nothing beats the baseline at large batches
+    assert M.best_steps(1, [0, 1, 3]) == 3 and M.best_steps(6, [0, 1, 3]) == 1 and M.best_steps(32, [0, 1, 3]) == 0
+    assert M.implied_threshold() == 5
+
+
+def test_sim_tiers_settle_as_sglang_adaptive_slots_do() -> None:
+    default = M.load_adaptive_config(None, M.spec_cuda_graph_bs(64))
+    assert default.steps_for(1) == 3 and default.steps_for(8) == 3 and default.steps_for(33) == 1
+    assert default.steps_for(64) == 0
+    measured = M.AdaptiveTiers({1: [3], 3: [1], 11: [0]}, tuple(M.spec_cuda_graph_bs(64)))
+    assert [measured.steps_for(b) for b in (1, 2, 3, 9, 10, 11, 12)] == [3, 3, 1, 1, 1, 0, 0]
+    assert M.ArmModel("adaptive", tiers=measured).step(4)[1] == pytest.approx(M.accept_length(4, 1))
+
+
+# ---------------------------------------------------------------- running-batch sampling
+
+def test_running_figures_from_sglang_log_lines_and_metrics() -> None:
+    text = "\n".join(decode_batch_line(n, 100, 0.01, acc, True, 300.0, 0)
+                     for n, acc in ((4, 2.9), (5, 2.8), (5, 2.8), (6, None), (0, None)))
+    figs = parse_decode_lines("[2026-01-01 00:00:00 TP0] Prefill batch, #new-seq: 1, #running-req: 3\n" + text)
+    assert figs.running == [4, 5, 5, 6, 0]
+    rec = figs.to_record()
+    assert (rec["running_req_p50"], rec["running_req_p90"], rec["server_accept_length"]) == (5.0, 6.0, 2.8)
+    assert rec["running_source"] == "log"
+    metrics = ('# HELP sglang:num_running_reqs The number of running requests.\n'
+               '# TYPE sglang:num_running_reqs gauge\n'
+               'sglang:num_running_reqs{model_name="m"} 7.0\nsglang:spec_accept_length{model_name="m"} 2.5\n')
+    assert parse_metrics(metrics) == {"sglang:num_running_reqs": 7.0, "sglang:spec_accept_length": 2.5}
+    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == 9.0 and percentile([], 50) is None
+
+
+def test_sampler_reads_only_the_points_part_of_a_log(tmp_path: Path) -> None:
+    from specops.transport.local import LocalTransport
+
+    log = tmp_path / "arm.log"
+    log.write_text(decode_batch_line(60, 1, 0.1, None, True, 1.0, 0) + "\n")
+    sampler = RunningSampler(LocalTransport(), str(log))
+    sampler.start()
+    with log.open("a") as fh:
+        for n in (3, 3, 4):
+            fh.write(decode_batch_line(n, 1, 0.1, 2.5, True, 1.0, 0) + "\n")
+    rec = sampler.stop()
+    assert (rec["running_req_p50"], rec["running_req_p90"], rec["running_samples"]) == (3.0, 4.0, 3)
+
+
+# ---------------------------------------------------------------- the search on model records
+
+def model_records(arm: str, levels: list[int], *, steps: int | None = None, threshold: int | None = None,
+                  tiers: dict[int, int] | None = None, host: str = "h", repeats: int = 1) -> list[dict[str, Any]]:
+    """What a quiet simulated host measures: model throughput, running batch = concurrency."""
+    out = []
+    for c in levels:
+        if arm == "baseline" or steps == 0:
+            tps = M.predicted_output_throughput("baseline", c, max_running=64)
+        elif tiers is not None:
+            t = M.AdaptiveTiers({b: [s] for b, s in tiers.items()}, tuple(M.spec_cuda_graph_bs(64)))
+            tps = M.predicted_output_throughput("adaptive", c, tiers=t, max_running=64)
+        elif threshold is not None:
+            tps = M.predicted_output_throughput("adaptive", c, threshold=threshold, max_running=64)
+        else:
+            tps = M.predicted_output_throughput("eagle3", c, num_steps=steps, max_running=64)
+        for r in range(repeats):
+            out.append({"host": host, "arm": arm, "concurrency": c, "repeat": r, "status": "ok",
+                        "output_throughput": tps, "running_req_p50": float(c), "running_req_p90": float(c)})
+    return out
+
+
+class FakeHost:
+    """A Tuner's phase runner and record store backed by the model."""
+
+    def __init__(self, records: list[dict[str, Any]] | None = None):
+        self.records: list[dict[str, Any]] = list(records or [])
+        self.phases: list[Phase] = []
+
+    def run_phase(self, phase: Phase, arms: dict[str, Any]) -> None:
+        self.phases.append(phase)
+        for name in phase.arms:
+            spec = arms[name]
+            if name == "baseline":
+                self.records += model_records(name, phase.levels)
+            elif spec.get("kind") == "adaptive" and spec.get("tiers"):
+                self.records += model_records(name, phase.levels, tiers=spec["tiers"])
+            elif spec.get("kind") == "adaptive":
+                self.records += model_records(name, phase.levels, threshold=spec["threshold"])
+            else:
+                self.records += model_records(name, phase.levels, steps=int(spec.get("num_steps") or 3))
+
+
+def tuner(fake: FakeHost, **kw: Any) -> Tuner:
+    opts: dict[str, Any] = dict(host="h", arms=ARMS, settings={"repeats": 1, "input_len": 32, "output_len": 64},
+                                coarse=[1, 2, 4, 8, 16, 32, 64], run_phase=fake.run_phase,
+                                records=lambda: fake.records, say=lambda _l: None, time_scale=0.25,
+                                budget_s=None, native=False)
+    opts.update(kw)
+    return Tuner(**opts)
+
+
+def test_from_scratch_finds_the_models_threshold_and_verifies_it() -> None:
+    fake = FakeHost()
+    res = tuner(fake).run()
+    assert res.bracket == [4, 8] and res.fine_levels == [5, 6, 7]
+    assert res.threshold == M.implied_threshold() == 5 and res.status == "verified", res.lines()
+    assert [p.name for p in fake.phases] == ["coarse", "fine", "verify threshold 5"]
+    assert res.candidates[0]["arm"] == candidate_arm(5) and res.candidates[0]["ok"]
+    assert "running batch" in res.rule and "p90" in res.rule
+
+
+def test_from_an_existing_run_reuses_its_points() -> None:
+    reused = model_records("baseline", [1, 2, 4, 8, 16]) + model_records("eagle3", [1, 2, 4, 8, 16])
+    fake = FakeHost(reused)
+    res = tuner(fake, coarse=[1, 2, 4, 8, 16], reused=reused, reused_from="runs/old").run()
+    assert "coarse" not in [p.name for p in fake.phases]
+    assert res.threshold == 5 and res.reused_from == "runs/old"
+
+
+def test_a_budget_too_small_stops_with_a_partial_result() -> None:
+    reused = model_records("baseline", [1, 2, 4, 8]) + model_records("eagle3", [1, 2, 4, 8])
+    fake = FakeHost(reused)
+    res = tuner(fake, coarse=[1, 2, 4, 8], reused=reused, budget_s=0.5).run()
+    assert res.status == "partial" and not res.ok and fake.phases == []
+    assert "budget reached: the fine phase" in res.message
+    assert "provisional threshold from the points measured: 4" in res.message   # coarse levels only
+    assert res.threshold is None
+
+
+def test_a_rejected_threshold_tries_its_neighbours() -> None:
+    fake = FakeHost()
+    t = tuner(fake)
+    orig = fake.run_phase
+
+    def undercounted(phase: Phase, arms: dict[str, Any]) -> None:
+        """The server reports a running batch of 4 at c=5 (say, prefill interleaving)."""
+        orig(phase, arms)
+        for r in fake.records:
+            if r["arm"] == "eagle3" and r["concurrency"] == 5:
+                r["running_req_p50"] = r["running_req_p90"] = 4.0
+    t.run_phase = undercounted  # type: ignore[method-assign]
+    res = t.run()
+    # 4 loses c=5 (0.948x of EAGLE-3), 3 loses c=4; 5, the next neighbour, passes
+    assert [(c["threshold"], c["ok"]) for c in res.candidates] == [(4, False), (3, False), (5, True)]
+    assert res.threshold == 5 and res.status == "verified"
+    assert neighbours(5, [5]) == [4, 6, 3, 7]
+
+
+def test_verdicts_need_every_level_and_the_gain_at_concurrency_one() -> None:
+    recs = model_records("baseline", [1, 8]) + model_records("eagle3", [1, 8])
+    recs += model_records("adaptive-t5", [1, 8], threshold=5)
+    ok = verify(Levels.of(recs, "h"), "adaptive-t5", [1, 8])
+    assert ok.ok and ok.gain_kept == pytest.approx(1.0)
+    never = model_records("adaptive-t0", [1, 8], steps=0)   # speculates nowhere: loses the c=1 gain
+    bad = verify(Levels.of(recs + never, "h"), "adaptive-t0", [1, 8])
+    assert not bad.ok and bad.shortfalls == [1] and "rejected" in bad.text()
+    missing = verify(Levels.of(recs, "h"), "adaptive-t5", [1, 8, 16])
+    assert not missing.ok and missing.missing == [16]
+
+
+def test_bracket_and_fine_levels() -> None:
+    recs = model_records("baseline", [1, 2, 4, 8, 16]) + model_records("eagle3", [1, 2, 4, 8, 16])
+    lv = Levels.of(recs, "h")
+    assert bracket(lv) == (4, 8) and fine_levels(4, 8, lv.both()) == [5, 6, 7]
+    assert len(fine_levels(16, 64, [])) == 12 and fine_levels(None, 8, []) == []
+    assert choose_threshold(lv).threshold == 4   # coarse only: the running batch at c=4
+
+
+def test_native_tiers_beat_the_threshold_config_and_are_verified() -> None:
+    fake = FakeHost()
+    res = tuner(fake, native=True, tier_steps=[0, 1, 3]).run()
+    assert res.status == "verified" and res.tiers is not None, res.lines()
+    assert res.tiers[1] == 3 and 0 in res.tiers.values() and 1 in res.tiers.values()
+    assert res.tiers_verdict and res.tiers_verdict["ok"]
+    assert res.default_comparison and max(res.default_comparison["ratios"].values()) > 1.05
+    assert all(r is not None and r >= 0.95 for r in res.tiers_verdict["ratios"].values())
+    assert TIERS_ARM in {p.arms[0] for p in fake.phases}
+
+
+def test_choose_tiers_from_measured_levels() -> None:
+    levels = [1, 2, 4, 8, 16]
+    recs = model_records("baseline", levels) + model_records("eagle3", levels) + model_records("eagle3-k1", levels, steps=1)
+    tiers = choose_tiers(Levels.of(recs, "h"), {"baseline": 0, "eagle3": 3, "eagle3-k1": 1}, levels)
+    assert tiers == {1: 3, 3: 1, 9: 0}
+
+
+# ---------------------------------------------------------------- tier configs for SGLang
+
+def test_tier_config_routes_each_batch_to_its_tier() -> None:
+    plan = tier_config({1: [3], 3: [1], 9: [0]}, 64)
+    buckets = default_spec_buckets(64)
+    assert [route_steps(plan.config, b, buckets)[0] for b in (1, 2, 3, 8, 9, 10, 11, 40)] == [3, 3, 1, 1, 0, 0, 0, 0]
+    assert plan.effective_threshold == 8
+    arms = arms_from_vars({"model": "m", "draft_model": "d", "arms": {
+        **ARMS, "adaptive": {"port": 30002, "threshold": 5, "tiers": {1: 3, 3: 1, 9: 0}}}})
+    assert arms["adaptive"].tiers == {1: [3], 3: [1], 9: [0]}
+    with pytest.raises(ConfigError, match="must start at batch size 1"):
+        arms_from_vars({"model": "m", "draft_model": "d", "arms": {"adaptive": {"threshold": 5, "tiers": {4: 0}}}})
+
+
+# ---------------------------------------------------------------- --write
+
+COMMENTED = """\
+# my lab's hosts
+defaults:
+  workdir: ~/specops   # shared
+hosts:
+  local:
+    connection: local
+    engine: sim
+  gpu-a:
+    address: 10.0.0.5
+    vars:
+      arms:
+        baseline: {port: 30000, gpus: [0]}
+        eagle3:   {port: 30001, gpus: [1]}
+        adaptive:
+          port: 30002        # third GPU
+          gpus: [2]
+          threshold: 8       # too high, says the report
+groups: {}
+vars:
+  model: meta-llama/Llama-3.1-8B-Instruct
+  arms:
+    baseline: {port: 30000}
+    eagle3:   {port: 30001, num_steps: 3}
+    adaptive: {port: 30002, threshold: 8, num_steps: 3}   # the one to tune
+"""
+
+
+def test_write_changes_only_that_value_in_a_commented_hosts_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(COMMENTED)
+    where = write_adaptive(path, "local", "adaptive", threshold=5)
+    assert "vars.arms.adaptive.threshold = 5" in where
+    after = path.read_text()
+    changed = [(a, b) for a, b in zip(COMMENTED.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert changed == [("    adaptive: {port: 30002, threshold: 8, num_steps: 3}   # the one to tune",
+                        "    adaptive: {port: 30002, threshold: 5, num_steps: 3}   # the one to tune")]
+    # a host with its own arms gets its own value, block style kept
+    write_adaptive(path, "gpu-a", "adaptive", threshold=6, tiers={1: 3, 3: 1, 9: 0})
+    lines = path.read_text().splitlines()
+    assert "          threshold: 6       # too high, says the report" in lines
+    assert "          tiers: {1: 3, 3: 1, 9: 0}" in lines
+    assert lines[0] == "# my lab's hosts" and "    eagle3:   {port: 30001, num_steps: 3}" in lines
+    # tiers in a flow mapping go beside the threshold, and are replaced in place next time
+    write_adaptive(path, "local", "adaptive", threshold=5, tiers={1: 3, 4: 1, 10: 0})
+    write_adaptive(path, "local", "adaptive", threshold=5, tiers={1: 3, 3: 1, 9: 0})
+    assert ("    adaptive: {port: 30002, threshold: 5, tiers: {1: 3, 3: 1, 9: 0}, num_steps: 3}   # the one to tune"
+            in path.read_text().splitlines())
+    with pytest.raises(ConfigError, match="no arm 'adaptive2'"):
+        write_adaptive(path, "local", "adaptive2", threshold=5)
