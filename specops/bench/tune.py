@@ -51,8 +51,9 @@ THRESHOLD_RULE = ("threshold = p90 of the server's running batch at the highest 
                   "as fast as baseline there and at every lower level (rounded down), kept below the median "
                   "running batch of the first level where it is slower; the adaptive arm speculates while its "
                   "running batch is <= threshold")
-TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the highest median throughput; a tier "
-              "starts at the running-batch median of the first level of each run of equal counts")
+TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the highest median throughput; a new "
+              "count's tier starts just above the running batch p90 of the last level of the count before, and "
+              "no higher than the running-batch median of its own first level")
 
 
 def candidate_arm(threshold: int) -> str:
@@ -214,7 +215,7 @@ def verify(lv: Levels, arm: str, levels: Sequence[int]) -> Verdict:
 
 def choose_tiers(lv: Levels, steps_by_arm: dict[str, int], levels: Sequence[int]) -> dict[int, int]:
     """TIERS_RULE: {first running batch of the tier: draft steps}, from the measured levels."""
-    picks: list[tuple[int, int, float]] = []   # (level, steps, running p50)
+    picks: list[tuple[int, int, float, float]] = []   # (level, steps, running p50, running p90)
     for c in sorted(levels):
         best_arm, best_tps = None, -1.0
         for arm in steps_by_arm:
@@ -224,17 +225,18 @@ def choose_tiers(lv: Levels, steps_by_arm: dict[str, int], levels: Sequence[int]
         if best_arm is None:
             continue
         cell = lv.cells[(best_arm, c)]
-        picks.append((c, steps_by_arm[best_arm], cell.running_p50 if cell.running_p50 is not None else float(c)))
+        p50 = cell.running_p50 if cell.running_p50 is not None else float(c)
+        picks.append((c, steps_by_arm[best_arm], p50, cell.running_p90 if cell.running_p90 is not None else p50))
     tiers: dict[int, int] = {}
     prev = None
-    for i, (_c, steps, run50) in enumerate(picks):
+    for i, (_c, steps, run50, _run90) in enumerate(picks):
         if steps == prev:
             continue
         if i == 0:
             start = 1
         else:
-            # the tier starts just above the running batch of the last level of the previous tier
-            start = max(1, int(math.floor(picks[i - 1][2])) + 1)
+            # the tier starts just above the running batch (p90) of the last level of the previous tier
+            start = max(1, int(math.floor(picks[i - 1][3])) + 1)
             start = min(start, max(1, int(math.ceil(run50))))
         if start in tiers or (tiers and start <= max(tiers)):
             start = max(tiers) + 1
@@ -450,8 +452,9 @@ class Tuner:
                                    "repeats": phase.repeats, "points": phase.points, "seconds": round(took, 1)})
         return True
 
-    def plan_text(self) -> tuple[int, float]:
-        """Points and seconds of the whole tune, at most (for the line printed before it starts)."""
+    def plan_text(self) -> tuple[int, float, int, float]:
+        """(points, seconds) when the first threshold verifies and no tiers are tuned, then
+        (points, seconds) at most: the line printed before anything starts."""
         coarse = Phase("coarse", [BASELINE_ARM, EAGLE_ARM], [] if self.reused else self.coarse, self._repeats())
         gaps = [b - a - 1 for a, b in zip(self.coarse, self.coarse[1:], strict=False)]
         fine_n = min(MAX_FINE_LEVELS, max(gaps, default=0))
@@ -459,13 +462,14 @@ class Tuner:
         fine = Phase("fine", [BASELINE_ARM, EAGLE_ARM], [mid] * fine_n, self._repeats())
         verify_levels = self.coarse + [mid] * fine_n
         one = Phase("verify", ["adaptive"], verify_levels, self._repeats())
+        likely = [coarse, fine, one]
         phases = [coarse, fine] + [one] * self.max_candidates
         if self.native is not False:
             extra = [k for k in self.tier_steps if k not in (0, self.eagle_steps)]
             phases.append(Phase("steps", [steps_arm(k) for k in extra], verify_levels, self._repeats()))
             phases.append(Phase("tiers", [TIERS_ARM], verify_levels, self._repeats()))
-        points = sum(p.points for p in phases)
-        return points, sum(self.estimate(p) for p in phases)
+        return (sum(p.points for p in likely), sum(self.estimate(p) for p in likely),
+                sum(p.points for p in phases), sum(self.estimate(p) for p in phases))
 
     # ----- arms
 

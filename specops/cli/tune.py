@@ -107,13 +107,15 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
                   records=lambda: load_results(run_dir), say=_say if not as_json else (lambda _l: None),
                   time_scale=time_scale, budget_s=budget_s, native=None, tier_steps=tier_steps,
                   reused=reused, reused_from=str(from_dir) if from_dir else None)
-    points, seconds = tuner.plan_text()
+    likely, likely_s, points, seconds = tuner.plan_text()
     tuner.result.planned_points, tuner.result.estimate_s = points, round(seconds, 1)
     if not as_json:
         budget = f", budget {budget_minutes:g} min" if budget_minutes is not None else ""
-        _say(f"tune {host.name}: at most {points} points, estimated ~{seconds / 60:.1f} min "
-             f"({'simulated, from the model' if time_scale else 'a guess until the first points are measured'})"
-             f"{budget}; run directory {run_dir}")
+        _say(f"tune {host.name}: {likely} points if the first threshold verifies (~{likely_s / 60:.1f} min), at most "
+             f"{points} with neighbours and tiers (~{seconds / 60:.1f} min); estimated "
+             f"{'from the simulator model' if time_scale else 'with a guess until the first points are measured'}"
+             f"{budget}")
+        _say(f"run directory: {run_dir}")
     tune_settings = {"coarse": coarse, "tier_steps": tier_steps, "budget_minutes": budget_minutes,
                      "from": str(from_dir) if from_dir else None, **settings}
     try:
