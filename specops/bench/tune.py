@@ -376,7 +376,7 @@ class Tuner:
                  run_phase: RunPhase, records: Callable[[], list[dict[str, Any]]], say: Callable[[str], None],
                  time_scale: float | None, budget_s: float | None, native: bool | None,
                  tier_steps: Sequence[int] = (0, 1, 3), reused: list[dict[str, Any]] | None = None,
-                 reused_from: str | None = None, max_candidates: int = 3):
+                 reused_from: str | None = None, max_candidates: int = 3, ports: Sequence[int] = ()):
         self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
         self.base_arms = {k: dict(v or {}) for k, v in arms.items()}
         for need in (BASELINE_ARM, EAGLE_ARM, "adaptive"):
@@ -392,8 +392,10 @@ class Tuner:
         self.started = time.monotonic()
         self.pace: float | None = None   # measured wall seconds per point
         self.spent_points = 0
+        ports_free = list(ports)
         ports = [int(v["port"]) for v in self.base_arms.values() if isinstance(v.get("port"), int)]
-        self.extra_port = max(ports) + 1 if ports else 30099
+        first = max(ports) + 1 if ports else 30099
+        self.tune_ports = list(ports_free) if ports_free else list(range(first, first + 8))
 
     # ----- estimates and budget
 
@@ -477,7 +479,7 @@ class Tuner:
         arm = {k: v for k, v in self.base_arms["adaptive"].items() if k not in ("tiers",)}
         arm.update(changes)
         arm["kind"] = "adaptive"
-        arm["port"] = self.extra_port
+        arm["port"] = self.tune_ports[0]
         return arm
 
     def _arms(self, **extra: dict[str, Any]) -> dict[str, Any]:
@@ -574,7 +576,7 @@ class Tuner:
         steps_levels = [c for c in levels if (lv.tps(EAGLE_ARM, c) or 0) * 2 >= (lv.tps(BASELINE_ARM, c) or 0)]
         arms = {steps_arm(k): {**{kk: vv for kk, vv in self.base_arms[EAGLE_ARM].items()},
                                "kind": "eagle3", "num_steps": k, "num_draft_tokens": k + 1,
-                               "port": self.extra_port + 1 + i} for i, k in enumerate(extra)}
+                               "port": self.tune_ports[1 + i]} for i, k in enumerate(extra)}
         if not self._run(Phase("draft steps", list(arms), steps_levels, reps), self._arms(**arms)):
             res.status = "verified"
             res.message += "; tiers not tuned (budget)"

@@ -44,6 +44,27 @@ def _reused_records(from_dir: Path, host: str, arms: tuple[str, str]) -> tuple[l
     return mine, manifest
 
 
+_FREE_PORTS = ("import socket\nsocks = [socket.socket() for _ in range({n})]\n"
+               "for s in socks: s.bind(('127.0.0.1', 0))\nprint(' '.join(str(s.getsockname()[1]) for s in socks))")
+
+
+def _free_ports(host: Any, n: int) -> list[int]:
+    """Ports free on the host right now, for the arms tune adds (adaptive-t*, eagle3-k*):
+    the profiles' own ports may be held by deployed servers, the next ones by anybody."""
+    from specops.transport.connect import open_transport
+
+    transport = open_transport(host)
+    try:
+        res = transport.run([host.python, "-c", _FREE_PORTS.format(n=n)], timeout=60)
+    finally:
+        transport.close()
+    try:
+        ports = [int(p) for p in res.stdout.split()] if res.ok else []
+    except ValueError:
+        ports = []
+    return ports if len(ports) == n else []
+
+
 def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], settings: dict[str, Any],
              from_dir: Path | None, budget_minutes: float | None, write: bool, as_json: bool,
              tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any]) -> int:
@@ -103,10 +124,11 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
                                where=f"host {host.name}", hint=f"run directory: {run_dir}")
 
     budget_s = budget_minutes * 60.0 if budget_minutes is not None else None
+    ports = _free_ports(host, 1 + len(tier_steps))
     tuner = Tuner(host=host.name, arms=arms_raw, settings=settings, coarse=coarse, run_phase=run_phase,
                   records=lambda: load_results(run_dir), say=_say if not as_json else (lambda _l: None),
                   time_scale=time_scale, budget_s=budget_s, native=None, tier_steps=tier_steps,
-                  reused=reused, reused_from=str(from_dir) if from_dir else None)
+                  reused=reused, reused_from=str(from_dir) if from_dir else None, ports=ports)
     likely, likely_s, points, seconds = tuner.plan_text()
     tuner.result.planned_points, tuner.result.estimate_s = points, round(seconds, 1)
     if not as_json:
