@@ -41,6 +41,8 @@ from specops.bench.report import (
 )
 from specops.bench.running import median_running, percentile
 from specops.errors import ConfigError
+from specops.fsutil import atomic_write
+from specops.sim import model as M
 
 TOLERANCE = 0.95      # adaptive >= 0.95x of the better arm at every level
 GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
@@ -253,8 +255,6 @@ def estimate_point_seconds(arm_steps: int, concurrency: int, prompts: int, input
     overhead = 2.0  # client start, cache flush, result write
     if time_scale is None:
         return 30.0 + overhead
-    from specops.sim import model as M
-
     arm = "baseline" if arm_steps == 0 else "eagle3"
     tput = M.predicted_output_throughput(arm, concurrency, max_running=None,  # type: ignore[arg-type]
                                          num_steps=arm_steps or None)
@@ -608,8 +608,6 @@ class Tuner:
 
 
 def write_tune(run_dir: Path, result: TuneResult, settings: dict[str, Any]) -> None:
-    from specops.fsutil import atomic_write
-
     doc = {"schema": "specops.tune/1", "settings": settings, "result": result.to_dict()}
     atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
 

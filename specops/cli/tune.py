@@ -8,9 +8,22 @@ from typing import Any
 
 import click
 
+from specops.bench.artifacts import render_report
+from specops.bench.store import append_result, load_manifest, load_results
+from specops.bench.sweep import BenchSettings
+from specops.bench.tune import Phase, Tuner, write_tune
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
+from specops.config.inventory import default_inventory_path, load_inventory
+from specops.config.writeback import write_adaptive
+from specops.data import default_playbook
 from specops.errors import ConfigError, SpecopsError
+from specops.render.progress import failure_lines
+from specops.run.engine import default_runs_dir
+from specops.run.journal import new_run_id
+from specops.run.play import run_playbook
+from specops.servers.arms import arms_from_vars
+from specops.transport.connect import open_transport
 
 
 def _ints(value: str, option: str) -> list[int]:
@@ -28,8 +41,6 @@ def _say(line: str) -> None:
 
 
 def _reused_records(from_dir: Path, host: str, arms: tuple[str, str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from specops.bench.store import load_manifest, load_results
-
     if not (from_dir / "results.jsonl").exists():
         raise ConfigError(f"--from {from_dir}: no results.jsonl (not a bench run directory)")
     manifest = load_manifest(from_dir) if (from_dir / "manifest.json").exists() else {}
@@ -51,8 +62,6 @@ _FREE_PORTS = ("import socket\nsocks = [socket.socket() for _ in range({n})]\n"
 def _free_ports(host: Any, n: int) -> list[int]:
     """Ports free on the host right now, for the arms tune adds (adaptive-t*, eagle3-k*):
     the profiles' own ports may be held by deployed servers, the next ones by anybody."""
-    from specops.transport.connect import open_transport
-
     transport = open_transport(host)
     try:
         res = transport.run([host.python, "-c", _FREE_PORTS.format(n=n)], timeout=60)
@@ -68,17 +77,6 @@ def _free_ports(host: Any, n: int) -> list[int]:
 def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], settings: dict[str, Any],
              from_dir: Path | None, budget_minutes: float | None, write: bool, as_json: bool,
              tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any]) -> int:
-    from specops.bench.store import append_result, load_results
-    from specops.bench.sweep import BenchSettings
-    from specops.bench.tune import Phase, Tuner, write_tune
-    from specops.config.inventory import default_inventory_path, load_inventory
-    from specops.config.writeback import write_adaptive
-    from specops.data import default_playbook
-    from specops.render.progress import failure_lines
-    from specops.run.engine import default_runs_dir
-    from specops.run.journal import new_run_id
-    from specops.run.play import run_playbook
-    from specops.servers.arms import arms_from_vars
 
     inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
     inv = load_inventory(inv_path)
@@ -153,8 +151,6 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
 
 
 def _finish(run_dir: Path, result: Any, *, write: bool, as_json: bool) -> int:
-    from specops.bench.artifacts import render_report
-
     if (run_dir / "results.jsonl").exists():
         render_report(run_dir)
     if as_json:

@@ -1,7 +1,10 @@
 """Write a tuned value back into hosts.yaml, keeping its comments, order and layout.
 
-A round trip through ruamel.yaml: only the value set changes; every other byte of the file
-(comments, flow mappings, blank lines, quoting) is what the user wrote. The value goes where
+ruamel.yaml's round-trip loader finds where the value stands, and only those characters of
+the text are replaced (tiers go beside the threshold): every other byte of the file
+(comments, flow mappings, alignment, blank lines, quoting) is what the user wrote. A layout
+that edit does not handle goes through a full ruamel round trip instead; either way the
+result is re-read and checked before it replaces the file. The value goes where
 the arm is defined for that host: the host's own `vars.arms`, else a group's, else the
 top-level `vars.arms` (the same precedence `Inventory.host_vars` reads them with).
 """
@@ -13,13 +16,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 
 
 def _yaml() -> Any:
-    from ruamel.yaml import YAML
-
     y = YAML(typ="rt")
     y.preserve_quotes = True
     y.width = 4096
@@ -39,8 +43,6 @@ def write_adaptive(path: Path, host: str, arm: str, *, threshold: int, tiers: di
                    groups: list[str] | None = None) -> str:
     """Set `threshold` (and `tiers`, or drop stale ones) of `arm` where it is defined for `host`.
     Returns where it was written, e.g. "hosts.yaml: hosts.local.vars.arms.adaptive.threshold"."""
-    from ruamel.yaml.comments import CommentedMap
-
     y = _yaml()
     text = Path(path).read_text()
     data = y.load(text)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.report import ADAPTIVE_TOLERANCE, THRESHOLD_MARGIN, ReportSummary
+from specops.bench.tune import tune_markdown
 
 REPORT_HTML = "report.html"
 
@@ -125,8 +126,6 @@ def render_html(summary: ReportSummary, manifest: dict[str, Any], plot_paths: Se
     out += _results_table(summary)
     out += _plots(plot_paths)
     if summary.tuning:
-        from specops.bench.tune import tune_markdown
-
         lines = [ln[2:] for ln in tune_markdown(summary.tuning) if ln.startswith("- ")]
         out.append("<h2>Tuning</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
     out.append("<h2>Fairness</h2><ul>" + ("".join(f'<li class="warn">{_e(w)}</li>' for w in summary.warnings)
