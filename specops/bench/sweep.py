@@ -32,6 +32,7 @@ from specops.servers import (
     stop_states,
     wait_ready_many,
 )
+from specops.servers.lifecycle import check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
 from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
@@ -161,7 +162,10 @@ class HostSweep:
                                 "mechanism": outcome.state.mechanism})
             outcomes.append(outcome)
         wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout, poll_s=0.5)
-        self._record_arms(arms)
+        infos = self._record_arms(arms)
+        for arm in arms:  # results are credited to the tree only when the tree's SGLang answered
+            if "error" not in infos[arm]:
+                check_version(self.transport, self.states[arm], infos[arm])
 
     def _down(self, arms: list[str]) -> None:
         states = [self.states[a] for a in arms if a in self.launched and a in self.states]
@@ -173,8 +177,9 @@ class HostSweep:
     def stop_launched(self) -> None:
         self._down(list(self.launched))
 
-    def _record_arms(self, arms: list[str]) -> None:
-        infos = {}
+    def _record_arms(self, arms: list[str]) -> dict[str, dict[str, Any]]:
+        """Each arm's /server_info into the manifest (command, args, mechanism); returned."""
+        infos: dict[str, dict[str, Any]] = {}
         for arm in arms:
             try:
                 infos[arm] = server_info(self.transport, self.states[arm])
@@ -192,6 +197,7 @@ class HostSweep:
                                   "effective_threshold": state.effective_threshold, "notes": plan.notes,
                                   "server_args": server_args, "simulated": bool(info.get("simulated"))}
         update_manifest(self.run_dir, update)
+        return infos
 
     # ----- points ----------------------------------------------------------------------
 
