@@ -13,6 +13,7 @@ from specops.config.inventory import Host, Inventory
 from specops.errors import SpecopsError
 from specops.transport.base import HostFacts
 from specops.transport.connect import open_transport
+from specops.transport.nvidia import IDLE_MEMORY_MIB, GPUInventory, read_gpus
 from specops.transport.probes import gather_facts
 
 
@@ -26,12 +27,29 @@ def inventory_table(inv: Inventory) -> Table:
     return table
 
 
+def _gpu_holders(inventory: GPUInventory) -> list[str]:
+    """What the GPU preflight would refuse: GPUs held by a process, or with memory in use."""
+    out = []
+    for gpu in inventory.gpus:
+        for app in inventory.apps_on(gpu.index):
+            mem = f", {app.used_memory_mib} MiB" if app.used_memory_mib is not None else ""
+            out.append(f"GPU {gpu.index} held by pid {app.pid} {app.process_name}{mem}")
+        if not inventory.apps_on(gpu.index) and gpu.memory_used_mib > IDLE_MEMORY_MIB:
+            out.append(f"GPU {gpu.index}: {gpu.memory_used_mib} MiB in use by a process nvidia-smi does not show")
+    if inventory.driver_version:
+        out.append(f"driver {inventory.driver_version}, CUDA {inventory.cuda_version or '?'}")
+    return out
+
+
 def _facts(host: Host) -> HostFacts:
 
     transport = open_transport(host)
     try:
         host.expand_on_host(transport.expand)  # `python: ~/...` is the host's home
-        return gather_facts(transport, host.workdir, python=host.python)
+        facts = gather_facts(transport, host.workdir, python=host.python)
+        if facts.reachable and host.engine == "sglang":
+            facts.gpus += _gpu_holders(read_gpus(transport))
+        return facts
     except SpecopsError as exc:
         return HostFacts(reachable=False, error=str(exc))
     finally:

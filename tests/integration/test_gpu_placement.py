@@ -95,3 +95,15 @@ def test_arms_sharing_a_gpu_start_one_after_another(tmp_path, sglang_tree):
                    for s in states.values())
     finally:
         run_cli("stop", "--host", "one", "-i", str(inv))
+
+
+def test_hosts_check_shows_what_the_preflight_would_refuse(tmp_path, monkeypatch):
+    nvidia_smi.install(tmp_path / "bin", nvidia_smi.h100_gpu3_busy())
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    host = {"connection": "local", "engine": "sglang", "workdir": str(tmp_path / "w")}
+    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu-a": host}, "vars": arm_vars()})
+    res = run_cli("hosts", "check", "--host", "gpu-a", "-i", str(inv), "--json")
+    assert res.exit_code == 0, res.output
+    gpus = json.loads(res.output)["gpu-a"]["gpus"]
+    assert "GPU 3 held by pid 48213 /usr/bin/python3, 70245 MiB" in gpus
+    assert "driver 535.129.03, CUDA 12.2" in gpus and len([g for g in gpus if "H100" in g]) == 8
