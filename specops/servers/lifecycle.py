@@ -13,7 +13,7 @@ import json
 import posixpath
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
@@ -305,11 +305,14 @@ def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
 
 
 def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout_s: float,
-                    poll_s: float = 0.5, *, max_bytes: int = 256 * 1024) -> dict[str, float]:
+                    poll_s: float = 0.5, *, max_bytes: int = 256 * 1024,
+                    on_progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """Wait until every server is ready (alive, /health 200, ready line logged), polling
     all of them in one round trip at most `poll_s` (<= 1 s) apart. Returns seconds to
     ready per arm. A dead process or a crash signature raises StepError at once with the
-    log's crash block; a timeout raises it with the last log lines."""
+    log's crash block; a timeout raises it with the last log lines. `on_progress` gets,
+    each poll, the arms still loading with the last line of each one's log (weight
+    loading, CUDA graph capture), for the live view."""
     poll_s = min(max(poll_s, 0.05), 1.0)
     watches = [_Watch(st) for st in states]
     t0 = time.monotonic()
@@ -329,6 +332,8 @@ def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout
                 w.ready_after_s = now - t0
         if all(w.ready_after_s is not None for w in watches):
             return {w.state.arm: w.ready_after_s for w in watches}  # type: ignore[misc]
+        if on_progress is not None:
+            on_progress(_loading_line(watches, now - t0))
         if now >= deadline:
             w = next(w for w in watches if w.ready_after_s is None)
             try:
@@ -346,6 +351,16 @@ def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout
                             hint="raise the step's timeout if the model is large")
         pending = [w for w in watches if w.ready_after_s is None and w.crash_at is not None]
         time.sleep(min(poll_s, 0.2) if pending else min(poll_s, max(0.0, deadline - now)))
+
+
+def _loading_line(watches: Sequence[_Watch], elapsed: float) -> str:
+    """`baseline: Load weight end. ... | eagle3: Capture cuda graph begin` (the last log line of each)."""
+    parts = []
+    for w in watches:
+        if w.ready_after_s is None:
+            last = next((ln.strip() for ln in reversed(w.text.splitlines()) if ln.strip()), "starting")
+            parts.append(f"{w.state.arm}: {last[-80:]}")
+    return f"{elapsed:.0f}s " + " | ".join(parts)
 
 
 def wait_ready(transport: Transport, state: ServerState, timeout_s: float, poll_s: float = 0.5) -> float:

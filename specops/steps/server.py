@@ -96,7 +96,7 @@ class Server(StepKind):
                                   command=redact(o.state.command), log=o.state.log_path)
             try:
                 ready.update(wait_ready_many(ctx.transport, [o.state for o in started], timeout_s=timeout,
-                                             poll_s=0.5))
+                                             poll_s=0.5, on_progress=ctx.emit))
             except Exception:
                 if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
                     raise

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specops.render.logs import LogSource, error_blocks, show
+from specops.servers.lifecycle import ServerState, _loading_line, _Watch
 from specops.servers.logwatch import (
     crash_blocks,
     crash_excerpt,
@@ -242,3 +243,16 @@ def test_follow_from_where_the_tail_ended_loses_no_line(tmp_path: Path) -> None:
     worker.join(10)
     stop.set()
     assert seen == ["in between", "after start"]
+
+
+def test_the_live_line_shows_each_loading_arm_and_its_last_log_line(tmp_path: Path) -> None:
+    def watch(arm: str, text: str) -> _Watch:
+        st = ServerState(arm=arm, kind=arm, pid=1, pgid=1, proc_start="", port=1, command="", argv=[], env={},
+                         args_hash="", log_path="", state_path="", mechanism="", started_at=0.0, workdir="")
+        w = _Watch(st)
+        w.text = text
+        return w
+
+    line = _loading_line([watch("baseline", "x\nLoading safetensors checkpoint shards:  50% 2/4\n\n"),
+                          watch("eagle3", "")], 12.4)
+    assert line == "12s baseline: Loading safetensors checkpoint shards:  50% 2/4 | eagle3: starting"
