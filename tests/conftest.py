@@ -10,4 +10,5 @@ os.environ.setdefault("NO_COLOR", "1")
 pytest_plugins = [
     "tests.support.sglang_trees",
     "tests.support.sshd",
+    "tests.support.slurm",
 ]

@@ -4,6 +4,7 @@ was launched. Used by the `bench` step kind."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
@@ -34,9 +35,11 @@ from specops.servers import (
 )
 from specops.servers.lifecycle import check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
+from specops.servers.slurm import client_prefix, job_end
 from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
+from specops.transport.connect import open_transport
 from specops.transport.forward import reach
 from specops.transport.nvidia import read_gpus
 
@@ -161,7 +164,8 @@ class HostSweep:
             self.log("server", {"arm": arm, "action": outcome.action, "pid": outcome.state.pid,
                                 "mechanism": outcome.state.mechanism})
             outcomes.append(outcome)
-        wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout, poll_s=0.5)
+        wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout, poll_s=0.5,
+                        on_event=self.log)
         infos = self._record_arms(arms)
         for arm in arms:  # results are credited to the tree only when the tree's SGLang answered
             if "error" not in infos[arm]:
@@ -220,7 +224,7 @@ class HostSweep:
         self.transport.run(["rm", "-f", out_file], timeout=30)
         # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
         env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
-        result = self.transport.run(loader_argv(*env_files) + argv, timeout=s.point_timeout, cwd=cwd)
+        result = self.transport.run(client_prefix(state) + loader_argv(*env_files) + argv, timeout=s.point_timeout, cwd=cwd)
         if not result.ok:
             return {"status": STATUS_FAILED, "completed": 0, "failed": n,
                     "error": f"bench_serving exited {result.rc}: {result.tail(8)}", "runner": "sglang"}
@@ -247,8 +251,11 @@ class HostSweep:
                     "--concurrency", str(point.concurrency), "--num-prompts", str(n), "--input-len", str(s.input_len),
                     "--output-len", str(s.output_len), "--seed", str(s.seed), "--dataset", s.dataset,
                     "--timeout", str(s.point_timeout)]
-            result = self.transport.run(argv, timeout=s.point_timeout + 60)
-            line = result.stdout.strip().splitlines()[-1:] if result.ok else []
+            result = self.transport.run(client_prefix(state) + argv, timeout=s.point_timeout + 60)
+            line = result.stdout.strip().splitlines()[-1:]
+            # a client that wrote its record and was then ended with the server's Slurm job: keep the record
+            if not (result.ok or (line and line[0].startswith('{"'))):
+                line = []
             if not line:
                 return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
                         "error": f"builtin client exited {result.rc}: {result.tail(6)}"}
@@ -298,6 +305,9 @@ class HostSweep:
         if crashed:
             excerpt = self._crash_excerpt(point.arm)
             record["error"] = f"server '{point.arm}' crashed during the point: {record.get('error') or ''}".strip()
+            ended = job_end(self.transport, self.states[point.arm])
+            if ended:  # a Slurm arm: the job's end state and reason (FAILED, CANCELLED, TIMEOUT, ...)
+                record["error"] = f"server '{point.arm}' {ended} during the point: {raw.get('error') or ''}".strip()
             record["log_excerpt"] = excerpt
         written = append_result(self.run_dir, record)
         self.log("point", {"arm": point.arm, "concurrency": point.concurrency, "repeat": point.repeat,
@@ -318,6 +328,8 @@ class HostSweep:
     # ----- the sweep -------------------------------------------------------------------
 
     def run(self, points: list[Point]) -> None:
+        if any(p.slurm is not None for p in self.plans.values()):
+            return self._run_jobs(points)
         try:
             if _gpus_share(list(self.plans.values())):
                 # Arms that share GPUs cannot be up together: launch, sweep, stop, one arm at a time.
@@ -337,6 +349,48 @@ class HostSweep:
                     self.run_point(point)
         finally:
             self.stop_launched()
+
+
+    def _run_jobs(self, points: list[Point]) -> None:
+        """Slurm arms: each arm is its own job, on whatever node and GPUs the scheduler
+        gives it, so each arm sweeps its points in a thread of its own (arms on different
+        nodes at once; an arm whose job must wait for GPUs waits, then runs) and its job is
+        cancelled when its points are done. The first error is raised once all have ended.
+        A transport is not shared between threads: each arm gets a connection of its own."""
+        errors: list[BaseException] = []
+
+        def arm_sweep(arm: str, arm_points: list[Point]) -> None:
+            mine = copy.copy(self)  # shares states, launched, relaunched; not the connection
+            mine.transport = open_transport(self.host)
+            try:
+                mine._up([arm])
+                for point in arm_points:
+                    mine.run_point(point)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the step's thread
+                errors.append(exc)
+            finally:
+                try:
+                    mine._down([arm])
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(exc)
+                mine.transport.close()
+
+        threads = []
+        for arm in self.settings.arms:
+            arm_points = [p for p in points if p.arm == arm]
+            if arm_points:
+                threads.append(threading.Thread(target=arm_sweep, args=(arm, arm_points), daemon=True,
+                                                name=f"sweep-{self.host.name}-{arm}"))
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+        finally:
+            self.stop_launched()
+        if errors:
+            raise errors[0]
 
 
 def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]:

@@ -105,19 +105,40 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     table = Table(title="servers", title_justify="left")
     for col in ("host", "arm", "state", "pid", "port", "uptime", "mechanism", "args"):
         table.add_column(col, overflow="fold")
+    jobs = any(s.job_id for st in rows.values() for s in st)
+    if jobs:  # a Slurm host: job id, its state (and why it waits), node, GPU indices, time left
+        table.add_column("job", overflow="fold")
     colors = {"ready": "green", "starting": "yellow", "dead": "bold red", "stopped": "dim"}
     for host, statuses in rows.items():
         if not statuses:
-            table.add_row(escape(host), "-", "[dim]no servers[/]", "", "", "", "", "")
+            table.add_row(escape(host), "-", "[dim]no servers[/]", "", "", "", "", "", *([""] if jobs else []))
         for s in statuses:
             uptime = f"{s.uptime_s:.0f}s" if s.uptime_s is not None else ""
             table.add_row(escape(host), escape(s.arm), f"[{colors.get(s.state, '')}]{s.state}[/]", str(s.pid or ""),
                           str(s.port or ""), uptime, escape(s.mechanism or ""),
-                          escape(s.command or "") if verbose else escape(_short_args(s.command or "")))
+                          escape(s.command or "") if verbose else escape(_short_args(s.command or "")),
+                          *([escape(job_cell(s))] if jobs else []))
     console.print(table)
     if any(s.state == "dead" for st in rows.values() for s in st):
         console.print("a server is dead: `specops logs --host H --server ARM --errors` shows why", markup=False)
         exit_with(False)
+
+
+def job_cell(s) -> str:
+    """`12 RUNNING on node1 gpus 0,1 left 0:59:10`, or `13 PENDING (Resources)`."""
+    if not s.job_id:
+        return ""
+    out = f"{s.job_id} {s.job_state or '?'}"
+    if s.reason and s.reason != "None":
+        out += f" ({s.reason})"
+    if s.node:
+        out += f" on {s.node}"
+    if s.gpus:
+        out += f" gpus {','.join(str(g) for g in s.gpus)}"
+    if s.time_left_s is not None:
+        h, rem = divmod(int(s.time_left_s), 3600)
+        out += f" left {h}:{rem // 60:02d}:{rem % 60:02d}"
+    return out
 
 
 def _short_args(command: str) -> str:
@@ -162,7 +183,8 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None, as_json
             note = "stopped" if r.was_running else "was not running"
             port = "port free" if r.port_free else f"PORT {r.port} STILL IN USE"
             gpu = "" if r.gpu_released is None else (", GPU memory released" if r.gpu_released else ", GPU MEMORY STILL HELD")
-            console.print(f"{host.name}: {r.arm} (pid {r.pid}) {note}{' with ' + r.signal if r.signal else ''}; "
+            what = f"job {r.job_id}" if r.job_id else f"pid {r.pid}"
+            console.print(f"{host.name}: {r.arm} ({what}) {note}{' with ' + r.signal if r.signal else ''}; "
                           f"{port}{gpu} [{time.monotonic() - t0:.1f}s]", markup=False)
     if as_json:
         click.echo(json.dumps({"ok": not failed, "hosts": stopped}, indent=1))

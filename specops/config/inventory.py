@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, cast, get_args
 
 from specops.config.schema import check_keys, choice, expect, suggest, where_of
+from specops.config.slurm import SlurmSettings, parse_slurm
 from specops.config.yamlfile import Mapping, load_file
 from specops.data import shipped_inventory
 from specops.errors import ConfigError
@@ -23,7 +24,7 @@ TOP_KEYS = ["defaults", "hosts", "groups", "vars", "secrets"]
 #: Keys a host (or `defaults`) may set. Anything else is a typo, not a variable: use `vars:`.
 HOST_KEYS = [
     "connection", "address", "port", "user", "key", "host_key", "known_hosts",
-    "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets",
+    "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets", "slurm",
 ]
 GROUP_KEYS = ["hosts", "vars", "secrets"]
 CONNECTIONS = ("ssh", "local")
@@ -57,6 +58,8 @@ class Host:
     #: environment variables for the host's servers, benchmark and downloads, by where their
     #: values live on this machine (top level < group < host); never the values themselves
     secrets: dict[str, SecretSource] = field(default_factory=dict)
+    #: a Slurm cluster behind this (login) host: arms run as batch jobs (specops.servers.slurm)
+    slurm: SlurmSettings | None = None
 
     def describe(self) -> str:
         if self.connection == "local":
@@ -78,6 +81,7 @@ class Host:
             "inventory_hostname": self.name, "host": self.name, "workdir": self.workdir,
             "python": self.python, "engine": self.engine, "gpus": list(self.gpus),
             "address": self.address or "127.0.0.1", "connection": self.connection,
+            "scheduler": "slurm" if self.slurm is not None else "none",
         }
 
 
@@ -178,6 +182,7 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
         python=get("python", str, python_default), engine=engine, gpus=list(gpus),
         connect_timeout=float(get("connect_timeout", (int, float), 10.0)), vars=dict(host_vars),
         secrets=parse_sources(merged.get("secrets"), where_of(node if "secrets" in node else defaults, "secrets")),
+        slurm=parse_slurm(node["slurm"], what) if "slurm" in node else None,
     )
 
 

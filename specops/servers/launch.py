@@ -65,6 +65,8 @@ class LaunchPlan:
     cwd: str = ""
     #: the host's secrets file, loaded into the server's environment at start (None: no secrets)
     secrets_file: str | None = None
+    #: a Slurm host's request for this arm (servers.slurm.SlurmSettings as a dict); None elsewhere
+    slurm: dict | None = None
 
     @property
     def command(self) -> str:

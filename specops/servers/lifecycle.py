@@ -13,10 +13,11 @@ import json
 import posixpath
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
+from specops.servers import slurm
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,
@@ -64,6 +65,8 @@ class ServerState:
     notes: list[str] = field(default_factory=list)
     ready_path: str = "/health"
     sglang_version: str | None = None
+    #: on a Slurm host: job_id, node, gpus (IDX), conf; the functions below hand such arms to servers.slurm
+    slurm: dict | None = None
 
     def to_json(self) -> bytes:
         # One key per line: the status script reads pid/port/proc_start with sed.
@@ -181,9 +184,14 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
     A server recorded with different args, or a dead one, is stopped and replaced. A port
     held by something else, or a local model path that does not exist, raises StepError
     naming it, before anything starts."""
+    if plan.slurm is not None:
+        return slurm.launch_arm(transport, plan, reuse=reuse)
     where = _where(transport, plan.arm)
     existing = read_state(transport, plan.workdir, plan.arm)
     action = "launched"
+    if existing is not None and existing.slurm:
+        slurm.stop_states(transport, [existing])
+        existing = None
     if existing is not None:
         (p,) = probe(transport, [existing])
         if reuse and p.alive and p.health == "200" and existing.args_hash == plan.args_hash:
@@ -306,13 +314,17 @@ def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
 
 def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout_s: float,
                     poll_s: float = 0.5, *, max_bytes: int = 256 * 1024,
-                    on_progress: Callable[[str], None] | None = None) -> dict[str, float]:
+                    on_progress: Callable[[str], None] | None = None,
+                    on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float]:
     """Wait until every server is ready (alive, /health 200, ready line logged), polling
     all of them in one round trip at most `poll_s` (<= 1 s) apart. Returns seconds to
     ready per arm. A dead process or a crash signature raises StepError at once with the
     log's crash block; a timeout raises it with the last log lines. `on_progress` gets,
     each poll, the arms still loading with the last line of each one's log (weight
-    loading, CUDA graph capture), for the live view."""
+    loading, CUDA graph capture), for the live view. Slurm arms (queued jobs: `on_event`
+    hears their state and reason) are waited for by servers.slurm."""
+    if any(st.slurm for st in states):
+        return slurm.wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes, on_event=on_event)
     poll_s = min(max(poll_s, 0.05), 1.0)
     watches = [_Watch(st) for st in states]
     t0 = time.monotonic()
@@ -379,6 +391,7 @@ class StopResult:
     signal: str | None  # "TERM", "KILL" or None when nothing ran
     port_free: bool
     gpu_released: bool | None  # None where nvidia-smi does not exist
+    job_id: str | None = None  # Slurm arms: the cancelled job
 
 
 def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: float, gpu_wait_s: float) -> str:
@@ -419,7 +432,13 @@ def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: flo
 def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s: float = 10.0,
                 port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
     """TERM each server's process group, KILL after grace_s, wait (bounded) until its port
-    is free and, where nvidia-smi exists, its GPU memory released; remove its state file."""
+    is free and, where nvidia-smi exists, its GPU memory released; remove its state file.
+    Slurm arms are scancelled (servers.slurm.stop_states)."""
+    jobs = [st for st in states if st.slurm]
+    if jobs:
+        done = slurm.stop_states(transport, jobs)
+        return done + stop_states(transport, [st for st in states if not st.slurm], grace_s=grace_s,
+                                  port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
     if not states:
         return []
     script = _stop_script(states, grace_s, port_wait_s, gpu_wait_s)
@@ -471,6 +490,12 @@ class ArmStatus:
     health: str | None = None
     log_path: str | None = None
     effective_threshold: int | None = None
+    job_id: str | None = None  # Slurm arms: the job, its node, state, reason, time left and GPU indices
+    node: str | None = None
+    job_state: str | None = None
+    reason: str | None = None
+    time_left_s: int | None = None
+    gpus: list[int] | None = None
 
 
 def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
@@ -498,6 +523,7 @@ done
     res = _run(transport, script)
     now = None
     found: dict[str, ArmStatus] = {}
+    jobs: list[ServerState] = []
     for line in res.stdout.splitlines():
         if line.startswith("@@NOW "):
             now = float(line.split()[1])
@@ -506,6 +532,9 @@ done
             try:
                 st = ServerState.from_json(base64.b64decode(blob))
             except (ValueError, TypeError):
+                continue
+            if st.slurm:
+                jobs.append(st)
                 continue
             if a != "1":
                 state = "dead"
@@ -517,6 +546,8 @@ done
                 st.arm, state, st.pid, st.port,
                 (now - st.started_at) if (now and a == "1") else None,
                 st.mechanism, st.command, h, st.log_path, st.effective_threshold)
+    if jobs:
+        found.update(slurm.statuses(transport, jobs))
     names = list(arms) if arms is not None else sorted(found)
     return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 
@@ -524,7 +555,7 @@ done
 def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict:
     """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang)."""
     for path in ("/server_info", "/get_server_info"):
-        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://127.0.0.1:{state.port}{path}"],
+        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{slurm.server_address(state)}:{state.port}{path}"],
                             timeout=timeout + 5)
         if res.ok and res.stdout.strip():
             try:

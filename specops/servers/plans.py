@@ -11,6 +11,7 @@ from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
 from specops.sglang import paths
+from specops.servers.slurm import adapt_plan
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
@@ -87,7 +88,8 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
                           where=f"host {host.name}")
     layout = detect_layout(files)
-    for placement in placements_for(transport, host, variables, where=where) or []:
+    # on a Slurm host the scheduler places each arm's job; its login node has no GPUs to place on
+    for placement in (placements_for(transport, host, variables, where=where) if host.slurm is None else None) or []:
         specs[placement.arm].gpus, specs[placement.arm].tp_size = placement.gpus, placement.tp_size
     sources = bucket_sources(files, layout) if "adaptive" in {specs[n].kind for n in arm_names} else {}
     workdir = transport.expand(str(variables.get("workdir") or host.workdir))
@@ -103,4 +105,6 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
     if host.secrets:  # loaded by the process that starts each server (the engine sent the file)
         for plan in plans:
             plan.secrets_file = paths.secrets_env(workdir)
+    if host.slurm is not None:  # each arm becomes a batch job on the cluster behind the login node
+        plans = [adapt_plan(p, host.slurm) for p in plans]
     return plans

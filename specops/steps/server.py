@@ -21,6 +21,7 @@ from specops.servers.launch import LaunchPlan
 from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.placement import start_waves
 from specops.servers.plans import arm_requests, placements_for, plan_arms
+from specops.servers.slurm import describe_plan
 from specops.steps.base import Outcome, StepContext, StepKind
 
 
@@ -49,6 +50,9 @@ class Server(StepKind):
     def describe(self, ctx: StepContext) -> list[str]:
         lines = []
         for plan in self._plans(ctx):
+            if plan.slurm is not None:
+                lines += describe_plan(plan)
+                continue
             lines.append(f"[{plan.arm}] ({plan.mechanism}) setsid nohup {plan.command} > {plan.log_path} 2>&1 < /dev/null &")
             if plan.config_json:
                 lines.append(f"[{plan.arm}] write {plan.config_path}: {plan.config_json}")
@@ -69,6 +73,8 @@ class Server(StepKind):
     def _waves(self, ctx: StepContext, plans: list[LaunchPlan]) -> list[list[LaunchPlan]]:
         """Arms that start together. On an SGLang host, arms sharing a GPU start one after
         another, each ready before the next (or are refused without mem_fraction_static)."""
+        if ctx.host.slurm is not None:  # each arm is a job of its own: the scheduler places them
+            return [plans]
         placements = placements_for(ctx.transport, ctx.host, ctx.vars, where=ctx.step.where)
         if not placements:
             return [plans]
@@ -96,7 +102,8 @@ class Server(StepKind):
                                   command=redact(o.state.command), log=o.state.log_path)
             try:
                 ready.update(wait_ready_many(ctx.transport, [o.state for o in started], timeout_s=timeout,
-                                             poll_s=0.5, on_progress=ctx.emit))
+                                             poll_s=0.5, on_progress=ctx.emit,
+                                             on_event=lambda kind, data: _job_event(ctx, kind, data)))
             except Exception:
                 if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
                     raise
@@ -115,6 +122,14 @@ class Server(StepKind):
         summary = ", ".join(f"{a}: {v['action']} ({v['mechanism']})" for a, v in arms.items())
         return Outcome(changed=any(o.action != "reused" for o in outcomes), data={"arms": arms, "warnings": warnings},
                        message=summary + (f"; {len(warnings)} fairness warning(s)" if warnings else ""))
+
+
+def _job_event(ctx: StepContext, kind: str, data: dict[str, Any]) -> None:
+    """A Slurm arm's job changed state (PENDING and why, RUNNING on which node)."""
+    ctx.journal.event(kind, host=ctx.host.name, step=ctx.step.name, **data)
+    ctx.emit(f"{data.get('arm')}: job {data.get('job_id')} {data.get('job_state')}"
+             + (f" ({data['reason']})" if data.get("reason") not in (None, "", "None") else "")
+             + (f" on {data['node']}" if data.get("node") else ""))
 
 
 class Stop(StepKind):

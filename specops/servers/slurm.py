@@ -1,0 +1,530 @@
+"""Arms as Slurm batch jobs: the `slurm:` block of a host, the job script, `sbatch`,
+job states from `scontrol show job -d`, readiness, `scancel`, status.
+
+A Slurm host is an SSH (or local) host whose `slurm:` block says how to ask the cluster
+for GPUs. Everything specops runs on it runs on the login node, in a workdir on the
+cluster's shared filesystem; only the servers (and the benchmark client, as a step of
+the server's job: `srun --jobid J --overlap`) run on compute nodes. An arm's state file
+records its job id, node and GPU indices under `slurm`; the functions in
+`servers.lifecycle` hand such states to this module.
+
+Every cluster command is an argv list (shell-quoted), each poll one round trip for all
+arms: `scontrol show job -d` for each job, `/health` on node:port from the login node,
+and the new part of the job's output file.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from specops.config.slurm import SlurmSettings
+from specops.errors import StepError, TransportError
+from specops.servers.logwatch import (
+    READY_LINE,
+    chunk_script,
+    crash_blocks,
+    crash_excerpt,
+    find_signature,
+    parse_chunk_line,
+    tail_lines,
+)
+from specops.servers.remote import q
+from specops.transport.base import Transport
+
+if TYPE_CHECKING:
+    from specops.servers.launch import LaunchPlan
+    from specops.servers.lifecycle import ArmStatus, LaunchOutcome, ServerState, StopResult
+
+#: A job in one of these states has ended; the server is gone.
+ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE", "GONE")
+#: Still queued (or about to run): the readiness wait keeps waiting and shows the reason.
+WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
+#: The server binds every interface on its node: the login node probes it there.
+BIND = "0.0.0.0"
+_RUN_TIMEOUT = 60.0
+_KEEP_BYTES = 512 * 1024
+CRASH_GRACE_S = 1.0
+
+
+# --- plans and the job script -----------------------------------------------------------
+
+def adapt_plan(plan: "LaunchPlan", settings: SlurmSettings) -> "LaunchPlan":
+    """The arm's plan as a batch job: it binds every interface of its node (probed from the
+    login node), asks the scheduler for as many GPUs as the arm names (CUDA_VISIBLE_DEVICES
+    then comes from the allocation, not from the arm's indices)."""
+    argv = list(plan.argv)
+    for i, a in enumerate(argv[:-1]):
+        if a == "--host":
+            argv[i + 1] = BIND
+    env = dict(plan.env)
+    devices = [d for d in env.pop("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+    gpus = len(devices) if devices else settings.gpus_per_arm
+    return dataclasses.replace(plan, argv=argv, env=env, slurm={**settings.to_dict(), "gpus_per_arm": gpus})
+
+
+def script_path(plan: "LaunchPlan") -> str:
+    return posixpath.join(posixpath.dirname(plan.state_path), f"{plan.arm}.sbatch")
+
+
+#: Turn Slurm's IDX list ("0-1,3") into CUDA_VISIBLE_DEVICES ("0,1,3").
+_IDX_TO_LIST = r"""
+_idx_list() { local out= p a b; for p in ${1//,/ }; do
+  case "$p" in *-*) a=${p%-*}; b=${p#*-}; while [ "$a" -le "$b" ]; do out="$out${out:+,}$a"; a=$((a+1)); done;;
+  *) out="$out${out:+,}$p";; esac; done; echo "$out"; }
+"""
+
+
+def job_script(plan: "LaunchPlan") -> str:
+    """The batch script: GPUs from the allocation where the cluster does not export them,
+    the arm's environment, its port checked on the node, then the server in the job's place."""
+    env_words = " ".join(q(f"{k}={v}") for k, v in sorted(plan.env.items()))
+    return "\n".join([
+        "#!/bin/bash",
+        f"# specops arm '{plan.arm}' ({plan.mechanism}); submitted by specops with sbatch",
+        _IDX_TO_LIST.strip(),
+        'if [ -z "${CUDA_VISIBLE_DEVICES:-}" ] && [ -n "${SLURM_JOB_ID:-}" ]; then',
+        '  idx=$(scontrol show job -d "$SLURM_JOB_ID" 2>/dev/null | sed -n "s/.*IDX:\\([0-9,-]*\\)).*/\\1/p" | head -1)',
+        '  [ -n "$idx" ] && export CUDA_VISIBLE_DEVICES=$(_idx_list "$idx")',
+        "fi",
+        'echo "specops: job ${SLURM_JOB_ID:-?} on $(hostname), CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}"',
+        f"cd {q(plan.workdir)} || exit 12",
+        f"if (exec 3<>/dev/tcp/127.0.0.1/{plan.port}) 2>/dev/null; then "
+        f"echo 'specops: port {plan.port} is already in use on this node' >&2; exit 10; fi",
+        f"exec env {env_words} {' '.join(q(a) for a in plan.argv)} < /dev/null",
+        "",
+    ])
+
+
+def sbatch_argv(plan: "LaunchPlan") -> list[str]:
+    settings = SlurmSettings.from_dict(plan.slurm or {})
+    argv = ["sbatch", "--parsable", f"--job-name=specops-{plan.arm}", f"--output={plan.log_path}",
+            f"--chdir={plan.workdir}", *settings.request(settings.gpus_per_arm), script_path(plan)]
+    return settings.command(argv)
+
+
+def describe_plan(plan: "LaunchPlan") -> list[str]:
+    """What `--check` shows for a Slurm arm: the sbatch command and the script it submits."""
+    from specops.transport.base import command_line
+
+    return [f"[{plan.arm}] ({plan.mechanism}) {command_line(sbatch_argv(plan))}",
+            f"[{plan.arm}] job script {script_path(plan)}: {plan.command}"]
+
+
+# --- job state ---------------------------------------------------------------------------
+
+@dataclass
+class JobInfo:
+    """What `scontrol show job -d` says about one job."""
+
+    job_id: str
+    state: str  # JobState, or GONE when the controller no longer knows the job
+    reason: str = ""
+    node: str = ""
+    gpus: list[int] = field(default_factory=list)
+    exit_code: str = ""
+    run_time_s: int | None = None
+    time_limit_s: int | None = None  # None = UNLIMITED
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+    @property
+    def time_left_s(self) -> int | None:
+        if self.time_limit_s is None or self.run_time_s is None:
+            return None
+        return max(0, self.time_limit_s - self.run_time_s)
+
+    def describe(self) -> str:
+        """"job 12 FAILED (NonZeroExitCode, exit 1:0)" for messages."""
+        bits = [b for b in (self.reason if self.reason not in ("None", "") else "",
+                            f"exit {self.exit_code}" if self.exit_code not in ("", "0:0") else "") if b]
+        return f"job {self.job_id} {self.state}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+_TOKEN = re.compile(r"(?:^|\s)([A-Za-z_/:]+)=(\S*)")
+
+
+def parse_duration(text: str) -> int | None:
+    """Slurm's [D-]HH:MM:SS (or MM:SS) in seconds; None for UNLIMITED / unknown."""
+    text = text.strip()
+    if not text or text.upper() in ("UNLIMITED", "INFINITE", "N/A", "NONE"):
+        return None
+    days = 0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = int(d)
+    parts = [int(p) for p in text.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts[-3:]
+    return ((days * 24 + h) * 60 + m) * 60 + s
+
+
+def expand_idx(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out += list(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
+def parse_job(job_id: str, text: str) -> JobInfo:
+    """Parse `scontrol show job -d ID` (its lines joined or not)."""
+    if "Invalid job id" in text or "JobState=" not in text:
+        return JobInfo(job_id, "GONE", reason=text.strip().splitlines()[-1][:160] if text.strip() else "")
+    tokens: dict[str, str] = {}
+    for m in _TOKEN.finditer(text):
+        tokens.setdefault(m.group(1), m.group(2))
+    node = tokens.get("BatchHost", "")
+    if node in ("(null)", "None"):
+        node = ""
+    if not node:
+        nodes = tokens.get("NodeList", "")
+        node = "" if nodes in ("(null)", "") else nodes.split(",")[0]
+    idx = re.search(r"IDX:([0-9,\-]+)", text)
+    state = tokens.get("JobState", "UNKNOWN")
+    return JobInfo(job_id, state, reason=tokens.get("Reason", ""), node=node,
+                   gpus=expand_idx(idx.group(1)) if idx else [], exit_code=tokens.get("ExitCode", ""),
+                   run_time_s=parse_duration(tokens.get("RunTime", "")),
+                   time_limit_s=parse_duration(tokens.get("TimeLimit", "")))
+
+
+def _conf(state: "ServerState") -> SlurmSettings:
+    return SlurmSettings(conf=(state.slurm or {}).get("conf"))
+
+
+def _job_script(state: "ServerState") -> str:
+    """Prints `@@J <base64 of scontrol show job -d>`, then `@@H <code>` from node:port/health."""
+    job = (state.slurm or {}).get("job_id", "")
+    show = " ".join(q(a) for a in _conf(state).command(["scontrol", "show", "job", "-d", str(job)]))
+    return (f"j=$({show} 2>&1); printf '@@J %s\\n' \"$(printf '%s' \"$j\" | base64 -w0)\"; h=000; "
+            f"case \"$j\" in *JobState=RUNNING*) "
+            f"n=$(printf '%s' \"$j\" | sed -n 's/.*BatchHost=\\([^ ]*\\).*/\\1/p' | head -1); "
+            f"[ -n \"$n\" ] && h=$(_health_at \"$n\" {int(state.port)});; esac; echo \"@@H $h\"")
+
+
+_FUNCS = r"""
+_code_at() {
+  if command -v curl >/dev/null 2>&1; then
+    c=$(curl -s -o /dev/null -m 3 -w '%{http_code}' "http://$1:$2$3" 2>/dev/null); echo "${c:-000}"
+  else ( exec 3<>"/dev/tcp/$1/$2" 2>/dev/null || { echo 000; exit 0; }
+    printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$3" "$1" >&3; l=""; read -r -t 3 l <&3; set -- $l; echo "${2:-000}" )
+  fi
+}
+_health_at() { c=$(_code_at "$1" "$2" /health); [ "$c" = 404 ] && c=$(_code_at "$1" "$2" /ready); echo "$c"; }
+"""
+
+
+@dataclass
+class JobProbe:
+    job: JobInfo
+    health: str
+
+
+def _parse_probes(states: Sequence["ServerState"], stdout: str, host: str) -> list[JobProbe]:
+    jobs = [ln[4:] for ln in stdout.splitlines() if ln.startswith("@@J ")]
+    healths = [ln.split() for ln in stdout.splitlines() if ln.startswith("@@H ")]
+    if len(jobs) != len(states) or len(healths) != len(states):
+        raise TransportError(f"reading Slurm jobs failed: {stdout[-500:]}", where=f"host {host}")
+    out = []
+    for st, blob, h in zip(states, jobs, healths, strict=True):
+        text = base64.b64decode(blob).decode(errors="replace") if blob else ""
+        out.append(JobProbe(parse_job(str((st.slurm or {}).get("job_id", "")), text), h[1] if len(h) > 1 else "000"))
+    return out
+
+
+def probe_jobs(transport: Transport, states: Sequence["ServerState"]) -> list[JobProbe]:
+    """Job state and /health for each arm, one round trip."""
+    if not states:
+        return []
+    res = transport.run(_FUNCS + "\n".join(_job_script(st) for st in states), timeout=_RUN_TIMEOUT)
+    return _parse_probes(states, res.stdout, transport.name)
+
+
+def server_address(state: "ServerState") -> str:
+    """Where the login node reaches the arm's server: its node, or loopback elsewhere."""
+    return str((state.slurm or {}).get("node") or "127.0.0.1") if state.slurm else "127.0.0.1"
+
+
+# --- submit ------------------------------------------------------------------------------
+
+def _where(transport: Transport, arm: str) -> str:
+    return f"host {transport.name}, server '{arm}'"
+
+
+def submit(transport: Transport, plan: "LaunchPlan") -> "ServerState":
+    """Write the job script beside the state file and sbatch it; the state records the job."""
+    from specops.servers.lifecycle import ServerState
+
+    where = _where(transport, plan.arm)
+    transport.run(["mkdir", "-p", posixpath.dirname(plan.log_path), posixpath.dirname(plan.state_path)],
+                  timeout=_RUN_TIMEOUT)
+    if plan.config_path and plan.config_json is not None:
+        transport.put(plan.config_json.encode(), plan.config_path)
+    transport.put(job_script(plan).encode(), script_path(plan), mode=0o755)
+    transport.run(["bash", "-c", 'if [ -e "$1" ]; then mv -f "$1" "$1.1"; fi', "rotate", plan.log_path],
+                  timeout=_RUN_TIMEOUT)
+    res = transport.run(sbatch_argv(plan), timeout=_RUN_TIMEOUT)
+    job_id = res.stdout.strip().splitlines()[-1].split(";")[0].strip() if res.ok and res.stdout.strip() else ""
+    if not res.ok or not job_id.isdigit():
+        raise StepError(f"sbatch refused the job for arm '{plan.arm}' (rc {res.rc}): {res.tail(6)}", where=where,
+                        hint="check the host's slurm: settings (partition, account, qos, gpus)")
+    settings = dict(plan.slurm or {})
+    state = ServerState(
+        arm=plan.arm, kind=plan.kind, pid=-1, pgid=-1, proc_start="", port=plan.port, command=plan.command,
+        argv=plan.argv, env=plan.env, args_hash=plan.args_hash, log_path=plan.log_path,
+        state_path=plan.state_path, mechanism=plan.mechanism, started_at=time.time(), workdir=plan.workdir,
+        model=plan.model, config_path=plan.config_path, effective_threshold=plan.effective_threshold,
+        notes=plan.notes,
+        slurm={"job_id": job_id, "node": "", "gpus": [], "conf": settings.get("conf"),
+               "gpus_asked": settings.get("gpus_per_arm"), "state": "PENDING"})
+    transport.put(state.to_json(), plan.state_path)
+    return state
+
+
+def launch_arm(transport: Transport, plan: "LaunchPlan", *, reuse: bool = True) -> "LaunchOutcome":
+    """Reuse the arm's running job when it serves the same args hash; else cancel what the
+    state file records and submit a new job."""
+    from specops.servers.lifecycle import LaunchOutcome, read_state, stop_states
+
+    existing = read_state(transport, plan.workdir, plan.arm)
+    action = "launched"
+    if existing is not None:
+        alive = False
+        if existing.slurm:
+            (p,) = probe_jobs(transport, [existing])
+            alive = p.job.state == "RUNNING"
+            if reuse and alive and p.health == "200" and existing.args_hash == plan.args_hash:
+                return LaunchOutcome(existing, "reused")
+        stop_states(transport, [existing])
+        action = "restarted" if alive else action
+    return LaunchOutcome(submit(transport, plan), action)
+
+
+# --- readiness ---------------------------------------------------------------------------
+
+@dataclass
+class _Watch:
+    state: "ServerState"
+    offset: int = 0
+    text: str = ""
+    ready_line: bool = False
+    crash_at: float | None = None
+    signature: str | None = None
+    job: JobInfo | None = None
+    health: str = "000"
+    seen: str = ""  # last state+reason reported
+    running_at: float | None = None
+    ready_after_s: float | None = None
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.offset += len(data)
+        start = max(0, len(self.text) - 300)
+        self.text = (self.text + data.decode(errors="replace"))[-_KEEP_BYTES:]
+        new = self.text[max(0, start - max(0, len(self.text) - _KEEP_BYTES)):]
+        if READY_LINE in new:
+            self.ready_line = True
+        if self.signature is None:
+            for line in new.splitlines():
+                sig = find_signature(line)
+                if sig:
+                    self.signature, self.crash_at = sig, time.monotonic()
+                    break
+
+
+def _poll(transport: Transport, watches: Sequence[_Watch], max_bytes: int) -> None:
+    script = _FUNCS + "\n".join(_job_script(w.state) + "\n" + chunk_script(w.state.log_path, w.offset, max_bytes)
+                                for w in watches)
+    res = transport.run(script, timeout=_RUN_TIMEOUT)
+    probes = _parse_probes([w.state for w in watches], res.stdout, transport.name)
+    logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
+    if len(logs) != len(watches):
+        raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {transport.name}")
+    for w, p, lg in zip(watches, probes, logs, strict=True):
+        w.job, w.health = p.job, p.health
+        w.feed(parse_chunk_line(w.state.log_path, lg).data)
+
+
+def _record_running(transport: Transport, w: _Watch) -> None:
+    """Node and GPU indices into the state file, once the job runs."""
+    assert w.job is not None
+    slurm = dict(w.state.slurm or {})
+    slurm.update(node=w.job.node, gpus=w.job.gpus, state=w.job.state)
+    w.state.slurm = slurm
+    transport.put(w.state.to_json(), w.state.state_path)
+
+
+def _drain(transport: Transport, w: _Watch) -> None:
+    from specops.servers.logwatch import read_new
+
+    for _ in range(16):
+        (c,) = read_new(transport, [(w.state.log_path, w.offset)], max_bytes=256 * 1024)
+        if not c.data:
+            return
+        w.feed(c.data)
+
+
+def _fail(transport: Transport, w: _Watch, what: str) -> StepError:
+    st = w.state
+    excerpt = crash_excerpt(w.text) if w.text.strip() else "(the job wrote nothing)"
+    blocks = crash_blocks(w.text)
+    if blocks:
+        what += f" ({blocks[-1].splitlines()[-1].strip()[:160]})"
+    return StepError(f"server '{st.arm}' {what}; log {st.log_path}:\n{excerpt}", where=_where(transport, st.arm),
+                     hint=f"specops logs --server {st.arm} --errors; job script {posixpath.dirname(st.state_path)}"
+                          f"/{st.arm}.sbatch")
+
+
+def wait_ready_many(transport: Transport, states: Sequence["ServerState"], timeout_s: float, poll_s: float = 0.5,
+                    *, max_bytes: int = 256 * 1024,
+                    on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float]:
+    """Wait until every arm's job runs, its /health on node:port answers 200 and the ready
+    line is in its output file. While a job is queued, each change of its state or reason
+    is reported through `on_event("slurm_job", {...})`. A job that ends, or a crash line in
+    the log, fails at once with the job's state and reason and the log excerpt; the
+    timeout fails with what was missing (a queued job's reason among it)."""
+    poll_s = min(max(poll_s, 0.05), 1.0)
+    watches = [_Watch(st) for st in states]
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    report = on_event or (lambda _k, _d: None)
+    while True:
+        _poll(transport, [w for w in watches if w.ready_after_s is None], max_bytes)
+        now = time.monotonic()
+        for w in watches:
+            if w.ready_after_s is not None or w.job is None:
+                continue
+            job = w.job
+            key = f"{job.state}/{job.reason}"
+            if key != w.seen:
+                w.seen = key
+                report("slurm_job", {"arm": w.state.arm, "job_id": job.job_id, "job_state": job.state,
+                                     "reason": job.reason, "node": job.node, "gpus": job.gpus})
+            if job.state == "RUNNING" and w.running_at is None:
+                w.running_at = now
+                _record_running(transport, w)
+            if job.ended:
+                _drain(transport, w)
+                raise _fail(transport, w, f"{job.describe()} {now - t0:.1f}s after submission")
+            if w.crash_at is not None and now - w.crash_at >= CRASH_GRACE_S:
+                raise _fail(transport, w, f"logged a crash ({job.describe()})")
+            if job.state == "RUNNING" and w.health == "200" and w.ready_line:
+                w.ready_after_s = now - t0
+        if all(w.ready_after_s is not None for w in watches):
+            return {w.state.arm: w.ready_after_s for w in watches}  # type: ignore[misc]
+        if now >= deadline:
+            w = next(w for w in watches if w.ready_after_s is None)
+            last_job = w.job
+            if last_job is not None and last_job.state in WAITING:
+                raise StepError(f"server '{w.state.arm}': job {last_job.job_id} still {last_job.state} after {timeout_s:.0f}s "
+                                f"(reason: {last_job.reason})", where=_where(transport, w.state.arm),
+                                hint="the cluster has no free allocation of that size: ask for fewer GPUs, another "
+                                     "partition, or raise the step's timeout")
+            try:
+                last = "\n".join(tail_lines(transport, w.state.log_path, 30))
+            except TransportError:
+                last = "(no log file)"
+            missing = []
+            if w.health != "200":
+                missing.append(f"/health on {(last_job.node if last_job else '') or '?'}:{w.state.port} answered {w.health}")
+            if not w.ready_line:
+                missing.append("ready line not logged")
+            raise StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s ({', '.join(missing)}); "
+                            f"last lines of {w.state.log_path}:\n{last}", where=_where(transport, w.state.arm),
+                            hint="raise the step's timeout if the model is large")
+        time.sleep(min(poll_s, 0.2) if any(w.crash_at for w in watches) else min(poll_s, max(0.0, deadline - now)))
+
+
+# --- stop and status ---------------------------------------------------------------------
+
+def stop_states(transport: Transport, states: Sequence["ServerState"], *, wait_s: float = 60.0) -> list["StopResult"]:
+    """scancel each arm's job and wait (bounded) until the controller says it has ended;
+    then remove the state files."""
+    from specops.servers.lifecycle import StopResult
+
+    if not states:
+        return []
+    before = probe_jobs(transport, states)
+    live = [st for st, p in zip(states, before, strict=True) if not p.job.ended]
+    by_conf: dict[str | None, list[str]] = {}
+    for st in live:
+        by_conf.setdefault((st.slurm or {}).get("conf"), []).append(str((st.slurm or {}).get("job_id")))
+    for conf, ids in by_conf.items():
+        transport.run(SlurmSettings(conf=conf).command(["scancel", *ids]), timeout=_RUN_TIMEOUT)
+    deadline = time.monotonic() + wait_s
+    after = before
+    while live:
+        after = probe_jobs(transport, states)
+        if all(p.job.ended for p in after) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.3)
+    results, problems = [], []
+    for st, b, a in zip(states, before, after, strict=True):
+        job_id = str((st.slurm or {}).get("job_id"))
+        results.append(StopResult(st.arm, st.pid, st.port, not b.job.ended, None if b.job.ended else "scancel",
+                                  a.job.ended, None, job_id=job_id))
+        if not a.job.ended:
+            problems.append(f"server '{st.arm}': job {job_id} still {a.job.state} {wait_s:.0f}s after scancel")
+    files = [st.state_path for st, a in zip(states, after, strict=True) if a.job.ended]
+    files += [st.config_path for st in states if st.config_path]
+    if files:
+        transport.run(["rm", "-f", *files], timeout=_RUN_TIMEOUT)
+    if problems:
+        raise StepError("; ".join(problems), where=f"host {transport.name}")
+    return results
+
+
+def statuses(transport: Transport, states: Sequence["ServerState"]) -> dict[str, "ArmStatus"]:
+    """ArmStatus per arm from its job: ready / starting (queued or loading) / dead (ended)."""
+    from specops.servers.lifecycle import ArmStatus
+
+    probes = probe_jobs(transport, states)
+    script = "\n".join(f"grep -m1 -qF {q(READY_LINE)} {q(st.log_path)} 2>/dev/null && echo '@@R 1' || echo '@@R 0'"
+                       for st in states)
+    ready = [ln.split()[1] == "1" for ln in transport.run(script, timeout=_RUN_TIMEOUT).stdout.splitlines()
+             if ln.startswith("@@R ")] if states else []
+    out = {}
+    for i, (st, p) in enumerate(zip(states, probes, strict=True)):
+        job = p.job
+        if job.ended:
+            state = "dead"
+        elif job.state == "RUNNING" and p.health == "200" and i < len(ready) and ready[i]:
+            state = "ready"
+        else:
+            state = "starting"
+        out[st.arm] = ArmStatus(st.arm, state, None, st.port,
+                                float(job.run_time_s) if job.state == "RUNNING" and job.run_time_s is not None
+                                else None, st.mechanism, st.command, p.health, st.log_path,
+                                st.effective_threshold, job_id=job.job_id, node=job.node or None,
+                                job_state=job.state, reason=job.reason, time_left_s=job.time_left_s,
+                                gpus=job.gpus or list((st.slurm or {}).get("gpus") or []))
+    return out
+
+
+def job_end(transport: Transport, state: "ServerState") -> str | None:
+    """"job 12 CANCELLED (...)" when the arm's job has ended, else None."""
+    if not state.slurm:
+        return None
+    (p,) = probe_jobs(transport, [state])
+    return p.job.describe() if p.job.ended else None
+
+
+def client_prefix(state: "ServerState") -> list[str]:
+    """Run a command as a step of the arm's job, on its node, beside the server."""
+    if not state.slurm:
+        return []
+    job = str(state.slurm.get("job_id"))
+    return _conf(state).command(["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet"])
