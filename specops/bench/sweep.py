@@ -260,6 +260,10 @@ class HostSweep:
                 return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
                         "error": f"builtin client exited {result.rc}: {result.tail(6)}"}
             return json.loads(line[0])
+        if state.slurm:
+            return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
+                    "error": f"specops is not importable with {self.host.python} on the login node, so the client "
+                             f"cannot run beside the server on its compute node; install specops there"}
         with reach(self.transport, state.port) as base_url:
             return run_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
                              output_len=s.output_len, seed=s.seed, dataset=s.dataset, timeout_s=s.point_timeout)
