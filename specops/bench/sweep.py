@@ -200,6 +200,8 @@ class HostSweep:
                 arms_part[arm] = {"command": state.command, "argv": state.argv, "mechanism": state.mechanism,
                                   "effective_threshold": state.effective_threshold, "notes": plan.notes,
                                   "server_args": server_args, "simulated": bool(info.get("simulated"))}
+                if state.slurm:  # which job, node and GPU indices measured this arm
+                    arms_part[arm]["slurm"] = {k: state.slurm.get(k) for k in ("job_id", "node", "gpus")}
         update_manifest(self.run_dir, update)
         return infos
 

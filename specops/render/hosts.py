@@ -11,6 +11,7 @@ from rich.table import Table
 
 from specops.config.inventory import Host, Inventory
 from specops.errors import SpecopsError
+from specops.servers.slurm import cluster_gpus
 from specops.transport.base import HostFacts
 from specops.transport.connect import open_transport
 from specops.transport.nvidia import IDLE_MEMORY_MIB, GPUInventory, read_gpus
@@ -47,7 +48,9 @@ def _facts(host: Host) -> HostFacts:
     try:
         host.expand_on_host(transport.expand)  # `python: ~/...` is the host's home
         facts = gather_facts(transport, host.workdir, python=host.python)
-        if facts.reachable and host.engine == "sglang":
+        if host.slurm is not None and facts.reachable:  # a login node: the GPUs are the cluster's
+            facts.gpus = cluster_gpus(transport, host.slurm)
+        elif facts.reachable and host.engine == "sglang":
             facts.gpus += _gpu_holders(read_gpus(transport))
         return facts
     except SpecopsError as exc:

@@ -528,3 +528,19 @@ def client_prefix(state: "ServerState") -> list[str]:
         return []
     job = str(state.slurm.get("job_id"))
     return _conf(state).command(["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet"])
+
+
+def cluster_gpus(transport: Transport, settings: SlurmSettings) -> list[str]:
+    """`hosts check` on a Slurm host: the partitions' state, nodes and GPUs as the login node's
+    `sinfo` sees them (the login node itself has none)."""
+    argv = ["sinfo", "-h", "-o", "%P|%a|%D|%G"] + ([f"--partition={settings.partition}"] if settings.partition else [])
+    res = transport.run(settings.command(argv), timeout=_RUN_TIMEOUT)
+    if not res.ok:
+        return [f"slurm: sinfo failed (rc {res.rc}): {res.tail(2)}"]
+    out = []
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4:
+            part, avail, nodes, gres = parts
+            out.append(f"slurm {part} ({avail}): {nodes} node(s), {gres if gres != '(null)' else 'no GRES'}")
+    return out or [f"slurm: no partition {settings.partition or ''} in sinfo".replace("  ", " ")]

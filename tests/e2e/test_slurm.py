@@ -64,6 +64,9 @@ def test_deploy_status_logs_bench_and_stop_on_a_slurm_host(tmp_path: Path, sshd,
     last = sorted((tmp_path / "runs").iterdir())[-1]
     assert any(e["event"] == "slurm_job" and e["job_state"] == "RUNNING" for e in events(last))
 
+    check = run_cli("hosts", "check", "--host", "gpu", "-i", str(inv), "--json")
+    assert check.exit_code == 0, check.output
+    assert json.loads(check.output)["gpu"]["gpus"] == [f"slurm {slurm.partition}* (up): 1 node(s), gpu:{slurm.gpus}"]
     table = run_cli("status", "--host", "gpu", "-i", str(inv))
     assert f"{jobs['eagle3']} RUNNING on {slurm.node}" in table.output
     logs = run_cli("logs", "--host", "gpu", "-i", str(inv), "--server", "baseline", "-n", "50")
@@ -89,6 +92,8 @@ def test_deploy_status_logs_bench_and_stop_on_a_slurm_host(tmp_path: Path, sshd,
     assert sorted((r["arm"], r["concurrency"], r["status"]) for r in rows) == [
         ("baseline", 1, "ok"), ("baseline", 2, "ok"), ("eagle3", 1, "ok"), ("eagle3", 2, "ok")]
     assert slurm.jobs() == [], "the sweep cancels the jobs it submitted"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["hosts"]["gpu"]["arms"]["eagle3"]["slurm"]["node"] == slurm.node
 
 
 @pytest.mark.slow
