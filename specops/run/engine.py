@@ -343,7 +343,8 @@ class Engine:
         verify_spec = render_tree(step.verify, variables, where=where)
         ctx = StepContext(host=host, transport=transport, step=step, args=args, vars=variables,
                           journal=journal, run_dir=self.run_dir, playbook_dir=self.playbook.path.parent.resolve(),
-                          check=self.check, run_state=self.state)
+                          check=self.check, run_state=self.state,
+                          emit=lambda msg: setattr(self.reports[host.name], "current", f"{step.name}: {msg}"))
         if self.check:
             status.status, status.commands = WOULD_RUN, _preview(ctx)
             journal.event("check", commands=status.commands, **ev)

@@ -544,3 +544,11 @@ def cluster_gpus(transport: Transport, settings: SlurmSettings) -> list[str]:
             part, avail, nodes, gres = parts
             out.append(f"slurm {part} ({avail}): {nodes} node(s), {gres if gres != '(null)' else 'no GRES'}")
     return out or [f"slurm: no partition {settings.partition or ''} in sinfo".replace("  ", " ")]
+
+
+def job_event_line(data: dict[str, Any]) -> str:
+    """One line for a `slurm_job` event: `eagle3: job 13 PENDING (Resources)`, `... RUNNING on n1`."""
+    reason = data.get("reason")
+    return (f"{data.get('arm')}: job {data.get('job_id')} {data.get('job_state')}"
+            + (f" ({reason})" if reason not in (None, "", "None") else "")
+            + (f" on {data['node']}" if data.get("node") else ""))

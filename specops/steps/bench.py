@@ -16,6 +16,7 @@ from specops.bench.sweep import (
     update_manifest,
 )
 from specops.servers.plans import plan_arms
+from specops.servers.slurm import job_event_line
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
@@ -59,6 +60,8 @@ class Bench(StepKind):
 
         def log(kind: str, data: dict[str, Any]) -> None:
             ctx.journal.event(f"bench_{kind}", host=ctx.host.name, step=ctx.step.name, **data)
+            if kind == "slurm_job":  # a queued or started Slurm job: shown beside the step in the live view
+                ctx.emit(job_event_line(data))
 
         sweep = HostSweep(host=ctx.host, transport=ctx.transport, plans=plans, settings=settings,
                           run_dir=ctx.run_dir, tree=tree, log=log, progress=ctx.run_state.on_point)

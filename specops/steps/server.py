@@ -21,7 +21,7 @@ from specops.servers.launch import LaunchPlan
 from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.placement import start_waves
 from specops.servers.plans import arm_requests, placements_for, plan_arms
-from specops.servers.slurm import describe_plan
+from specops.servers.slurm import describe_plan, job_event_line
 from specops.steps.base import Outcome, StepContext, StepKind
 
 
@@ -127,9 +127,7 @@ class Server(StepKind):
 def _job_event(ctx: StepContext, kind: str, data: dict[str, Any]) -> None:
     """A Slurm arm's job changed state (PENDING and why, RUNNING on which node)."""
     ctx.journal.event(kind, host=ctx.host.name, step=ctx.step.name, **data)
-    ctx.emit(f"{data.get('arm')}: job {data.get('job_id')} {data.get('job_state')}"
-             + (f" ({data['reason']})" if data.get("reason") not in (None, "", "None") else "")
-             + (f" on {data['node']}" if data.get("node") else ""))
+    ctx.emit(job_event_line(data))
 
 
 class Stop(StepKind):
