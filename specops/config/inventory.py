@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, cast, get_args
 
 from specops.config.schema import check_keys, choice, expect, suggest, where_of
-from specops.config.slurm import SlurmSettings, parse_slurm
+from specops.config.slurm import SlurmSettings, apply_login, parse_slurm
 from specops.config.yamlfile import Mapping, load_file
 from specops.data import shipped_inventory
 from specops.errors import ConfigError
@@ -24,7 +24,7 @@ TOP_KEYS = ["defaults", "hosts", "groups", "vars", "secrets"]
 #: Keys a host (or `defaults`) may set. Anything else is a typo, not a variable: use `vars:`.
 HOST_KEYS = [
     "connection", "address", "port", "user", "key", "host_key", "known_hosts",
-    "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets", "slurm",
+    "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets", "slurm", "login",
 ]
 GROUP_KEYS = ["hosts", "vars", "secrets"]
 CONNECTIONS = ("ssh", "local")
@@ -160,7 +160,7 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
 
     connection = one_of("connection", CONNECTIONS, "local" if name == "local" and "address" not in merged else "ssh")
     address = get("address", str, None)
-    if connection == "ssh" and not address:
+    if connection == "ssh" and not address and "login" not in node:  # login: another host's SSH settings
         raise ConfigError(f"{what} uses ssh but has no 'address'", where=where_of(node))
     host_key = cast(HostKeyMode, one_of("host_key", HOST_KEY_MODES, DEFAULT_HOST_KEY_MODE))
     engine = one_of("engine", ENGINES, "sglang")
@@ -209,6 +209,7 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
         raise ConfigError("the inventory defines no hosts (add a 'hosts:' mapping)", where=where_of(data))
     expect(data, "hosts", dict, "the inventory")
     hosts = {str(name): _host_from(str(name), node, defaults, source) for name, node in hosts_node.items()}
+    apply_login(hosts, hosts_node)
 
     groups: dict[str, list[str]] = {}
     group_vars: dict[str, dict[str, Any]] = {}

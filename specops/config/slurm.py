@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from specops.config.schema import check_keys, expect, where_of
+from specops.config.schema import check_keys, expect, suggest, where_of
 from specops.errors import ConfigError
 
 #: Keys of a host's `slurm:` block.
@@ -93,3 +93,28 @@ def parse_slurm(node: Any, what: str) -> SlurmSettings:
         if isinstance(value, str) and ("\n" in value or "\r" in value):
             raise ConfigError(f"'{key}' in {label} must be one line", where=where_of(node, key))
     return SlurmSettings(**got)
+
+
+#: What `login: HOST` takes from the named host: how to reach it, nothing else.
+LOGIN_SETTINGS = ("connection", "address", "port", "user", "key", "host_key", "known_hosts", "connect_timeout")
+
+
+def apply_login(hosts: dict[str, Any], nodes: Any) -> None:
+    """`login: other` on a host (a Slurm cluster behind a login node the inventory already
+    has): the host is reached with `other`'s connection settings; its own workdir, python,
+    engine, vars and `slurm:` stay its own."""
+    for name, node in (nodes or {}).items():
+        if not isinstance(node, dict) or "login" not in node:
+            continue
+        what = f"host '{name}'"
+        ref = expect(node, "login", str, what)
+        if ref == name or ref not in hosts:
+            others = [h for h in hosts if h != name]
+            raise ConfigError(f"{what}: login names unknown host '{ref}'{suggest(ref, others)}; hosts: "
+                              f"{', '.join(others) or 'none'}", where=where_of(node, "login"))
+        if "login" in (nodes.get(ref) or {}):
+            raise ConfigError(f"{what}: login host '{ref}' has a login of its own; name the host to connect to",
+                              where=where_of(node, "login"))
+        for attr in LOGIN_SETTINGS:
+            if attr not in node:
+                setattr(hosts[str(name)], attr, getattr(hosts[ref], attr))

@@ -106,3 +106,16 @@ def test_inventory_slurm_block_is_checked_with_file_line_and_key(tmp_path: Path)
     write_yaml(inv, {"hosts": {"cluster": {"address": "login.example", "slurm": {"gpu_request": "cards"}}}})
     with pytest.raises(ConfigError, match="gres"):
         load_inventory(inv)
+
+
+def test_login_names_another_host_whose_connection_settings_are_used(tmp_path: Path) -> None:
+    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {
+        "login1": {"address": "10.0.0.9", "port": 2222, "user": "me", "host_key": "strict"},
+        "cluster": {"login": "login1", "workdir": "/shared/me/specops", "slurm": {"partition": "gpu"}}}})
+    hosts = load_inventory(inv).hosts
+    cluster = hosts["cluster"]
+    assert (cluster.address, cluster.port, cluster.user, cluster.host_key) == ("10.0.0.9", 2222, "me", "strict")
+    assert cluster.workdir == "/shared/me/specops" and hosts["login1"].slurm is None
+    write_yaml(inv, {"hosts": {"login1": {"address": "10.0.0.9"}, "cluster": {"login": "logn1", "slurm": {}}}})
+    with pytest.raises(ConfigError, match="did you mean 'login1'"):
+        load_inventory(inv)
