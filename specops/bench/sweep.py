@@ -5,6 +5,7 @@ was launched. Used by the `bench` step kind."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import threading
@@ -35,7 +36,7 @@ from specops.servers import (
 )
 from specops.servers.lifecycle import check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
-from specops.servers.slurm import client_prefix, job_end
+from specops.servers.slurm import client_prefix, job_end, replica_plan, replicas
 from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
@@ -212,7 +213,7 @@ class HostSweep:
         n = s.prompts_for(point.concurrency)
         if self.runner == "builtin":
             return self._measure_builtin(point, state, n)
-        out_file = paths.bench_output(state.workdir, point.arm, point.concurrency, point.repeat)
+        out_file = paths.bench_output(state.workdir, state.arm, point.concurrency, point.repeat)
         if self._bench is None:
             self._bench = bench_command(TransportTreeFiles(self.transport, self.tree))
         # the server's own python (the environment the tree is installed in), its neutral
@@ -277,8 +278,9 @@ class HostSweep:
         return blocks[-1] if blocks else "\n".join(lines[-20:])
 
     def _arm_dead(self, arm: str) -> bool:
-        statuses = {st.arm: st for st in server_status(self.transport, self.states[arm].workdir, [arm])}
-        return arm in statuses and statuses[arm].state == "dead"
+        name = self.states[arm].arm  # `baseline#2` on a Slurm host's second allocation
+        statuses = {st.arm: st for st in server_status(self.transport, self.states[arm].workdir, [name])}
+        return name in statuses and statuses[name].state == "dead"
 
     def _measure_sampled(self, point: Point) -> dict[str, Any]:
         """`_measure` with the server's running batch sampled meanwhile (bench/running.py)."""
@@ -362,11 +364,13 @@ class HostSweep:
         gives it, so each arm sweeps its points in a thread of its own (arms on different
         nodes at once; an arm whose job must wait for GPUs waits, then runs) and its job is
         cancelled when its points are done. The first error is raised once all have ended.
-        A transport is not shared between threads: each arm gets a connection of its own."""
+        A transport is not shared between threads: each arm gets a connection of its own.
+        With `nodes: N`, allocations 2..N run the same sweep at once as hosts `H#2`..`H#N`."""
         errors: list[BaseException] = []
+        sweeps = [self] + [self._replica(k) for k in range(2, replicas(next(iter(self.plans.values()))) + 1)]
 
-        def arm_sweep(arm: str, arm_points: list[Point]) -> None:
-            mine = copy.copy(self)  # shares states, launched, relaunched; not the connection
+        def arm_sweep(owner: HostSweep, arm: str, arm_points: list[Point]) -> None:
+            mine = copy.copy(owner)  # shares states, launched, relaunched; not the connection
             mine.transport = open_transport(self.host)
             try:
                 mine._up([arm])
@@ -382,11 +386,12 @@ class HostSweep:
                 mine.transport.close()
 
         threads = []
-        for arm in self.settings.arms:
-            arm_points = [p for p in points if p.arm == arm]
-            if arm_points:
-                threads.append(threading.Thread(target=arm_sweep, args=(arm, arm_points), daemon=True,
-                                                name=f"sweep-{self.host.name}-{arm}"))
+        for owner in sweeps:
+            for arm in self.settings.arms:
+                arm_points = [p for p in points if p.arm == arm]
+                if arm_points:
+                    threads.append(threading.Thread(target=arm_sweep, args=(owner, arm, arm_points), daemon=True,
+                                                    name=f"sweep-{owner.host.name}-{arm}"))
         try:
             for t in threads:
                 t.start()
@@ -394,9 +399,19 @@ class HostSweep:
                 while t.is_alive():
                     t.join(0.5)
         finally:
-            self.stop_launched()
+            for owner in sweeps:
+                owner.stop_launched()
         if errors:
             raise errors[0]
+
+    def _replica(self, k: int) -> "HostSweep":
+        """The sweep on allocation k of a `nodes: N` Slurm host: host `H#k` in the results,
+        arms `baseline#k` (own jobs, state files, logs and ports)."""
+        twin = copy.copy(self)
+        twin.host = dataclasses.replace(self.host, name=f"{self.host.name}#{k}")
+        twin.plans = {arm: replica_plan(plan, k) for arm, plan in self.plans.items()}
+        twin.states, twin.launched, twin.relaunched = {}, set(), set()
+        return twin
 
 
 def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]:

@@ -12,7 +12,7 @@ from specops.errors import ConfigError
 
 #: Keys of a host's `slurm:` block.
 SLURM_KEYS = ["partition", "account", "qos", "time", "constraint", "gpus_per_arm", "gpu_request",
-              "cpus_per_task", "mem", "sbatch_options", "conf"]
+              "cpus_per_task", "mem", "sbatch_options", "conf", "nodes"]
 GPU_REQUESTS = ("gres", "gpus")
 
 
@@ -31,6 +31,7 @@ class SlurmSettings:
     mem: str | None = None
     sbatch_options: list[str] = field(default_factory=list)
     conf: str | None = None  # SLURM_CONF on the login node, where not the default
+    nodes: int = 1  # bench: the same sweep on this many allocations at once, reported side by side
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -70,7 +71,7 @@ def parse_slurm(node: Any, what: str) -> SlurmSettings:
             got[key] = str(expect(node, key, str, label))
     if "time" in node:
         got["time"] = str(expect(node, "time", (str, int), label))
-    for key in ("gpus_per_arm", "cpus_per_task"):
+    for key in ("gpus_per_arm", "cpus_per_task", "nodes"):
         if key in node:
             value = expect(node, key, int, label)
             if value < (0 if key == "gpus_per_arm" else 1):

@@ -69,6 +69,33 @@ def adapt_plan(plan: "LaunchPlan", settings: SlurmSettings) -> "LaunchPlan":
     return dataclasses.replace(plan, argv=argv, env=env, slurm={**settings.to_dict(), "gpus_per_arm": gpus})
 
 
+#: Allocation k (k >= 2) of a `nodes: N` sweep serves each arm on its port + (k - 1) * this,
+#: so that two allocations landing on one node do not collide.
+REPLICA_PORT_STRIDE = 100
+
+
+def replicas(plan: "LaunchPlan") -> int:
+    """How many allocations a bench runs this arm on (`nodes:`), 1 outside Slurm."""
+    return max(1, int((plan.slurm or {}).get("nodes") or 1))
+
+
+def replica_plan(plan: "LaunchPlan", k: int) -> "LaunchPlan":
+    """The arm's plan on allocation k (1-based; 1 is the plan itself): its own name
+    (`baseline#2`: state file, log, job name), its own port."""
+    if k == 1:
+        return plan
+    from specops.sglang import paths
+
+    name = f"{plan.arm}#{k}"
+    port = plan.port + REPLICA_PORT_STRIDE * (k - 1)
+    argv = list(plan.argv)
+    for i, a in enumerate(argv[:-1]):
+        if a == "--port":
+            argv[i + 1] = str(port)
+    return dataclasses.replace(plan, arm=name, port=port, argv=argv, log_path=paths.server_log(plan.workdir, name),
+                               state_path=paths.server_state(plan.workdir, name))
+
+
 def script_path(plan: "LaunchPlan") -> str:
     return posixpath.join(posixpath.dirname(plan.state_path), f"{plan.arm}.sbatch")
 

@@ -169,3 +169,25 @@ def test_crash_and_outside_scancel_fail_the_point_with_the_job_state(tmp_path: P
     relaunches = [e["arm"] for e in events(out) if e["event"] == "bench_relaunch"]
     assert sorted(relaunches) == ["baseline", "eagle3"]
     assert slurm.jobs() == []
+
+
+@pytest.mark.slow
+def test_nodes_2_runs_the_same_sweep_on_two_allocations_side_by_side(tmp_path: Path, sshd,
+                                                                      slurm_clean: SlurmCluster) -> None:
+    slurm = slurm_clean
+    entry = {**sshd.host_entry(6, workdir=str(tmp_path / "w")), "slurm": slurm.slurm_block(nodes=2)}
+    inv = sim_inventory(tmp_path, entry)
+    out = tmp_path / "run"
+    bench = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,eagle3", "--concurrency", "1,2",
+                    "--repeats", "1", "--num-prompts", "4", "--input-len", "32", "--output-len", "16",
+                    "--out", str(out))
+    assert bench.exit_code == 0, bench.output
+    got = sorted((r["host"], r["arm"], r["concurrency"], r["status"]) for r in results(out))
+    assert got == sorted((h, a, c, "ok") for h in ("gpu", "gpu#2") for a in ("baseline", "eagle3") for c in (1, 2))
+    manifest = json.loads((out / "manifest.json").read_text())
+    jobs = [arm["slurm"] for h in ("gpu", "gpu#2") for arm in manifest["hosts"][h]["arms"].values()]
+    assert len({j["job_id"] for j in jobs}) == 4
+    gpus = [g for j in jobs for g in j["gpus"]]
+    assert len(gpus) == 4 and len(set(gpus)) == 4, f"two jobs running at once share a GPU index: {jobs}"
+    assert "gpu#2" in (out / "report.md").read_text()
+    assert slurm.jobs() == []

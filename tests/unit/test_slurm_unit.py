@@ -119,3 +119,16 @@ def test_login_names_another_host_whose_connection_settings_are_used(tmp_path: P
     write_yaml(inv, {"hosts": {"login1": {"address": "10.0.0.9"}, "cluster": {"login": "logn1", "slurm": {}}}})
     with pytest.raises(ConfigError, match="did you mean 'login1'"):
         load_inventory(inv)
+
+
+def test_replica_plans_have_their_own_name_files_and_port() -> None:
+    from specops.servers.slurm import replica_plan, replicas
+
+    plan = adapt_plan(_plan(), SlurmSettings(nodes=3))
+    assert replicas(plan) == 3 and replicas(_plan()) == 1
+    assert replica_plan(plan, 1) is plan
+    third = replica_plan(plan, 3)
+    assert (third.arm, third.port) == ("eagle3#3", 30201)
+    assert third.argv[third.argv.index("--port") + 1] == "30201"
+    assert third.state_path.endswith("/eagle3#3.json") and third.log_path.endswith("/eagle3#3.log")
+    assert "--job-name=specops-eagle3#3" in sbatch_argv(third)
