@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
-from specops.servers import slurm
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,
@@ -34,6 +33,9 @@ from specops.sglang import paths
 from specops.transport.base import Transport
 
 _RUN_TIMEOUT = 60.0
+#: specops.servers.slurm, which registers itself here when the package is imported: plans
+#: and states that carry a `slurm` record (arms as Slurm batch jobs) are handled there.
+JOBS: Any = None
 #: How long a crash signature may precede the process's exit before we fail anyway;
 #: it lets the rest of the traceback reach the log.
 CRASH_GRACE_S = 1.0
@@ -185,12 +187,12 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
     held by something else, or a local model path that does not exist, raises StepError
     naming it, before anything starts."""
     if plan.slurm is not None:
-        return slurm.launch_arm(transport, plan, reuse=reuse)
+        return JOBS.launch_arm(transport, plan, reuse=reuse)
     where = _where(transport, plan.arm)
     existing = read_state(transport, plan.workdir, plan.arm)
     action = "launched"
     if existing is not None and existing.slurm:
-        slurm.stop_states(transport, [existing])
+        JOBS.stop_states(transport, [existing])
         existing = None
     if existing is not None:
         (p,) = probe(transport, [existing])
@@ -324,7 +326,7 @@ def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout
     loading, CUDA graph capture), for the live view. Slurm arms (queued jobs: `on_event`
     hears their state and reason) are waited for by servers.slurm."""
     if any(st.slurm for st in states):
-        return slurm.wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes, on_event=on_event)
+        return JOBS.wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes, on_event=on_event)
     poll_s = min(max(poll_s, 0.05), 1.0)
     watches = [_Watch(st) for st in states]
     t0 = time.monotonic()
@@ -436,7 +438,7 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
     Slurm arms are scancelled (servers.slurm.stop_states)."""
     jobs = [st for st in states if st.slurm]
     if jobs:
-        done = slurm.stop_states(transport, jobs)
+        done = JOBS.stop_states(transport, jobs)
         return done + stop_states(transport, [st for st in states if not st.slurm], grace_s=grace_s,
                                   port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
     if not states:
@@ -547,7 +549,7 @@ done
                 (now - st.started_at) if (now and a == "1") else None,
                 st.mechanism, st.command, h, st.log_path, st.effective_threshold)
     if jobs:
-        found.update(slurm.statuses(transport, jobs))
+        found.update(JOBS.statuses(transport, jobs))
     names = list(arms) if arms is not None else sorted(found)
     return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 
@@ -555,7 +557,7 @@ done
 def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict:
     """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang)."""
     for path in ("/server_info", "/get_server_info"):
-        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{slurm.server_address(state)}:{state.port}{path}"],
+        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{JOBS.server_address(state)}:{state.port}{path}"],
                             timeout=timeout + 5)
         if res.ok and res.stdout.strip():
             try:

@@ -19,12 +19,16 @@ import base64
 import dataclasses
 import posixpath
 import re
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
+import specops.servers.lifecycle as lifecycle
 from specops.config.slurm import SlurmSettings
 from specops.errors import StepError, TransportError
+from specops.servers.launch import LaunchPlan
+from specops.servers.lifecycle import ArmStatus, LaunchOutcome, ServerState, StopResult, read_state
 from specops.servers.logwatch import (
     READY_LINE,
     chunk_script,
@@ -32,14 +36,12 @@ from specops.servers.logwatch import (
     crash_excerpt,
     find_signature,
     parse_chunk_line,
+    read_new,
     tail_lines,
 )
 from specops.servers.remote import q
-from specops.transport.base import Transport
-
-if TYPE_CHECKING:
-    from specops.servers.launch import LaunchPlan
-    from specops.servers.lifecycle import ArmStatus, LaunchOutcome, ServerState, StopResult
+from specops.sglang import paths
+from specops.transport.base import Transport, command_line
 
 #: A job in one of these states has ended; the server is gone.
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
@@ -55,7 +57,7 @@ CRASH_GRACE_S = 1.0
 
 # --- plans and the job script -----------------------------------------------------------
 
-def adapt_plan(plan: "LaunchPlan", settings: SlurmSettings) -> "LaunchPlan":
+def adapt_plan(plan: LaunchPlan, settings: SlurmSettings) -> LaunchPlan:
     """The arm's plan as a batch job: it binds every interface of its node (probed from the
     login node), asks the scheduler for as many GPUs as the arm names (CUDA_VISIBLE_DEVICES
     then comes from the allocation, not from the arm's indices)."""
@@ -74,18 +76,16 @@ def adapt_plan(plan: "LaunchPlan", settings: SlurmSettings) -> "LaunchPlan":
 REPLICA_PORT_STRIDE = 100
 
 
-def replicas(plan: "LaunchPlan") -> int:
+def replicas(plan: LaunchPlan) -> int:
     """How many allocations a bench runs this arm on (`nodes:`), 1 outside Slurm."""
     return max(1, int((plan.slurm or {}).get("nodes") or 1))
 
 
-def replica_plan(plan: "LaunchPlan", k: int) -> "LaunchPlan":
+def replica_plan(plan: LaunchPlan, k: int) -> LaunchPlan:
     """The arm's plan on allocation k (1-based; 1 is the plan itself): its own name
     (`baseline#2`: state file, log, job name), its own port."""
     if k == 1:
         return plan
-    from specops.sglang import paths
-
     name = f"{plan.arm}#{k}"
     port = plan.port + REPLICA_PORT_STRIDE * (k - 1)
     argv = list(plan.argv)
@@ -96,7 +96,7 @@ def replica_plan(plan: "LaunchPlan", k: int) -> "LaunchPlan":
                                state_path=paths.server_state(plan.workdir, name))
 
 
-def script_path(plan: "LaunchPlan") -> str:
+def script_path(plan: LaunchPlan) -> str:
     return posixpath.join(posixpath.dirname(plan.state_path), f"{plan.arm}.sbatch")
 
 
@@ -108,7 +108,7 @@ _idx_list() { local out= p a b; for p in ${1//,/ }; do
 """
 
 
-def job_script(plan: "LaunchPlan") -> str:
+def job_script(plan: LaunchPlan) -> str:
     """The batch script: GPUs from the allocation where the cluster does not export them,
     the arm's environment, its port checked on the node, then the server in the job's place."""
     env_words = " ".join(q(f"{k}={v}") for k, v in sorted(plan.env.items()))
@@ -129,17 +129,15 @@ def job_script(plan: "LaunchPlan") -> str:
     ])
 
 
-def sbatch_argv(plan: "LaunchPlan") -> list[str]:
+def sbatch_argv(plan: LaunchPlan) -> list[str]:
     settings = SlurmSettings.from_dict(plan.slurm or {})
     argv = ["sbatch", "--parsable", f"--job-name=specops-{plan.arm}", f"--output={plan.log_path}",
             f"--chdir={plan.workdir}", *settings.request(settings.gpus_per_arm), script_path(plan)]
     return settings.command(argv)
 
 
-def describe_plan(plan: "LaunchPlan") -> list[str]:
+def describe_plan(plan: LaunchPlan) -> list[str]:
     """What `--check` shows for a Slurm arm: the sbatch command and the script it submits."""
-    from specops.transport.base import command_line
-
     return [f"[{plan.arm}] ({plan.mechanism}) {command_line(sbatch_argv(plan))}",
             f"[{plan.arm}] job script {script_path(plan)}: {plan.command}"]
 
@@ -227,11 +225,11 @@ def parse_job(job_id: str, text: str) -> JobInfo:
                    time_limit_s=parse_duration(tokens.get("TimeLimit", "")))
 
 
-def _conf(state: "ServerState") -> SlurmSettings:
+def _conf(state: ServerState) -> SlurmSettings:
     return SlurmSettings(conf=(state.slurm or {}).get("conf"))
 
 
-def _job_script(state: "ServerState") -> str:
+def _job_script(state: ServerState) -> str:
     """Prints `@@J <base64 of scontrol show job -d>`, then `@@H <code>` from node:port/health."""
     job = (state.slurm or {}).get("job_id", "")
     show = " ".join(q(a) for a in _conf(state).command(["scontrol", "show", "job", "-d", str(job)]))
@@ -259,7 +257,7 @@ class JobProbe:
     health: str
 
 
-def _parse_probes(states: Sequence["ServerState"], stdout: str, host: str) -> list[JobProbe]:
+def _parse_probes(states: Sequence[ServerState], stdout: str, host: str) -> list[JobProbe]:
     jobs = [ln[4:] for ln in stdout.splitlines() if ln.startswith("@@J ")]
     healths = [ln.split() for ln in stdout.splitlines() if ln.startswith("@@H ")]
     if len(jobs) != len(states) or len(healths) != len(states):
@@ -271,7 +269,7 @@ def _parse_probes(states: Sequence["ServerState"], stdout: str, host: str) -> li
     return out
 
 
-def probe_jobs(transport: Transport, states: Sequence["ServerState"]) -> list[JobProbe]:
+def probe_jobs(transport: Transport, states: Sequence[ServerState]) -> list[JobProbe]:
     """Job state and /health for each arm, one round trip."""
     if not states:
         return []
@@ -279,7 +277,7 @@ def probe_jobs(transport: Transport, states: Sequence["ServerState"]) -> list[Jo
     return _parse_probes(states, res.stdout, transport.name)
 
 
-def server_address(state: "ServerState") -> str:
+def server_address(state: ServerState) -> str:
     """Where the login node reaches the arm's server: its node, or loopback elsewhere."""
     return str((state.slurm or {}).get("node") or "127.0.0.1") if state.slurm else "127.0.0.1"
 
@@ -290,10 +288,8 @@ def _where(transport: Transport, arm: str) -> str:
     return f"host {transport.name}, server '{arm}'"
 
 
-def submit(transport: Transport, plan: "LaunchPlan") -> "ServerState":
+def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
     """Write the job script beside the state file and sbatch it; the state records the job."""
-    from specops.servers.lifecycle import ServerState
-
     where = _where(transport, plan.arm)
     transport.run(["mkdir", "-p", posixpath.dirname(plan.log_path), posixpath.dirname(plan.state_path)],
                   timeout=_RUN_TIMEOUT)
@@ -320,11 +316,9 @@ def submit(transport: Transport, plan: "LaunchPlan") -> "ServerState":
     return state
 
 
-def launch_arm(transport: Transport, plan: "LaunchPlan", *, reuse: bool = True) -> "LaunchOutcome":
+def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) -> LaunchOutcome:
     """Reuse the arm's running job when it serves the same args hash; else cancel what the
     state file records and submit a new job."""
-    from specops.servers.lifecycle import LaunchOutcome, read_state, stop_states
-
     existing = read_state(transport, plan.workdir, plan.arm)
     action = "launched"
     if existing is not None:
@@ -334,7 +328,7 @@ def launch_arm(transport: Transport, plan: "LaunchPlan", *, reuse: bool = True) 
             alive = p.job.state == "RUNNING"
             if reuse and alive and p.health == "200" and existing.args_hash == plan.args_hash:
                 return LaunchOutcome(existing, "reused")
-        stop_states(transport, [existing])
+        lifecycle.stop_states(transport, [existing])
         action = "restarted" if alive else action
     return LaunchOutcome(submit(transport, plan), action)
 
@@ -343,7 +337,7 @@ def launch_arm(transport: Transport, plan: "LaunchPlan", *, reuse: bool = True) 
 
 @dataclass
 class _Watch:
-    state: "ServerState"
+    state: ServerState
     offset: int = 0
     text: str = ""
     ready_line: bool = False
@@ -395,8 +389,6 @@ def _record_running(transport: Transport, w: _Watch) -> None:
 
 
 def _drain(transport: Transport, w: _Watch) -> None:
-    from specops.servers.logwatch import read_new
-
     for _ in range(16):
         (c,) = read_new(transport, [(w.state.log_path, w.offset)], max_bytes=256 * 1024)
         if not c.data:
@@ -415,7 +407,7 @@ def _fail(transport: Transport, w: _Watch, what: str) -> StepError:
                           f"/{st.arm}.sbatch")
 
 
-def wait_ready_many(transport: Transport, states: Sequence["ServerState"], timeout_s: float, poll_s: float = 0.5,
+def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout_s: float, poll_s: float = 0.5,
                     *, max_bytes: int = 256 * 1024,
                     on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float]:
     """Wait until every arm's job runs, its /health on node:port answers 200 and the ready
@@ -477,11 +469,9 @@ def wait_ready_many(transport: Transport, states: Sequence["ServerState"], timeo
 
 # --- stop and status ---------------------------------------------------------------------
 
-def stop_states(transport: Transport, states: Sequence["ServerState"], *, wait_s: float = 60.0) -> list["StopResult"]:
+def stop_states(transport: Transport, states: Sequence[ServerState], *, wait_s: float = 60.0) -> list[StopResult]:
     """scancel each arm's job and wait (bounded) until the controller says it has ended;
     then remove the state files."""
-    from specops.servers.lifecycle import StopResult
-
     if not states:
         return []
     before = probe_jobs(transport, states)
@@ -514,10 +504,8 @@ def stop_states(transport: Transport, states: Sequence["ServerState"], *, wait_s
     return results
 
 
-def statuses(transport: Transport, states: Sequence["ServerState"]) -> dict[str, "ArmStatus"]:
+def statuses(transport: Transport, states: Sequence[ServerState]) -> dict[str, ArmStatus]:
     """ArmStatus per arm from its job: ready / starting (queued or loading) / dead (ended)."""
-    from specops.servers.lifecycle import ArmStatus
-
     probes = probe_jobs(transport, states)
     script = "\n".join(f"grep -m1 -qF {q(READY_LINE)} {q(st.log_path)} 2>/dev/null && echo '@@R 1' || echo '@@R 0'"
                        for st in states)
@@ -541,7 +529,7 @@ def statuses(transport: Transport, states: Sequence["ServerState"]) -> dict[str,
     return out
 
 
-def job_end(transport: Transport, state: "ServerState") -> str | None:
+def job_end(transport: Transport, state: ServerState) -> str | None:
     """"job 12 CANCELLED (...)" when the arm's job has ended, else None."""
     if not state.slurm:
         return None
@@ -549,7 +537,7 @@ def job_end(transport: Transport, state: "ServerState") -> str | None:
     return p.job.describe() if p.job.ended else None
 
 
-def client_prefix(state: "ServerState") -> list[str]:
+def client_prefix(state: ServerState) -> list[str]:
     """Run a command as a step of the arm's job, on its node, beside the server."""
     if not state.slurm:
         return []
@@ -579,3 +567,7 @@ def job_event_line(data: dict[str, Any]) -> str:
     return (f"{data.get('arm')}: job {data.get('job_id')} {data.get('job_state')}"
             + (f" ({reason})" if reason not in (None, "", "None") else "")
             + (f" on {data['node']}" if data.get("node") else ""))
+
+
+# lifecycle hands every plan and state that carries a `slurm` record to this module
+lifecycle.JOBS = sys.modules[__name__]
