@@ -121,7 +121,7 @@ def job_script(plan: LaunchPlan) -> str:
         '  [ -n "$idx" ] && export CUDA_VISIBLE_DEVICES=$(_idx_list "$idx")',
         "fi",
         'echo "specops: job ${SLURM_JOB_ID:-?} on $(hostname), CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}"',
-        f"cd {q(plan.workdir)} || exit 12",
+        f"mkdir -p {q(plan.cwd or plan.workdir)} && cd {q(plan.cwd or plan.workdir)} || exit 12",
         f"if (exec 3<>/dev/tcp/127.0.0.1/{plan.port}) 2>/dev/null; then "
         f"echo 'specops: port {plan.port} is already in use on this node' >&2; exit 10; fi",
         f"exec env {env_words} {' '.join(q(a) for a in plan.argv)} < /dev/null",
@@ -309,7 +309,7 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
         argv=plan.argv, env=plan.env, args_hash=plan.args_hash, log_path=plan.log_path,
         state_path=plan.state_path, mechanism=plan.mechanism, started_at=time.time(), workdir=plan.workdir,
         model=plan.model, config_path=plan.config_path, effective_threshold=plan.effective_threshold,
-        notes=plan.notes,
+        notes=plan.notes, sglang_version=plan.sglang_version,
         slurm={"job_id": job_id, "node": "", "gpus": [], "conf": settings.get("conf"),
                "gpus_asked": settings.get("gpus_per_arm"), "state": "PENDING"})
     transport.put(state.to_json(), plan.state_path)
