@@ -10,8 +10,8 @@ from specops.errors import ConfigError, StepError
 from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
-from specops.sglang import paths
 from specops.servers.slurm import adapt_plan
+from specops.sglang import paths
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles

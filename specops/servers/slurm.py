@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import specops.servers.lifecycle as lifecycle
 from specops.config.slurm import SlurmSettings
 from specops.errors import StepError, TransportError
+from specops.secrets import env_file_text, loader_argv
 from specops.servers.launch import LaunchPlan
 from specops.servers.lifecycle import ArmStatus, LaunchOutcome, ServerState, StopResult, read_state
 from specops.servers.logwatch import (
@@ -110,8 +111,11 @@ _idx_list() { local out= p a b; for p in ${1//,/ }; do
 
 def job_script(plan: LaunchPlan) -> str:
     """The batch script: GPUs from the allocation where the cluster does not export them,
-    the arm's environment, its port checked on the node, then the server in the job's place."""
-    env_words = " ".join(q(f"{k}={v}") for k, v in sorted(plan.env.items()))
+    its port checked on the node, then the server in the job's place, its environment (and
+    the host's secrets) sourced from the 0600 files on the shared filesystem: no value is in
+    the script or on a command line."""
+    env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
+    loader = " ".join(q(a) for a in loader_argv(*env_files))
     return "\n".join([
         "#!/bin/bash",
         f"# specops arm '{plan.arm}' ({plan.mechanism}); submitted by specops with sbatch",
@@ -124,7 +128,7 @@ def job_script(plan: LaunchPlan) -> str:
         f"mkdir -p {q(plan.cwd or plan.workdir)} && cd {q(plan.cwd or plan.workdir)} || exit 12",
         f"if (exec 3<>/dev/tcp/127.0.0.1/{plan.port}) 2>/dev/null; then "
         f"echo 'specops: port {plan.port} is already in use on this node' >&2; exit 10; fi",
-        f"exec env {env_words} {' '.join(q(a) for a in plan.argv)} < /dev/null",
+        f"exec {loader} {' '.join(q(a) for a in plan.argv)} < /dev/null",
         "",
     ])
 
@@ -295,6 +299,7 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
                   timeout=_RUN_TIMEOUT)
     if plan.config_path and plan.config_json is not None:
         transport.put(plan.config_json.encode(), plan.config_path)
+    transport.put(env_file_text(plan.env).encode(), paths.server_env(plan.workdir, plan.arm), mode=0o600)
     transport.put(job_script(plan).encode(), script_path(plan), mode=0o755)
     transport.run(["bash", "-c", 'if [ -e "$1" ]; then mv -f "$1" "$1.1"; fi', "rotate", plan.log_path],
                   timeout=_RUN_TIMEOUT)

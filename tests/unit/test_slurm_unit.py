@@ -10,6 +10,7 @@ import pytest
 
 from specops.config.inventory import load_inventory
 from specops.errors import ConfigError
+from specops.secrets import env_file_text
 from specops.servers.launch import LaunchPlan
 from specops.servers.slurm import SlurmSettings, adapt_plan, job_script, parse_duration, parse_job, sbatch_argv
 from tests.support.deploy import write_yaml
@@ -71,7 +72,8 @@ def test_plan_as_a_job_asks_for_as_many_gpus_binds_all_interfaces_and_quotes_eve
     gpus = adapt_plan(_plan(), SlurmSettings(gpu_request="gpus"))
     assert "--gpus=2" in sbatch_argv(gpus)
     script = job_script(plan)
-    assert "exec env HF_HOME=/shared/hf python3 -m sglang.launch_server --model-path 'm x'" in script
+    assert "/shared/w/.specops/servers/eagle3.env -- python3 -m sglang.launch_server --model-path 'm x'" in script
+    assert "HF_HOME" not in script, "the environment is sourced from the arm's 0600 file, never written in the script"
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
 
@@ -82,11 +84,14 @@ def test_the_job_script_turns_slurm_gpu_indices_into_cuda_visible_devices(tmp_pa
     (fake / "scontrol").write_text("#!/bin/sh\necho '     Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:3(IDX:0-1,3)'\n")
     (fake / "scontrol").chmod(0o755)
     plan = adapt_plan(_plan(str(tmp_path)), SlurmSettings())
-    plan.argv = ["sh", "-c", 'echo "got=$CUDA_VISIBLE_DEVICES"']
+    plan.argv = ["sh", "-c", 'echo "got=$CUDA_VISIBLE_DEVICES hf=$HF_HOME"']
+    env_file = tmp_path / ".specops/servers/eagle3.env"
+    env_file.parent.mkdir(parents=True)
+    env_file.write_text(env_file_text(plan.env))
     script = job_script(plan)
     env = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "7"}
     out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
-    assert "got=0,1,3" in out.stdout, out
+    assert "got=0,1,3 hf=/shared/hf" in out.stdout, out
     out = subprocess.run(["bash", "-c", script], env={**env, "CUDA_VISIBLE_DEVICES": "5"}, capture_output=True,
                          text=True, timeout=30)
     assert "got=5" in out.stdout, "a cluster that sets it itself is left alone"
