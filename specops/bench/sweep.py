@@ -256,13 +256,16 @@ class HostSweep:
                     "--timeout", str(s.point_timeout)]
             result = self.transport.run(client_prefix(state) + argv, timeout=s.point_timeout + 60)
             line = result.stdout.strip().splitlines()[-1:]
-            # a client that wrote its record and was then ended with the server's Slurm job: keep the record
-            if not (result.ok or (line and line[0].startswith('{"'))):
-                line = []
-            if not line:
+            # a client that wrote its record and was then ended with the server's Slurm job: keep
+            # the record (unless the end cut it short)
+            try:
+                record = json.loads(line[0]) if line and (result.ok or line[0].startswith('{"')) else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
                 return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
-                        "error": f"builtin client exited {result.rc}: {result.tail(6)}"}
-            return json.loads(line[0])
+                        "error": f"builtin client exited {result.rc}: {result.tail(6)[-2000:]}"}
+            return record
         if state.slurm:
             return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
                     "error": f"specops is not importable with {self.host.python} on the login node, so the client "
