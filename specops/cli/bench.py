@@ -113,6 +113,8 @@ class _progress:
 @click.option("--runner", default="auto", show_default=True, type=click.Choice(["auto", "sglang", "builtin"]),
               help="auto: sglang's bench_serving on SGLang hosts, the builtin client on simulated ones")
 @click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--threshold", type=click.IntRange(min=1),
+              help="the adaptive arm's threshold (same as --var arms.adaptive.threshold=N)")
 @click.option("--out", type=click.Path(file_okay=False), help="run directory (default runs/<id>)")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True), help="a run directory: run only its missing points")
 @click.option("--keep-servers", is_flag=True, help="leave servers this run launched running")
@@ -120,16 +122,19 @@ class _progress:
 @var_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
           repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: int, output_len: int,
-          dataset: str, runner: str, seed: int, out: str | None, resume: str | None, keep_servers: bool,
+          dataset: str, runner: str, seed: int, threshold: int | None, out: str | None, resume: str | None, keep_servers: bool,
           runs_dir: str | None, var_items: tuple[str, ...]) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
                 "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers}
+    extra_vars = parse_vars(var_items)
+    if threshold is not None:
+        extra_vars["arms.adaptive.threshold"] = threshold
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
-                       runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items)))
+                       runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars))
 
 
 @click.command()

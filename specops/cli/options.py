@@ -46,7 +46,9 @@ var_option = click.option("--var", "-e", "var_items", multiple=True, help="KEY=V
 
 
 def parse_vars(values: tuple[str, ...]) -> dict[str, Any]:
-    """`--var k=v`; values are YAML scalars (so 8 is an int, true a bool)."""
+    """`--var k=v`; values are YAML (so 8 is an int, true a bool). A dotted key (`arms.adaptive.threshold=16`)
+    sets one value inside a mapping and a mapping value merges into the variable's own: the rest of the
+    dict stays (`run.engine.resolve_vars`)."""
     out: dict[str, Any] = {}
     for item in values:
         key, sep, value = item.partition("=")

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
+from specops.config.schema import suggest
 from specops.config.templating import evaluate, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
@@ -96,12 +97,57 @@ def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: di
     that --var names is not rendered at all: asking for one version never measures another."""
     variables = inventory.host_vars(host)
     variables["workdir"] = workdir
-    variables.update(extra)
+    plain = {k: v for k, v in extra.items() if "." not in k}
+    dotted = {k: v for k, v in extra.items() if "." in k}
+    for key, value in plain.items():
+        variables[key] = merge_var(variables.get(key), value)
+    for key in list(variables):
+        _set_dotted(variables, key, dotted)
     for key, value in playbook.vars.items():
-        if key not in extra:
-            variables[key] = render_tree(value, variables, where=f"{playbook.path}: vars.{key}")
+        if key in plain and not isinstance(plain[key], dict):
+            continue  # a scalar --var wins outright: the playbook's own value is never rendered
+        rendered = render_tree(value, variables, where=f"{playbook.path}: vars.{key}")
+        variables[key] = merge_var(rendered, plain[key]) if key in plain else rendered
+        _set_dotted(variables, key, dotted)
+    roots = {k.split(".", 1)[0] for k in dotted}
+    for root in sorted(roots - set(variables)):
+        raise ConfigError(f"--var {next(k for k in dotted if k.startswith(root + '.'))}: no variable named "
+                          f"'{root}'{suggest(root, variables)}", hint="a dotted --var sets a key inside an existing mapping")
     variables["playbook_dir"] = str(playbook.path.parent.resolve())
     return variables
+
+
+def merge_var(base: Any, value: Any) -> Any:
+    """`value` over `base`: mappings merge key by key (the rest of the dict stays), anything else replaces."""
+    if isinstance(base, dict) and isinstance(value, dict):
+        out = dict(base)
+        for key, item in value.items():
+            out[key] = merge_var(base.get(key), item)
+        return out
+    return value
+
+
+def _set_dotted(variables: dict[str, Any], root: str, dotted: dict[str, Any]) -> None:
+    """Apply each `--var root.a.b=V` to `variables[root]`, copying every mapping on the way (inventory
+    and playbook dicts are never changed in place)."""
+    for name, value in dotted.items():
+        parts = name.split(".")
+        if parts[0] != root:
+            continue
+        if any(not p for p in parts):
+            raise ConfigError(f"--var {name}: empty key between dots")
+        node: Any = variables
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None and depth > 0:
+                child = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--var {name}: '{'.'.join(parts[:depth + 1])}' is "
+                                  f"{type(child).__name__} {child!r}, not a mapping",
+                                  hint=f"set it whole: --var {'.'.join(parts[:depth + 1])}=VALUE")
+            node[part] = child = dict(child)
+            node = child
+        node[parts[-1]] = merge_var(node.get(parts[-1]), value)
 
 
 def find_resumable_run(runs_dir: Path, playbook: Playbook) -> Path | None:
