@@ -19,6 +19,7 @@ from specops.cli.options import console, host_option, inventory_option, parse_va
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
+from specops.render.progress import plain, point_line
 from specops.run.play import run_playbook
 from specops.servers import stop_arms
 from specops.transport.connect import open_transport
@@ -87,6 +88,9 @@ class _progress:
         self.task = self.progress.add_task("sweep", total=self.total)
 
         def on_point(rec: dict[str, Any]) -> None:
+            if not console.is_terminal:  # a pipe: one plain line per point, as it is written
+                plain(console, point_line(rec))
+                return
             tput = rec.get("output_throughput")
             desc = (f"{rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} r={rec.get('repeat')}: "
                     + (f"{tput:.0f} tok/s" if isinstance(tput, (int, float)) else str(rec.get("status"))))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.live import Live
@@ -51,10 +51,69 @@ def _failure_brief(engine: Engine, r) -> str:
     return f"step {r.failed_step + 1} {engine.playbook.steps[r.failed_step].name}: {detail[0] if detail else 'failed'}"
 
 
+def stamp() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def plain(console: Console, line: str) -> None:
+    """One line as it is, no markup, no wrapping, flushed at once (a pipe is block-buffered)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.file.flush()
+
+
+def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
+    """The plain line for a journal event that finishes a step (or a host), else None."""
+    kind, host, index = record.get("event"), record.get("host"), record.get("step_index")
+    word: str
+    if kind == "fail" and index is None and host:
+        lines = str(record.get("error") or "").strip().splitlines() or [""]
+        return f"{stamp()}  {host}  {FAILED}: {lines[-1] if lines[0].startswith('Traceback') else lines[0]}"
+    if kind not in ("done", "skip", "fail", "check") or not isinstance(index, int):
+        return None
+    step = engine.playbook.steps[index]
+    status = engine.reports[host].steps[index] if host in engine.reports else None
+    if kind == "done":
+        word = "ok, failure ignored" if record.get("ignored_failure") else (CHANGED if record.get("changed") else OK)
+    elif kind == "skip":
+        word = f"{SKIPPED}: {record.get('reason')}" if record.get("reason") != "when" else f"{SKIPPED}: when is false"
+    elif kind == "check":
+        word = status.status if status and status.status else WOULD_RUN
+    else:
+        first = str(record.get("error") or "").strip().splitlines()
+        word = f"{FAILED}: {first[0] if first else ''}"
+    return f"{stamp()}  {host}  {index + 1}/{len(engine.playbook.steps)} {step.name}: {word}"
+
+
+def point_line(rec: dict[str, Any]) -> str:
+    """The plain line for one benchmark point."""
+    tput = rec.get("output_throughput")
+    what = f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) and rec.get("status") != "failed" else (
+        f"{rec.get('status')}: {rec.get('error')}" if rec.get("error") else str(rec.get("status")))
+    return (f"{stamp()}  {rec.get('host')}  point {rec.get('arm')} c={rec.get('concurrency')} "
+            f"repeat {rec.get('repeat')}: {what}")
+
+
 @contextmanager
 def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Iterator[None]:
-    if not enabled or not console.is_terminal:
+    """On a terminal, the live view; on a pipe, one plain timestamped line per finished step."""
+    if not enabled:
         yield
+        return
+    if not console.is_terminal:
+        before = engine.listener
+
+        def listen(record: dict[str, Any]) -> None:
+            if before:
+                before(record)
+            line = step_line(engine, record)
+            if line:
+                plain(console, line)
+
+        engine.listener = listen
+        try:
+            yield
+        finally:
+            engine.listener = before
         return
     stop = threading.Event()
     with Live(progress_table(engine), console=console, refresh_per_second=4, transient=True) as live:
