@@ -17,7 +17,7 @@ from specops.errors import ConfigError
 
 PLAYBOOK_KEYS = ["name", "vars", "steps", "any_errors_fatal", "description"]
 COMMON_STEP_KEYS = ["name", "when", "verify", "retries", "delay", "timeout", "rollback",
-                    "register", "ignore_errors"]
+                    "register", "ignore_errors", "changed"]
 VERIFY_KEYS = ["rc", "stdout_contains", "stdout_matches", "file_exists", "file_contains", "http_status"]
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -39,6 +39,8 @@ class Step:
     rollback: Any = None
     register: str | None = None
     ignore_errors: bool = False
+    #: `changed: false` (Ansible's changed_when): a read-only step reports ok, never changed
+    changed: bool | None = None
 
     @property
     def label(self) -> str:
@@ -145,6 +147,8 @@ def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
             step.register = expect(node, "register", str, f"step '{name}'")
         if "ignore_errors" in node:
             step.ignore_errors = expect(node, "ignore_errors", bool, f"step '{name}'")
+        if "changed" in node:
+            step.changed = expect(node, "changed", bool, f"step '{name}'")
         kinds[kind].validate(step)
         steps.append(step)
     return steps

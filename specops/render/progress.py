@@ -78,6 +78,8 @@ def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
         word = f"{SKIPPED}: {record.get('reason')}" if record.get("reason") != "when" else f"{SKIPPED}: when is false"
     elif kind == "check":
         word = status.status if status and status.status else WOULD_RUN
+        if status and status.detail and word != WOULD_RUN:
+            word += f": {status.detail}"
     else:
         first = str(record.get("error") or "").strip().splitlines()
         word = f"{FAILED}: {first[0] if first else ''}"
@@ -188,7 +190,7 @@ def print_check(report: RunReport, console: Console) -> None:
             console.print(f"  [red]{escape(host.error)}[/]")
         for i, st in enumerate(host.steps):
             step = report.playbook.steps[i]
-            console.print(f"  {i + 1}. {escape(step.name)} [{step.kind}] — {st.status}"
+            console.print(f"  {i + 1}. {escape(step.name)} {escape(f'[{step.kind}]')} — {st.status}"
                           + (f": {escape(st.detail)}" if st.detail and st.status != WOULD_RUN else ""))
             for cmd in st.commands:
                 for line in str(cmd).splitlines() or [""]:

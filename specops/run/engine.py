@@ -391,9 +391,15 @@ class Engine:
                           journal=journal, run_dir=self.run_dir, playbook_dir=self.playbook.path.parent.resolve(),
                           check=self.check, run_state=self.state,
                           emit=lambda msg: setattr(self.reports[host.name], "current", f"{step.name}: {msg}"))
-        if self.check:
-            status.status, status.commands = WOULD_RUN, _preview(ctx)
-            journal.event("check", commands=status.commands, **ev)
+        if self.check:  # is_done is read-only by contract: --check says what a real run would skip
+            if _already_done_check(ctx, verify_spec):
+                status.status, status.detail = SKIPPED, "already verified"
+                status.commands = [PROBE + c for c in ctx.ran]
+            else:
+                status.status, status.commands = WOULD_RUN, _preview(ctx)
+                if step.changed is False:
+                    status.commands.append("# read-only (changed: false): reports ok, never changed")
+            journal.event("check", commands=status.commands, status=status.status, **ev)
             return
         journal.event("step_start", kind=step.kind, **ev)
         resumed = step.index in self.previous.get(host.name, set())
@@ -412,9 +418,10 @@ class Engine:
                 if outcome.result is not None:
                     registered.update(rc=outcome.result.rc, stdout=outcome.result.stdout, stderr=outcome.result.stderr)
                 variables[step.register] = registered
-            status.status = CHANGED if outcome.changed else OK
+            changed = outcome.changed if step.changed is None else step.changed
+            status.status = CHANGED if changed else OK
             status.detail = outcome.message
-            journal.event("done", changed=outcome.changed, **ev)
+            journal.event("done", changed=changed, **ev)
             return
         if step.ignore_errors:
             status.status, status.detail = OK, f"failed, ignored: {seen}"
@@ -444,6 +451,15 @@ def _preview(ctx: StepContext) -> list[str]:
     except SpecopsError as exc:  # e.g. the tree an earlier step would create is not there yet
         planned = [f"# cannot preview until earlier steps have run: {exc.message}"]
     return [PROBE + c for c in ctx.ran] + planned
+
+
+def _already_done_check(ctx: StepContext, verify_spec: dict[str, Any]) -> bool:
+    """--check: would a real run skip this step as already verified? Anything that cannot be
+    probed yet (a tree an earlier step creates) means it would run."""
+    try:
+        return _already_done(ctx, verify_spec, resumed=False)
+    except (SpecopsError, OSError):
+        return False
 
 
 def _already_done(ctx: StepContext, verify_spec: dict[str, Any], resumed: bool) -> bool:
