@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -15,12 +15,12 @@ from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
 from specops.bench.sweep import BenchSettings
 from specops.cli.exits import exit_with
-from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
+from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
 from specops.render.progress import plain, point_line
-from specops.run.play import run_playbook
+from specops.run.play import print_resume, run_playbook
 from specops.servers import stop_arms
 from specops.transport.connect import open_transport
 
@@ -49,7 +49,8 @@ def _print_report(run_dir: Path) -> int:
 
 
 def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
-              out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any]) -> int:
+              out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
+              resume_command: Callable[[Path], str] | None = None) -> int:
 
     inv = load_inventory(inventory_path)
     if resume is not None:
@@ -68,8 +69,11 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         report = run_playbook(inv, playbook or default_playbook("bench"), host_spec,
                               extra_vars={**extra_vars, "bench": asdict(checked)},
                               runs_dir=runs_dir, run_dir=run_dir, console=console,
-                              keep_servers=checked.keep_servers, label="bench", on_point=on_point)
+                              keep_servers=checked.keep_servers, label="bench", on_point=on_point,
+                              resume_command=resume_command)
     code = _print_report(report.run_dir) if (report.run_dir / "results.jsonl").exists() else 1
+    if report.ok and code != 0 and resume_command is not None:  # failed points: a resume runs them again
+        print_resume(console, resume_command(report.run_dir))
     return 0 if report.ok and code == 0 else 1
 
 
@@ -134,11 +138,24 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                 "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers}
     extra_vars = parse_vars(var_items)
+    common = (("--host", host_spec), ("-i", inventory_path), ("--playbook", playbook),
+              *(("--var", v) for v in var_items), ("--threshold", threshold), ("--runs-dir", runs_dir))
+
+    def again(run_dir: Path) -> str:
+        """`--resume DIR` once the sweep has a manifest; before that, the same sweep into DIR."""
+        if (run_dir / "manifest.json").exists():
+            return command_line("bench", *common, ("--resume", str(run_dir)))
+        return command_line("bench", *common, ("--arms", arms), ("--concurrency", concurrency),
+                            ("--repeats", repeats), ("--num-prompts", num_prompts),
+                            ("--prompts-per-level", prompts_per_level), ("--input-len", input_len),
+                            ("--output-len", output_len), ("--dataset", dataset), ("--runner", runner),
+                            ("--seed", seed), ("--keep-servers", keep_servers), ("--out", str(run_dir)))
     if threshold is not None:
         extra_vars["arms.adaptive.threshold"] = threshold
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
-                       runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars))
+                       runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars,
+                       resume_command=again))
 
 
 @click.command()

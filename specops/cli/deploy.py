@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from specops.cli.exits import exit_with
-from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
+from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import load_inventory
 from specops.data import default_playbook
 from specops.run.play import run_playbook
@@ -29,10 +29,13 @@ def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None
            check: bool, resume: bool, from_step: str | None, runs_dir: str | None, forks: int | None,
            as_json: bool, keep_servers: bool) -> None:
     """Run a playbook on hosts: steps in order, hosts in parallel, every step verified."""
+    again = command_line("deploy", ("--host", host_spec), ("-i", inventory_path), ("-p", playbook_path),
+                         *(("--var", v) for v in var_items), ("--runs-dir", runs_dir),
+                         ("--forks", forks), ("--keep-servers", keep_servers), ("--resume", True))
     report = run_playbook(
         load_inventory(inventory_path), Path(playbook_path) if playbook_path else default_playbook("deploy"),
         host_spec, extra_vars=parse_vars(var_items), check=check, resume=resume, from_step=from_step,
         runs_dir=Path(runs_dir) if runs_dir else None, forks=forks, console=console, as_json=as_json,
-        keep_servers=keep_servers,
+        keep_servers=keep_servers, resume_command=lambda _run_dir: again,
     )
     exit_with(report.ok)

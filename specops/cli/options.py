@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shlex
 import sys
 from typing import IO, Any, cast
 
@@ -59,3 +60,14 @@ def parse_vars(values: tuple[str, ...]) -> dict[str, Any]:
         except yaml.YAMLError:  # a non-YAML value is just a string
             out[key.strip()] = value
     return out
+
+
+def command_line(name: str, *options: tuple[str, Any]) -> str:
+    """`specops NAME` with each (flag, value) given: a value of None or False is left out,
+    True is a bare flag; quoted for a POSIX shell (the resume command users paste)."""
+    argv = ["specops", name]
+    for flag, value in options:
+        if value is None or value is False:
+            continue
+        argv += [flag] if value is True else [flag, str(value)]
+    return shlex.join(argv)

@@ -151,7 +151,7 @@ def _set_dotted(variables: dict[str, Any], root: str, dotted: dict[str, Any]) ->
 
 
 def find_resumable_run(runs_dir: Path, playbook: Playbook) -> Path | None:
-    """The newest failed run of this playbook (by its path) in `runs_dir`."""
+    """The newest failed (or interrupted) run of this playbook (by its path) in `runs_dir`."""
     best: tuple[float, Path] | None = None
     if not runs_dir.is_dir():
         return None
@@ -160,7 +160,7 @@ def find_resumable_run(runs_dir: Path, playbook: Playbook) -> Path | None:
             info = json.loads(meta.read_text())
         except (OSError, ValueError):
             continue
-        if info.get("playbook_path") != str(playbook.path.resolve()) or info.get("status") != "failed":
+        if info.get("playbook_path") != str(playbook.path.resolve()) or info.get("status") not in ("failed", "interrupted"):
             continue
         if info.get("check"):
             continue

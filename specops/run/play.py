@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 
@@ -21,10 +21,13 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
                  runs_dir: Path | None = None, forks: int | None = None, console: Console | None = None,
                  as_json: bool = False, quiet: bool = False, run_dir: Path | None = None,
                  keep_servers: bool = False, label: str | None = None,
-                 on_point: PointCallback | None = None) -> RunReport:
+                 on_point: PointCallback | None = None,
+                 resume_command: Callable[[Path], str] | None = None) -> RunReport:
     """Validate everything first (nothing runs on bad input), then run and render.
     Ctrl-C stops the servers this run launched (unless keep_servers), closes the
-    connections and raises `Interrupted` (the CLI exits 130); the process lives on."""
+    connections and raises `Interrupted` (the CLI exits 130); the process lives on.
+    `resume_command(run_dir)`: the exact command that continues this run, printed after
+    Ctrl-C or a failure."""
     console = console or Console()
     playbook = load_playbook(playbook_path, KINDS)
     hosts = inventory.select(host_spec)
@@ -36,7 +39,7 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
         with live_progress(engine, console, enabled=not as_json and not quiet):
             report = engine.run()
     except KeyboardInterrupt:
-        _interrupted(engine, console, keep_servers)
+        _interrupted(engine, console, keep_servers, resume_command)
         engine.close()
         raise Interrupted() from None
     finally:
@@ -53,7 +56,13 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     for line in failure_lines(report):
         console.print("✗ " + line, markup=False, highlight=False)
     console.print(f"run directory: {report.run_dir}", markup=False, highlight=False)
+    if not report.ok and not check and resume_command is not None:
+        print_resume(console, resume_command(report.run_dir))
     return report
+
+
+def print_resume(console: Console, command: str) -> None:
+    console.print(f"to resume: {command}", markup=False, highlight=False, soft_wrap=True)
 
 
 def report_dict(report: RunReport) -> dict[str, Any]:
@@ -66,10 +75,13 @@ def report_dict(report: RunReport) -> dict[str, Any]:
     }
 
 
-def _interrupted(engine: Engine, console: Console, keep_servers: bool) -> None:
+def _interrupted(engine: Engine, console: Console, keep_servers: bool,
+                 resume_command: Callable[[Path], str] | None) -> None:
     """Ctrl-C: stop what this run launched and say so."""
     console.print("interrupted", markup=False)
     for cleanup in engine.interrupt(keep_servers):
         console.print(cleanup.line(), markup=False, highlight=False)
     console.print(f"run directory: {engine.run_dir}", markup=False, highlight=False)
+    if resume_command is not None and not engine.check:
+        print_resume(console, resume_command(engine.run_dir))
     console.file.flush()

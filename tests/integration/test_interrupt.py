@@ -50,6 +50,8 @@ def test_ctrl_c_during_deploy(tmp_path: Path, keep: bool) -> None:
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err
     assert "interrupted" in out
+    resume = f"to resume: specops deploy --host lab -i {inv} -p {REPO / 'playbooks/deploy.yaml'}"
+    assert resume + (" --keep-servers" if keep else "") + " --resume" in out, out
     try:
         if keep:
             assert _alive(pid) and "leaving baseline running" in out
