@@ -15,15 +15,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specops import __version__
-from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
+from specops.bench.bench_serving import (
+    DATASET_NAMES,
+    BenchCommand,
+    bench_command,
+    parse_bench_serving_output,
+    to_model_time,
+)
 from specops.bench.client import default_num_prompts, make_prompts, run_point
 from specops.bench.matrix import Point, plan_points
 from specops.bench.running import RunningSampler
 from specops.bench.schema import STATUS_FAILED, ResultRecord
 from specops.bench.store import append_result, load_manifest, missing_points, write_manifest
 from specops.config.inventory import Host
-from specops.config.schema import check_keys, choice, invalid, optional
-from specops.errors import SpecopsError
+from specops.config.schema import check_keys, choice, invalid, optional, suggest
+from specops.errors import ConfigError, SpecopsError
 from specops.secrets import loader_argv
 from specops.servers import (
     LaunchPlan,
@@ -104,6 +110,44 @@ class BenchSettings:
         if self.prompts_per_level:
             return int(self.prompts_per_level)
         return default_num_prompts(concurrency)
+
+
+def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) -> None:
+    """Before anything runs: every arm named exists in each host's `arms`, the dataset is a
+    name or a readable file, and the runner can use it. `hosts`: name -> (engine, arms var)."""
+    names = sorted(set(DATASET_NAMES) | {"sharegpt"})
+    is_file = Path(settings.dataset).expanduser().is_file()
+    if settings.dataset not in DATASET_NAMES and not is_file:
+        raise ConfigError(f"--dataset '{settings.dataset}' is neither a dataset name ({', '.join(names)}) "
+                          f"nor an existing file{suggest(settings.dataset, names)}", where="bench --dataset")
+    for host, (engine, arms) in hosts.items():
+        if not isinstance(arms, dict) or not arms:
+            raise ConfigError(f"host {host} has no 'arms' variable to benchmark", where="bench --arms",
+                              hint="define arms in hosts.yaml vars (see the shipped hosts.yaml)")
+        for arm in settings.arms:
+            if arm not in arms:
+                raise ConfigError(f"no arm '{arm}' on host {host}{suggest(arm, arms)}; its arms: "
+                                  f"{', '.join(sorted(arms))}", where="bench --arms")
+        runner = settings.runner if settings.runner != "auto" else ("builtin" if engine == "sim" else "sglang")
+        if runner == "builtin" and settings.dataset != "random" and not is_file:
+            raise ConfigError(f"the builtin runner (host {host}) makes random prompts or reads a file; "
+                              f"--dataset {settings.dataset} needs SGLang's runner", where="bench --dataset",
+                              hint="--dataset random, --dataset PATH (a ShareGPT-style JSON/JSONL file), "
+                                   "or --runner sglang on an SGLang host")
+
+
+def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_dir: Path) -> None:
+    """`--resume DIR` with options: each one given must match what the run was started with."""
+    for key, value in given.items():
+        had = manifest_settings.get(key)
+        same = sorted(had) == sorted(value) if key == "concurrency" and isinstance(had, list) else had == value
+        if not same:
+            flag = "--" + key.replace("_", "-")
+            shown = ",".join(map(str, value)) if isinstance(value, list) else value
+            was = ",".join(map(str, had)) if isinstance(had, list) else had
+            raise ConfigError(f"--resume {run_dir}: {flag} {shown} differs from the run's {flag} {was} "
+                              f"(manifest.json)", where="bench --resume",
+                              hint=f"drop {flag} to fill the run's gaps, or start a new run with --out")
 
 
 def dataset_hash(settings: BenchSettings) -> str:

@@ -7,21 +7,25 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
+from click.core import ParameterSource
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specops.bench.artifacts import render_report
 from specops.bench.report import terminal_table
 from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
-from specops.bench.sweep import BenchSettings
+from specops.bench.sweep import BenchSettings, check_for_hosts, check_resume
 from specops.cli.exits import exit_with
 from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option
 from specops.config.inventory import default_inventory_path, load_inventory
+from specops.config.playbook import load_playbook
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
 from specops.render.progress import plain, point_line
+from specops.run.engine import resolve_vars
 from specops.run.play import print_resume, run_playbook
 from specops.servers import stop_arms
+from specops.steps import KINDS
 from specops.transport.connect import open_transport
 
 
@@ -50,24 +54,29 @@ def _print_report(run_dir: Path) -> int:
 
 def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
               out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
-              resume_command: Callable[[Path], str] | None = None) -> int:
-
+              resume_command: Callable[[Path], str] | None = None, given: dict[str, Any] | None = None) -> int:
+    """`given`: the settings options typed on the command line (with --resume, each must match the run)."""
     inv = load_inventory(inventory_path)
     if resume is not None:
         if not (resume / "manifest.json").exists():
             raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
         settings = dict(load_manifest(resume).get("bench") or {})
         settings.pop("dataset_hash", None)
+        check_resume(settings, given or {}, resume)
         run_dir: Path | None = resume
     else:
         run_dir = out
         if run_dir is not None and (run_dir / "results.jsonl").exists():
             raise ConfigError(f"--out {run_dir} already holds results; use --resume {run_dir} to fill its gaps")
     checked = BenchSettings.from_dict(settings, where="specops bench")
+    book_path = playbook or default_playbook("bench")
+    book = load_playbook(book_path, KINDS)
+    bench_vars = {**extra_vars, "bench": asdict(checked)}
+    check_for_hosts(checked, {h.name: (h.engine, resolve_vars(inv, book, h, bench_vars, h.workdir).get("arms"))
+                              for h in inv.select(host_spec)})
 
     with _progress(len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats) as on_point:
-        report = run_playbook(inv, playbook or default_playbook("bench"), host_spec,
-                              extra_vars={**extra_vars, "bench": asdict(checked)},
+        report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
                               runs_dir=runs_dir, run_dir=run_dir, console=console,
                               keep_servers=checked.keep_servers, label="bench", on_point=on_point,
                               resume_command=resume_command)
@@ -138,6 +147,9 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                 "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers}
     extra_vars = parse_vars(var_items)
+    ctx = click.get_current_context()
+    given = {key: value for key, value in settings.items() if key != "keep_servers"
+             and ctx.get_parameter_source(key) not in (ParameterSource.DEFAULT, None)}
     common = (("--host", host_spec), ("-i", inventory_path), ("--playbook", playbook),
               *(("--var", v) for v in var_items), ("--threshold", threshold), ("--runs-dir", runs_dir))
 
@@ -155,7 +167,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
                        runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars,
-                       resume_command=again))
+                       resume_command=again, given=given))
 
 
 @click.command()

@@ -41,7 +41,7 @@ def test_failed_bench_prints_the_command_that_runs_it_again(tmp_path: Path) -> N
                                                "vars": {"arms": {"adaptive": {"threshold": 8}}}})
     book = write_yaml(tmp_path / "b.yaml", {"name": "b", "steps": [{"name": "no", "shell": "false"}]})
     out = tmp_path / "run"
-    res = run_cli("bench", "--host", "h", "-i", str(inv), "--playbook", str(book), "--concurrency", "1,2",
+    res = run_cli("bench", "--host", "h", "-i", str(inv), "--playbook", str(book), "--arms", "adaptive", "--concurrency", "1,2",
                   "--threshold", "4", "--out", str(out))
     assert res.exit_code == 1, res.output
     argv = _resume_line(res.output)
