@@ -25,7 +25,10 @@ TOP_KEYS = ["defaults", "hosts", "groups", "vars", "secrets"]
 HOST_KEYS = [
     "connection", "address", "port", "user", "key", "host_key", "known_hosts",
     "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets", "slurm", "login",
+    "ssh_config", "proxy_jump",
 ]
+#: the OpenSSH client config read for SSH hosts unless `ssh_config: false`
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
 GROUP_KEYS = ["hosts", "vars", "secrets"]
 CONNECTIONS = ("ssh", "local")
 #: How an SSH host's key is checked (specops.transport.hostkeys implements them): `accept-new`
@@ -60,6 +63,12 @@ class Host:
     secrets: dict[str, SecretSource] = field(default_factory=dict)
     #: a Slurm cluster behind this (login) host: arms run as batch jobs (specops.servers.slurm)
     slurm: SlurmSettings | None = None
+    #: the OpenSSH client config to read (HostName, User, Port, IdentityFile, ProxyJump); None: off
+    ssh_config: str | None = None
+    #: `[user@]host[:port]` (a comma list hops in order): the jump host(s) to reach this one through
+    proxy_jump: str | None = None
+    #: which of address, port, user, key the inventory set (those win over the SSH config)
+    given: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.connection == "local":
@@ -160,8 +169,12 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
 
     connection = one_of("connection", CONNECTIONS, "local" if name == "local" and "address" not in merged else "ssh")
     address = get("address", str, None)
-    if connection == "ssh" and not address and "login" not in node:  # login: another host's SSH settings
-        raise ConfigError(f"{what} uses ssh but has no 'address'", where=where_of(node))
+    ssh_config = get("ssh_config", (str, bool), True)
+    ssh_config_path = (_local_path(DEFAULT_SSH_CONFIG, Path(source).parent) if ssh_config is True
+                       else None if ssh_config is False else _local_path(ssh_config, Path(source).parent))
+    # login: another host's SSH settings; with an SSH config the name itself may be its Host entry
+    if connection == "ssh" and not address and "login" not in node and ssh_config_path is None:
+        raise ConfigError(f"{what} uses ssh but has no 'address' (and ssh_config is off)", where=where_of(node))
     host_key = cast(HostKeyMode, one_of("host_key", HOST_KEY_MODES, DEFAULT_HOST_KEY_MODE))
     engine = one_of("engine", ENGINES, "sglang")
     gpus = get("gpus", list, [])
@@ -183,6 +196,8 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
         connect_timeout=float(get("connect_timeout", (int, float), 10.0)), vars=dict(host_vars),
         secrets=parse_sources(merged.get("secrets"), where_of(node if "secrets" in node else defaults, "secrets")),
         slurm=parse_slurm(node["slurm"], what) if "slurm" in node else None,
+        ssh_config=ssh_config_path, proxy_jump=get("proxy_jump", str, None),
+        given=tuple(k for k in ("address", "port", "user", "key") if k in merged),
     )
 
 

@@ -97,7 +97,8 @@ def parse_slurm(node: Any, what: str) -> SlurmSettings:
 
 
 #: What `login: HOST` takes from the named host: how to reach it, nothing else.
-LOGIN_SETTINGS = ("connection", "address", "port", "user", "key", "host_key", "known_hosts", "connect_timeout")
+LOGIN_SETTINGS = ("connection", "address", "port", "user", "key", "host_key", "known_hosts", "connect_timeout",
+                  "ssh_config", "proxy_jump")
 
 
 def apply_login(hosts: dict[str, Any], nodes: Any) -> None:
@@ -119,3 +120,5 @@ def apply_login(hosts: dict[str, Any], nodes: Any) -> None:
         for attr in LOGIN_SETTINGS:
             if attr not in node:
                 setattr(hosts[str(name)], attr, getattr(hosts[ref], attr))
+        host = hosts[str(name)]  # what the inventory set (beats ~/.ssh/config): its own or the login's
+        host.given = tuple(sorted(set(host.given) | set(hosts[ref].given)))

@@ -12,9 +12,11 @@ def open_transport(host: Host) -> Transport:
     if host.connection == "local":
         return LocalTransport(host.name)
     from specops.transport.ssh import SSHTransport
+    from specops.transport.sshconfig import resolve
 
+    target = resolve(host)  # ~/.ssh/config fills what the inventory leaves out
     return SSHTransport(
-        host.name, host.address or "", port=host.port, user=host.user, key_filename=host.key,
+        host.name, target.address, port=target.port, user=target.user, key_filename=target.key,
         host_key=host.host_key, known_hosts=host.known_hosts, connect_timeout=host.connect_timeout,
-        python=host.python,
+        python=host.python, proxy_jump=target.proxy_jump,
     )

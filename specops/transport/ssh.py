@@ -93,6 +93,7 @@ class SSHTransport:
         home_hint: str | None = None,
         use_session: bool | None = None,
         python: str = "python3",
+        proxy_jump: str | None = None,
     ):
         if host_key not in hostkeys.HOST_KEY_MODES:
             raise ValueError(f"host_key must be one of {hostkeys.HOST_KEY_MODES}, not {host_key!r}")
@@ -104,6 +105,9 @@ class SSHTransport:
         self.host_key = host_key
         self.known_hosts = os.path.expanduser(known_hosts or hostkeys.DEFAULT_KNOWN_HOSTS)
         self.connect_timeout = float(connect_timeout)
+        #: `[user@]host[:port]`, a comma list hopping in order: reached through these (ProxyJump)
+        self.proxy_jump = proxy_jump or None
+        self._jump: SSHTransport | None = None
         #: "known", "recorded in <file>" (after accept-new) or "" before the first connect.
         self.host_key_status = ""
         #: The server's key, `ssh-ed25519 SHA256:...`, once connected.
@@ -185,6 +189,9 @@ class SSHTransport:
                     conn.close()
                 except Exception:
                     pass
+            jump, self._jump = self._jump, None
+            if jump is not None:
+                jump.close()
 
     def _open(self) -> fabric.Connection:
         timeout = self.connect_timeout
@@ -195,8 +202,9 @@ class SSHTransport:
                         "channel_timeout": timeout}
         if self.key_filename:
             kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
+        gateway = self._gateway() if self.proxy_jump else None
         conn = fabric.Connection(self.address, user=self.user, port=self.port,
-                                 config=_FABRIC_CONFIG, connect_kwargs=kwargs)
+                                 config=_FABRIC_CONFIG, connect_kwargs=kwargs, gateway=gateway)
         policy = hostkeys.KnownHostsPolicy(self.host_key, self.known_hosts)
         conn.client.set_missing_host_key_policy(policy)
         try:
@@ -219,6 +227,33 @@ class SSHTransport:
                                 else "known")
         self.connects += 1
         return conn
+
+    def _gateway(self) -> fabric.Connection:
+        """The last jump host's connection (opened; earlier hops are its own jumps). The jump
+        is checked against the same known_hosts and uses the same key and user unless its
+        `user@` says otherwise."""
+        assert self.proxy_jump
+        *before, last = [hop.strip() for hop in self.proxy_jump.split(",") if hop.strip()]
+        user, _, hostport = last.rpartition("@")
+        address, port = hostport, 22
+        if hostport.startswith("["):  # [v6]:port
+            address, _, rest = hostport[1:].partition("]")
+            port = int(rest[1:]) if rest.startswith(":") else 22
+        elif hostport.count(":") == 1:
+            address, _, text = hostport.partition(":")
+            try:
+                port = int(text)
+            except ValueError:
+                raise self._error(f"proxy_jump '{self.proxy_jump}': port '{text}' is not a number") from None
+        self._jump = SSHTransport(f"{self.name} jump {address}", address, port=port, user=user or self.user,
+                                  key_filename=self.key_filename, host_key=self.host_key,
+                                  known_hosts=self.known_hosts, connect_timeout=self.connect_timeout,
+                                  use_session=False, python=self.python, proxy_jump=",".join(before) or None)
+        try:
+            return self._jump.connection
+        except TransportError as exc:
+            raise self._error(f"cannot reach {self.target} through jump host {last}: {exc.message}",
+                              hint=exc.hint) from exc
 
     def _connect_error(self, exc: BaseException, conn: fabric.Connection,
                        policy: hostkeys.KnownHostsPolicy) -> BaseException:

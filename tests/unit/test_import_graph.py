@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2] / "specops"
 
 #: module -> names imported inside functions on purpose, and why.
 LAZY_ALLOWED = {
-    "specops.transport.connect": {"specops.transport.ssh"},  # paramiko costs ~0.2 s: local runs skip it
+    "specops.transport.connect": {"specops.transport.ssh", "specops.transport.sshconfig"},  # paramiko costs ~0.2 s
     "specops.sim.testing": {"aiohttp"},                       # only the streaming test helper needs it
 }
 

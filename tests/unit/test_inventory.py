@@ -49,7 +49,7 @@ def test_good_inventory_selects_names_groups_and_lists(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text, expected", [
     ("hosts:\n  a:\n    adress: 1.2.3.4\n", r"hosts.yaml:3: unknown key 'adress' in host 'a' \(did you mean 'address'\?\)"),
     ("hosts:\n  a: {address: 1.2.3.4, port: '22'}\n", r"hosts.yaml:2: 'port' in host 'a' must be an integer, got a string"),
-    ("hosts:\n  a: {port: 22}\n", r"hosts.yaml:2: host 'a' uses ssh but has no 'address'"),
+    ("hosts:\n  a: {port: 22, ssh_config: false}\n", r"hosts.yaml:2: host 'a' uses ssh but has no 'address'"),
     ("hosts:\n  a: {address: x, host_key: strickt}\n", r"hosts.yaml:2: 'host_key' in host 'a' must be one of accept-new, strict, got 'strickt' \(did you mean 'strict'\?\)"),
     ("hosts:\n  a: {address: x}\ngroups:\n  g: [a, bb]\n", r"hosts.yaml:4: group 'g' names unknown host 'bb'"),
     ("hosts: [a\n", r"hosts.yaml:2: YAML syntax error"),
