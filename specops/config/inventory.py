@@ -73,7 +73,7 @@ class Host:
     def describe(self) -> str:
         if self.connection == "local":
             return "local"
-        return f"{self.user + '@' if self.user else ''}{self.address}:{self.port}"
+        return f"{self.user + '@' if self.user else ''}{self.address or self.name}:{self.port}"
 
     def expand_on_host(self, expand: Callable[[str], str]) -> None:
         """`~` in `python` and `workdir` means the host's home, known only once connected:

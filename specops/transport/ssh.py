@@ -201,7 +201,8 @@ class SSHTransport:
         kwargs: dict = {"timeout": timeout, "banner_timeout": timeout, "auth_timeout": timeout,
                         "channel_timeout": timeout}
         if self.key_filename:
-            kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
+            # the key first, then the agent (a passphrase-protected key is often only usable there)
+            kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=True)
         gateway = self._gateway() if self.proxy_jump else None
         conn = fabric.Connection(self.address, user=self.user, port=self.port,
                                  config=_FABRIC_CONFIG, connect_kwargs=kwargs, gateway=gateway)
@@ -276,7 +277,7 @@ class SSHTransport:
                      "or set host_key: accept-new")
         if isinstance(exc, paramiko.AuthenticationException):
             who = self.user or conn.user
-            key = f"key {self.key_filename}" if self.key_filename else "the ssh agent and default keys"
+            key = f"key {self.key_filename} and the ssh agent" if self.key_filename else "the ssh agent and default keys"
             return self._error(
                 f"authentication failed for user {who} on {self.target} with {key}: {exc}",
                 hint="check `user:` and `key:` in hosts.yaml, and the host's authorized_keys")
