@@ -102,7 +102,7 @@ def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Ite
         yield
         return
     if not console.is_terminal:
-        before = engine.listener
+        before = engine.on_event
 
         def listen(record: dict[str, Any]) -> None:
             if before:
@@ -111,11 +111,11 @@ def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Ite
             if line:
                 plain(console, line)
 
-        engine.listener = listen
+        engine.on_event = listen
         try:
             yield
         finally:
-            engine.listener = before
+            engine.on_event = before
         return
     stop = threading.Event()
     with Live(progress_table(engine), console=console, refresh_per_second=4, transient=True) as live:

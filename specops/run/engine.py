@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
@@ -196,6 +196,8 @@ class Engine:
         self.check = check
         self.forks = forks or default_forks(len(hosts))
         self.from_index = playbook.find_step(from_step) if from_step else 0
+        #: called with each journal record as it is written (render.progress's plain lines)
+        self.on_event: Callable[[dict], None] | None = None
         self.previous: dict[str, set[int]] = {}
         self.resumed_from: Path | None = None
         if resume:
@@ -238,7 +240,7 @@ class Engine:
     def run(self) -> RunReport:
         """Run every host; on Ctrl-C (KeyboardInterrupt here) stop scheduling, mark the run
         interrupted and re-raise, leaving the journal open for the cleanup (see `interrupt`)."""
-        journal = Journal(self.run_dir)
+        journal = Journal(self.run_dir, self.on_event)
         self.state.journal = journal
         meta = {
             "run_id": self.run_id, "playbook": self.playbook.name,

@@ -13,7 +13,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from specops.fsutil import atomic_write
 from specops.secrets import redact
@@ -37,8 +37,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 class Journal:
     """Thread-safe writer of events.jsonl for one run; hosts write from their own threads."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, on_event: Callable[[dict], None] | None = None):
         self.run_dir = run_dir
+        #: called with each record after it is written (the plain-line view on a pipe)
+        self.on_event = on_event
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "events.jsonl"
         self._lock = threading.Lock()
@@ -52,6 +54,8 @@ class Journal:
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()
+        if self.on_event is not None:
+            self.on_event(record)
         return record
 
     def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> dict:
