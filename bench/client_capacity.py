@@ -2,7 +2,7 @@
 
 Runs the real simulator with a near-zero model clock (`--sim-time-scale` tiny), so the
 server answers as fast as its event loop can and the client is the bottleneck, then runs
-`specops.bench.client.run_point` at rising concurrency. For each level it prints the
+`specops.bench.client.measure_point` at rising concurrency. For each level it prints the
 streamed token rate in wall-clock tokens/s (baseline arm: one token per chunk, the
 client's worst case), request rate, client lag (how long after its slot came free each
 request was sent) and event-loop lag. Client and simulator share this machine's CPUs, so
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specops.bench.client import run_point  # noqa: E402
+from specops.bench.client import measure_point  # noqa: E402
 from specops.sglang.source import ensure_tree  # noqa: E402
 from specops.sim.model import BASELINE_CEILING_TOK_S  # noqa: E402
 from specops.sim.testing import run_sim  # noqa: E402
@@ -50,7 +50,7 @@ def main() -> int:
         with run_sim(ensure_tree("0.5.10.post1"), sim_args, log_path=Path(tmp) / "sim.log") as sim:
             for c in levels:
                 t0 = time.perf_counter()
-                rec = run_point(sim.url, concurrency=c, num_prompts=args.prompts_per_slot * c,
+                rec = measure_point(sim.url, concurrency=c, num_prompts=args.prompts_per_slot * c,
                                 input_len=args.input_len, output_len=args.output_len, warmup=c,
                                 api=args.api, timeout_s=120)
                 wall = rec["extra"]["duration_wall_s"]

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specops.bench.bench_serving import parse_bench_serving_output  # noqa: E402
-from specops.bench.client import _VOCAB, default_num_prompts, run_point  # noqa: E402
+from specops.bench.client import _VOCAB, default_num_prompts, measure_point  # noqa: E402
 from specops.sglang.source import ensure_tree  # noqa: E402
 from specops.sim.testing import run_sim  # noqa: E402
 
@@ -199,7 +199,7 @@ def main() -> None:
             bs_wall, took = run_bench_serving(py, sim.url, tokenizer, model, concurrency=c, num_prompts=n,
                                               input_len=args.input_len, output_len=args.output_len,
                                               seed=args.seed, workdir=args.workdir)
-            bi = run_point(sim.url, concurrency=c, num_prompts=n, input_len=args.input_len,
+            bi = measure_point(sim.url, concurrency=c, num_prompts=n, input_len=args.input_len,
                            output_len=args.output_len, seed=args.seed, dataset="random")
             bs = to_model_units(bs_wall, scale)
             rows.append((c, bs, bi))

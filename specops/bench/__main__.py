@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from specops.bench.client import run_point
+from specops.bench.client import measure_point
 from specops.errors import SpecopsError
 
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0)
     args = ap.parse_args(argv)
     try:
-        record = run_point(args.url, concurrency=args.concurrency, num_prompts=args.num_prompts,
+        record = measure_point(args.url, concurrency=args.concurrency, num_prompts=args.num_prompts,
                            input_len=args.input_len, output_len=args.output_len, seed=args.seed,
                            dataset=args.dataset, api=args.api, timeout_s=args.timeout)
     except SpecopsError as exc:

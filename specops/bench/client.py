@@ -378,7 +378,7 @@ async def _model_name(session: aiohttp.ClientSession, base_url: str, timeout_s: 
 
 # ---------------------------------------------------------------- one point
 
-async def run_point_async(
+async def measure_point_async(
     base_url: str,
     *,
     concurrency: int,
@@ -477,6 +477,6 @@ async def run_point_async(
     return record.to_dict()
 
 
-def run_point(base_url: str, **kwargs: Any) -> dict[str, Any]:
-    """Synchronous wrapper: `asyncio.run(run_point_async(...))`. See run_point_async."""
-    return asyncio.run(run_point_async(base_url, **kwargs))
+def measure_point(base_url: str, **kwargs: Any) -> dict[str, Any]:
+    """Synchronous wrapper: `asyncio.run(measure_point_async(...))`. See measure_point_async."""
+    return asyncio.run(measure_point_async(base_url, **kwargs))

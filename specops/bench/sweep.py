@@ -22,7 +22,7 @@ from specops.bench.bench_serving import (
     parse_bench_serving_output,
     to_model_time,
 )
-from specops.bench.client import default_num_prompts, make_prompts, run_point
+from specops.bench.client import default_num_prompts, make_prompts, measure_point
 from specops.bench.matrix import Point, plan_points
 from specops.bench.running import RunningSampler
 from specops.bench.schema import STATUS_FAILED, ResultRecord
@@ -315,7 +315,7 @@ class HostSweep:
                     "error": f"specops is not importable with {self.host.python} on the login node, so the client "
                              f"cannot run beside the server on its compute node; install specops there"}
         with reach(self.transport, state.port) as base_url:
-            return run_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
+            return measure_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
                              output_len=s.output_len, seed=s.seed, dataset=s.dataset, timeout_s=s.point_timeout)
 
     def _crash_excerpt(self, arm: str) -> str:

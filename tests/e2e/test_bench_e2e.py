@@ -106,7 +106,7 @@ def test_crash_mid_sweep_keeps_points_and_resume_fills_only_gaps(tmp_path: Path,
                    "the forward is the fallback for hosts that cannot run the client. Open in the notes of issue 9.")
 def test_builtin_client_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
     """Where the host cannot run the client, requests go through the SSH connection."""
-    from specops.bench.client import run_point
+    from specops.bench.client import measure_point
     from specops.sglang.source import ensure_tree
     from specops.sim.testing import run_sim
     from specops.transport.forward import reach
@@ -118,7 +118,7 @@ def test_builtin_client_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
         with run_sim(ensure_tree("0.5.10.post1"), ["--model-path", "m", "--sim-time-scale", "0.2"]) as sim:
             with reach(transport, sim.port) as url:
                 assert not url.endswith(f":{sim.port}")
-                rec = run_point(url, concurrency=8, num_prompts=32, input_len=16, output_len=8)
+                rec = measure_point(url, concurrency=8, num_prompts=32, input_len=16, output_len=8)
         assert rec["status"] == "ok" and rec["completed"] == 32 and rec["failed"] == 0, rec.get("error")
         assert transport.connects == 1, "the forward rides the existing SSH connection"
     finally:

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from specops.bench.client import _split_counts, default_num_prompts, make_prompts, percentile, run_point
+from specops.bench.client import _split_counts, default_num_prompts, make_prompts, measure_point, percentile
 from specops.errors import ConfigError
 from specops.sim.testing import free_port
 
@@ -75,7 +75,7 @@ def test_percentile_matches_linear_interpolation():
 
 
 def test_unreachable_server_fails_the_point_without_raising():
-    rec = run_point(f"http://127.0.0.1:{free_port()}", concurrency=2, num_prompts=4, input_len=4,
+    rec = measure_point(f"http://127.0.0.1:{free_port()}", concurrency=2, num_prompts=4, input_len=4,
                     output_len=4, warmup=0, timeout_s=5)
     assert rec["status"] == "failed" and rec["completed"] == 0 and rec["failed"] == 4
     assert "4 of 4 requests failed" in rec["error"] and "Connect" in rec["error"]
@@ -88,7 +88,7 @@ def test_baseline_point_against_the_simulator(tmp_path):
     from specops.sim.model import predicted_output_throughput
 
     with simulator(time_scale=0.25, tmp=tmp_path) as base:
-        rec = run_point(base, concurrency=4, num_prompts=16, input_len=16, output_len=64, seed=1, timeout_s=60)
+        rec = measure_point(base, concurrency=4, num_prompts=16, input_len=16, output_len=64, seed=1, timeout_s=60)
     assert rec["status"] == "ok", rec["error"]
     assert rec["completed"] == 16 and rec["failed"] == 0
     assert rec["total_output_tokens"] == 16 * 64
@@ -106,8 +106,8 @@ def test_baseline_point_against_the_simulator(tmp_path):
 @needs_sim
 def test_eagle3_point_reports_accept_length_and_spread_itl(tmp_path):
     with simulator(*EAGLE_FLAGS, time_scale=0.25, tmp=tmp_path) as base:
-        rec = run_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1, timeout_s=60)
-        comp = run_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1,
+        rec = measure_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1, timeout_s=60)
+        comp = measure_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1,
                          timeout_s=60, api="completions")
     assert rec["status"] == "ok", rec["error"]
     assert rec["completed"] == 8 and rec["total_output_tokens"] == 8 * 48
@@ -136,7 +136,7 @@ def test_sweep_against_two_simulated_arms_finds_the_models_crossover(tmp_path):
             simulator(*EAGLE_FLAGS, "--max-running-requests", "64", time_scale=0.1, tmp=tmp_path) as eagle_url:
         urls = {"baseline": base_url, "eagle3": eagle_url}
         for p in plan_points(["baseline", "eagle3"], levels, 1):
-            rec = run_point(urls[p.arm], concurrency=p.concurrency, input_len=16, output_len=32, seed=5, timeout_s=60)
+            rec = measure_point(urls[p.arm], concurrency=p.concurrency, input_len=16, output_len=32, seed=5, timeout_s=60)
             rec.update(host="local", arm=p.arm, repeat=p.repeat, mechanism="sim")
             store.append_result(run_dir, rec)
     summary = render_report(run_dir)
