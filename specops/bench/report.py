@@ -20,7 +20,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from rich.table import Table
 
@@ -103,6 +103,14 @@ class HostSummary:
     crossover: Crossover
     threshold: int | None
     adaptive_shortfalls: list[tuple[int, float | None]] | None   # None: no adaptive arm
+
+    def rows(self) -> Iterator[tuple[int, str, Cell, Ratio | None]]:
+        """(level, arm, cell, ratio to baseline) in table order: levels up, arms in order."""
+        for c in self.levels:
+            for arm in self.arms:
+                cell = self.cells.get((arm, c))
+                if cell is not None:
+                    yield c, arm, cell, self.ratios.get((arm, c))
 
     def threshold_text(self) -> str:
         if self.crossover.kind == "n/a":
@@ -332,17 +340,12 @@ def _md_results(s: HostSummary) -> list[str]:
            "| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
            "| accept len | running batch p50/p90 | ratio to baseline (spread) |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for c in s.levels:
-        for arm in s.arms:
-            cell = s.cells.get((arm, c))
-            if cell is None:
-                continue
-            ratio = s.ratios.get((arm, c))
-            rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
-            out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
-                       f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
-                       f"{_fmt(cell.accept_length if cell.accept_length is not None else cell.server_accept_length, 2)}"
-                       f" | {cell.running_text()} | {rtext} |")
+    for c, arm, cell, ratio in s.rows():
+        rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
+        out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
+                   f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
+                   f"{_fmt(cell.accept_length if cell.accept_length is not None else cell.server_accept_length, 2)}"
+                   f" | {cell.running_text()} | {rtext} |")
     return out + ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
                   f"- adaptive: {s.adaptive_text()}", ""]
 
@@ -412,14 +415,9 @@ def terminal_table(summary: ReportSummary) -> Table:
                           ("spread", "right"), ("TTFT ms", "right"), ("TPOT ms", "right"), ("vs base", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for s in summary.hosts:
-        for c in s.levels:
-            for arm in s.arms:
-                cell = s.cells.get((arm, c))
-                if cell is None:
-                    continue
-                ratio = s.ratios.get((arm, c))
-                table.add_row(s.host, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
-                              _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
-                              "-" if ratio is None else f"{ratio.ratio:.3f}")
+        for c, arm, cell, ratio in s.rows():
+            table.add_row(s.host, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
+                          _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
+                          "-" if ratio is None else f"{ratio.ratio:.3f}")
     return table
 

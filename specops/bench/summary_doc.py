@@ -48,22 +48,17 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
     hosts = []
     for s in summary.hosts:
         points = []
-        for c in s.levels:
-            for arm in s.arms:
-                cell = s.cells.get((arm, c))
-                if cell is None:
-                    continue
-                ratio = s.ratios.get((arm, c))
-                points.append({
-                    "arm": arm, "concurrency": c, "repeats": cell.repeats,
-                    "output_throughput": {"median": cell.median_tps, "min": cell.min_tps, "max": cell.max_tps},
-                    "median_ttft_ms": cell.median_ttft_ms, "median_tpot_ms": cell.median_tpot_ms,
-                    "accept_length": cell.accept_length,
-                    "running_batch": {"p50": cell.running_p50, "p90": cell.running_p90,
-                                      "server_accept_length": cell.server_accept_length},
-                    "ratio_to_baseline": None if ratio is None else {
-                        "median": ratio.ratio, "low": ratio.low, "high": ratio.high, "pairs": ratio.pairs},
-                })
+        for c, arm, cell, ratio in s.rows():
+            points.append({
+                "arm": arm, "concurrency": c, "repeats": cell.repeats,
+                "output_throughput": {"median": cell.median_tps, "min": cell.min_tps, "max": cell.max_tps},
+                "median_ttft_ms": cell.median_ttft_ms, "median_tpot_ms": cell.median_tpot_ms,
+                "accept_length": cell.accept_length,
+                "running_batch": {"p50": cell.running_p50, "p90": cell.running_p90,
+                                  "server_accept_length": cell.server_accept_length},
+                "ratio_to_baseline": None if ratio is None else {
+                    "median": ratio.ratio, "low": ratio.low, "high": ratio.high, "pairs": ratio.pairs},
+            })
         shortfalls = s.adaptive_shortfalls
         hosts.append({
             "host": s.host,

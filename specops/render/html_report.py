@@ -69,24 +69,19 @@ def _results_table(summary: ReportSummary) -> list[str]:
                    "<th>output tok/s</th><th>spread</th><th>repeats</th><th>TTFT ms</th><th>TPOT ms</th>"
                    "<th>accept len</th><th>running batch p50/p90</th><th>ratio to baseline</th></tr></thead><tbody>")
         short = {c for c, _ in (s.adaptive_shortfalls or [])}
-        for c in s.levels:
-            for arm in s.arms:
-                cell = s.cells.get((arm, c))
-                if cell is None:
-                    continue
-                ratio = s.ratios.get((arm, c))
-                bad = arm == "adaptive" and c in short
-                row_open = '<tr class="bad">' if bad else "<tr>"
-                out.append(row_open + "".join([
-                    _cell(str(c), c), _cell(arm, left=True), _cell(f"{cell.median_tps:.1f}", cell.median_tps),
-                    _cell(f"{cell.min_tps:.1f}-{cell.max_tps:.1f}", cell.max_tps - cell.min_tps),
-                    _cell(str(cell.repeats), cell.repeats), _cell(_num(cell.median_ttft_ms), cell.median_ttft_ms),
-                    _cell(_num(cell.median_tpot_ms, 2), cell.median_tpot_ms),
-                    _cell(_num(cell.accept_length, 2), cell.accept_length),
-                    _cell(cell.running_text(), cell.running_p50),
-                    _cell("-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})",
-                          None if ratio is None else ratio.ratio),
-                ]) + "</tr>")
+        for c, arm, cell, ratio in s.rows():
+            bad = arm == "adaptive" and c in short
+            row_open = '<tr class="bad">' if bad else "<tr>"
+            out.append(row_open + "".join([
+                _cell(str(c), c), _cell(arm, left=True), _cell(f"{cell.median_tps:.1f}", cell.median_tps),
+                _cell(f"{cell.min_tps:.1f}-{cell.max_tps:.1f}", cell.max_tps - cell.min_tps),
+                _cell(str(cell.repeats), cell.repeats), _cell(_num(cell.median_ttft_ms), cell.median_ttft_ms),
+                _cell(_num(cell.median_tpot_ms, 2), cell.median_tpot_ms),
+                _cell(_num(cell.accept_length, 2), cell.accept_length),
+                _cell(cell.running_text(), cell.running_p50),
+                _cell("-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})",
+                      None if ratio is None else ratio.ratio),
+            ]) + "</tr>")
         out.append("</tbody></table>")
         out.append(f"<ul><li>crossover: {_e(s.crossover.text())}</li>"
                    f"<li>recommended threshold: {_e(s.threshold_text())}</li>"
