@@ -8,12 +8,11 @@ login).
 
 from __future__ import annotations
 
-import select
 import socket
 import socketserver
 import threading
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Iterator
+from typing import Iterator
 
 import paramiko
 
@@ -22,25 +21,39 @@ from specops.transport.base import Transport
 _CHUNK = 64 * 1024
 
 
-def _pump(client: socket.socket, channel: paramiko.Channel) -> None:
-    """Copy bytes both ways until either side closes."""
+def _upstream(client: socket.socket, channel: paramiko.Channel) -> None:
+    """Client -> host until the client is done; then the channel closes, which also ends
+    the other direction's `recv`."""
     try:
-        while True:
-            waiting: list[Any] = [client, channel]  # a Channel is select()able (it has fileno())
-            readable, _, _ = select.select(waiting, [], [], 1.0)
-            if client in readable:
-                data = client.recv(_CHUNK)
-                if not data:
-                    break
-                channel.sendall(data)
-            if channel in readable:
-                data = channel.recv(_CHUNK)
-                if not data:
-                    break
-                client.sendall(data)
+        while data := client.recv(_CHUNK):
+            channel.sendall(data)
     except (OSError, EOFError, paramiko.SSHException):
         pass
     finally:
+        channel.close()
+
+
+def _pump(client: socket.socket, channel: paramiko.Channel) -> None:
+    """Copy bytes both ways until either side closes: one blocking thread per direction.
+
+    Not `select()` on the channel: `Channel.fileno()` gives it an os.pipe that paramiko's
+    reader thread may be `set()`ting, unlocked, while `close()` closes it; the byte then
+    lands in whatever file reused that number (under concurrency, the SSH socket itself:
+    "Bad file descriptor" in the transport thread, the connection and every response
+    riding it cut short)."""
+    up = threading.Thread(target=_upstream, args=(client, channel), daemon=True)
+    up.start()
+    try:
+        while data := channel.recv(_CHUNK):
+            client.sendall(data)
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+    finally:
+        try:
+            client.shutdown(socket.SHUT_RDWR)  # wakes `_upstream`'s recv
+        except OSError:
+            pass
+        up.join(timeout=10)
         channel.close()
         client.close()
 

@@ -101,11 +101,12 @@ def test_crash_mid_sweep_keeps_points_and_resume_fills_only_gaps(tmp_path: Path,
     assert len(rows(out)) == 4 and all(r["failed"] == "0" for r in rows(out))
 
 
-@pytest.mark.xfail(strict=False, reason="known defect: under concurrency a response through the SSH forward "
-                   "is sometimes cut short (ClientPayloadError / connection reset), about 1 run in 5 here; "
-                   "the forward is the fallback for hosts that cannot run the client. Open in the notes of issue 9.")
 def test_builtin_client_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
-    """Where the host cannot run the client, requests go through the SSH connection."""
+    """Where the host cannot run the client, requests go through the SSH connection.
+
+    At 32 concurrent streams the select()-based forward lost the SSH connection about
+    one point in three (paramiko's channel pipe race, see `transport/forward.py`); three
+    points here."""
     from specops.bench.client import measure_point
     from specops.sglang.source import ensure_tree
     from specops.sim.testing import run_sim
@@ -118,8 +119,10 @@ def test_builtin_client_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
         with run_sim(ensure_tree("0.5.10.post1"), ["--model-path", "m", "--sim-time-scale", "0.2"]) as sim:
             with reach(transport, sim.port) as url:
                 assert not url.endswith(f":{sim.port}")
-                rec = measure_point(url, concurrency=8, num_prompts=32, input_len=16, output_len=8)
-        assert rec["status"] == "ok" and rec["completed"] == 32 and rec["failed"] == 0, rec.get("error")
+                recs = [measure_point(url, concurrency=32, num_prompts=96, input_len=16, output_len=8)
+                        for _ in range(3)]
+        for rec in recs:
+            assert rec["status"] == "ok" and rec["completed"] == 96 and rec["failed"] == 0, rec.get("error")
         assert transport.connects == 1, "the forward rides the existing SSH connection"
     finally:
         transport.close()
