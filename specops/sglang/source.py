@@ -11,6 +11,7 @@ saying exactly that.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -79,9 +80,18 @@ def find_wheel(version: str) -> Path:
 
 
 def ensure_tree(version: str = DEMO_VERSION, root: Path | None = None) -> Path:
-    """Return a repo-shaped SGLang tree (`<tree>/python/sglang/...`) for `version`, fetching once."""
+    """Return a repo-shaped SGLang tree (`<tree>/python/sglang/...`) for `version`, fetching once.
+
+    Safe to call from several processes at once (parallel test workers, two terminals):
+    one fetches and unpacks under a lock while the others wait, then finds the tree (the
+    unpacker itself renames a finished tree into place)."""
     root = root or cache_root() / "sglang"
     tree = root / version
     if (tree / "python" / "sglang" / "srt").is_dir():
         return tree
-    return unpack_wheel(find_wheel(version), tree)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tree / "python" / "sglang" / "srt").is_dir():
+            return tree
+        return unpack_wheel(find_wheel(version), tree)
