@@ -11,11 +11,14 @@ is downloaded once into the cache so that `pip install -e` works with `--no-inde
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import pytest
 
@@ -23,6 +26,19 @@ from specops.sglang.source import cache_root
 
 STANDIN_VERSION = "0.5.10.post1"
 BUILD_REQUIREMENTS = ["setuptools>=61", "setuptools-scm>=8", "wheel"]
+T = TypeVar("T")
+
+
+def _cached(fn: Callable[..., T]) -> Callable[..., T]:
+    """Build a cache entry in one process at a time (parallel test workers share the cache);
+    each builder has its own lock, since `bare_repo` calls `sdist`."""
+    @functools.wraps(fn)
+    def locked(*args, **kwargs) -> T:
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with open(cache_root() / f".standin-{fn.__name__}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return fn(*args, **kwargs)
+    return locked
 
 
 def _pip_download(args: list[str], dest: Path) -> None:
@@ -33,6 +49,7 @@ def _pip_download(args: list[str], dest: Path) -> None:
         pytest.skip(f"cannot download {' '.join(args)} (offline?): {(proc.stderr or proc.stdout).strip()[-300:]}")
 
 
+@_cached
 def sdist(version: str = STANDIN_VERSION) -> Path:
     """The cached source distribution of sglang `version`."""
     folder = cache_root() / "sdists"
@@ -45,6 +62,7 @@ def sdist(version: str = STANDIN_VERSION) -> Path:
     return found[0]
 
 
+@_cached
 def build_wheels() -> Path:
     """A folder of wheels of SGLang's build backend, for `pip install --no-index --find-links`."""
     folder = cache_root() / "build-wheels"
@@ -58,6 +76,7 @@ def _git(cwd: Path, *args: str) -> None:
                    check=True, capture_output=True, timeout=300)
 
 
+@_cached
 def bare_repo(version: str = STANDIN_VERSION) -> Path:
     """A bare repository with the sdist laid out as upstream, one commit tagged `v<version>`;
     built once and cached (tests clone it, never write to it)."""
@@ -96,6 +115,7 @@ def bare_repo(version: str = STANDIN_VERSION) -> Path:
     return bare
 
 
+@_cached
 def home_python() -> str:
     """`~/.cache/specops/standin-python`: a python reached through `~` (a symlink to this one),
     for the `python: ~/...` setting; returned in its `~` form."""
