@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from rich.table import Table
-
 from specops.bench import store
 from specops.bench.schema import STATUS_OK
+from specops.render import fit
+from specops.render.fit import Column, Fitted, fit_table
 from specops.servers.fairness import args_from_argv
 from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
 
@@ -408,16 +408,18 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def terminal_table(summary: ReportSummary) -> Table:
-    """The same table for the terminal (rich)."""
-    table = Table(title="specops bench" + (" (SIMULATED)" if summary.simulated else ""))
-    for name, justify in (("host", "left"), ("c", "right"), ("arm", "left"), ("tok/s", "right"),
-                          ("spread", "right"), ("TTFT ms", "right"), ("TPOT ms", "right"), ("vs base", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+def terminal_table(summary: ReportSummary, width: int = 80) -> Fitted:
+    """The same table for the terminal, no wider than `width` (long host or arm names are
+    shortened in the middle)."""
+    columns = [Column("host", shrink=True), Column("c", "right"), Column("arm", shrink=True),
+               Column("tok/s", "right"), Column("spread", "right"), Column("TTFT ms", "right"),
+               Column("TPOT ms", "right"), Column("vs base", "right")]
+    rows: list[list[fit.Cell]] = []
     for s in summary.hosts:
         for c, arm, cell, ratio in s.rows():
-            table.add_row(s.host, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
-                          _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
-                          "-" if ratio is None else f"{ratio.ratio:.3f}")
-    return table
+            rows.append([s.host, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
+                         _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
+                         "-" if ratio is None else f"{ratio.ratio:.3f}"])
+    return fit_table(columns, rows, width=width, key_columns=3,
+                     title="specops bench" + (" (SIMULATED)" if summary.simulated else ""))
 

@@ -136,18 +136,50 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
                                    "or --runner sglang on an SGLang host")
 
 
-def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_dir: Path) -> None:
-    """`--resume DIR` with options: each one given must match what the run was started with."""
+#: What `--resume DIR --extend` may add to a run; every other setting must match it.
+EXTENDABLE = ("concurrency", "repeats")
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_dir: Path, *,
+                 extend: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """`--resume DIR` with options: each one given must match what the run was started with.
+    With `extend`, `--concurrency` and `--repeats` may add to the run (new levels, more
+    repeats); the settings returned are the union, and the notes say what was kept that
+    the options left out (the run's points are never dropped)."""
+    settings, notes = dict(manifest_settings), []
     for key, value in given.items():
         had = manifest_settings.get(key)
         same = sorted(had) == sorted(value) if key == "concurrency" and isinstance(had, list) else had == value
-        if not same:
-            flag = "--" + key.replace("_", "-")
-            shown = ",".join(map(str, value)) if isinstance(value, list) else value
-            was = ",".join(map(str, had)) if isinstance(had, list) else had
-            raise ConfigError(f"--resume {run_dir}: {flag} {shown} differs from the run's {flag} {was} "
-                              f"(manifest.json)", where="bench --resume",
-                              hint=f"drop {flag} to fill the run's gaps, or start a new run with --out")
+        if same:
+            continue
+        flag = "--" + key.replace("_", "-")
+        differs = f"{flag} {_shown(value)} differs from the run's {flag} {_shown(had)} (manifest.json)"
+        if not extend:
+            extra = "add --extend to add levels or repeats to it, " if key in EXTENDABLE else ""
+            raise ConfigError(f"--resume {run_dir}: {differs}", where="bench --resume",
+                              hint=f"{extra}drop {flag} to fill the run's gaps, or start a new run with --out")
+        if key not in EXTENDABLE:
+            raise ConfigError(f"--resume {run_dir} --extend: {differs}; --extend adds only --concurrency levels "
+                              f"and --repeats", where="bench --extend",
+                              hint=f"drop {flag}, or start a new run with --out")
+        if key == "concurrency" and isinstance(had, list):
+            settings[key] = sorted(set(had) | set(value))
+            kept = sorted(set(had) - set(value))
+            if kept:
+                notes.append(f"--extend keeps the run's points at concurrency {_shown(kept)} "
+                             f"(not in --concurrency {_shown(value)})")
+        elif key == "repeats" and isinstance(had, int) and isinstance(value, int):
+            settings[key] = max(had, value)
+            if value < had:
+                notes.append(f"--extend keeps the run's {had} repeats (--repeats {value} is fewer)")
+        else:  # a manifest without the setting: nothing to add to
+            raise ConfigError(f"--resume {run_dir} --extend: the run records no {flag} to extend (manifest.json)",
+                              where="bench --extend")
+    return settings, notes
 
 
 def dataset_hash(settings: BenchSettings) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specops.bench.artifacts import render_report
@@ -16,14 +18,27 @@ from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
 from specops.bench.sweep import BenchSettings, check_for_hosts, check_resume
 from specops.cli.exits import exit_with
-from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option
+from specops.cli.options import (
+    QUIET,
+    command_line,
+    console,
+    err_console,
+    host_option,
+    inventory_option,
+    parse_vars,
+    quiet,
+    var_option,
+    verbose,
+    verbosity,
+)
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.config.playbook import load_playbook
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
 from specops.render.progress import plain, point_line
-from specops.run.engine import resolve_vars
-from specops.run.play import print_resume, run_playbook
+from specops.run.engine import RunReport, resolve_vars
+from specops.run.play import print_resume, report_dict, run_playbook
+from specops.run.state import PointCallback
 from specops.servers import stop_arms
 from specops.steps import KINDS
 from specops.transport.connect import open_transport
@@ -38,9 +53,11 @@ def _ints(value: str, option: str) -> list[int]:
 
 
 def _print_report(run_dir: Path) -> int:
-    """Render report.md and plots from the run directory; print the table and headline."""
+    """Render report.md and plots from the run directory; print the table (not with
+    `specops -q`; full values with `-v`) and the headline."""
     summary = render_report(run_dir)
-    console.print(terminal_table(summary))
+    if not quiet():
+        terminal_table(summary, console.width).print(console, full=verbose())
     for line in summary.headline:
         console.print(line, markup=False, highlight=False)
     for line in summary.warnings:
@@ -52,17 +69,35 @@ def _print_report(run_dir: Path) -> int:
     return 1 if summary.failed else 0
 
 
+def _print_json(report: RunReport) -> int:
+    """`bench --json`: the run's summary.json on stdout (the step report, as `deploy --json`
+    prints it, when the sweep never started); the exit code as without --json."""
+    if not (report.run_dir / "results.jsonl").exists():
+        click.echo(json.dumps(report_dict(report), indent=1))
+        return 1
+    summary = render_report(report.run_dir)
+    click.echo((report.run_dir / SUMMARY_JSON).read_text(), nl=False)
+    return 1 if summary.failed else 0
+
+
 def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
               out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
-              resume_command: Callable[[Path], str] | None = None, given: dict[str, Any] | None = None) -> int:
-    """`given`: the settings options typed on the command line (with --resume, each must match the run)."""
+              resume_command: Callable[[Path], str] | None = None, given: dict[str, Any] | None = None,
+              extend: bool = False, as_json: bool = False) -> int:
+    """`given`: the settings options typed on the command line (with --resume, each must match
+    the run; with `extend`, --concurrency and --repeats may add to it). `as_json`: summary.json
+    on stdout, failures and the resume command on stderr, no progress."""
     inv = load_inventory(inventory_path)
+    notes: list[str] = []
+    if extend and resume is None:
+        raise ConfigError("--extend adds levels or repeats to an existing run: give --resume DIR with it",
+                          where="bench --extend")
     if resume is not None:
         if not (resume / "manifest.json").exists():
             raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
         settings = dict(load_manifest(resume).get("bench") or {})
         settings.pop("dataset_hash", None)
-        check_resume(settings, given or {}, resume)
+        settings, notes = check_resume(settings, given or {}, resume, extend=extend)
         run_dir: Path | None = resume
     else:
         run_dir = out
@@ -75,32 +110,43 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     check_for_hosts(checked, {h.name: (h.engine, resolve_vars(inv, book, h, bench_vars, h.workdir).get("arms"))
                               for h in inv.select(host_spec)})
 
-    with _progress(len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats) as on_point:
+    out_console = err_console if as_json else console
+    level = QUIET if as_json else verbosity()
+    for note in notes:
+        out_console.print(note, markup=False, highlight=False)
+    total = len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
+    with _progress(total, out_console, enabled=level > QUIET) as on_point:
         report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
-                              runs_dir=runs_dir, run_dir=run_dir, console=console,
+                              runs_dir=runs_dir, run_dir=run_dir, console=out_console,
                               keep_servers=checked.keep_servers, label="bench", on_point=on_point,
-                              resume_command=resume_command)
-    code = _print_report(report.run_dir) if (report.run_dir / "results.jsonl").exists() else 1
+                              resume_command=resume_command, verbosity=level)
+    if as_json:
+        code = _print_json(report)
+    else:
+        code = _print_report(report.run_dir) if (report.run_dir / "results.jsonl").exists() else 1
     if report.ok and code != 0 and resume_command is not None:  # failed points: a resume runs them again
-        print_resume(console, resume_command(report.run_dir))
+        print_resume(out_console, resume_command(report.run_dir))
     return 0 if report.ok and code == 0 else 1
 
 
 class _progress:
-    """A rich progress bar that fills as points are written (one callback per point)."""
+    """A rich progress bar that fills as points are written (one callback per point); on a
+    pipe, a plain line per point; nothing when not `enabled`."""
 
-    def __init__(self, total: int):
-        self.total = total
+    def __init__(self, total: int, console: Console, enabled: bool = True):
+        self.total, self.console, self.enabled = total, console, enabled
 
-    def __enter__(self):
-
+    def __enter__(self) -> PointCallback:
+        console = self.console
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), console=console, transient=True,
-                                 disable=not console.is_terminal)
+                                 disable=not console.is_terminal or not self.enabled)
         self.progress.__enter__()
         self.task = self.progress.add_task("sweep", total=self.total)
 
         def on_point(rec: dict[str, Any]) -> None:
+            if not self.enabled:
+                return
             if not console.is_terminal:  # a pipe: one plain line per point, as it is written
                 plain(console, point_line(rec))
                 return
@@ -111,7 +157,7 @@ class _progress:
 
         return on_point
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.progress.__exit__(*exc)
 
 
@@ -134,13 +180,15 @@ class _progress:
               help="the adaptive arm's threshold (same as --var arms.adaptive.threshold=N)")
 @click.option("--out", type=click.Path(file_okay=False), help="run directory (default runs/<id>)")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True), help="a run directory: run only its missing points")
+@click.option("--extend", is_flag=True, help="with --resume: --concurrency and --repeats add levels or repeats to the run")
+@click.option("--json", "as_json", is_flag=True, help="print summary.json (nothing else on stdout)")
 @click.option("--keep-servers", is_flag=True, help="leave servers this run launched running")
 @click.option("--runs-dir", type=click.Path(file_okay=False))
 @var_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
           repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: int, output_len: int,
-          dataset: str, runner: str, seed: int, threshold: int | None, out: str | None, resume: str | None, keep_servers: bool,
-          runs_dir: str | None, var_items: tuple[str, ...]) -> None:
+          dataset: str, runner: str, seed: int, threshold: int | None, out: str | None, resume: str | None,
+          extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...]) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
                 "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
@@ -156,7 +204,9 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     def again(run_dir: Path) -> str:
         """`--resume DIR` once the sweep has a manifest; before that, the same sweep into DIR."""
         if (run_dir / "manifest.json").exists():
-            return command_line("bench", *common, ("--resume", str(run_dir)))
+            added = (("--concurrency", concurrency if "concurrency" in given else None),
+                     ("--repeats", repeats if "repeats" in given else None), ("--extend", True)) if extend else ()
+            return command_line("bench", *common, ("--resume", str(run_dir)), *added)
         return command_line("bench", *common, ("--arms", arms), ("--concurrency", concurrency),
                             ("--repeats", repeats), ("--num-prompts", num_prompts),
                             ("--prompts-per-level", prompts_per_level), ("--input-len", input_len),
@@ -167,7 +217,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
                        runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars,
-                       resume_command=again, given=given))
+                       resume_command=again, given=given, extend=extend, as_json=as_json))
 
 
 @click.command()

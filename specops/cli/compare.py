@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from specops.bench.compare import compare_runs, to_document, write_comparison
-from specops.cli.options import console
+from specops.cli.options import console, verbose
+from specops.render.fit import Cell, Column, fit_table
 
 
 @click.command()
@@ -28,13 +28,11 @@ def compare(run_dirs: tuple[Path, ...], out: Path | None, allow_different: bool,
         return
     for s in comp.series:
         console.print(f"{s.label}: " + " | ".join(s.headline[:2]), markup=False, highlight=False)
-    table = Table(title="output tok/s (ratio to the first run; * beyond the run-to-run spread)")
-    table.add_column("c", justify="right")
-    table.add_column("arm")
-    for label in comp.labels:
-        table.add_column(label, justify="right")
+    columns = [Column("c", "right"), Column("arm", shrink=True)] + [Column(label, "right", shrink=True, keep_cells=True)
+                                                                    for label in comp.labels]
+    rows: list[list[Cell]] = []
     for row in comp.rows:
-        cols = []
+        cols: list[Cell] = [str(row.concurrency), row.arm]
         for i, (cell, ratio, sig) in enumerate(zip(row.cells, row.ratios, row.significant, strict=True)):
             if cell is None:
                 cols.append("-")
@@ -42,8 +40,9 @@ def compare(run_dirs: tuple[Path, ...], out: Path | None, allow_different: bool,
                 cols.append(f"{cell.median_tps:.1f}")
             else:
                 cols.append(f"{cell.median_tps:.1f} {ratio:.3f}x{' *' if sig else ''}")
-        table.add_row(str(row.concurrency), row.arm, *cols)
-    console.print(table)
+        rows.append(cols)
+    fit_table(columns, rows, width=console.width, key_columns=2,
+              title="output tok/s (ratio to the first run; * beyond the run-to-run spread)").print(console, full=verbose())
     for d in comp.setting_differences:
         console.print(f"warning: settings differ: {d}", markup=False, highlight=False)
     console.print(f"comparison: {written[0]}", markup=False, highlight=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from specops.cli.exits import exit_with
-from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option
+from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option, verbosity
 from specops.config.inventory import load_inventory
 from specops.data import default_playbook
 from specops.run.play import run_playbook
@@ -36,6 +36,6 @@ def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None
         load_inventory(inventory_path), Path(playbook_path) if playbook_path else default_playbook("deploy"),
         host_spec, extra_vars=parse_vars(var_items), check=check, resume=resume, from_step=from_step,
         runs_dir=Path(runs_dir) if runs_dir else None, forks=forks, console=console, as_json=as_json,
-        keep_servers=keep_servers, resume_command=lambda _run_dir: again,
+        keep_servers=keep_servers, resume_command=lambda _run_dir: again, verbosity=verbosity(),
     )
     exit_with(report.ok)

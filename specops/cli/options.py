@@ -9,7 +9,7 @@ from typing import IO, Any, cast
 
 import click
 import yaml
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from specops.errors import ConfigError
 from specops.secrets import redact
@@ -37,8 +37,66 @@ class _MaskedStdout(io.TextIOBase):
         return getattr(sys.stdout, "encoding", None) or "utf-8"
 
 
+class _MaskedStderr(_MaskedStdout):
+    """sys.stderr, masked likewise: progress and errors while stdout carries a JSON document."""
+
+    def write(self, text: str) -> int:
+        sys.stderr.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+    def fileno(self) -> int:
+        return sys.stderr.fileno()
+
+
+#: The width of everything printed to a pipe or file (unless $COLUMNS says otherwise).
+PIPE_WIDTH = 80
+
+
+class _Console(Console):
+    """A console 80 columns wide when it does not write to a terminal: Rich would take the
+    width of whatever terminal stdin or stderr is, so `specops status | cat` got tables as
+    wide as the window (and folded them when the window was narrow)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPE_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self.width, self.height = new_size
+
+
 #: One console for every command, so tests and pipes see one stream.
-console = Console(file=cast(IO[str], _MaskedStdout()))
+console: Console = _Console(file=cast(IO[str], _MaskedStdout()))
+#: Its twin on stderr: what a command says beside a `--json` document on stdout.
+err_console: Console = _Console(file=cast(IO[str], _MaskedStderr()))
+
+#: Where the group keeps `-q`/`-v` (click's context meta: per invocation, nothing global).
+VERBOSITY = "specops.verbosity"
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+def verbosity() -> int:
+    """QUIET with `specops -q`, VERBOSE with `specops -v`, else NORMAL."""
+    ctx = click.get_current_context(silent=True)
+    return int(ctx.find_root().meta.get(VERBOSITY, NORMAL)) if ctx is not None else NORMAL
+
+
+def verbose() -> bool:
+    return verbosity() >= VERBOSE
+
+
+def quiet() -> bool:
+    return verbosity() <= QUIET
 
 inventory_option = click.option("--inventory", "-i", "inventory_path", type=click.Path(dir_okay=False),
                                 help="hosts.yaml (default ./hosts.yaml or $SPECOPS_INVENTORY)")

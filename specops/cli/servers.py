@@ -10,14 +10,15 @@ import time
 from collections.abc import Iterable
 
 import click
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
+from specops.cli.options import verbose as verbose_output
 from specops.config.inventory import load_inventory
 from specops.config.schema import suggest
 from specops.errors import ConfigError
+from specops.render.fit import Cell, Column, fit_table
 from specops.render.logs import show, sources_for
 from specops.servers import read_states, server_status, stop_arms
 from specops.transport.connect import open_transport
@@ -89,7 +90,7 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
 @host_option
 @inventory_option
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--verbose", "-v", is_flag=True, help="show each server's full command")
+@click.option("--verbose", "-v", is_flag=True, help="show each server's full command (as `specops -v status`)")
 def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: bool) -> None:
     """Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."""
     rows = {}
@@ -102,23 +103,24 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     if as_json:
         console.print_json(json.dumps({h: [vars(s) for s in st] for h, st in rows.items()}))
         return
-    table = Table(title="servers", title_justify="left")
-    for col in ("host", "arm", "state", "pid", "port", "uptime", "mechanism", "args"):
-        table.add_column(col, overflow="fold")
     jobs = any(s.job_id for st in rows.values() for s in st)
+    full = verbose or verbose_output()
+    columns = [Column("host", shrink=True), Column("arm", shrink=True), Column("state"), Column("pid"),
+               Column("port"), Column("uptime"), Column("mechanism", shrink=True), Column("args", shrink=True)]
     if jobs:  # a Slurm host: job id, its state (and why it waits), node, GPU indices, time left
-        table.add_column("job", overflow="fold")
+        columns.append(Column("job", shrink=True))
     colors = {"ready": "green", "starting": "yellow", "dead": "bold red", "stopped": "dim"}
+    cells: list[list[Cell]] = []
     for host, statuses in rows.items():
         if not statuses:
-            table.add_row(escape(host), "-", "[dim]no servers[/]", "", "", "", "", "", *([""] if jobs else []))
+            cells.append([host, "-", Text("no servers", style="dim"), "", "", "", "", "", *([""] if jobs else [])])
         for s in statuses:
             uptime = f"{s.uptime_s:.0f}s" if s.uptime_s is not None else ""
-            table.add_row(escape(host), escape(s.arm), f"[{colors.get(s.state, '')}]{s.state}[/]", str(s.pid or ""),
-                          str(s.port or ""), uptime, escape(s.mechanism or ""),
-                          escape(s.command or "") if verbose else escape(_short_args(s.command or "")),
-                          *([escape(job_cell(s))] if jobs else []))
-    console.print(table)
+            cells.append([host, s.arm, Text(s.state, style=colors.get(s.state, "")), str(s.pid or ""),
+                          str(s.port or ""), uptime, s.mechanism or "",
+                          (s.command or "") if full else _short_args(s.command or ""),
+                          *([job_cell(s)] if jobs else [])])
+    fit_table(columns, cells, width=console.width, title="servers", key_columns=2).print(console, full=full)
     if any(s.state == "dead" for st in rows.values() for s in st):
         console.print("a server is dead: `specops logs --host H --server ARM --errors` shows why", markup=False)
         exit_with(False)

@@ -6,11 +6,11 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from specops.config.inventory import Host, Inventory
 from specops.errors import SpecopsError
+from specops.render.fit import Cell, Column, Fitted, fit_table
 from specops.servers.slurm import cluster_gpus
 from specops.transport.base import HostFacts
 from specops.transport.connect import open_transport
@@ -18,14 +18,14 @@ from specops.transport.nvidia import IDLE_MEMORY_MIB, GPUInventory, read_gpus
 from specops.transport.probes import gather_facts
 
 
-def inventory_table(inv: Inventory) -> Table:
-    table = Table(title=f"inventory {inv.path}", title_justify="left")
-    for col in ("host", "connection", "address", "workdir", "engine", "gpus", "groups"):
-        table.add_column(col)
-    for host in inv.hosts.values():
-        table.add_row(escape(host.name), host.connection, escape(host.describe()), escape(host.workdir),
-                      host.engine, ",".join(map(str, host.gpus)) or "-", ",".join(host.groups) or "-")
-    return table
+def inventory_table(inv: Inventory, width: int) -> Fitted:
+    columns = [Column("host", shrink=True), Column("connection"), Column("address", shrink=True),
+               Column("workdir", shrink=True), Column("engine"), Column("gpus", shrink=True),
+               Column("groups", shrink=True)]
+    rows: list[list[Cell]] = [[host.name, host.connection, host.describe(), host.workdir, host.engine,
+                               ",".join(map(str, host.gpus)) or "-", ",".join(host.groups) or "-"]
+                              for host in inv.hosts.values()]
+    return fit_table(columns, rows, width=width, title=f"inventory {inv.path}")
 
 
 def _gpu_holders(inventory: GPUInventory) -> list[str]:
@@ -59,22 +59,24 @@ def _facts(host: Host) -> HostFacts:
         transport.close()
 
 
-def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bool = False) -> bool:
-    """Connect to every host at once; True when all are reachable."""
+def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bool = False,
+                full: bool = False) -> bool:
+    """Connect to every host at once; True when all are reachable. `full`: values in full
+    (below the table) where the table shortens them to fit."""
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
         facts = dict(zip([h.name for h in hosts], pool.map(_facts, hosts), strict=True))
     if as_json:
         console.print_json(json.dumps({name: vars(f) for name, f in facts.items()}))
     else:
-        table = Table(title="hosts check", title_justify="left")
-        for col in ("host", "reachable", "host key", "python", "git", "free disk", "GPUs"):
-            table.add_column(col)
+        columns = [Column("host", shrink=True), Column("reachable"), Column("host key", shrink=True),
+                   Column("python", shrink=True), Column("git", shrink=True), Column("free disk", shrink=True),
+                   Column("GPUs", shrink=True)]
+        rows: list[list[Cell]] = []
         for host in hosts:
             f = facts[host.name]
-            table.add_row(escape(host.name), "[green]yes[/]" if f.reachable else "[red]no[/]", escape(f.host_key),
-                          escape(f.python), escape(f.git), escape(f.free_disk),
-                          escape("; ".join(f.gpus) or ("none" if f.reachable else "")))
-        console.print(table)
+            rows.append([host.name, Text("yes", style="green") if f.reachable else Text("no", style="red"),
+                         f.host_key, f.python, f.git, f.free_disk, "; ".join(f.gpus) or ("none" if f.reachable else "")])
+        fit_table(columns, rows, width=console.width, title="hosts check").print(console, full=full)
         for host in hosts:
             if facts[host.name].error:
                 console.print(f"✗ {host.name} ({host.describe()}): {facts[host.name].error}", markup=False, highlight=False)

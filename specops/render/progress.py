@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from specops.render.fit import Cell, Column, fit_table
 from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, RunReport
 
 STYLE = {OK: "green", CHANGED: "yellow", SKIPPED: "cyan", FAILED: "bold red", NOT_RUN: "dim", WOULD_RUN: "blue"}
@@ -95,28 +97,49 @@ def point_line(rec: dict[str, Any]) -> str:
             f"repeat {rec.get('repeat')}: {what}")
 
 
+def command_line(record: dict[str, Any]) -> str | None:
+    """The plain line for a journal event that records a command (`specops -v`), else None."""
+    if record.get("event") != "command":
+        return None
+    took = record.get("duration_s")
+    timing = f", {took:.1f}s" if isinstance(took, (int, float)) else ""
+    return (f"{stamp()}  {record.get('host')}  {record.get('step') or '-'}: $ {record.get('command')}"
+            f"  (rc {record.get('rc')}{timing}{', probe' if record.get('probe') else ''})")
+
+
+def result_line(report: RunReport) -> str:
+    """`specops -q`'s one line for a finished run."""
+    failed = [h.host for h in report.hosts if not h.ok]
+    outcome = f"failed on {', '.join(failed)}" if failed else "ok"
+    return (f"{report.playbook.name}: {outcome} ({len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''}); "
+            f"run directory: {report.run_dir}")
+
+
 @contextmanager
-def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Iterator[None]:
-    """On a terminal, the live view; on a pipe, one plain timestamped line per finished step."""
+def live_progress(engine: Engine, console: Console, enabled: bool = True, commands: bool = False) -> Iterator[None]:
+    """On a terminal, the live view; on a pipe, one plain timestamped line per finished step.
+    `commands` (`specops -v`): also a line per command a step runs, as it ends."""
     if not enabled:
         yield
         return
-    if not console.is_terminal:
-        before = engine.on_event
-
+    before = engine.on_event
+    if not console.is_terminal or commands:
         def listen(record: dict[str, Any]) -> None:
             if before:
                 before(record)
-            line = step_line(engine, record)
+            line = command_line(record) if commands else None
+            if line is None and not console.is_terminal:
+                line = step_line(engine, record)
             if line:
                 plain(console, line)
 
         engine.on_event = listen
-        try:
-            yield
-        finally:
-            engine.on_event = before
-        return
+        if not console.is_terminal:
+            try:
+                yield
+            finally:
+                engine.on_event = before
+            return
     stop = threading.Event()
     with Live(progress_table(engine), console=console, refresh_per_second=4, transient=True) as live:
         def refresh() -> None:
@@ -130,23 +153,23 @@ def live_progress(engine: Engine, console: Console, enabled: bool = True) -> Ite
         finally:
             stop.set()
             thread.join()
+            engine.on_event = before
 
 
-def summary_table(report: RunReport) -> Table:
-    """A row per host, a column per step; with many hosts, a row per step counting the
-    hosts in each status instead (a host-by-step grid of 32+ rows folds into noise)."""
-    if len(report.hosts) > MANY_HOSTS:
-        return step_counts_table(report)
-    table = Table(title=f"{report.playbook.name} · run {report.run_id}", title_justify="left")
-    table.add_column("host")
-    for i, step in enumerate(report.playbook.steps):
-        table.add_column(f"{i + 1}. {step.name}", overflow="fold")
-    for host in report.hosts:
-        cells = []
-        for st in host.steps:
-            cells.append(f"[{STYLE.get(st.status, '')}]{st.status}[/]")
-        table.add_row(escape(host.host), *cells)
-    return table
+def summary_table(report: RunReport, width: int = 80) -> Table:
+    """A row per step, a column per host (names shortened to fit `width`); when the hosts
+    do not fit side by side, a row per step counting the hosts in each status instead (a
+    host-by-step grid of 32+ rows folds into noise)."""
+    if len(report.hosts) <= MANY_HOSTS:
+        columns = [Column("step", shrink=True)] + [Column(h.host, shrink=True, keep_cells=True) for h in report.hosts]
+        rows: list[list[Cell]] = []
+        for i, step in enumerate(report.playbook.steps):
+            rows.append([f"{i + 1}. {step.name}", *[Text(h.steps[i].status, style=STYLE.get(h.steps[i].status, ""))
+                                                     if i < len(h.steps) else "" for h in report.hosts]])
+        fitted = fit_table(columns, rows, width=width, title=f"{report.playbook.name} · run {report.run_id}")
+        if fitted.fits:
+            return fitted.table
+    return step_counts_table(report)
 
 
 def step_counts_table(report: RunReport) -> Table:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from specops.config.inventory import Inventory
 from specops.config.playbook import load_playbook
-from specops.render.progress import failure_lines, live_progress, print_check, summary_table
+from specops.render.progress import failure_lines, live_progress, print_check, result_line, summary_table
 from specops.run.engine import Engine, RunReport
 from specops.run.state import Interrupted, PointCallback
 from specops.steps import KINDS
@@ -22,12 +22,14 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
                  as_json: bool = False, quiet: bool = False, run_dir: Path | None = None,
                  keep_servers: bool = False, label: str | None = None,
                  on_point: PointCallback | None = None,
-                 resume_command: Callable[[Path], str] | None = None) -> RunReport:
+                 resume_command: Callable[[Path], str] | None = None, verbosity: int = 0) -> RunReport:
     """Validate everything first (nothing runs on bad input), then run and render.
     Ctrl-C stops the servers this run launched (unless keep_servers), closes the
     connections and raises `Interrupted` (the CLI exits 130); the process lives on.
     `resume_command(run_dir)`: the exact command that continues this run, printed after
-    Ctrl-C or a failure."""
+    Ctrl-C or a failure. `verbosity` (`specops -q`/`-v`): -1 prints no progress and no
+    table, only failures and one result line; 1 adds every command a step runs. `quiet`
+    prints nothing at all (the caller reports)."""
     console = console or Console()
     playbook = load_playbook(playbook_path, KINDS)
     hosts = inventory.select(host_spec)
@@ -36,7 +38,8 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
                     on_point=on_point)
     engine.prevalidate()
     try:
-        with live_progress(engine, console, enabled=not as_json and not quiet):
+        with live_progress(engine, console, enabled=not as_json and not quiet and verbosity >= 0,
+                           commands=verbosity > 0):
             report = engine.run()
     except KeyboardInterrupt:
         _interrupted(engine, console, keep_servers, resume_command)
@@ -49,13 +52,18 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
         return report
     if quiet:
         return report
-    if check:
+    if verbosity < 0:
+        pass
+    elif check:
         print_check(report, console)
     else:
-        console.print(summary_table(report))
+        console.print(summary_table(report, console.width))
     for line in failure_lines(report):
         console.print("✗ " + line, markup=False, highlight=False)
-    console.print(f"run directory: {report.run_dir}", markup=False, highlight=False)
+    if verbosity < 0:
+        console.print(result_line(report), markup=False, highlight=False)
+    else:
+        console.print(f"run directory: {report.run_dir}", markup=False, highlight=False)
     if not report.ok and not check and resume_command is not None:
         print_resume(console, resume_command(report.run_dir))
     return report

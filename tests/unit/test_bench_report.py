@@ -138,7 +138,7 @@ def test_render_report_from_files_is_byte_identical_and_has_plots(tmp_path):
         data = path.read_bytes()
         assert data[:8] == PNG_SIGNATURE and len(data) > 10_000, path
     assert not list((tmp_path / "plots").glob("*.tmp"))
-    table = terminal_table(first)
+    table = terminal_table(first).table
     assert table.row_count == 9 and "SIMULATED" in str(table.title)
 
 
