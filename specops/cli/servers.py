@@ -19,7 +19,7 @@ from specops.config.inventory import load_inventory
 from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
-from specops.render.logs import show, sources_for
+from specops.render.logs import collect, show, sources_for
 from specops.servers import read_states, server_status, stop_arms
 from specops.transport.connect import open_transport
 
@@ -49,7 +49,10 @@ def check_arm_names(asked: list[str] | None, known: Iterable[str], host: str) ->
 @click.option("--follow", "-f", is_flag=True, help="stream new lines until Ctrl-C")
 @click.option("--lines", "-n", default=50, show_default=True, help="last N lines")
 @click.option("--errors", is_flag=True, help="only the crash blocks (tracebacks and the like)")
-def logs(host_spec: str, inventory_path: str | None, server: str | None, follow: bool, lines: int, errors: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="one JSON document {host: {arm: {path, lines, crashes}}}; with -f, a JSON object per line")
+def logs(host_spec: str, inventory_path: str | None, server: str | None, follow: bool, lines: int, errors: bool,
+         as_json: bool) -> None:
     """Show and follow server logs, crashes highlighted; several servers are prefixed."""
     hosts = _hosts(inventory_path, host_spec)
     transports = [open_transport(h) for h in hosts]
@@ -61,13 +64,16 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
             sources += sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1)
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
+        if as_json and not follow:
+            click.echo(json.dumps(collect(sources, lines=lines, errors_only=errors), indent=1))
+            return
         stop = threading.Event()
         failure: list[BaseException] = []
 
         def work() -> None:
             try:
                 show(sources=sources, lines=lines, follow=follow, errors_only=errors, console=console,
-                     stop_event=stop)
+                     stop_event=stop, json_lines=as_json)
             except Exception as exc:  # noqa: BLE001 - re-raised in the main thread, as one line
                 failure.append(exc)
 

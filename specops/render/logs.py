@@ -6,10 +6,11 @@ Log text is printed as rich `Text` objects, never parsed as markup, so a log lin
 
 from __future__ import annotations
 
+import json
 import shlex
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.text import Text
@@ -32,6 +33,8 @@ class LogSource:
     transport: Transport
     path: str
     label: str
+    host: str = ""
+    arm: str = ""
 
 
 def sources_for(transport: Transport, workdir: str, arms: Sequence[str] | None = None,
@@ -43,7 +46,7 @@ def sources_for(transport: Transport, workdir: str, arms: Sequence[str] | None =
         res = transport.run(f"cd {shlex.quote(d)} 2>/dev/null && ls -1 -- *.log 2>/dev/null", timeout=30)
         arms = sorted(n[:-4] for n in res.stdout.split() if n.endswith(".log"))
     pre = f"{transport.name}:" if host_prefix else ""
-    return [LogSource(transport, paths.server_log(wd, a), f"{pre}{a}") for a in arms]
+    return [LogSource(transport, paths.server_log(wd, a), f"{pre}{a}", transport.name, a) for a in arms]
 
 
 def render_line(line: str, label: str | None, style: str = "cyan") -> Text:
@@ -99,6 +102,49 @@ class _Emitter:
             batch.append("\n")
         self.console.print(batch, soft_wrap=True, highlight=False, end="")
 
+    def note(self, src: LogSource, text: str) -> None:
+        self.console.print(Text(f"{src.label}: {text}", style="green"))
+
+
+class _JsonEmitter(_Emitter):
+    """`logs -f --json`: one JSON object per log line, {host, arm, line, crash}, nothing else."""
+
+    def __init__(self, sources: Sequence[LogSource], console: Console):
+        super().__init__(sources, console)
+        self.by_label = {s.label: s for s in sources}
+
+    def __call__(self, src_label: str, text_lines: list[str]) -> None:
+        if not text_lines:
+            return
+        src = self.by_label[src_label]
+        self.console.file.write("".join(json.dumps({"host": src.host, "arm": src.arm, "line": ln,
+                                                    "crash": find_signature(ln) is not None}) + "\n"
+                                        for ln in text_lines))
+        self.console.file.flush()
+
+    def note(self, src: LogSource, text: str) -> None:
+        """Nothing: stdout holds only log lines."""
+
+
+def collect(sources: Sequence[LogSource], *, lines: int = 50, errors_only: bool = False) -> dict[str, Any]:
+    """`logs --json`: {host: {arm: {path, lines, crashes}}}: the lines the text output shows
+    (the last `lines`, or with `errors_only` the crash blocks' lines) and the crash blocks
+    among them, each a string."""
+    out: dict[str, Any] = {}
+    for src in sources:
+        size = src.transport.stat_size(src.path)
+        if size is None:
+            raise TransportError(f"no log file {src.path}", where=f"host {src.transport.name}")
+        if errors_only:
+            blocks = error_blocks(src.transport, src.path)
+            blocks = blocks[-lines:] if lines > 0 else blocks
+            shown = [ln for b in blocks for ln in b.splitlines()]
+        else:
+            shown = tail_lines(src.transport, src.path, lines, end=size)
+            blocks = crash_blocks("\n".join(shown))
+        out.setdefault(src.host, {})[src.arm] = {"path": src.path, "lines": shown, "crashes": blocks}
+    return out
+
 
 def _print_tails(sources: Sequence[LogSource], emit: _Emitter, lines: int, errors_only: bool) -> dict[str, int]:
     """The last lines (or crash blocks) of each source; returns per path the byte offset
@@ -112,7 +158,7 @@ def _print_tails(sources: Sequence[LogSource], emit: _Emitter, lines: int, error
         if errors_only:
             blocks = error_blocks(src.transport, src.path)
             if not blocks:
-                emit.console.print(Text(f"{src.label}: no crash signatures in {src.path}", style="green"))
+                emit.note(src, f"no crash signatures in {src.path}")
             for b in blocks[-lines:] if lines > 0 else blocks:
                 emit(src.label, b.splitlines())
         else:
@@ -142,12 +188,12 @@ def _line_handler(emit: _Emitter, labels: dict[str, str], errors_only: bool) -> 
 
 def show(sources: Sequence[LogSource], *, lines: int = 50, follow: bool = False,
          errors_only: bool = False, console: Console | None = None,
-         stop_event: threading.Event | None = None, interval: float = 0.5) -> None:
+         stop_event: threading.Event | None = None, interval: float = 0.5, json_lines: bool = False) -> None:
     """Print the last `lines` lines of each source (or only its crash blocks), prefixed by
     label when there are several; with follow, then stream new lines until stop_event is
     set (the CLI sets it on Ctrl-C). One follower thread per host reads all its files in
-    one round trip per interval."""
-    emit = _Emitter(sources, console or Console())
+    one round trip per interval. `json_lines`: a JSON object per line instead (`logs -f --json`)."""
+    emit = (_JsonEmitter if json_lines else _Emitter)(sources, console or Console())
     printed_to = _print_tails(sources, emit, lines, errors_only)
     if not follow:
         return
