@@ -65,7 +65,7 @@ def _print_report(run_dir: Path) -> int:
     for rec in summary.failed:
         console.print(f"failed point: {rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} "
                       f"repeat {rec.get('repeat')}: {rec.get('error') or 'unknown error'}", markup=False, highlight=False)
-    console.print(f"report: {summary.report_path}", markup=False, highlight=False)
+    console.print(f"report: {summary.report_path}", markup=False, highlight=False, soft_wrap=True)
     return 1 if summary.failed else 0
 
 

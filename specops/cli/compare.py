@@ -45,4 +45,4 @@ def compare(run_dirs: tuple[Path, ...], out: Path | None, allow_different: bool,
               title="output tok/s (ratio to the first run; * beyond the run-to-run spread)").print(console, full=verbose())
     for d in comp.setting_differences:
         console.print(f"warning: settings differ: {d}", markup=False, highlight=False)
-    console.print(f"comparison: {written[0]}", markup=False, highlight=False)
+    console.print(f"comparison: {written[0]}", markup=False, highlight=False, soft_wrap=True)

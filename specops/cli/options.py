@@ -61,7 +61,12 @@ PIPE_WIDTH = 80
 class _Console(Console):
     """A console 80 columns wide when it does not write to a terminal: Rich would take the
     width of whatever terminal stdin or stderr is, so `specops status | cat` got tables as
-    wide as the window (and folded them when the window was narrow)."""
+    wide as the window (and folded them when the window was narrow). $COLUMNS is read at
+    each print, not once at import."""
+
+    def __init__(self, file: IO[str]) -> None:
+        super().__init__(file=file)
+        self._width = None  # Rich fixes $COLUMNS at construction; `size` reads it when asked
 
     @property
     def size(self) -> ConsoleDimensions:

@@ -61,9 +61,9 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     for line in failure_lines(report):
         console.print("✗ " + line, markup=False, highlight=False)
     if verbosity < 0:
-        console.print(result_line(report), markup=False, highlight=False)
+        console.print(result_line(report), markup=False, highlight=False, soft_wrap=True)
     else:
-        console.print(f"run directory: {report.run_dir}", markup=False, highlight=False)
+        console.print(f"run directory: {report.run_dir}", markup=False, highlight=False, soft_wrap=True)
     if not report.ok and not check and resume_command is not None:
         print_resume(console, resume_command(report.run_dir))
     return report
@@ -89,7 +89,7 @@ def _interrupted(engine: Engine, console: Console, keep_servers: bool,
     console.print("interrupted", markup=False)
     for cleanup in engine.interrupt(keep_servers):
         console.print(cleanup.line(), markup=False, highlight=False)
-    console.print(f"run directory: {engine.run_dir}", markup=False, highlight=False)
+    console.print(f"run directory: {engine.run_dir}", markup=False, highlight=False, soft_wrap=True)
     if resume_command is not None and not engine.check:
         print_resume(console, resume_command(engine.run_dir))
     console.file.flush()
