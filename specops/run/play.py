@@ -52,11 +52,9 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
         return report
     if quiet:
         return report
-    if verbosity < 0:
-        pass
-    elif check:
+    if check:  # what --check was asked for, even with -q
         print_check(report, console)
-    else:
+    elif verbosity >= 0:
         console.print(summary_table(report, console.width))
     for line in failure_lines(report):
         console.print("✗ " + line, markup=False, highlight=False)
