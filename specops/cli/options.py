@@ -10,48 +10,51 @@ from typing import IO, Any, cast
 import click
 import yaml
 from rich.console import Console, ConsoleDimensions
+from rich.file_proxy import FileProxy
 
 from specops.errors import ConfigError
 from specops.secrets import redact
+
+
+def _unproxied(stream: IO[str]) -> IO[str]:
+    """The stream under Rich's FileProxy: a live view (Live, Progress) swaps sys.stdout for
+    a proxy that prints through the console, and a console writing to that proxy prints
+    to itself forever (the live view spun at 100% CPU on every terminal)."""
+    while isinstance(stream, FileProxy):
+        stream = stream.rich_proxied_file
+    return stream
 
 
 class _MaskedStdout(io.TextIOBase):
     """sys.stdout as it is at each write (click's test runner swaps it), with every known
     secret masked: whatever a command prints, a token never reaches the terminal."""
 
+    def stream(self) -> IO[str]:
+        return _unproxied(sys.stdout)
+
     def write(self, text: str) -> int:
-        sys.stdout.write(redact(text))
+        self.stream().write(redact(text))
         return len(text)
 
     def flush(self) -> None:
-        sys.stdout.flush()
+        self.stream().flush()
 
     def isatty(self) -> bool:
-        return sys.stdout.isatty()
+        return self.stream().isatty()
 
     def fileno(self) -> int:
-        return sys.stdout.fileno()
+        return self.stream().fileno()
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return getattr(sys.stdout, "encoding", None) or "utf-8"
+        return getattr(self.stream(), "encoding", None) or "utf-8"
 
 
 class _MaskedStderr(_MaskedStdout):
     """sys.stderr, masked likewise: progress and errors while stdout carries a JSON document."""
 
-    def write(self, text: str) -> int:
-        sys.stderr.write(redact(text))
-        return len(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-    def isatty(self) -> bool:
-        return sys.stderr.isatty()
-
-    def fileno(self) -> int:
-        return sys.stderr.fileno()
+    def stream(self) -> IO[str]:
+        return _unproxied(sys.stderr)
 
 
 #: The width of everything printed to a pipe or file (unless $COLUMNS says otherwise).

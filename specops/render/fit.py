@@ -86,7 +86,8 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], *, widt
             break
         widest = max(candidates, key=lambda i: widths[i])
         widths[widest] -= 1
-    table = Table(title=title, title_justify="left")
+    # at least as wide as its title (a narrow table wraps a run id over three lines)
+    table = Table(title=title, title_justify="left", min_width=min(cell_len(title), width) if title else None)
     for col, w in zip(columns, widths, strict=True):
         table.add_column(middle(col.header, w), justify=col.justify, no_wrap=col.shrink,
                          overflow="ellipsis")

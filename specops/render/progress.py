@@ -33,15 +33,15 @@ def progress_table(engine: Engine) -> Table:
                                                "running" if r.started else "waiting")
             counts[state] = counts.get(state, 0) + 1
         order = ("done", "running", "waiting", "failed")
-        table.add_row(" · ".join(f"{counts[state]} {state}" for state in order if state in counts))
+        table.add_row(Text(" · ".join(f"{counts[state]} {state}" for state in order if state in counts)))
         for r in reports:
             if not r.ok:
-                table.add_row(f"[red]✗ {escape(r.host)}[/]: {escape(_failure_brief(engine, r))}")
+                table.add_row(Text.assemble((f"✗ {r.host}", "red"), f": {_failure_brief(engine, r)}"))
         return table
-    for r in reports:
+    for r in reports:  # Text, not markup: a print while the view is up renders it with markup off
         elapsed = f"{now - r.started:5.1f}s" if r.started else "   -  "
-        mark = "[red]✗[/]" if not r.ok else ("[green]✓[/]" if r.current == "done" else "[yellow]…[/]")
-        table.add_row(mark, escape(r.host), escape(r.current or "waiting"), elapsed)
+        mark = Text("✗", "red") if not r.ok else (Text("✓", "green") if r.current == "done" else Text("…", "yellow"))
+        table.add_row(mark, Text(r.host), Text(r.current or "waiting"), Text(elapsed))
     return table
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -151,3 +152,37 @@ def test_logs_follow_json_is_an_object_per_line(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
+
+
+def test_a_terminal_gets_the_live_view_and_it_ends(tmp_path: Path) -> None:
+    """On a terminal (a pty here), the live view: it used to spin forever (the console wrote
+    into the view's own stdout proxy), and a line printed under it showed `[yellow]…[/]`."""
+    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    book = write_yaml(tmp_path / "p.yaml", {"name": "p", "steps": [{"name": "slow", "shell": "sleep 0.6"},
+                                                                    {"name": "quick", "shell": "true"}]})
+    primary, secondary = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "specops", "-v", "deploy", "--host", "box", "-i", str(inv),
+                             "-p", str(book), "--runs-dir", str(tmp_path / "runs")],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=dict(os.environ, TERM="xterm"))
+    os.close(secondary)
+    chunks: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not select.select([primary], [], [], 0.5)[0]:
+                continue
+            try:
+                data = os.read(primary, 65536)
+            except OSError:  # the pty closed: the process is gone
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=5) == 0, b"".join(chunks)[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", b"".join(chunks).decode(errors="replace"))
+    assert "[yellow]" not in text and "[/]" not in text, text
+    assert "quick: $ bash -c true" in text and "run directory: " in text, text
