@@ -111,22 +111,28 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
         return
     jobs = any(s.job_id for st in rows.values() for s in st)
     full = verbose or verbose_output()
-    columns = [Column("host", shrink=True), Column("arm", shrink=True), Column("state"), Column("pid"),
-               Column("port"), Column("uptime"), Column("mechanism", shrink=True), Column("args", shrink=True)]
+    one = next(iter(rows)) if len(rows) == 1 else None  # one host: named in the title, not on every row
+    columns = [Column("arm", shrink=True), Column("state"), Column("pid"), Column("port"), Column("uptime"),
+               Column("mechanism", shrink=True), Column("args", shrink=True, head=True)]
+    if one is None:
+        columns.insert(0, Column("host", shrink=True))
     if jobs:  # a Slurm host: job id, its state (and why it waits), node, GPU indices, time left
         columns.append(Column("job", shrink=True))
     colors = {"ready": "green", "starting": "yellow", "dead": "bold red", "stopped": "dim"}
     cells: list[list[Cell]] = []
     for host, statuses in rows.items():
+        lead: list[Cell] = [] if one is not None else [host]
         if not statuses:
-            cells.append([host, "-", Text("no servers", style="dim"), "", "", "", "", "", *([""] if jobs else [])])
+            cells.append([*lead, "-", Text("no servers", style="dim"), "", "", "", "", "", *([""] if jobs else [])])
         for s in statuses:
             uptime = f"{s.uptime_s:.0f}s" if s.uptime_s is not None else ""
-            cells.append([host, s.arm, Text(s.state, style=colors.get(s.state, "")), str(s.pid or ""),
+            cells.append([*lead, s.arm, Text(s.state, style=colors.get(s.state, "")), str(s.pid or ""),
                           str(s.port or ""), uptime, s.mechanism or "",
                           (s.command or "") if full else _short_args(s.command or ""),
                           *([job_cell(s)] if jobs else [])])
-    fit_table(columns, cells, width=console.width, title="servers", key_columns=2).print(console, full=full)
+    fit_table(columns, cells, width=console.width, title="servers" if one is None else f"servers on {one}",
+              key_columns=1 if one is not None else 2, key_prefix=f"{one} " if one is not None else "",
+              ).print(console, full=full)
     if any(s.state == "dead" for st in rows.values() for s in st):
         console.print("a server is dead: `specops logs --host H --server ARM --errors` shows why", markup=False)
         exit_with(False)
@@ -150,18 +156,23 @@ def job_cell(s) -> str:
 
 
 def _short_args(command: str) -> str:
-    """The flags that tell arms apart (speculative ones), not the whole command line."""
+    """The flags that tell arms apart, speculative ones first (a narrow column shows its
+    start), not the whole command line."""
     try:
         words = shlex.split(command)
     except ValueError:
         return command
-    keep, out = False, []
+    keep = False
+    spec: list[str] = []
+    other: list[str] = []
+    target = other
     for w in words:
         if w.startswith("--"):
             keep = w.startswith(("--speculative", "--max-running", "--cuda-graph"))
+            target = spec if w.startswith("--speculative") else other
         if keep:
-            out.append(w)
-    return " ".join(out) or "(no speculation)"
+            target.append(w)
+    return " ".join(spec + other) or "(no speculation)"
 
 
 @click.command()

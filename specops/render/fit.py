@@ -36,13 +36,15 @@ def middle(text: str, width: int) -> str:
 
 @dataclass
 class Column:
-    """`shrink`: the column may be shortened to fit (paths, arguments, names);
-    `keep_cells`: only its header may (numbers under a long run name)."""
+    """`shrink`: the column may be shortened to fit (paths, names: in the middle);
+    `keep_cells`: only its header may (numbers under a long run name); `head`: keep the
+    start instead (a command line's first flags say the most)."""
 
     header: str
     justify: JustifyMethod = "left"
     shrink: bool = False
     keep_cells: bool = False
+    head: bool = False
 
 
 @dataclass
@@ -69,11 +71,11 @@ def _plain(cell: Cell) -> str:
 
 
 def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], *, width: int, title: str | None = None,
-              key_columns: int = 1) -> Fitted:
+              key_columns: int = 1, key_prefix: str = "") -> Fitted:
     """A rich Table (default box, one space of padding) no wider than `width`: the widest
     shrinkable column loses a character at a time until the table fits; its cells and
     header are then shortened in the middle. The first `key_columns` cells name a row in
-    the `shortened` lines."""
+    the `shortened` lines, after `key_prefix` (what the title says, e.g. the one host)."""
     natural = [max([cell_len(c.header)] + [cell_len(_plain(r[i])) for r in rows]) for i, c in enumerate(columns)]
     widths = list(natural)
     overhead = 3 * len(columns) + 1  # a space each side of every cell, a rule between and around
@@ -96,9 +98,9 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], *, widt
         cells: list[Cell] = []
         for i, (cell, w) in enumerate(zip(row, widths, strict=True)):
             if isinstance(cell, str) and cell_len(cell) > w and columns[i].shrink and not columns[i].keep_cells:
-                key = " ".join(_plain(c) for c in row[:key_columns])
+                key = key_prefix + " ".join(_plain(c) for c in row[:key_columns])
                 shortened.append(f"{key} {columns[i].header}: {cell}")
-                cell = middle(cell, w)
+                cell = cell[:w - 1] + ELLIPSIS if columns[i].head else middle(cell, w)
             cells.append(Text(cell) if isinstance(cell, str) else cell)
         table.add_row(*cells)
     return Fitted(table, shortened, fits=sum(widths) + overhead <= width)
