@@ -13,6 +13,7 @@ from specops.errors import ConfigError
 from specops.secrets import env_file_text
 from specops.servers.launch import LaunchPlan
 from specops.servers.slurm import SlurmSettings, adapt_plan, job_script, parse_duration, parse_job, sbatch_argv
+from specops.sim.testing import free_port
 from tests.support.deploy import write_yaml
 
 RUNNING = """JobId=12 JobName=specops-eagle3
@@ -50,10 +51,10 @@ def test_durations() -> None:
     assert parse_duration("UNLIMITED") is None
 
 
-def _plan(tmp: str = "/shared/w") -> LaunchPlan:
-    return LaunchPlan(arm="eagle3", kind="eagle3", port=30001,
+def _plan(tmp: str = "/shared/w", port: int = 30001) -> LaunchPlan:
+    return LaunchPlan(arm="eagle3", kind="eagle3", port=port,
                       argv=["python3", "-m", "sglang.launch_server", "--model-path", "m x", "--host", "127.0.0.1",
-                            "--port", "30001"],
+                            "--port", str(port)],
                       env={"CUDA_VISIBLE_DEVICES": "0,1", "HF_HOME": "/shared/hf"}, mechanism="eagle3", workdir=tmp,
                       log_path=f"{tmp}/.specops/logs/eagle3.log", state_path=f"{tmp}/.specops/servers/eagle3.json")
 
@@ -83,7 +84,7 @@ def test_the_job_script_turns_slurm_gpu_indices_into_cuda_visible_devices(tmp_pa
     fake.mkdir()
     (fake / "scontrol").write_text("#!/bin/sh\necho '     Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:3(IDX:0-1,3)'\n")
     (fake / "scontrol").chmod(0o755)
-    plan = adapt_plan(_plan(str(tmp_path)), SlurmSettings())
+    plan = adapt_plan(_plan(str(tmp_path), port=free_port()), SlurmSettings())  # the script checks its port
     plan.argv = ["sh", "-c", 'echo "got=$CUDA_VISIBLE_DEVICES hf=$HF_HOME"']
     env_file = tmp_path / ".specops/servers/eagle3.env"
     env_file.parent.mkdir(parents=True)
