@@ -16,7 +16,7 @@ from specops.config.schema import check_keys, expect, suggest, type_name, where_
 from specops.errors import ConfigError
 
 # The checks moved to specops.config.schema; these names stay importable from here.
-__all__ = ["Mapping", "Sequence", "load_file", "load_text", "check_keys", "expect", "suggest", "type_name",
+__all__ = ["Mapping", "Sequence", "load_file", "load_text", "read_text", "check_keys", "expect", "suggest", "type_name",
            "where_of"]
 
 
@@ -83,17 +83,36 @@ def load_text(text: str, source: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
         raise ConfigError(f"YAML syntax error: {exc.problem or exc.context}", where=f"{source}:{line}") from exc
+    except yaml.reader.ReaderError as exc:  # a control character: its line, not the parser's dump
+        line = text.count("\n", 0, exc.position) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError(f"YAML cannot hold character U+{char:04X} (control characters are not allowed)",
+                          where=f"{source}:{line}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"YAML error: {exc}", where=source) from exc
+        first = str(exc).strip().splitlines() or [""]
+        raise ConfigError(f"YAML error: {first[0]}", where=source) from exc
+
+
+def read_text(path: Path | str, what: str = "file") -> str:
+    """A file specops reads as text, as UTF-8: missing, unreadable (a folder, no permission)
+    or not UTF-8, it is a ConfigError naming the file (and the line of the first bad byte)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory, not a file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+                          where=f"{path}:{line}", hint="save it as UTF-8") from None
 
 
 def load_file(path: Path | str, what: str = "file") -> Any:
-    """Read and parse a YAML file; a missing file is a ConfigError naming it."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{what} not found: {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
-    return load_text(text, str(path))
+    """Read and parse a YAML file; a missing, unreadable or non-UTF-8 file is a ConfigError naming it."""
+    return load_text(read_text(path, what), str(Path(path)))

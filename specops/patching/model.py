@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.schema import check_keys, choice, expect, invalid, optional, suggest, where_of
-from specops.config.yamlfile import load_text
+from specops.config.yamlfile import load_text, read_text
 from specops.data import shipped_patches
 from specops.errors import ConfigError, SpecopsError
+from specops.sglang.treefiles import outside_tree
 from specops.sglang.version import try_parse
 
 DEFAULT_SEARCH_DIR = Path("playbooks/patches")
@@ -150,6 +151,42 @@ def diff_files(diff: str) -> list[str]:
     return out
 
 
+#: which ops a `position` anchor fits: it marks a place to insert, not a statement to change
+POSITION_OPS = {"body_start": "insert_before", "body_end": "insert_after"}
+
+
+def _tree_path(node: Any, key: str, path: str, what: str) -> str:
+    """A tree-relative path from the set (an edit's `file`, a diff's `+++`/`---` line),
+    refused at load time when it is absolute or leaves the tree."""
+    why = outside_tree(path)
+    if why:
+        raise invalid(node, key, f"'{key}' in {what}: path {path!r} {why}")
+    return path
+
+
+def _diff_paths(diff: str) -> list[str]:
+    """Every path a unified diff's `---`/`+++` lines name (a/ b/ dropped; /dev/null left out)."""
+    out = []
+    for line in diff.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            path = line[4:].split("\t")[0].strip()
+            if path != "/dev/null":
+                out.append(path[2:] if path.startswith(("a/", "b/")) else path)
+    return out
+
+
+def _check_fit(raw: Any, op: str, anchor: Anchor, file: str, what: str) -> None:
+    """An anchor whose kind does not fit the edit: refused when the set is loaded, not when
+    it first meets a tree."""
+    if anchor.kind not in ("text", "none") and not file.endswith(".py"):
+        raise invalid(raw, "anchor", f"{what}: a {anchor.kind} anchor is a syntax-tree anchor and needs a .py "
+                                     f"file, not {file}", hint="use a text anchor ({text: LINE}) in other files")
+    if anchor.kind == "function" and anchor.position and POSITION_OPS[anchor.position] != op:
+        raise invalid(raw, "op", f"{what}: op {op} does not fit a {anchor.position} anchor (it marks where to "
+                                 f"insert; use op {POSITION_OPS[anchor.position]})",
+                      hint="to change a statement of the function, anchor it with {function, statement}")
+
+
 def _parse_anchor(raw: Any, what: str) -> Anchor:
     check_keys(raw, ANCHOR_KEYS, what)
     for key in raw:
@@ -206,10 +243,17 @@ def _parse_edit(raw: Any, index: int) -> Edit:
         for key in ("anchor", "text"):
             if key in raw:
                 raise invalid(raw, key, f"'{key}' in {what}: a diff edit takes no anchor or text")
+        for path in _diff_paths(diff):
+            _tree_path(raw, "diff", path, what)
         file = optional(raw, "file", str, what) or diff_files(diff)[0]
+        _tree_path(raw, "file", file, what)
+        if file not in diff_files(diff):
+            raise invalid(raw, "file", f"'file' in {what}: {file} is not a file the diff changes "
+                                       f"({', '.join(diff_files(diff))})")
         return Edit(name, file, op, Anchor("none"), diff=diff, optional=is_optional, line=line)
-    file = _required(raw, "file", str, what)
+    file = _tree_path(raw, "file", _required(raw, "file", str, what), what)
     anchor = _parse_anchor(_required(raw, "anchor", dict, what), f"the anchor of {what}")
+    _check_fit(raw, op, anchor, file, what)
     if op == "delete":
         if "text" in raw:
             raise invalid(raw, "text", f"'text' in {what}: a delete edit takes no text")
@@ -324,4 +368,4 @@ def resolve_patchset_path(name_or_path: str | Path, search_dir: Path | None = No
 def load_patchset(name_or_path: str | Path, search_dir: Path | None = None) -> PatchSet:
     """Find and validate a patch set by name or path."""
     path = resolve_patchset_path(name_or_path, search_dir)
-    return parse_patchset(path.read_text(encoding="utf-8"), str(path))
+    return parse_patchset(read_text(path, "patch set"), str(path))

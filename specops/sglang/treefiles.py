@@ -48,11 +48,29 @@ class TreeFiles(Protocol):
         ...
 
 
-def _check_rel(relpath: str) -> str:
+def outside_tree(relpath: str) -> str | None:
+    """Why `relpath` cannot name a file of a tree (absolute, `~`, leaving it through `..`,
+    empty), or None when it can. The one rule: patch sets are checked with it when they
+    are loaded, and every tree access checks again."""
+    if not relpath or not relpath.strip():
+        return "is empty"
+    if "\0" in relpath:
+        return "contains a NUL byte"
+    if relpath.startswith(("/", "~")):
+        return "is absolute; give it relative to the tree root (e.g. python/sglang/...)"
     norm = posixpath.normpath(relpath)
-    if norm.startswith("/") or norm == ".." or norm.startswith("../"):
-        raise ValueError(f"path {relpath!r} leaves the tree")
-    return norm
+    if norm == ".." or norm.startswith("../"):
+        return "leaves the tree"
+    if norm == ".":
+        return "names the tree itself, not a file in it"
+    return None
+
+
+def _check_rel(relpath: str) -> str:
+    why = outside_tree(relpath)
+    if why:  # patch sets are refused at load time; this guards every other caller
+        raise ValueError(f"path {relpath!r} {why}")
+    return posixpath.normpath(relpath)
 
 
 class LocalTreeFiles:

@@ -167,9 +167,10 @@ def test_a_compile_value_error_is_not_taken_as_compiling(tmp_path):
     assert "null bytes" in res.reason and res.reason.endswith(" (edit at module assignment x in m.py)")
 
 
-def test_missing_optional_non_utf8_and_wrong_kind_of_file(tmp_path):
-    _write(tmp_path, "latin.py", "x = 'é'\n".encode("latin-1"))
-    files = _write(tmp_path, "notes.txt", b"a\n")
+def test_missing_optional_and_non_utf8_file(tmp_path):
+    """(A syntax-tree anchor on a file that is not Python is refused when the set loads:
+    test_patching_model.)"""
+    files = _write(tmp_path, "latin.py", "x = 'é'\n".encode("latin-1"))
     ps = _ps("""\
   - name: gone
     file: gone.py
@@ -187,19 +188,12 @@ def test_missing_optional_non_utf8_and_wrong_kind_of_file(tmp_path):
     op: insert_after
     anchor: {assign: x}
     text: y = 1
-  - name: ast-in-txt
-    file: notes.txt
-    op: insert_after
-    anchor: {assign: x}
-    text: y = 1
 """)
-    assert [r.file for r in plan(ps, files, check_layout=False).results] == ["gone.py", "maybe.py", "latin.py",
-                                                                             "notes.txt"]
+    assert [r.file for r in plan(ps, files, check_layout=False).results] == ["gone.py", "maybe.py", "latin.py"]
     assert _results(plan(ps, files, check_layout=False)) == [
         ("gone", BLOCKED, "gone.py does not exist in the tree", 0),
         ("maybe", SKIPPED, "file not in this tree", 0),
-        ("latin", BLOCKED, "latin.py is not UTF-8 text", 0),
-        ("ast-in-txt", BLOCKED, "syntax-tree anchors need a .py file; use a text anchor", 0)]
+        ("latin", BLOCKED, "latin.py is not UTF-8 text", 0)]
 
 
 def test_a_refusal_names_set_file_edit_and_count(tmp_path):
