@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, get_args
 
 from rich.console import Console
 from rich.live import Live
@@ -15,8 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from specops.render.fit import Cell, Column, fit_table
-from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, RunReport
+from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, Phase, RunReport
 
+_PHASE_WORDS = tuple(f"{phase} failed" for phase in get_args(Phase))
 STYLE = {OK: "green", CHANGED: "yellow", SKIPPED: "cyan", FAILED: "bold red", NOT_RUN: "dim", WOULD_RUN: "blue"}
 MANY_HOSTS = 24
 
@@ -69,7 +70,8 @@ def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
     word: str
     if kind == "fail" and index is None and host:
         lines = str(record.get("error") or "").strip().splitlines() or [""]
-        return f"{stamp()}  {host}  {FAILED}: {lines[-1] if lines[0].startswith('Traceback') else lines[0]}"
+        first = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+        return f"{stamp()}  {host}  {first if record.get('phase') else f'{FAILED}: {first}'}"
     if kind not in ("done", "skip", "fail", "check") or not isinstance(index, int):
         return None
     step = engine.playbook.steps[index]
@@ -82,9 +84,9 @@ def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
         word = status.status if status and status.status else WOULD_RUN
         if status and status.detail and word != WOULD_RUN:
             word += f": {status.detail}"
-    else:
-        first = str(record.get("error") or "").strip().splitlines()
-        word = f"{FAILED}: {first[0] if first else ''}"
+    else:  # the error names the phase that failed ("apply failed: ..."); an internal error does not
+        head = (str(record.get("error") or "").strip().splitlines() or [""])[0]
+        word = head if record.get("phase") else f"{FAILED}: {head}"
     return f"{stamp()}  {host}  {index + 1}/{len(engine.playbook.steps)} {step.name}: {word}"
 
 
@@ -190,7 +192,7 @@ def step_counts_table(report: RunReport) -> Table:
 
 
 def failure_lines(report: RunReport) -> list[str]:
-    """One line per failed host: which step, what the verification saw, where the output is."""
+    """One line per failed host: which step, the phase that failed and what it saw, where the output is."""
     lines = []
     events = report.run_dir / "events.jsonl"
     for host in report.hosts:
@@ -202,7 +204,9 @@ def failure_lines(report: RunReport) -> list[str]:
         step = report.playbook.steps[host.failed_step]
         detail = host.steps[host.failed_step].detail.strip().splitlines()
         first = detail[0] if detail else "failed"
-        lines.append(f"{host.host}: {step.label} ({step.kind}) failed: {first} — full output: {events}")
+        if not first.startswith(_PHASE_WORDS):  # an internal error: no phase to name
+            first = f"failed: {first}"
+        lines.append(f"{host.host}: {step.label} ({step.kind}): {first} — full output: {events}")
     return lines
 
 

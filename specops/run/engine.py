@@ -40,6 +40,21 @@ FAILED: StepState = "failed"
 NOT_RUN: StepState = "not run"
 WOULD_RUN: StepState = "would run"
 
+#: Where a host or step failed, named first on its failure line and as the `phase` of its
+#: `fail` event: reaching the host (connect), getting it ready for the steps (prepare: the
+#: workdir, the secrets file), a step's read-only probes (check: is_done), its apply, its
+#: verification, and the undo after a failure (rollback).
+Phase = Literal["connect", "prepare", "check", "apply", "verify", "rollback"]
+
+
+def failure_text(phase: Phase, seen: str, tries: int = 1) -> str:
+    """`apply failed: ...`, `verify failed (3 tries): ...`: the phase, then what was seen."""
+    return f"{phase} failed{f' ({tries} tries)' if tries > 1 else ''}: {seen}"
+
+
+def _seen(exc: SpecopsError) -> str:
+    return exc.message if exc.where is None else str(exc)
+
 
 @dataclass
 class StepStatus:
@@ -328,12 +343,14 @@ class Engine:
     def _run_host(self, host: Host, journal: Journal) -> None:
         report = self.reports[host.name]
         report.started = time.monotonic()
+        phase: Phase = "connect"
         try:
+            report.current = "connecting"
             transport = open_transport(host)
             self.transports[host.name] = transport
-            report.current = "connecting"
             host.expand_on_host(transport.expand)  # `~` in python/workdir is the host's home
             workdir = transport.expand(host.workdir)
+            phase = "prepare"
             if not self.check:
                 made = transport.run(["mkdir", "-p", workdir], timeout=30)
                 if not made.ok:
@@ -343,9 +360,9 @@ class Engine:
                 self._send_secrets(host, transport, workdir, journal)
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
         except SpecopsError as exc:
-            report.error = str(exc)
-            report.current = "unreachable" if "connect" in str(exc) else "error"
-            journal.event("fail", host=host.name, step=None, error=str(exc))
+            report.error = failure_text(phase, str(exc))
+            report.current = "unreachable" if phase == "connect" else "error"
+            journal.event("fail", host=host.name, step=None, phase=phase, error=report.error)
             return
         except Exception as exc:  # noqa: BLE001 - a bug must not take other hosts down
             report.error = f"internal error: {exc!r}"
@@ -405,14 +422,20 @@ class Engine:
             return
         journal.event("step_start", kind=step.kind, **ev)
         resumed = step.index in self.previous.get(host.name, set())
-        if _already_done(ctx, verify_spec, resumed):
+        try:
+            done = _already_done(ctx, verify_spec, resumed)
+        except SpecopsError as exc:  # a probe refused or lost its connection: nothing was applied
+            status.status, status.detail = FAILED, failure_text("check", _seen(exc))
+            journal.event("fail", error=status.detail, phase="check", **ev)
+            return
+        if done:
             reason = "verified (resumed run)" if resumed else "already verified"
             status.status, status.detail = SKIPPED, reason
             if step.register:
                 variables[step.register] = dict(ctx.facts, skipped=True)
             journal.event("skip", reason=reason, **ev, **_jsonable(ctx.facts))
             return
-        outcome, ok, seen = _apply_with_retries(ctx, verify_spec, ev)
+        outcome, ok, seen, phase = _apply_with_retries(ctx, verify_spec, ev)
         if ok:
             assert outcome is not None
             if step.register:
@@ -429,13 +452,13 @@ class Engine:
             status.status, status.detail = OK, f"failed, ignored: {seen}"
             journal.event("done", ignored_failure=seen, **ev)
             return
-        notes = _roll_back(ctx, outcome, where)
-        if notes:
-            journal.event("rollback", notes=notes, **ev)
-        tries = f" after {step.retries + 1} attempts" if step.retries else ""
+        notes, broken = _roll_back(ctx, outcome, where)
+        if notes or broken:
+            journal.event("rollback", notes=notes, **({"failed": broken} if broken else {}), **ev)
         status.status = FAILED
-        status.detail = f"verification failed{tries}: {seen}" + (f" (rolled back: {'; '.join(notes)})" if notes else "")
-        journal.event("fail", error=status.detail, **ev)
+        status.detail = (failure_text(phase, seen, step.retries + 1) + (f" (rolled back: {'; '.join(notes)})" if notes else "")
+                         + (f" ({failure_text('rollback', '; '.join(broken))})" if broken else ""))
+        journal.event("fail", error=status.detail, phase=phase, **({"rollback_failed": True} if broken else {}), **ev)
 
 
 def _when_is_false(step: Step, variables: dict[str, Any], where: str) -> bool:
@@ -478,42 +501,59 @@ def _already_done(ctx: StepContext, verify_spec: dict[str, Any], resumed: bool) 
 
 
 def _apply_with_retries(ctx: StepContext, verify_spec: dict[str, Any],
-                        ev: dict[str, Any]) -> tuple[Outcome | None, bool, str]:
-    """apply then verify, up to retries + 1 times; (last outcome, ok, what was seen)."""
+                        ev: dict[str, Any]) -> tuple[Outcome | None, bool, str, Phase]:
+    """apply then verify, up to retries + 1 times; (last outcome, ok, what was seen, the
+    phase the last attempt failed in: `apply` when apply raised, else `verify`)."""
     kind, step, journal = KINDS[ctx.step.kind], ctx.step, ctx.journal
     outcome: Outcome | None = None
     ok, seen = False, ""
+    phase: Phase = "apply"
     for attempt in range(step.retries + 1):
         t0 = time.monotonic()
+        phase = "apply"
         try:
             outcome = kind.apply(ctx)
             journal.event("apply", attempt=attempt + 1, changed=outcome.changed,
                           duration_s=round(time.monotonic() - t0, 4), **ev, **_jsonable(outcome.data))
+            phase = "verify"
             ok, seen = kind.verify(ctx, outcome)
             if ok and verify_spec:
                 ok, seen = check_user_verify(ctx, verify_spec, outcome.result)
         except SpecopsError as exc:
-            ok, seen = False, exc.message if exc.where is None else str(exc)
-        journal.event("verify", attempt=attempt + 1, ok=ok, seen=seen, **ev)
+            ok, seen = False, _seen(exc)
+        journal.event("verify", attempt=attempt + 1, ok=ok, seen=seen, **({} if ok else {"phase": phase}), **ev)
         if ok:
             break
         if attempt < step.retries:
             journal.event("retry", attempt=attempt + 1, delay_s=step.delay, **ev)
             time.sleep(step.delay)
-    return outcome, ok, seen
+    return outcome, ok, seen, phase
 
 
-def _roll_back(ctx: StepContext, outcome: Outcome | None, where: str) -> list[str]:
-    """The kind's rollback, then the step's own `rollback:` command; notes of what ran."""
-    notes = []
-    note = KINDS[ctx.step.kind].rollback(ctx, outcome)
-    if note:
-        notes.append(note)
+def _roll_back(ctx: StepContext, outcome: Outcome | None, where: str) -> tuple[list[str], list[str]]:
+    """The kind's rollback, then the step's own `rollback:` command; (notes of what ran,
+    what failed). A rollback that fails is said as such, after the failure it followed,
+    never in place of it."""
+    notes: list[str] = []
+    broken: list[str] = []
+    try:
+        note = KINDS[ctx.step.kind].rollback(ctx, outcome)
+        if note:
+            notes.append(note)
+    except SpecopsError as exc:
+        broken.append(_seen(exc))
     rollback = ctx.step.rollback
     if rollback is not None:
-        rb = ctx.run(rollback if isinstance(rollback, list) else render(rollback, ctx.vars, shell=True, where=where))
-        notes.append(f"rollback command exited {rb.rc}")
-    return notes
+        try:
+            rb = ctx.run(rollback if isinstance(rollback, list) else render(rollback, ctx.vars, shell=True, where=where))
+        except SpecopsError as exc:
+            broken.append(f"rollback command: {_seen(exc)}")
+        else:
+            if rb.ok:
+                notes.append(f"rollback command exited {rb.rc}")
+            else:
+                broken.append(f"rollback command exited {rb.rc}: {rb.tail(2) or '(no output)'}")
+    return notes, broken
 
 
 class _Registered:

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+from specops.config.playbook import Step
+from specops.config.schema import expect
+from specops.errors import ConfigError
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import verify_commands
+from specops.patching.model import resolve_patchset_path
 from specops.sglang.layout import detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
@@ -50,14 +56,47 @@ class _JournaledFiles:
         return self._files.git_describe()
 
 
+_LOADED: dict[tuple[str, int, int], PatchSet] = {}
+
+
+def _load(name: str, search_dir: Path) -> PatchSet:
+    """The patch set, parsed once per version of its file: prevalidation checks it for
+    every host before anything runs, and 2000 hosts must not parse it 2000 times."""
+    path = resolve_patchset_path(name, search_dir)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        _LOADED[key] = load_patchset(path)
+    return _LOADED[key]
+
+
 class Patch(StepKind):
     name = "patch"
     keys = ("set", "tree", "if_needed")
     required = ("set", "tree")
 
+    def validate(self, step: Step) -> None:
+        super().validate(step)
+        for key, types in (("set", str), ("tree", str), ("if_needed", (bool, str))):
+            if key in step.args:
+                expect(step.args, key, types, f"{step.label} (patch)", where=step.where)
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        """The arguments, and the patch set they name loaded and checked: a bad set (a path
+        that leaves the tree, an anchor that does not fit its edit) stops the run before
+        any step runs, naming the set's file and line, the edit and this step."""
+        args = super().render(step, variables)
+        if isinstance(args, dict) and isinstance(args.get("set"), str) and variables.get("playbook_dir"):
+            try:
+                _load(args["set"], Path(variables["playbook_dir"]) / "patches")
+            except ConfigError as exc:
+                raise ConfigError(f"{exc.message} (the patch set of {step.label}, {step.where})",
+                                  where=exc.where, hint=exc.hint) from None
+        return args
+
     def _setup(self, ctx: StepContext):
         def load():
-            patchset = load_patchset(str(ctx.args["set"]), search_dir=ctx.playbook_dir / "patches")
+            patchset = _load(str(ctx.args["set"]), ctx.playbook_dir / "patches")
             tree = ctx.path(str(ctx.args["tree"]))
             return patchset, tree, TransportTreeFiles(ctx.transport, tree)
 

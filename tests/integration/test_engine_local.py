@@ -48,7 +48,7 @@ def test_verification_failure_retries_then_fails_only_that_host(tmp_path: Path, 
     ])
     res = run_cli("deploy", "--host", "h0,h1,h2", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1
-    assert "h1: step 1 'flaky on h1' (shell) failed: verification failed after 3 attempts: stdout does not contain 'h0'" in res.output
+    assert "h1: step 1 'flaky on h1' (shell): verify failed (3 tries): stdout does not contain 'h0'" in res.output
     assert (tmp_path / "w0/after").exists() and (tmp_path / "w2/after").exists()
     assert not (tmp_path / "w1/after").exists()
     ev = events(only_run_dir(tmp_path / "runs"))

@@ -87,7 +87,7 @@ def test_a_failure_without_retries_or_rollback_says_just_what_was_seen(tmp_path,
     res = _deploy(tmp_path, inv, [{"name": "bad", "shell": "echo oops; exit 3"}])
     assert res.exit_code == 1
     (fail,) = [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "fail"]
-    assert fail["error"] == "verification failed: exit code 3: oops"
+    assert fail["error"] == "verify failed: exit code 3: oops"
     assert not [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "rollback"]
 
 
@@ -99,7 +99,7 @@ def test_a_rollback_script_is_rendered_for_the_shell_and_journaled(tmp_path, inv
     ev = events(only_run_dir(tmp_path / "runs"))
     assert [e["notes"] for e in ev if e["event"] == "rollback"] == [["rollback command exited 0"]]
     (fail,) = [e for e in ev if e["event"] == "fail"]
-    assert fail["error"] == "verification failed: exit code 1: (no output) (rolled back: rollback command exited 0)"
+    assert fail["error"] == "verify failed: exit code 1: (no output) (rolled back: rollback command exited 0)"
 
 
 def test_an_ignored_failure_is_done_and_says_so(tmp_path, inv):

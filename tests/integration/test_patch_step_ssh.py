@@ -45,5 +45,5 @@ def test_patch_step_verify_failure_leaves_remote_tree_as_before(tmp_path: Path, 
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"name": "patch", "patch": {"set": str(bad), "tree": str(tree)}}]})
     res = run_cli("deploy", "--host", "gpu", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1
-    assert "step 1 'patch' (patch) failed" in res.output and "dsd-bad-verify" in res.output
+    assert "step 1 'patch' (patch): apply failed" in res.output and "dsd-bad-verify" in res.output
     assert tree_is_pristine(tree), "a failed verify must restore every file of the set"
