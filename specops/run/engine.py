@@ -348,6 +348,9 @@ class Engine:
             report.current = "connecting"
             transport = open_transport(host)
             self.transports[host.name] = transport
+            # reach the host now (its home, asked once), so a host that cannot be reached is a
+            # failed connect, never a failed first command
+            journal.event("connected", host=host.name, home=transport.home)
             host.expand_on_host(transport.expand)  # `~` in python/workdir is the host's home
             workdir = transport.expand(host.workdir)
             phase = "prepare"

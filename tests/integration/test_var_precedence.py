@@ -76,4 +76,5 @@ def test_wheel_tree_of_another_version_is_not_verified_and_hand_edits_are_kept(t
     res = run_cli("deploy", "--host", "box", "-i", str(inv), "-p", str(pb), "--var", "sglang_ref=v0.5.23")
     assert res.exit_code == 1
     assert "holds another SGLang version with local changes (python/sglang/_version.py)" in res.output
+    assert "(sglang_wheel): apply failed: " in res.output  # refused in apply: nothing was verified
     assert "0.5.22" in version_file.read_text(), "a hand edit is never overwritten"
