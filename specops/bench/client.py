@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import aiohttp
 
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
+from specops.config.yamlfile import read_text
 from specops.errors import ConfigError
 
 DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever the concurrency
@@ -70,10 +71,7 @@ _VOCAB = _vocabulary()
 
 def _load_dataset_texts(path: Path) -> list[str]:
     """Prompts from a ShareGPT JSON list (first human turn) or a JSONL of {prompt|text}."""
-    try:
-        raw = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read dataset: {exc}", where=str(path)) from None
+    raw = read_text(path, "dataset")  # missing, unreadable, not UTF-8: one error naming the file
     items: list[Any]
     try:
         items = json.loads(raw) if raw.lstrip().startswith("[") else [

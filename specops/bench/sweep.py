@@ -95,8 +95,8 @@ class BenchSettings:
         if data.get("runner") is not None:
             choice(data, "runner", RUNNERS, what, where=where)
         settings = cls(**{k: v for k, v in data.items() if v is not None})
-        for name in ("input_len", "output_len", "repeats"):
-            if int(getattr(settings, name)) < 1:
+        for name in ("input_len", "output_len", "repeats", "num_prompts", "prompts_per_level"):
+            if getattr(settings, name) is not None and int(getattr(settings, name)) < 1:
                 raise invalid(data, name, f"--{name.replace('_', '-')} must be at least 1", where=where)
         if settings.num_prompts is not None and settings.prompts_per_level is not None:
             raise invalid(data, None, "give --num-prompts or --prompts-per-level, not both", where=where)
@@ -120,6 +120,8 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
     if settings.dataset not in DATASET_NAMES and not is_file:
         raise ConfigError(f"--dataset '{settings.dataset}' is neither a dataset name ({', '.join(names)}) "
                           f"nor an existing file{suggest(settings.dataset, names)}", where="bench --dataset")
+    if is_file:  # read now: a file that is not UTF-8 JSON with prompts is bad input, not a failed sweep
+        dataset_hash(settings)
     for host, (engine, arms) in hosts.items():
         if not isinstance(arms, dict) or not arms:
             raise ConfigError(f"host {host} has no 'arms' variable to benchmark", where="bench --arms",

@@ -22,7 +22,7 @@ from specops.run.play import run_playbook
 @click.option("--resume", is_flag=True, help="continue the last failed run of this playbook")
 @click.option("--from-step", help="start at step N (1-based) or NAME")
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="default: runs/ beside the inventory")
-@click.option("--forks", type=int, help="hosts at once (default sized to the run)")
+@click.option("--forks", type=click.IntRange(min=1), help="hosts at once (default sized to the run)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.option("--keep-servers", is_flag=True, help="on Ctrl-C, leave servers this run launched running")
 def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None, var_items: tuple[str, ...],

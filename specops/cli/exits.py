@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import IO, Any
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from specops.errors import ConfigError, SpecopsError
 from specops.run.state import Interrupted
@@ -35,12 +36,23 @@ class Failed(SpecopsClickError):
 def click_error(exc: SpecopsError) -> SpecopsClickError:
     return BadInput(str(exc)) if isinstance(exc, ConfigError) else Failed(str(exc))
 
+
+def usage_error(exc: click.UsageError) -> BadInput:
+    """click's four-line usage error as one line naming the command (exit 2, as click's own)."""
+    command = exc.ctx.command_path if exc.ctx is not None else "specops"
+    return BadInput(f"{command}: {exc.format_message()} (see {command} -h)")
+
+
 class SpecopsGroup(click.Group):
     """Turns SpecopsError into one clear line and its exit code; Ctrl-C into exit 130."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except NoArgsIsHelpError:  # a bare group: its help is the answer
+            raise
+        except click.UsageError as exc:  # a bad option or argument: one line, like every bad input
+            raise usage_error(exc) from None
         except SpecopsError as exc:
             raise click_error(exc) from exc
         except KeyboardInterrupt as exc:

@@ -120,7 +120,8 @@ def parse_vars(values: tuple[str, ...]) -> dict[str, Any]:
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--var expects KEY=VALUE, got '{item}'")
+            # (NAME, not KEY: error lines are redacted, and KEY=... reads as a secret assignment)
+            raise ConfigError(f"--var expects NAME=VALUE, got '{item}'")
         try:
             out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
         except yaml.YAMLError:  # a non-YAML value is just a string

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from specops.cli.exits import exit_with
-from specops.errors import SpecopsError
+from specops.cli.exits import click_error, exit_with
+from specops.errors import ConfigError, SpecopsError
 from specops.patching.applier import BLOCKED, apply, plan, revert
 from specops.patching.model import load_patchset
 from specops.sglang.layout import detect_layout, layout_summary
@@ -20,12 +20,14 @@ _TREE = click.option("--tree", "tree", required=True, type=click.Path(file_okay=
 
 def _files(tree: Path) -> LocalTreeFiles:
     if not (tree / "python" / "sglang").is_dir():
-        raise click.ClickException(f"{tree}: not an SGLang checkout (no python/sglang folder)")
+        raise ConfigError(f"{tree}: not an SGLang checkout (no python/sglang folder)", where="--tree")
     return LocalTreeFiles(tree)
 
 
 def _fail(exc: SpecopsError) -> click.ClickException:
-    return click.ClickException(str(exc))
+    """The exit policy's error (2 for a bad set or tree, 1 for a set that did not apply),
+    also when this group is invoked on its own."""
+    return click_error(exc)
 
 
 @click.group("patch")
@@ -86,7 +88,10 @@ def revert_cmd(patchset: str, tree: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the layout as JSON.")
 def detect_cmd(tree: Path, as_json: bool) -> None:
     """Say what the tree contains: version, args layout, EAGLE workers, adaptive support."""
-    layout = detect_layout(_files(tree))
+    try:
+        layout = detect_layout(_files(tree))
+    except SpecopsError as exc:
+        raise _fail(exc) from exc
     if as_json:
         click.echo(json.dumps(layout.to_dict(), indent=1))
     else:

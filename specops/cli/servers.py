@@ -47,7 +47,7 @@ def check_arm_names(asked: list[str] | None, known: Iterable[str], host: str) ->
 @inventory_option
 @click.option("--server", "-s", "server", help="arm name(s), comma separated (default: all)")
 @click.option("--follow", "-f", is_flag=True, help="stream new lines until Ctrl-C")
-@click.option("--lines", "-n", default=50, show_default=True, help="last N lines")
+@click.option("--lines", "-n", default=50, show_default=True, type=click.IntRange(min=0), help="last N lines")
 @click.option("--errors", is_flag=True, help="only the crash blocks (tracebacks and the like)")
 @click.option("--json", "as_json", is_flag=True,
               help="one JSON document {host: {arm: {path, lines, crashes}}}; with -f, a JSON object per line")

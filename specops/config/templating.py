@@ -69,6 +69,8 @@ def render(text: str, variables: dict[str, Any], *, shell: bool = False, where: 
         raise ConfigError(f"undefined variable '{_undefined_name(exc)}'", where=where) from None
     except jinja2.TemplateError as exc:
         raise ConfigError(f"template error: {exc}", where=where) from None
+    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:  # a value of the wrong kind
+        raise ConfigError(f"cannot render {text.strip()!r}: {exc}", where=where) from None
 
 
 def render_tree(value: Any, variables: dict[str, Any], *, where: str = "", shell_keys: frozenset[str] = frozenset()) -> Any:
@@ -94,3 +96,5 @@ def evaluate(expression: str, variables: dict[str, Any], *, where: str = "") -> 
         raise ConfigError(f"undefined variable '{_undefined_name(exc)}' in when: {expression}", where=where) from None
     except jinja2.TemplateError as exc:
         raise ConfigError(f"bad when: expression '{expression}': {exc}", where=where) from None
+    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:  # e.g. `'x' in arms` with arms=3
+        raise ConfigError(f"cannot evaluate when: {expression}: {exc}", where=where) from None

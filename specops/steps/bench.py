@@ -15,6 +15,8 @@ from specops.bench.sweep import (
     tree_commit,
     update_manifest,
 )
+from specops.config.playbook import Step
+from specops.servers.arms import arms_from_vars
 from specops.servers.plans import plan_arms
 from specops.servers.slurm import job_event_line
 from specops.sglang.layout import detect_layout
@@ -26,6 +28,15 @@ class Bench(StepKind):
     name = "bench"
     keys = ("tree", "settings")
     required = ("tree", "settings")
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        """The arguments; the settings and the arm profiles the sweep will launch are checked
+        here, before anything runs (a bad threshold is bad input, not a failed sweep)."""
+        args = super().render(step, variables)
+        if isinstance(args, dict) and isinstance(args.get("settings"), dict):
+            BenchSettings.from_dict(dict(args["settings"]), where=step.where)
+        arms_from_vars(variables, where=step.where)
+        return args
 
     def _settings(self, ctx: StepContext) -> BenchSettings:
         return BenchSettings.from_dict(dict(ctx.args["settings"]), where=ctx.step.where)

@@ -5,13 +5,42 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 from specops.config.playbook import Step
 from specops.config.templating import render
+from specops.config.yamlfile import read_text
 from specops.errors import ConfigError, StepError
 from specops.fsutil import atomic_write
 from specops.steps.base import Outcome, StepContext, StepKind, get_line, put_line
+
+_MODE = re.compile(r"0?[0-7]{3}")
+
+
+def _check_mode(step: Step, mode: Any) -> None:
+    """A file mode is a quoted octal string: unquoted, YAML reads 0640 as the number 416."""
+    if mode is None or (isinstance(mode, str) and "{{" in mode):
+        return
+    if not isinstance(mode, str) or not _MODE.fullmatch(mode):
+        raise ConfigError(f"{step.label}: mode must be an octal string such as '0640', got {mode!r}",
+                          where=step.where, hint="quote it: YAML reads an unquoted 0640 as the number 416")
+
+
+def _local_src(src: Any, playbook_dir: Path) -> Path:
+    """`src` of a copy: a file on this machine, relative to the playbook's folder."""
+    path = Path(os.path.expanduser(str(src)))
+    return path if path.is_absolute() else playbook_dir / path
+
+
+def _check_fetch_dest(step: Step, dest: Any) -> None:
+    """Where a fetched file lands: relative, inside the run directory's fetched/<host>/."""
+    if not isinstance(dest, str) or "{{" in dest:
+        return
+    if not dest.strip() or Path(dest).is_absolute() or dest.startswith("~") or ".." in Path(dest).parts:
+        raise ConfigError(f"{step.label}: fetch dest {dest!r} must be a relative path inside the run "
+                          "directory (it lands in <run dir>/fetched/<host>/)", where=step.where)
 
 
 class Copy(StepKind):
@@ -23,19 +52,32 @@ class Copy(StepKind):
         super().validate(step)
         if ("src" in step.args) == ("content" in step.args):
             raise ConfigError(f"{step.label}: copy needs exactly one of 'src' or 'content'", where=step.where)
+        _check_mode(step, step.args.get("mode"))
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        """The arguments, checked as they will be used: the mode, and the local file (there,
+        and UTF-8 when it is a template), before anything runs."""
+        args = super().render(step, variables)
+        _check_mode(step, args.get("mode"))
+        if "src" in args and variables.get("playbook_dir"):
+            src = _local_src(args["src"], Path(variables["playbook_dir"]))
+            where = f"{step.label} (copy src)"
+            if args.get("template"):
+                read_text(src, f"{where} template")
+            elif not src.is_file():
+                raise ConfigError(f"{where}: {src} is not a file on this machine", where=step.where)
+        return args
 
     def _data(self, ctx: StepContext) -> bytes:
         if "content" in ctx.args:
             return str(ctx.args["content"]).encode()
-        src = Path(os.path.expanduser(str(ctx.args["src"])))
-        if not src.is_absolute():
-            src = ctx.playbook_dir / src
+        src = _local_src(ctx.args["src"], ctx.playbook_dir)
         try:
             data = src.read_bytes()
         except OSError as exc:
             raise StepError(f"cannot read local file {src}: {exc.strerror}") from None
         if ctx.args.get("template"):
-            data = str(render(data.decode(), ctx.vars, where=str(src))).encode()
+            data = str(render(read_text(src, "copy template"), ctx.vars, where=str(src))).encode()
         return data
 
     def _mode(self, ctx: StepContext) -> int | None:
@@ -68,12 +110,19 @@ class Fetch(StepKind):
     keys = ("src", "dest")
     required = ("src",)
 
+    def validate(self, step: Step) -> None:
+        super().validate(step)
+        _check_fetch_dest(step, step.args.get("dest"))
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        args = super().render(step, variables)
+        _check_fetch_dest(step, args.get("dest"))
+        return args
+
     def _local(self, ctx: StepContext) -> Path:
         dest = ctx.args.get("dest") or Path(str(ctx.args["src"])).name
-        path = ctx.run_dir / "fetched" / ctx.host.name / str(dest)
-        if ".." in Path(str(dest)).parts:
-            raise StepError(f"fetch dest must stay inside the run directory: {dest}")
-        return path
+        _check_fetch_dest(ctx.step, str(dest))
+        return ctx.run_dir / "fetched" / ctx.host.name / str(dest)
 
     def describe(self, ctx: StepContext) -> list[str]:
         return [get_line(ctx.host.name, ctx.path(ctx.args["src"]), self._local(ctx).relative_to(ctx.run_dir))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from specops.config.playbook import Step
+from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.secrets import redact
 from specops.servers import (
@@ -38,6 +39,20 @@ class Server(StepKind):
     def validate(self, step: Step) -> None:
         super().validate(step)
         _arm_list(step, step.args["arms"])
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        """The arguments, with every arm they name checked against the host's `arms`
+        before anything runs (a typo is bad input, not a failed launch)."""
+        args = super().render(step, variables)
+        arms = args.get("arms") if isinstance(args, dict) else None
+        names = [a.strip() for a in arms.split(",") if a.strip()] if isinstance(arms, str) else arms
+        if isinstance(names, list):
+            known = arms_from_vars(variables, where=step.where)
+            for name in names:
+                if name not in known:
+                    raise ConfigError(f"{step.label}: no arm '{name}'{suggest(name, known)}; arms: "
+                                      f"{', '.join(known)}", where=step.where)
+        return args
 
     def _plans(self, ctx: StepContext):
         """Launch plans, built once per step (is_done and apply both need them; building
