@@ -8,6 +8,7 @@ Host; everything else a host or group says is a variable for templates.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,10 +147,19 @@ def default_inventory_path() -> Path:
     return local if local.exists() else shipped_inventory()
 
 
-def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> Host:
+#: a host's name is a path component (runs/<id>/fetched/<host>/) and a word on every line
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:-]*")
+#: settings that name a path or program: an empty string is a mistake, not a default
+NON_EMPTY = ("address", "user", "key", "known_hosts", "workdir", "python", "proxy_jump")
+
+
+def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str, hosts_node: Any) -> Host:
     if node is None:
         node = Mapping()
     what = f"host '{name}'"
+    if not HOST_NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(f"host name {name!r} must be letters, digits and . _ @ : - (it names files and lines)",
+                          where=where_of(hosts_node, name))
     check_keys(node, HOST_KEYS, what)
     merged = dict(defaults)
     merged.update(node)
@@ -178,11 +188,19 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str) -> H
     host_key = cast(HostKeyMode, one_of("host_key", HOST_KEY_MODES, DEFAULT_HOST_KEY_MODE))
     engine = one_of("engine", ENGINES, "sglang")
     gpus = get("gpus", list, [])
-    if not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
-        raise ConfigError(f"{what}: gpus must be a list of integers", where=where_of(node, "gpus"))
+    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
+        raise ConfigError(f"{what}: gpus must be a list of GPU indices (integers from 0)", where=where_of(node, "gpus"))
     port = get("port", int, 22)
     if not 0 < port < 65536:
         raise ConfigError(f"{what}: port {port} is out of range", where=where_of(node, "port"))
+    for key in NON_EMPTY:
+        value = merged.get(key)
+        if isinstance(value, str) and not value.strip():
+            holder = node if key in node else defaults
+            raise ConfigError(f"{what}: '{key}' is empty", where=where_of(holder, key),
+                              hint="leave the key out for its default")
+    if float(get("connect_timeout", (int, float), 10.0)) <= 0:
+        raise ConfigError(f"{what}: connect_timeout must be positive", where=where_of(node, "connect_timeout"))
     host_vars = get("vars", dict, {})
     key = get("key", str, None)
     known_hosts = get("known_hosts", str, None)
@@ -223,7 +241,7 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
     if not hosts_node:
         raise ConfigError("the inventory defines no hosts (add a 'hosts:' mapping)", where=where_of(data))
     expect(data, "hosts", dict, "the inventory")
-    hosts = {str(name): _host_from(str(name), node, defaults, source) for name, node in hosts_node.items()}
+    hosts = {str(name): _host_from(str(name), node, defaults, source, hosts_node) for name, node in hosts_node.items()}
     apply_login(hosts, hosts_node)
 
     groups: dict[str, list[str]] = {}
@@ -241,6 +259,9 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
         if gname in hosts:
             raise ConfigError(f"group '{gname}' has the same name as a host", where=where_of(groups_node, gname))
         for i, member in enumerate(members):
+            if not isinstance(member, str):
+                raise ConfigError(f"group '{gname}': members are host names, got {member!r}",
+                                  where=members.where(i) if hasattr(members, "where") else where_of(groups_node, gname))
             if member not in hosts:
                 raise ConfigError(f"group '{gname}' names unknown host '{member}'{suggest(member, hosts)}",
                                   where=members.where(i) if hasattr(members, "where") else where_of(groups_node, gname))

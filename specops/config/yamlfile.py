@@ -58,6 +58,9 @@ def _loader_for(source: str) -> type:
         result.source, result.line, result.key_lines = source, node.start_mark.line + 1, {}
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
+            if isinstance(key, (dict, list)):  # `? [a, b]: c` is YAML, but no file of ours has such keys
+                raise ConfigError(f"a key must be a name, not {'a list' if isinstance(key, list) else 'a mapping'}",
+                                  where=f"{source}:{key_node.start_mark.line + 1}")
             if key in result:
                 raise ConfigError(f"duplicate key '{key}' (first at line {result.key_lines[key]})", where=f"{source}:{key_node.start_mark.line + 1}")
             result[key] = loader.construct_object(value_node, deep=True)
