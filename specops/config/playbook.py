@@ -7,6 +7,7 @@ that name the file and line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,14 +81,22 @@ def _check_verify(node: Any, where: str) -> dict[str, Any]:
     for key in ("stdout_contains", "stdout_matches", "file_exists"):
         if key in node:
             expect(node, key, str, "verify")
+    pattern = node.get("stdout_matches")
+    if isinstance(pattern, str) and "{{" not in pattern:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"'stdout_matches' in verify is not a valid regex: {exc}",
+                              where=where_of(node, "stdout_matches")) from None
     if "file_contains" in node:
         check_keys(node["file_contains"], ["path", "regex"], "verify.file_contains", required=["path", "regex"])
     if "http_status" in node:
         fc = node["http_status"]
-        if isinstance(fc, str):
-            pass
-        else:
+        if not isinstance(fc, str):
             check_keys(fc, ["url", "status", "timeout"], "verify.http_status", required=["url"])
+            for key, types in (("url", str), ("status", int), ("timeout", (int, float))):
+                if key in fc and not (isinstance(fc[key], str) and "{{" in fc[key]):
+                    expect(fc, key, types, "verify.http_status")
     return dict(node)
 
 
@@ -115,6 +124,37 @@ def _step_kind(node: Any, i: int, where: str, kinds: dict[str, Any]) -> str:
     return kind
 
 
+def _common_keys(step: Step, node: Any) -> None:
+    """The step contract's own keys (retries, delay, timeout, rollback, register, ...), checked."""
+    name = step.name
+    if "retries" in node:
+        step.retries = expect(node, "retries", int, f"step '{name}'")
+        if step.retries < 0:
+            raise ConfigError(f"step '{name}': retries must be 0 or more", where=where_of(node, "retries"))
+    if "delay" in node:
+        step.delay = float(expect(node, "delay", (int, float), f"step '{name}'"))
+        if step.delay < 0:
+            raise ConfigError(f"step '{name}': delay must be 0 or more", where=where_of(node, "delay"))
+    if "timeout" in node:
+        step.timeout = float(expect(node, "timeout", (int, float), f"step '{name}'"))
+        if step.timeout <= 0:
+            raise ConfigError(f"step '{name}': timeout must be positive", where=where_of(node, "timeout"))
+    if "rollback" in node:
+        step.rollback = node["rollback"]
+        if not isinstance(step.rollback, (str, list)):
+            raise ConfigError(f"step '{name}': rollback must be a shell script or an argv list",
+                              where=where_of(node, "rollback"))
+    if "register" in node:
+        step.register = expect(node, "register", str, f"step '{name}'")
+        if not step.register.isidentifier():
+            raise ConfigError(f"step '{name}': register {step.register!r} must be a variable name "
+                              "(letters, digits, _)", where=where_of(node, "register"))
+    if "ignore_errors" in node:
+        step.ignore_errors = expect(node, "ignore_errors", bool, f"step '{name}'")
+    if "changed" in node:
+        step.changed = expect(node, "changed", bool, f"step '{name}'")
+
+
 def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
     """Validate a list of step mappings against the registered kinds."""
     steps: list[Step] = []
@@ -125,30 +165,16 @@ def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
         if not isinstance(node, dict):
             raise ConfigError(f"step {i + 1} must be a mapping", where=where)
         kind = _step_kind(node, i, where, kinds)
+        if "name" in node:
+            expect(node, "name", (str, int), f"step {i + 1}")
+        if "when" in node:
+            expect(node, "when", (str, bool), f"step {i + 1}")
         name = str(node.get("name") or f"{kind} {i + 1}")
         step = Step(index=i, name=name, kind=kind, args=node[kind], where=where_of(node, kind))
         if "when" in node:
             step.when = str(node["when"])
         step.verify = _check_verify(node.get("verify"), where)
-        if "retries" in node:
-            step.retries = expect(node, "retries", int, f"step '{name}'")
-        if "delay" in node:
-            step.delay = float(expect(node, "delay", (int, float), f"step '{name}'"))
-        if "timeout" in node:
-            step.timeout = float(expect(node, "timeout", (int, float), f"step '{name}'"))
-            if step.timeout <= 0:
-                raise ConfigError(f"step '{name}': timeout must be positive", where=where_of(node, "timeout"))
-        if "rollback" in node:
-            step.rollback = node["rollback"]
-            if not isinstance(step.rollback, (str, list)):
-                raise ConfigError(f"step '{name}': rollback must be a shell script or an argv list",
-                                  where=where_of(node, "rollback"))
-        if "register" in node:
-            step.register = expect(node, "register", str, f"step '{name}'")
-        if "ignore_errors" in node:
-            step.ignore_errors = expect(node, "ignore_errors", bool, f"step '{name}'")
-        if "changed" in node:
-            step.changed = expect(node, "changed", bool, f"step '{name}'")
+        _common_keys(step, node)
         kinds[kind].validate(step)
         steps.append(step)
     return steps

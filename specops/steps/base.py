@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from specops.config.inventory import Host
 from specops.config.playbook import Step
-from specops.config.schema import check_keys
+from specops.config.schema import check_keys, expect
 from specops.config.templating import render_tree
 from specops.errors import ConfigError
 from specops.run.journal import Journal
@@ -129,14 +129,30 @@ class StepKind:
     #: top-level keys the kind accepts when its args are a mapping
     keys: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    #: the type each argument must have: checked at load time (a value still holding a
+    #: template is checked once rendered, still before anything runs)
+    arg_types: dict[str, type | tuple[type, ...]] = {}
 
     def validate(self, step: Step) -> None:
         """Static checks at load time, before templating."""
         if self.keys:
             check_keys(step.args, self.keys, f"{step.label} ({self.name})", required=self.required)
+        self.check_types(step, step.args)
+
+    def check_types(self, step: Step, args: Any) -> None:
+        """Each argument of `arg_types` that is given has its type (templates left for later)."""
+        if not isinstance(args, dict):
+            return
+        for key, types in self.arg_types.items():
+            value = args.get(key)
+            if value is None or (isinstance(value, str) and "{{" in value):
+                continue
+            expect(args, key, types, f"{step.label} ({self.name})", where=step.where)
 
     def render(self, step: Step, variables: dict[str, Any]) -> Any:
-        return render_tree(step.args, variables, where=f"{step.where}: {step.label}", shell_keys=self.shell_keys)
+        args = render_tree(step.args, variables, where=f"{step.where}: {step.label}", shell_keys=self.shell_keys)
+        self.check_types(step, args)
+        return args
 
     def describe(self, ctx: StepContext) -> list[str]:
         """The exact commands apply would run (for --check). May run read-only probes."""

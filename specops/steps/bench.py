@@ -28,6 +28,7 @@ class Bench(StepKind):
     name = "bench"
     keys = ("tree", "settings")
     required = ("tree", "settings")
+    arg_types = {"tree": str, "settings": dict}
 
     def render(self, step: Step, variables: dict[str, Any]) -> Any:
         """The arguments; the settings and the arm profiles the sweep will launch are checked

@@ -47,6 +47,7 @@ class Copy(StepKind):
     name = "copy"
     keys = ("src", "content", "dest", "mode", "template")
     required = ("dest",)
+    arg_types = {"src": str, "content": (str, int, float), "dest": str, "template": bool}
 
     def validate(self, step: Step) -> None:
         super().validate(step)
@@ -109,6 +110,7 @@ class Fetch(StepKind):
     name = "fetch"
     keys = ("src", "dest")
     required = ("src",)
+    arg_types = {"src": str, "dest": str}
 
     def validate(self, step: Step) -> None:
         super().validate(step)

@@ -32,6 +32,7 @@ class Git(StepKind):
     name = "git"
     keys = ("repo", "ref", "dest", "depth", "force", "remote")
     required = ("repo", "ref", "dest")
+    arg_types = {"repo": str, "ref": (str, int, float), "dest": str, "depth": int, "force": bool, "remote": str}
 
     def _git(self, ctx: StepContext, *args: str) -> list[str]:
         return ["git", "-C", ctx.path(ctx.args["dest"]), *args]

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.playbook import Step
-from specops.config.schema import expect
 from specops.errors import ConfigError
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import verify_commands
@@ -74,12 +73,7 @@ class Patch(StepKind):
     name = "patch"
     keys = ("set", "tree", "if_needed")
     required = ("set", "tree")
-
-    def validate(self, step: Step) -> None:
-        super().validate(step)
-        for key, types in (("set", str), ("tree", str), ("if_needed", (bool, str))):
-            if key in step.args:
-                expect(step.args, key, types, f"{step.label} (patch)", where=step.where)
+    arg_types = {"set": str, "tree": str, "if_needed": bool}
 
     def render(self, step: Step, variables: dict[str, Any]) -> Any:
         """The arguments, and the patch set they name loaded and checked: a bad set (a path

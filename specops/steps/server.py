@@ -35,6 +35,7 @@ class Server(StepKind):
     name = "server"
     keys = ("arms", "tree", "reuse", "ready_timeout")
     required = ("arms", "tree")
+    arg_types = {"arms": (str, list), "tree": str, "reuse": bool, "ready_timeout": (int, float)}
 
     def validate(self, step: Step) -> None:
         super().validate(step)
@@ -148,6 +149,7 @@ def _job_event(ctx: StepContext, kind: str, data: dict[str, Any]) -> None:
 class Stop(StepKind):
     name = "stop"
     keys = ("arms",)
+    arg_types = {"arms": (str, list)}
 
     def validate(self, step: Step) -> None:
         if step.args is None:

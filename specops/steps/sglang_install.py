@@ -59,6 +59,7 @@ class SGLangInstall(StepKind):
     name = "sglang_install"
     keys = ("tree", "venv", "extras", "pip_args", "install_deps")
     required = ("tree",)
+    arg_types = {"tree": str, "venv": str, "extras": list, "pip_args": list, "install_deps": bool}
 
     # ----- what the step works with -------------------------------------------------------
 

@@ -50,6 +50,7 @@ class SGLangWheel(StepKind):
     name = "sglang_wheel"
     keys = ("version", "dest")
     required = ("version", "dest")
+    arg_types = {"version": (str, int, float), "dest": str}
 
     def _wheel(self, ctx: StepContext) -> Path:
         """The wheel on this machine: cached, or fetched once (else a SpecopsError saying why)."""

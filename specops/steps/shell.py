@@ -13,6 +13,7 @@ from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd, shown
 class Shell(StepKind):
     name = "shell"
     keys = ("cmd", "chdir", "env", "creates")
+    arg_types = {"cmd": (str, list), "chdir": str, "env": dict, "creates": str}
 
     def validate(self, step: Step) -> None:
         args = step.args
@@ -35,6 +36,7 @@ class Shell(StepKind):
             rendered["cmd"] = render(cmd, variables, shell=True, where=where)
         else:  # argv: each element is one argument, never re-parsed by a shell
             rendered["cmd"] = [str(render(str(a), variables, where=where)) for a in cmd]
+        self.check_types(step, rendered)
         return rendered
 
     def _cwd(self, ctx: StepContext) -> str | None:

@@ -13,6 +13,8 @@ from specops.transport.base import command_line
 class Wait(StepKind):
     name = "wait"
     keys = ("port", "host", "http", "status", "file", "regex", "timeout", "interval")
+    arg_types = {"port": int, "host": str, "http": str, "status": int, "file": str, "regex": str,
+                 "timeout": (int, float), "interval": (int, float)}
 
     def validate(self, step: Step) -> None:
         super().validate(step)

@@ -48,6 +48,7 @@ def models_of(variables: dict[str, Any], where: str) -> list[str]:
 class Weights(StepKind):
     name = "weights"
     keys = ("models", "python", "env", "revision")
+    arg_types = {"models": (str, list), "python": str, "env": dict, "revision": str}
 
     def validate(self, step: Step) -> None:
         if step.args is None:
