@@ -24,7 +24,8 @@ class SpecopsError(Exception):
 
 
 class ConfigError(SpecopsError):
-    """Bad input in hosts.yaml, a playbook or a patch set; raised before anything runs."""
+    """Bad input (hosts.yaml, a playbook, a patch set, a dataset, an option, a run directory
+    given to read); raised before anything runs, and the CLI exits 2 with one line."""
 
 
 class TransportError(SpecopsError):

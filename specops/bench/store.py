@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from specops.bench.matrix import Point
 from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
-from specops.errors import SpecopsError
+from specops.errors import ConfigError
 from specops.fsutil import atomic_write  # noqa: F401 - re-exported for report/plots
 from specops.secrets import redact
 
@@ -103,7 +103,7 @@ def load_results(run_dir: Path) -> list[dict[str, Any]]:
             if torn_possible and index == len(lines):
                 log.warning("%s:%d: skipping a torn last line (a crash mid-write): %.60r", path, index, line)
                 continue
-            raise SpecopsError(f"corrupt result line: {exc}", where=f"{path}:{index}",
+            raise ConfigError(f"corrupt result line: {exc}", where=f"{path}:{index}",
                                hint="fix or delete that line; every other line is one point") from None
         records.append(obj)
     return records
@@ -155,9 +155,9 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except ValueError as exc:
-        raise SpecopsError(f"manifest is not valid JSON: {exc}", where=str(path)) from None
+        raise ConfigError(f"manifest is not valid JSON: {exc}", where=str(path)) from None
     if not isinstance(data, dict):
-        raise SpecopsError("manifest is not a JSON object", where=str(path))
+        raise ConfigError("manifest is not a JSON object", where=str(path))
     return data
 
 

@@ -64,6 +64,9 @@ FILES: dict[str, str | bytes] = {
     "playbooks/patches/nokind.yaml": _patch_set("nokind", anchor="{method: f}"),
     "tree/python/sglang/a.py": "x = 1\n",
     "notarun/keep.txt": "not a run directory\n",
+    "torn/results.jsonl": '{"arm": "baseline"\n{"arm": "eagle3"}\n',
+    "badmanifest/results.jsonl": '{"arm": "baseline", "concurrency": 1, "status": "ok"}\n',
+    "badmanifest/manifest.json": "nope\n",
 }
 
 # (id, argv, what the error line must say)
@@ -147,6 +150,9 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("bench-resume-not-a-run", ["bench", "--host", "local", "--resume", "notarun"], "notarun has no manifest.json"),
     ("report-not-a-run", ["report", "notarun"], "notarun has no results.jsonl"),
     ("report-missing", ["report", "nowhere"], "Directory 'nowhere' does not exist"),
+    ("report-corrupt-line", ["report", "torn"], "torn/results.jsonl:1: corrupt result line"),
+    ("compare-corrupt-manifest", ["compare", "badmanifest", "torn"], "badmanifest/manifest.json: manifest is not valid"),
+    ("bench-resume-corrupt", ["bench", "--host", "local", "--resume", "badmanifest"], "manifest is not valid JSON"),
     ("compare-not-a-run", ["compare", "notarun", "notarun"], "notarun has no results.jsonl"),
     ("stop-unknown-arm", ["stop", "--host", "local", "--server", "nosuch"], "no arm 'nosuch' on local"),
     ("logs-negative", ["logs", "--host", "local", "-n", "-5"], "Invalid value for '--lines'"),
