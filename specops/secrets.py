@@ -61,6 +61,9 @@ class SecretSource:
             except OSError as exc:
                 raise ConfigError(f"secret {self.name}: cannot read {path}: {exc.strerror}",
                                   where=self.where or None) from None
+            except UnicodeDecodeError:  # (its bytes are never shown: they may be the secret)
+                raise ConfigError(f"secret {self.name}: {path} is not UTF-8 text",
+                                  where=self.where or None) from None
             if not value:
                 raise ConfigError(f"secret {self.name}: {path} is empty", where=self.where or None)
         if "\n" in value or "\0" in value:

@@ -452,7 +452,7 @@ class Engine:
             journal.event("done", changed=changed, **ev)
             return
         if step.ignore_errors:
-            status.status, status.detail = OK, f"failed, ignored: {seen}"
+            status.status, status.detail = OK, f"ignored: {failure_text(phase, seen, ctx.step.retries + 1)}"
             journal.event("done", ignored_failure=seen, **ev)
             return
         notes, broken = _roll_back(ctx, outcome, where)

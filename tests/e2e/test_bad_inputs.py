@@ -34,6 +34,8 @@ LATIN = "# café\n".encode("latin-1")
 
 #: name -> file content, written into the working directory the rows run in
 FILES: dict[str, str | bytes] = {
+    "secret-hosts.yaml": "hosts:\n  local: {connection: local, engine: sim}\nsecrets:\n  HF_TOKEN: {file: token.bin}\n",
+    "token.bin": b"hf_\xff\xfe\n",
     "latin-hosts.yaml": b"hosts:\n  local: {connection: local}\n" + LATIN,
     "list-hosts.yaml": "- local\n",
     "typo-hosts.yaml": "hosts:\n  gpu-a:\n    adress: 10.0.0.5\n",
@@ -89,6 +91,8 @@ ROWS: list[tuple[str, list[str], str]] = [
      "group-hosts.yaml:4: group 'all-gpus': members are host names, got ['gpu-b']"),
     ("hosts-list-key", ["status", "--host", "gpu-a", "-i", "key-hosts.yaml"],
      "key-hosts.yaml:2: a key must be a name, not a list"),
+    ("secret-non-utf8", ["deploy", "--host", "local", "-i", "secret-hosts.yaml"],
+     "secret-hosts.yaml:3: secret HF_TOKEN: token.bin is not UTF-8 text"),
     ("hosts-missing", ["status", "--host", "local", "-i", "nowhere.yaml"], "inventory not found: nowhere.yaml"),
     ("unknown-host", ["deploy", "--host", "nosuch"], "unknown host or group 'nosuch'; the inventory has: local"),
     ("unknown-host-logs", ["logs", "--host", "locl"], "unknown host or group 'locl' (did you mean 'local'?)"),
