@@ -5,7 +5,9 @@ failed), appended and fsynced the moment the point exists, so a crash of specops
 server or the machine loses at most the point in flight. `results.csv` is derived from it
 (rewritten whole, temp + os.replace) and holds one row per point: the latest ok record of
 that point, else its latest failure. A line torn by a crash mid-write is skipped with a
-warning (and cut off before the next append, so it cannot glue onto a new line).
+warning (and cut off before the next append, so it cannot glue onto a new line); a full
+disk leaves no torn line at all (fsutil.append_whole cuts its own short write back) and
+stops the sweep with an error naming the file.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Iterable
 from specops.bench.matrix import Point
 from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
 from specops.errors import ConfigError
-from specops.fsutil import atomic_write  # noqa: F401 - re-exported for report/plots
+from specops.fsutil import WriteError, append_whole, atomic_write, write_error
 from specops.secrets import redact
 
 log = logging.getLogger(__name__)
@@ -73,11 +75,16 @@ def append_result(run_dir: Path, record: ResultRecord | dict[str, Any], *, rewri
     data = _record_dict(record)
     line = json.dumps(data, sort_keys=True, allow_nan=False, default=str) + "\n"
     with _WRITE_LOCK:
-        _cut_torn_tail(path)
-        with open(path, "ab") as fh:
-            fh.write(line.encode())
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            _cut_torn_tail(path)
+        except OSError as exc:
+            raise write_error(exc, path, kept="its whole lines are unchanged") from None
+        try:
+            append_whole(path, line.encode())
+        except WriteError as exc:
+            raise WriteError(f"{exc.message}; this point ({data.get('arm')} c={data.get('concurrency')} "
+                             f"repeat {data.get('repeat')}) was measured but not saved",
+                             hint=f"{exc.hint} with --resume: it runs only the missing points") from None
         if rewrite_csv:
             write_csv(run_dir)
     return data

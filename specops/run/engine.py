@@ -22,7 +22,7 @@ from specops.config.schema import suggest
 from specops.config.templating import evaluate, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
-from specops.run.journal import Journal, new_run_id, read_events, write_json_atomic
+from specops.run.journal import Journal, new_run_id, read_events
 from specops.run.state import Cleanup, PointCallback, Run
 from specops.secrets import env_file_text
 from specops.sglang import paths
@@ -263,7 +263,7 @@ class Engine:
             "hosts": [h.name for h in self.hosts], "check": self.check, "started": time.time(),
             "status": "running", "steps": [s.name for s in self.playbook.steps],
         }
-        write_json_atomic(self.run_dir / "run.json", meta)
+        journal.write_meta(meta)
         journal.event("resume" if self.resumed_from else "run_start", run_id=self.run_id,
                       playbook=self.playbook.name, hosts=meta["hosts"], check=self.check)
         interrupted = False
@@ -276,7 +276,7 @@ class Engine:
         finally:
             ok = not interrupted and all(r.ok for r in self.reports.values())
             meta.update(status="interrupted" if interrupted else "ok" if ok else "failed", finished=time.time())
-            write_json_atomic(self.run_dir / "run.json", meta)
+            journal.write_meta(meta)
             journal.event("run_done", ok=ok, interrupted=interrupted,
                           failed=[h for h, r in self.reports.items() if not r.ok])
             if not interrupted:

@@ -1,8 +1,10 @@
 """The run directory and its journal: one JSON object per event, written as it happens.
 
-`runs/<run-id>/events.jsonl` is append-only and flushed per event, so a crash loses
+`runs/<run-id>/events.jsonl` is append-only and written per event, so a crash loses
 nothing already seen; large command outputs go to files under `logs/` and the event
-points at them.
+points at them. A full disk never tears the journal or stops a run halfway through its
+bookkeeping: an event that cannot be written is left out whole, counted, and the run ends
+with a warning naming the file (`write_problem`); the results files raise instead.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from specops.fsutil import atomic_write
+from specops.fsutil import WriteError, append_whole, atomic_write, write_error
 from specops.secrets import redact
 from specops.transport.base import CommandResult
 
@@ -41,19 +43,27 @@ class Journal:
         self.run_dir = run_dir
         #: called with each record after it is written (the plain-line view on a pipe)
         self.on_event = on_event
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "events.jsonl"
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(exc, self.path, kept="nothing was run") from None
         self._lock = threading.Lock()
-        self._fh = open(self.path, "a", buffering=1)
         self._counter = 0
+        #: the first write that failed (a full disk) and how many events it left out
+        self.write_failure: WriteError | None = None
+        self.lost = 0
+        append_whole(self.path, b"", fsync=False)  # created now: a run directory always has one
 
     def event(self, event_type: str, /, **fields: Any) -> dict:
         # every secret value is masked here, whatever step or layer produced the event
         record = redact({"ts": round(time.time(), 3), "event": event_type, **fields})
         line = json.dumps(record, default=str, sort_keys=False)
         with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
+            try:
+                append_whole(self.path, (line + "\n").encode(), fsync=False)
+            except WriteError as exc:
+                self._failed(exc)
         if self.on_event is not None:
             self.on_event(record)
         return record
@@ -76,15 +86,38 @@ class Journal:
                     self._counter += 1
                     n = self._counter
                 out = self.run_dir / "logs" / _safe(host) / f"{n:04d}.{stream}"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(redact(text))
-                fields[f"{stream}_file"] = str(out.relative_to(self.run_dir))
                 fields[f"{stream}_tail"] = text[-500:]
+                try:
+                    atomic_write(out, redact(text), fsync=False)
+                    fields[f"{stream}_file"] = str(out.relative_to(self.run_dir))
+                except WriteError as exc:
+                    with self._lock:
+                        self._failed(exc)
         return self.event("command", host=host, step=step, **fields)
 
+    def _failed(self, exc: WriteError) -> None:
+        """Remember a write that failed (under the lock); the run goes on."""
+        self.lost += 1
+        if self.write_failure is None:
+            self.write_failure = exc
+
+    def write_problem(self) -> str | None:
+        """One line for the end of the run when something could not be journaled, else None."""
+        if self.write_failure is None:
+            return None
+        return (f"{self.write_failure.message}: {self.lost} journal write(s) left out "
+                f"(every event before them is whole)")
+
+    def write_meta(self, data: Any) -> None:
+        """run.json, atomically; a failure is kept like an event's (the old run.json stays)."""
+        try:
+            write_json_atomic(self.run_dir / "run.json", data)
+        except WriteError as exc:
+            with self._lock:
+                self._failed(exc)
+
     def close(self) -> None:
-        with self._lock:
-            self._fh.close()
+        """Nothing is held open between events; kept so callers end a run the same way."""
 
 
 def _safe(name: str) -> str:

@@ -58,6 +58,10 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
         console.print(summary_table(report, console.width))
     for line in failure_lines(report):
         console.print("✗ " + line, markup=False, highlight=False)
+    journal = engine.state.journal
+    problem = journal.write_problem() if journal is not None else None
+    if problem:  # a full disk: the run went on, its journal has a gap (said even with -q)
+        console.print(f"warning: {problem}", markup=False, highlight=False, soft_wrap=True)
     if verbosity < 0:
         console.print(result_line(report), markup=False, highlight=False, soft_wrap=True)
     else:

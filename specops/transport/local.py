@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from specops.errors import TransportError
-from specops.fsutil import atomic_write
+from specops.fsutil import WriteError, atomic_write
 from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line
 
 
@@ -105,8 +105,8 @@ class LocalTransport:
         target = Path(self.expand(path))
         try:
             atomic_write(target, data, mode=mode, fsync=False)
-        except OSError as exc:
-            raise TransportError(f"cannot write {target}: {exc}", where=f"host {self.name}") from exc
+        except WriteError as exc:
+            raise TransportError(exc.message, where=f"host {self.name}", hint=exc.hint) from None
 
     def get(self, path: str) -> bytes:
         try:
