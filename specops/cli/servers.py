@@ -21,6 +21,7 @@ from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
 from specops.render.logs import collect, show, sources_for
 from specops.servers import read_states, server_status, stop_arms
+from specops.servers.lifecycle import ArmStatus, launched_before_boot
 from specops.transport.connect import open_transport
 
 
@@ -100,10 +101,13 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
 def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: bool) -> None:
     """Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."""
     rows = {}
+    rebooted: dict[str, set[str]] = {}
     for host in _hosts(inventory_path, host_spec):
         transport = open_transport(host)
         try:
             rows[host.name] = server_status(transport, host.workdir)
+            gone = [s.arm for s in rows[host.name] if s.state == "dead" and not s.job_id]
+            rebooted[host.name] = launched_before_boot(transport, host.workdir, gone)
         finally:
             transport.close()
     if as_json:
@@ -133,9 +137,22 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     fit_table(columns, cells, width=console.width, title="servers" if one is None else f"servers on {one}",
               key_columns=1 if one is not None else 2, key_prefix=f"{one} " if one is not None else "",
               ).print(console, full=full)
-    if any(s.state == "dead" for st in rows.values() for s in st):
-        console.print("a server is dead: `specops logs --host H --server ARM --errors` shows why", markup=False)
+    dead = [(h, s) for h, st in rows.items() for s in st if s.state == "dead"]
+    for host, s in dead:
+        console.print(_gone_line(host, s, s.arm in rebooted.get(host, set())), markup=False, highlight=False,
+                      soft_wrap=True)
+    if dead:
         exit_with(False)
+
+
+def _gone_line(host: str, s: ArmStatus, rebooted: bool) -> str:
+    """Why a dead arm is dead, as far as the host can tell, and what brings it back."""
+    what = f"job {s.job_id}" if s.job_id else f"pid {s.pid} is not running"
+    if rebooted:
+        return (f"{host}: {s.arm} is gone ({what}; the host rebooted since it was launched); "
+                f"`specops bench` or `specops deploy` launches it again")
+    return (f"{host}: {s.arm} is dead ({what}: it crashed or was killed); "
+            f"`specops logs --host {host} --server {s.arm} --errors` shows why")
 
 
 def job_cell(s) -> str:

@@ -580,3 +580,26 @@ def check_version(transport: Transport, state: ServerState, info: dict) -> None:
                     where=_where(transport, state.arm),
                     hint=f"the server ran: {state.command}; install the tree into that python "
                          "(the sglang_install step) or fix `sglang_venv`")
+
+
+def launched_before_boot(transport: Transport, workdir: str, arms: Sequence[str]) -> set[str]:
+    """Which of `arms` (state files left, processes gone) were launched before the host's
+    last boot: their state file is older than the boot, by the host's own clock. Lets
+    `status` say "the host rebooted" instead of a bare "dead". One round trip."""
+    if not arms:
+        return set()
+    d = paths.servers_dir(transport.expand(workdir))
+    files = " ".join(q(posixpath.join(d, f"{a}.json")) for a in arms)
+    script = (f"echo \"@@BOOT $(awk '/^btime /{{print $2}}' /proc/stat 2>/dev/null)\"; "
+              f"for f in {files}; do [ -e \"$f\" ] && echo \"@@M $(stat -c %Y \"$f\") $(basename \"$f\" .json)\"; done; true")
+    res = _run(transport, script)
+    boot: float | None = None
+    older: set[str] = set()
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if parts[:1] == ["@@BOOT"] and len(parts) == 2 and parts[1].isdigit():
+            boot = float(parts[1])
+        elif parts[:1] == ["@@M"] and len(parts) == 3 and parts[1].isdigit() and boot is not None:
+            if float(parts[1]) < boot:
+                older.add(parts[2])
+    return older
