@@ -11,4 +11,5 @@ pytest_plugins = [
     "tests.support.sglang_trees",
     "tests.support.sshd",
     "tests.support.slurm",
+    "tests.support.faults",
 ]
