@@ -19,6 +19,7 @@ from tests.support.faults import (
     small_filesystem,
     spawn,
     specops,
+    stop_leftovers,
     wait_until,
     whole_records,
 )
@@ -40,34 +41,37 @@ def _whole_jsonl(path: Path) -> None:
 
 def test_disk_full_mid_sweep_is_a_clear_error_and_resume_completes(tmp_path: Path, fault_workdir: Path) -> None:
     inv = local_inventory(tmp_path, fault_workdir)
-    with small_filesystem(tmp_path / "fs") as fs:
-        run = fs / "run"
-        proc = spawn("bench", "--host", "local", "-i", str(inv), *SWEEP, "--out", str(run))
-        wait_until(lambda: count_lines(run / "results.jsonl") >= 2, "2 points written", proc=proc)
-        filler = fill(fs)
-        out = proc.communicate(timeout=120)[0]
-        assert proc.returncode == 1, out
-        assert "Traceback" not in out and "OSError" not in out, out
-        assert re.search(rf"error: cannot write {re.escape(str(run))}/\S+: no space left on device", out), out
+    try:
+        with small_filesystem(tmp_path / "fs") as fs:
+            run = fs / "run"
+            with spawn("bench", "--host", "local", "-i", str(inv), *SWEEP, "--out", str(run)) as proc:
+                wait_until(lambda: count_lines(run / "results.jsonl") >= 2, "2 points written", proc=proc)
+                filler = fill(fs)
+                out = proc.communicate(timeout=120)[0]
+            assert proc.returncode == 1, out
+            assert "Traceback" not in out and "OSError" not in out, out
+            assert re.search(rf"error: cannot write {re.escape(str(run))}/\S+: no space left on device", out), out
 
-        kept = whole_records(run)
-        assert len(kept) >= 2 and all(r["status"] == "ok" for r in kept)
-        json.loads((run / "manifest.json").read_text())
-        _whole_jsonl(run / "events.jsonl")
-        assert no_temp_files(run) == []
+            kept = whole_records(run)
+            assert len(kept) >= 2 and all(r["status"] == "ok" for r in kept)
+            json.loads((run / "manifest.json").read_text())
+            _whole_jsonl(run / "events.jsonl")
+            assert no_temp_files(run) == []
 
-        filler.unlink()
-        res = specops("bench", "--host", "local", "-i", str(inv), "--resume", str(run))
-        assert res.returncode == 0, res.stdout
-        after = whole_records(run)
-        assert after[:len(kept)] == kept, "what was written before the disk filled is unchanged"
-        assert set(ok_points(after)) == MATRIX and len(ok_points(after)) == len(after) == len(MATRIX)
+            filler.unlink()
+            res = specops("bench", "--host", "local", "-i", str(inv), "--resume", str(run))
+            assert res.returncode == 0, res.stdout
+            after = whole_records(run)
+            assert after[:len(kept)] == kept, "what was written before the disk filled is unchanged"
+            assert set(ok_points(after)) == MATRIX and len(ok_points(after)) == len(after) == len(MATRIX)
 
-        # re-rendering the report on a full disk: each report file stays the old one, whole
-        old = {name: (run / name).read_bytes() for name in REPORT_FILES}
-        filler = fill(fs)
-        res = specops("report", str(run))
-        assert res.returncode == 1 and "no space left on device" in res.stdout and "Traceback" not in res.stdout, res.stdout
-        assert {name: (run / name).read_bytes() for name in REPORT_FILES} == old
-        assert no_temp_files(run) == []
-        filler.unlink()
+            # re-rendering the report on a full disk: each report file stays the old one, whole
+            old = {name: (run / name).read_bytes() for name in REPORT_FILES}
+            filler = fill(fs)
+            res = specops("report", str(run))
+            assert res.returncode == 1 and "no space left on device" in res.stdout and "Traceback" not in res.stdout, res.stdout
+            assert {name: (run / name).read_bytes() for name in REPORT_FILES} == old
+            assert no_temp_files(run) == []
+            filler.unlink()
+    finally:
+        stop_leftovers(inv, "local", fault_workdir)

@@ -19,6 +19,7 @@ from tests.support.faults import (
     ok_points,
     spawn,
     specops,
+    stop_leftovers,
     wait_until,
     whole_records,
 )
@@ -30,10 +31,10 @@ def test_sigkill_mid_sweep_then_resume_fills_exactly_the_gaps(tmp_path: Path, fa
     inv = local_inventory(tmp_path, fault_workdir)
     run = tmp_path / "run"
     try:
-        proc = spawn("bench", "--host", "local", "-i", str(inv), *SHORT, "--out", str(run))
-        wait_until(lambda: count_lines(run / "results.jsonl") >= 8, "8 points written", proc=proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        with spawn("bench", "--host", "local", "-i", str(inv), *SHORT, "--out", str(run)) as proc:
+            wait_until(lambda: count_lines(run / "results.jsonl") >= 8, "8 points written", proc=proc)
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=30)
         assert proc.returncode == -signal.SIGKILL
 
         before = whole_records(run)
@@ -52,7 +53,7 @@ def test_sigkill_mid_sweep_then_resume_fills_exactly_the_gaps(tmp_path: Path, fa
         assert (run / "report.md").is_file() and (run / "results.csv").read_text().count("\n") == len(MATRIX) + 1
     finally:
         # the killed run could not stop its servers; resume reused them (and leaves them running)
-        specops("stop", "--host", "local", "-i", str(inv), timeout=60)
+        stop_leftovers(inv, "local", fault_workdir)
 
 
 def _client_running(port: int) -> bool:
@@ -77,14 +78,14 @@ def test_sshd_child_killed_mid_point_fails_that_point_and_resume_reruns_only_it(
              "--input-len", "16", "--output-len", "96"]
     before_pids = sshd.session_pids()
     try:
-        proc = spawn("bench", "--host", "gpu", "-i", str(inv), *sweep, "--out", str(run))
-        wait_until(lambda: count_lines(run / "results.jsonl") >= 1, "the first point written", proc=proc)
-        wait_until(lambda: _client_running(port), "the next point's client running on the host", proc=proc)
-        mine = sshd.session_pids() - before_pids
-        assert mine, "the CLI's connection has an sshd child"
-        for pid in mine:
-            os.kill(pid, signal.SIGKILL)
-        out = proc.communicate(timeout=120)[0]
+        with spawn("bench", "--host", "gpu", "-i", str(inv), *sweep, "--out", str(run)) as proc:
+            wait_until(lambda: count_lines(run / "results.jsonl") >= 1, "the first point written", proc=proc)
+            wait_until(lambda: _client_running(port), "the next point's client running on the host", proc=proc)
+            mine = sshd.session_pids() - before_pids
+            assert mine, "the CLI's connection has an sshd child"
+            for pid in mine:
+                os.kill(pid, signal.SIGKILL)
+            out = proc.communicate(timeout=120)[0]
         assert proc.returncode == 1, out
         assert "Traceback" not in out
         first = whole_records(run)
@@ -102,4 +103,4 @@ def test_sshd_child_killed_mid_point_fails_that_point_and_resume_reruns_only_it(
         assert len(after) - len(first) == len(matrix - set(done))
         assert set(ok_points(after)) == matrix and len(ok_points(after)) == len(matrix)
     finally:
-        specops("stop", "--host", "gpu", "-i", str(inv), timeout=60)
+        stop_leftovers(inv, "gpu", fault_workdir)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.deploy import events
-from tests.support.faults import alive, local_inventory, specops, wait_until, whole_records
+from tests.support.faults import alive, local_inventory, specops, stop_leftovers, wait_until, whole_records
 
 pytestmark = pytest.mark.faults
 
@@ -62,4 +62,4 @@ def test_rebooted_host_status_says_so_and_bench_relaunches(tmp_path: Path, fault
     finally:
         stranger.kill()
         stranger.wait()
-        specops("stop", "--host", "local", "-i", str(inv), timeout=60)
+        stop_leftovers(inv, "local", fault_workdir)

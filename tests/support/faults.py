@@ -49,16 +49,32 @@ def _env() -> dict[str, str]:
     return dict(os.environ, COLUMNS="250", NO_COLOR="1")
 
 
-def spawn(*args: str) -> subprocess.Popen:
-    """`specops ARGS` as a user's process (output to a pipe), not waited for."""
-    return subprocess.Popen(specops_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+@contextmanager
+def spawn(*args: str) -> Iterator[subprocess.Popen]:
+    """`specops ARGS` as a user's process (output to a pipe), not waited for; killed on the
+    way out if the test left it running (a failed wait)."""
+    proc = subprocess.Popen(specops_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=_env(), stdin=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
 
 
 def specops(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     """`specops ARGS` run to its end; output is stdout and stderr together."""
     return subprocess.run(specops_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=_env(), stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+def stop_leftovers(inv: Path, host: str, workdir: Path) -> None:
+    """After a test: `specops stop` the servers a run left on the host (a killed run cannot
+    stop its own; a failed assertion may leave some), and only then: it costs a CLI start."""
+    if list((workdir / ".specops" / "servers").glob("*.json")):
+        res = specops("stop", "--host", host, "-i", str(inv), timeout=60)
+        assert res.returncode == 0, res.stdout
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60, proc: subprocess.Popen | None = None) -> Any:
