@@ -139,19 +139,18 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
               ).print(console, full=full)
     dead = [(h, s) for h, st in rows.items() for s in st if s.state == "dead"]
     for host, s in dead:
-        console.print(_gone_line(host, s, s.arm in rebooted.get(host, set())), markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(_gone_line(host, s, s.arm in rebooted.get(host, set())), markup=False, highlight=False)
     if dead:
         exit_with(False)
 
 
 def _gone_line(host: str, s: ArmStatus, rebooted: bool) -> str:
     """Why a dead arm is dead, as far as the host can tell, and what brings it back."""
-    what = f"job {s.job_id}" if s.job_id else f"pid {s.pid} is not running"
+    what = f"job {s.job_id}" if s.job_id else f"pid {s.pid} not running"
     if rebooted:
-        return (f"{host}: {s.arm} is gone ({what}; the host rebooted since it was launched); "
+        return (f"{host}: {s.arm} is gone ({what}; the host rebooted since its launch): "
                 f"`specops bench` or `specops deploy` launches it again")
-    return (f"{host}: {s.arm} is dead ({what}: it crashed or was killed); "
+    return (f"{host}: {s.arm} is dead ({what}: it crashed or was killed): "
             f"`specops logs --host {host} --server {s.arm} --errors` shows why")
 
 

@@ -61,7 +61,7 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     journal = engine.state.journal
     problem = journal.write_problem() if journal is not None else None
     if problem:  # a full disk: the run went on, its journal has a gap (said even with -q)
-        console.print(f"warning: {problem}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"warning: {problem}", markup=False, highlight=False)
     if verbosity < 0:
         console.print(result_line(report), markup=False, highlight=False, soft_wrap=True)
     else:
