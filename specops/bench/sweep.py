@@ -40,7 +40,8 @@ from specops.servers import (
     stop_states,
     wait_ready_many,
 )
-from specops.servers.lifecycle import check_version
+from specops.servers.lease import LeaseBook, TakenOver, join
+from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
 from specops.servers.slurm import client_prefix, job_end, replica_plan, replicas
 from specops.sglang import paths
@@ -219,7 +220,8 @@ class HostSweep:
 
     def __init__(self, *, host: Host, transport: Transport, plans: list[LaunchPlan], settings: BenchSettings,
                  run_dir: Path, tree: str, log: Callable[[str, dict[str, Any]], None],
-                 progress: Callable[[dict[str, Any]], None] | None = None):
+                 progress: Callable[[dict[str, Any]], None] | None = None, leases: LeaseBook | None = None,
+                 on_wait: Callable[[str], None] | None = None):
         self.host, self.transport, self.settings, self.run_dir, self.tree = host, transport, settings, run_dir, tree
         self.plans = {p.arm: p for p in plans}
         self.log = log
@@ -227,38 +229,89 @@ class HostSweep:
         self.states: dict[str, ServerState] = {}
         self.launched: set[str] = set()
         self.relaunched: set[str] = set()
+        #: this run's arm leases (servers.lease); None: no leasing (a sweep driven by hand)
+        self.leases = leases
+        self.on_wait = on_wait
+        self.leaders: dict[str, bool] = {}  # per leased arm: this run starts its server (else joins one)
+        self.taken_over: dict[str, str] = {}  # arm -> what ended it: another run took it over
         self.runner = settings.runner if settings.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
         self.time_scales: dict[str, Any] = {}  # per arm, /server_info's sim_time_scale (a scaled clock)
         self._bench: BenchCommand | None = None
 
     # ----- servers ---------------------------------------------------------------------
 
-    def _up(self, arms: list[str]) -> None:
+    def _leased(self, arm: str) -> bool:
+        return self.leases is not None and self.leases.held(self.host.name, arm) is not None
+
+    def claim(self, arms: list[str]) -> None:
+        """Lease every arm this sweep will use before anything starts: another run holding one
+        with other arguments refuses this sweep at once (or it waits, or takes the arm over)."""
+        if self.leases is None:
+            return
+        for arm in arms:
+            plan = self.plans[arm]
+            claim = self.leases.claim(self.transport, self.host.name, plan.workdir, arm, plan.args_hash, plan.argv,
+                                      on_wait=self.on_wait)
+            self.leaders[arm] = claim.lead
+            self.log("lease", {"arm": arm, "lead": claim.lead, "shared_with": claim.shared_with})
+
+    def _start(self, arm: str, avoid: tuple[int, str] | None = None) -> LaunchOutcome:
+        """Launch or reuse the arm's server; a run sharing the arm with an earlier run of the
+        same arguments joins that run's server instead (never restarting it while it starts)."""
+        plan = self.plans[arm]
+        if self._leased(arm) and not self.leaders.get(arm, True):
+            assert self.leases is not None
+            state = join(self.leases, self.transport, self.host.name, arm, plan.args_hash,
+                         timeout_s=self.settings.ready_timeout, avoid=avoid)
+            if state is not None:
+                return LaunchOutcome(state, "shared")
+            self.leaders[arm] = True  # nobody left to start it: this run does
+        run_id = self.leases.run_id if self.leases is not None else self.run_dir.name
+        return launch_arm(self.transport, plan, reuse=True, launched_by=run_id,
+                          ephemeral=not self.settings.keep_servers)
+
+    def _up(self, arms: list[str], avoid: tuple[int, str] | None = None) -> None:
         outcomes = []
         for arm in arms:
-            outcome = launch_arm(self.transport, self.plans[arm], reuse=True)
+            outcome = self._start(arm, avoid)
             self.states[arm] = outcome.state
-            if outcome.action != "reused":
+            if outcome.action not in ("reused", "shared"):
                 self.launched.add(arm)
             self.log("server", {"arm": arm, "action": outcome.action, "pid": outcome.state.pid,
                                 "mechanism": outcome.state.mechanism})
             outcomes.append(outcome)
-        wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout, poll_s=0.5,
-                        on_event=self.log)
+        try:
+            wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout,
+                            poll_s=0.5, on_event=self.log)
+        except SpecopsError:
+            for arm in arms:  # a server killed by a take-over is not a crash: say what happened
+                if self._leased(arm):
+                    assert self.leases is not None
+                    self.leases.check(self.transport, self.host.name, arm)
+            raise
         infos = self._record_arms(arms)
         for arm in arms:  # results are credited to the tree only when the tree's SGLang answered
             if "error" not in infos[arm]:
                 check_version(self.transport, self.states[arm], infos[arm])
 
     def _down(self, arms: list[str]) -> None:
-        states = [self.states[a] for a in arms if a in self.launched and a in self.states]
-        if states and not self.settings.keep_servers:
-            stop_states(self.transport, states)
-            for s in states:
-                self.launched.discard(s.arm)
+        """Release the arms' leases; stop the servers this sweep is the last user of and that
+        it launched (or that a run it shared them with launched for a sweep)."""
+        stop = []
+        for arm in arms:
+            others = self.leases.release(self.host.name, arm) if self.leases is not None else []
+            launched = arm in self.launched
+            self.launched.discard(arm)
+            state = self.states.get(arm)
+            if state is None or others or arm in self.taken_over or self.settings.keep_servers:
+                continue
+            if launched or (state.ephemeral and arm in self.leaders):
+                stop.append(state)
+        if stop:
+            stop_states(self.transport, stop)
 
     def stop_launched(self) -> None:
-        self._down(list(self.launched))
+        self._down(sorted(self.launched | {a for a in self.leaders if self._leased(a)}))
 
     def _record_arms(self, arms: list[str]) -> dict[str, dict[str, Any]]:
         """Each arm's /server_info into the manifest (command, args, mechanism); returned."""
@@ -377,20 +430,71 @@ class HostSweep:
             raw = self._measure(point)
             return {**raw, **sampler.stop()}
 
+    def _server(self, arm: str, before: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The identity of the server a point measures (pid, start, args hash, who launched
+        it, which other runs share it), checked on the host before and after the point
+        when the arm is leased. Raises TakenOver when this run's lease was revoked or the
+        server was restarted with other arguments; after the point (`before` given), a
+        restart with the same arguments marks the identity `restarted`."""
+        state, shared = self.states[arm], []
+        if self._leased(arm):
+            assert self.leases is not None
+            view = self.leases.check(self.transport, self.host.name, arm)
+            now = view.state
+            if now is not None and (now.pid, now.proc_start) != (state.pid, state.proc_start):
+                if now.args_hash != self.plans[arm].args_hash:
+                    raise TakenOver(f"arm {arm} restarted with other launch arguments by "
+                                    f"{'run ' + now.launched_by if now.launched_by else 'another process'}",
+                                    where=f"host {self.host.name}, arm '{arm}'")
+                self.states[arm] = state = now  # restarted with the same arguments (by a run sharing it)
+            shared = sorted({x.run_id for x in view.live(self.leases.cli_host)
+                             if x.key != self.leases.key and x.args_hash == state.args_hash})
+        ident = {"pid": state.pid, "proc_start": state.proc_start, "args_hash": state.args_hash,
+                 "started_at": state.started_at, "launched_by": state.launched_by, "shared_with": shared}
+        if before is not None:
+            ident["shared_with"] = sorted(set(before["shared_with"]) | set(shared))
+            if (before["pid"], before["proc_start"]) != (state.pid, state.proc_start):
+                ident["restarted"] = before["pid"]
+        return ident
+
+    def _end_arm(self, arm: str, exc: TakenOver) -> None:
+        """Another run took the arm over: its server is theirs now; this sweep leaves it alone."""
+        self.taken_over[arm] = exc.message
+        self.launched.discard(arm)
+        if self.leases is not None:
+            self.leases.release(self.host.name, arm)
+        self.log("taken_over", {"arm": arm, "message": exc.message})
+
     def run_point(self, point: Point) -> dict[str, Any]:
         """Measure one point and write it; on a crashed server record the failure with the log
-        excerpt and relaunch the arm once."""
+        excerpt and relaunch the arm once. Where another run took the arm over (checked on
+        the host before and after the point), the point fails saying so, and the arm ends."""
         plan = self.plans[point.arm]
         started = time.time()
+        taken: TakenOver | None = None
+        ident: dict[str, Any] | None = None
+        raw: dict[str, Any] = {}
         try:
-            raw = self._measure_sampled(point)
-        except SpecopsError as exc:
-            raw = {"status": STATUS_FAILED, "error": str(exc)}
+            ident = self._server(point.arm)
+            try:
+                raw = self._measure_sampled(point)
+            except SpecopsError as exc:
+                raw = {"status": STATUS_FAILED, "error": str(exc)}
+            ident = self._server(point.arm, ident)
+        except TakenOver as exc:
+            taken = exc
+            raw = {"status": STATUS_FAILED, "completed": 0, "error": exc.message}
+        if ident is not None and ident.pop("restarted", None) is not None and raw.get("status") != STATUS_FAILED:
+            raw = {**raw, "status": STATUS_FAILED,
+                   "error": f"server '{point.arm}' was restarted during the point (same arguments); not counted"}
         record = ResultRecord.from_dict({**raw, "host": self.host.name, "arm": point.arm,
                                          "mechanism": plan.mechanism, "concurrency": point.concurrency,
                                          "repeat": point.repeat}).to_dict()
         record.setdefault("started_at", started)
-        crashed = record.get("status") == STATUS_FAILED and self._arm_dead(point.arm)
+        if ident is not None:
+            record["shared_with"] = ident.pop("shared_with")
+            record["server"] = ident
+        crashed = taken is None and record.get("status") == STATUS_FAILED and self._arm_dead(point.arm)
         if crashed:
             excerpt = self._crash_excerpt(point.arm)
             record["error"] = f"server '{point.arm}' crashed during the point: {record.get('error') or ''}".strip()
@@ -402,7 +506,9 @@ class HostSweep:
         self.log("point", {"arm": point.arm, "concurrency": point.concurrency, "repeat": point.repeat,
                            "status": written.get("status"), "output_throughput": written.get("output_throughput")})
         self.progress({"host": self.host.name, **written})
-        if crashed:
+        if taken is not None:
+            self._end_arm(point.arm, taken)
+        elif crashed:
             self._relaunch(point.arm)
         return written
 
@@ -412,30 +518,31 @@ class HostSweep:
                                where=f"host {self.host.name}")
         self.relaunched.add(arm)
         self.log("relaunch", {"arm": arm})
-        self._up([arm])
+        dead = self.states[arm]
+        self._up([arm], avoid=(dead.pid, dead.proc_start))  # a run sharing the arm may relaunch it first
 
     # ----- the sweep -------------------------------------------------------------------
 
     def run(self, points: list[Point]) -> None:
-        if any(p.slurm is not None for p in self.plans.values()):
-            return self._run_jobs(points)
+        needed = [a for a in self.settings.arms if any(p.arm == a for p in points)]
         try:
+            self.claim(needed)
+            if any(p.slurm is not None for p in self.plans.values()):
+                return self._run_jobs(points)
             if _gpus_share(list(self.plans.values())):
                 # Arms that share GPUs cannot be up together: launch, sweep, stop, one arm at a time.
-                for arm in self.settings.arms:
-                    arm_points = [p for p in points if p.arm == arm]
-                    if not arm_points:
-                        continue
+                for arm in needed:
                     self._up([arm])
-                    for point in arm_points:
-                        self.run_point(point)
+                    for point in points:
+                        if point.arm == arm and arm not in self.taken_over:
+                            self.run_point(point)
                     self._down([arm])
             else:
-                needed = [a for a in self.settings.arms if any(p.arm == a for p in points)]
                 if needed:
                     self._up(needed)
                 for point in points:
-                    self.run_point(point)
+                    if point.arm not in self.taken_over:
+                        self.run_point(point)
         finally:
             self.stop_launched()
 
@@ -456,7 +563,8 @@ class HostSweep:
             try:
                 mine._up([arm])
                 for point in arm_points:
-                    mine.run_point(point)
+                    if arm not in mine.taken_over:
+                        mine.run_point(point)
             except BaseException as exc:  # noqa: BLE001 - re-raised below, in the step's thread
                 errors.append(exc)
             finally:

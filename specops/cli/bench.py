@@ -25,6 +25,8 @@ from specops.cli.options import (
     err_console,
     host_option,
     inventory_option,
+    lease_options,
+    lease_policy,
     parse_vars,
     quiet,
     var_option,
@@ -40,6 +42,7 @@ from specops.run.engine import RunReport, resolve_vars
 from specops.run.play import print_resume, report_dict, run_playbook
 from specops.run.state import PointCallback
 from specops.servers import stop_arms
+from specops.servers.lease import LeasePolicy
 from specops.steps import KINDS
 from specops.transport.connect import open_transport
 
@@ -83,10 +86,11 @@ def _print_json(report: RunReport) -> int:
 def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
               out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
               resume_command: Callable[[Path], str] | None = None, given: dict[str, Any] | None = None,
-              extend: bool = False, as_json: bool = False) -> int:
+              extend: bool = False, as_json: bool = False, policy: LeasePolicy | None = None) -> int:
     """`given`: the settings options typed on the command line (with --resume, each must match
     the run; with `extend`, --concurrency and --repeats may add to it). `as_json`: summary.json
-    on stdout, failures and the resume command on stderr, no progress."""
+    on stdout, failures and the resume command on stderr, no progress. `policy`: --wait /
+    --take-over (servers.lease)."""
     inv = load_inventory(inventory_path)
     notes: list[str] = []
     if extend and resume is None:
@@ -119,7 +123,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
                               runs_dir=runs_dir, run_dir=run_dir, console=out_console,
                               keep_servers=checked.keep_servers, label="bench", on_point=on_point,
-                              resume_command=resume_command, verbosity=level)
+                              resume_command=resume_command, verbosity=level, lease_policy=policy)
     if as_json:
         code = _print_json(report)
     else:
@@ -185,11 +189,14 @@ class _progress:
 @click.option("--keep-servers", is_flag=True, help="leave servers this run launched running")
 @click.option("--runs-dir", type=click.Path(file_okay=False))
 @var_option
+@lease_options
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
           repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: int, output_len: int,
           dataset: str, runner: str, seed: int, threshold: int | None, out: str | None, resume: str | None,
-          extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...]) -> None:
+          extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
+          wait: bool, wait_timeout: float, take_over: bool) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
+    policy = lease_policy(wait, wait_timeout, take_over)
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
                 "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
@@ -217,7 +224,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
                        runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars,
-                       resume_command=again, given=given, extend=extend, as_json=as_json))
+                       resume_command=again, given=given, extend=extend, as_json=as_json, policy=policy))
 
 
 @click.command()

@@ -7,7 +7,17 @@ from pathlib import Path
 import click
 
 from specops.cli.exits import exit_with
-from specops.cli.options import command_line, console, host_option, inventory_option, parse_vars, var_option, verbosity
+from specops.cli.options import (
+    command_line,
+    console,
+    host_option,
+    inventory_option,
+    lease_options,
+    lease_policy,
+    parse_vars,
+    var_option,
+    verbosity,
+)
 from specops.config.inventory import load_inventory
 from specops.data import default_playbook
 from specops.run.play import run_playbook
@@ -25,10 +35,12 @@ from specops.run.play import run_playbook
 @click.option("--forks", type=click.IntRange(min=1), help="hosts at once (default sized to the run)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.option("--keep-servers", is_flag=True, help="on Ctrl-C, leave servers this run launched running")
+@lease_options
 def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None, var_items: tuple[str, ...],
            check: bool, resume: bool, from_step: str | None, runs_dir: str | None, forks: int | None,
-           as_json: bool, keep_servers: bool) -> None:
+           as_json: bool, keep_servers: bool, wait: bool, wait_timeout: float, take_over: bool) -> None:
     """Run a playbook on hosts: steps in order, hosts in parallel, every step verified."""
+    policy = lease_policy(wait, wait_timeout, take_over)
     again = command_line("deploy", ("--host", host_spec), ("-i", inventory_path), ("-p", playbook_path),
                          *(("--var", v) for v in var_items), ("--runs-dir", runs_dir),
                          ("--forks", forks), ("--keep-servers", keep_servers), ("--resume", True))
@@ -37,5 +49,6 @@ def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None
         host_spec, extra_vars=parse_vars(var_items), check=check, resume=resume, from_step=from_step,
         runs_dir=Path(runs_dir) if runs_dir else None, forks=forks, console=console, as_json=as_json,
         keep_servers=keep_servers, resume_command=lambda _run_dir: again, verbosity=verbosity(),
+        lease_policy=policy,
     )
     exit_with(report.ok)

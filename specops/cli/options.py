@@ -14,6 +14,7 @@ from rich.file_proxy import FileProxy
 
 from specops.errors import ConfigError
 from specops.secrets import redact
+from specops.servers.lease import LeasePolicy
 
 
 def _unproxied(stream: IO[str]) -> IO[str]:
@@ -110,6 +111,23 @@ inventory_option = click.option("--inventory", "-i", "inventory_path", type=clic
                                 help="hosts.yaml (default ./hosts.yaml or $SPECOPS_INVENTORY)")
 host_option = click.option("--host", "-H", "host_spec", required=True, help="host, group, or comma list")
 var_option = click.option("--var", "-e", "var_items", multiple=True, help="KEY=VALUE, highest precedence")
+
+
+def lease_options(fn: Any) -> Any:
+    """`--wait [--wait-timeout S]` and `--take-over`: what to do when another run uses an arm
+    with other launch arguments (by default the run is refused at once, naming that run)."""
+    fn = click.option("--take-over", is_flag=True,
+                      help="restart an arm another run uses with other arguments (that run's next point fails)")(fn)
+    fn = click.option("--wait-timeout", type=click.FloatRange(min=0), default=1800.0, show_default=True,
+                      help="seconds --wait waits")(fn)
+    return click.option("--wait", is_flag=True,
+                        help="wait until another run using an arm with other arguments is done")(fn)
+
+
+def lease_policy(wait: bool, wait_timeout: float, take_over: bool) -> LeasePolicy:
+    if wait and take_over:
+        raise ConfigError("give --wait or --take-over, not both")
+    return LeasePolicy("wait" if wait else "take_over" if take_over else "refuse", wait_timeout)
 
 
 def parse_vars(values: tuple[str, ...]) -> dict[str, Any]:

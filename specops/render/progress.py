@@ -72,6 +72,8 @@ def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
         lines = str(record.get("error") or "").strip().splitlines() or [""]
         first = lines[-1] if lines[0].startswith("Traceback") else lines[0]
         return f"{stamp()}  {host}  {first if record.get('phase') else f'{FAILED}: {first}'}"
+    if kind == "lease" and host:  # --wait: whom the run waits for
+        return f"{stamp()}  {host}  {record.get('message')}"
     if kind not in ("done", "skip", "fail", "check") or not isinstance(index, int):
         return None
     step = engine.playbook.steps[index]

@@ -25,6 +25,7 @@ from specops.errors import ConfigError, SpecopsError
 from specops.run.journal import Journal, new_run_id, read_events
 from specops.run.state import Cleanup, PointCallback, Run
 from specops.secrets import env_file_text
+from specops.servers.lease import LeaseBook, LeasePolicy
 from specops.sglang import paths
 from specops.steps import KINDS
 from specops.steps.base import PROBE, Outcome, StepContext, check_user_verify, has_state_checks
@@ -202,7 +203,7 @@ class Engine:
                  check: bool = False, resume: bool = False, from_step: str | None = None,
                  forks: int | None = None,
                  run_label: str | None = None, run_dir: Path | None = None,
-                 on_point: PointCallback | None = None):
+                 on_point: PointCallback | None = None, lease_policy: LeasePolicy | None = None):
         self.inventory = inventory
         self.playbook = playbook
         self.hosts = hosts
@@ -225,7 +226,8 @@ class Engine:
             self.resumed_from or self.runs_dir / new_run_id(run_label or playbook.name))
         self.run_id = self.run_dir.name
         #: this run's live state (journal, launched arms, progress); steps reach it as ctx.run_state
-        self.state = Run(self.run_dir, on_point=on_point)
+        self.state = Run(self.run_dir, on_point=on_point,
+                         leases=LeaseBook(self.run_id, playbook.name, lease_policy or LeasePolicy()))
         self._abort = threading.Event()
         self.reports = {h.name: HostReport(h.name, [StepStatus() for _ in playbook.steps]) for h in hosts}
         self.transports: dict[str, Transport] = {}
@@ -320,7 +322,9 @@ class Engine:
                                         keep=keep_servers)
 
     def close(self) -> None:
-        """Close every connection (ending commands still running on them) and the journal."""
+        """Release this run's arm leases, then close every connection (ending commands still
+        running on them) and the journal."""
+        self.state.leases.release_all()
         for transport in list(self.transports.values()):
             try:
                 transport.close()

@@ -13,6 +13,7 @@ from specops.config.playbook import load_playbook
 from specops.render.progress import failure_lines, live_progress, print_check, result_line, summary_table
 from specops.run.engine import Engine, RunReport
 from specops.run.state import Interrupted, PointCallback
+from specops.servers.lease import LeasePolicy
 from specops.steps import KINDS
 
 
@@ -22,20 +23,22 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
                  as_json: bool = False, quiet: bool = False, run_dir: Path | None = None,
                  keep_servers: bool = False, label: str | None = None,
                  on_point: PointCallback | None = None,
-                 resume_command: Callable[[Path], str] | None = None, verbosity: int = 0) -> RunReport:
+                 resume_command: Callable[[Path], str] | None = None, verbosity: int = 0,
+                 lease_policy: LeasePolicy | None = None) -> RunReport:
     """Validate everything first (nothing runs on bad input), then run and render.
     Ctrl-C stops the servers this run launched (unless keep_servers), closes the
     connections and raises `Interrupted` (the CLI exits 130); the process lives on.
     `resume_command(run_dir)`: the exact command that continues this run, printed after
     Ctrl-C or a failure. `verbosity` (`specops -q`/`-v`): -1 prints no progress and no
     table, only failures and one result line; 1 adds every command a step runs. `quiet`
-    prints nothing at all (the caller reports)."""
+    prints nothing at all (the caller reports). `lease_policy`: what to do with an arm
+    another run holds with other arguments (servers.lease: refuse, wait, take over)."""
     console = console or Console()
     playbook = load_playbook(playbook_path, KINDS)
     hosts = inventory.select(host_spec)
     engine = Engine(inventory, playbook, hosts, extra_vars=extra_vars, runs_dir=runs_dir, check=check,
                     resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label,
-                    on_point=on_point)
+                    on_point=on_point, lease_policy=lease_policy)
     engine.prevalidate()
     try:
         with live_progress(engine, console, enabled=not as_json and not quiet and verbosity >= 0,

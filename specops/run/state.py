@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from specops.run.journal import Journal
 from specops.servers import stop_arms
+from specops.servers.lease import LeaseBook
 from specops.transport.base import Transport
 
 #: Called once per written benchmark point (the record as written to results.jsonl).
@@ -48,9 +49,11 @@ class Cleanup:
 class Run:
     """One run's live state. Thread-safe: host threads record into it concurrently."""
 
-    def __init__(self, run_dir: Path, *, on_point: PointCallback | None = None):
+    def __init__(self, run_dir: Path, *, on_point: PointCallback | None = None, leases: LeaseBook | None = None):
         self.run_dir = run_dir
         self.on_point: PointCallback = on_point or (lambda _rec: None)
+        #: the arms this run leases on each host (servers.lease), released when the run ends
+        self.leases = leases or LeaseBook(run_dir.name)
         self.journal: Journal | None = None
         #: set on Ctrl-C: from then on the interrupt's cleanup (and --keep-servers) decides
         #: what keeps running, not a step failing because its command was ended
@@ -86,6 +89,13 @@ class Run:
                 found |= live
         return sorted(found)
 
+    def _still_used(self, host: str, arm: str) -> bool:
+        """Release this run's lease of the arm; whether another live run still holds one."""
+        try:
+            return bool(self.leases.release(host, arm))
+        except Exception:  # noqa: BLE001 - the host may be unreachable after Ctrl-C: stop as before
+            return False
+
     def stop_launched(self, transports: Mapping[str, Transport], workdirs: Mapping[str, str], *,
                       keep: bool = False) -> list[Cleanup]:
         """Stop (or, with `keep`, leave) what this run launched, host by host; a failure on one
@@ -94,6 +104,8 @@ class Run:
         done = []
         for host, transport in transports.items():
             arms = self.arms(host)
+            # an arm another run still uses (identical arguments) stays up: that run stops it when done
+            arms = [a for a in arms if not self._still_used(host, a)]
             if not arms:
                 continue
             if keep:

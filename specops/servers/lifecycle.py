@@ -69,6 +69,10 @@ class ServerState:
     sglang_version: str | None = None
     #: on a Slurm host: job_id, node, gpus (IDX), conf; the functions below hand such arms to servers.slurm
     slurm: dict | None = None
+    #: the run that started this server, and whether it is stopped once the last run leasing it
+    #: is done (a sweep's own servers) or stays up (deploy, --keep-servers)
+    launched_by: str | None = None
+    ephemeral: bool = False
 
     def to_json(self) -> bytes:
         # One key per line: the status script reads pid/port/proc_start with sed.
@@ -180,12 +184,14 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
     return "\n".join(lines)
 
 
-def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) -> LaunchOutcome:
+def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, launched_by: str | None = None,
+               ephemeral: bool = False) -> LaunchOutcome:
     """Start the arm detached, or reuse a healthy server launched with the same args hash.
 
     A server recorded with different args, or a dead one, is stopped and replaced. A port
     held by something else, or a local model path that does not exist, raises StepError
-    naming it, before anything starts."""
+    naming it, before anything starts. `launched_by`/`ephemeral` go into the state file
+    (servers.lease: who started it, and whether the last run leasing it stops it)."""
     if plan.slurm is not None:
         return JOBS.launch_arm(transport, plan, reuse=reuse)
     where = _where(transport, plan.arm)
@@ -227,7 +233,7 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
         effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,
-        sglang_version=plan.sglang_version)
+        sglang_version=plan.sglang_version, launched_by=launched_by, ephemeral=ephemeral)
     transport.put(state.to_json(), plan.state_path)
     return LaunchOutcome(state, action)
 

@@ -60,6 +60,21 @@ def server_state(workdir: str, arm: str) -> str:
     return posixpath.join(servers_dir(workdir), f"{arm}.json")
 
 
+def leases_dir(workdir: str, arm: str) -> str:
+    """`<workdir>/.specops/leases/<arm>/`: one small file per run using the arm
+    (`<key>.json`) and, for a run whose arm was taken over, `<key>.revoked`."""
+    return posixpath.join(state_dir(workdir), "leases", arm)
+
+
+def lease_file(workdir: str, arm: str, key: str) -> str:
+    return posixpath.join(leases_dir(workdir, arm), f"{key}.json")
+
+
+def lease_revoked(workdir: str, arm: str, key: str) -> str:
+    """Written by the run that took the arm over (or found the lease dead): the holder reads it."""
+    return posixpath.join(leases_dir(workdir, arm), f"{key}.revoked")
+
+
 def server_env(workdir: str, arm: str) -> str:
     """The arm's environment (mode 0600), sourced by the process that starts it, so no
     value is ever on a command line that `ps` shows."""

@@ -76,12 +76,14 @@ class Bench(StepKind):
                 ctx.emit(job_event_line(data))
 
         sweep = HostSweep(host=ctx.host, transport=ctx.transport, plans=plans, settings=settings,
-                          run_dir=ctx.run_dir, tree=tree, log=log, progress=ctx.run_state.on_point)
+                          run_dir=ctx.run_dir, tree=tree, log=log, progress=ctx.run_state.on_point,
+                          leases=ctx.run_state.leases, on_wait=lambda line: _waiting(ctx, line))
         with ctx.run_state.sweep(ctx.host.name, sweep.launched):
             sweep.run(points)
         mine = [r for r in load_results(ctx.run_dir) if r.get("host") == ctx.host.name]
         failed = [r for r in mine if r.get("status") != "ok"]
-        return Outcome(changed=bool(points), data={"points": len(points), "failed_points": len(failed)},
+        return Outcome(changed=bool(points), data={"points": len(points), "failed_points": len(failed),
+                                                   "taken_over": sweep.taken_over},
                        message=f"{len(points)} points run, {len(failed)} failed")
 
     def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
@@ -89,6 +91,14 @@ class Bench(StepKind):
         missing = matrix_for(settings, ctx.run_dir, ctx.host.name)
         if missing:
             labels = ", ".join(f"{p.arm}@c{p.concurrency}#r{p.repeat}" for p in missing[:6])
-            return False, f"{len(missing)} point(s) have no ok result ({labels}{'…' if len(missing) > 6 else ''}); " \
-                          f"`specops bench --resume {ctx.run_dir}` runs only those"
+            taken = "; ".join((outcome.data.get("taken_over") or {}).values())
+            return False, (f"{taken}; " if taken else "") + \
+                f"{len(missing)} point(s) have no ok result ({labels}{'…' if len(missing) > 6 else ''}); " \
+                f"`specops bench --resume {ctx.run_dir}` runs only those"
         return True, ""
+
+
+def _waiting(ctx: StepContext, line: str) -> None:
+    """`--wait`: who the sweep waits for, in the live view, the journal and a pipe's lines."""
+    ctx.emit(line)
+    ctx.journal.event("lease", host=ctx.host.name, step=ctx.step.name, message=line)

@@ -10,7 +10,7 @@ from specops.errors import ConfigError
 from specops.secrets import redact
 from specops.servers import (
     fairness_warnings,
-    launch_arms,
+    launch_arm,
     read_states,
     server_info,
     server_status,
@@ -19,6 +19,7 @@ from specops.servers import (
 )
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import LaunchPlan
+from specops.servers.lease import join
 from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.placement import start_waves
 from specops.servers.plans import arm_requests, placements_for, plan_arms
@@ -102,16 +103,36 @@ class Server(StepKind):
         by_arm = {p.arm: p for p in plans}
         return [[by_arm[a] for a in wave] for wave in start_waves(requests, placed)]
 
+    def _claim(self, ctx: StepContext, plans: list[LaunchPlan]) -> dict[str, bool]:
+        """Lease every arm for this run; per arm, whether this run starts it (else it joins
+        the server of an earlier run with identical arguments)."""
+        leads = {}
+        for plan in plans:
+            claim = ctx.run_state.leases.claim(ctx.transport, ctx.host.name, plan.workdir, plan.arm, plan.args_hash,
+                                               plan.argv, on_wait=ctx.emit)
+            leads[plan.arm] = claim.lead
+        return leads
+
+    def _start(self, ctx: StepContext, plan: LaunchPlan, lead: bool, timeout: float) -> LaunchOutcome:
+        if not lead:
+            state = join(ctx.run_state.leases, ctx.transport, ctx.host.name, plan.arm, plan.args_hash,
+                         timeout_s=timeout)
+            if state is not None:
+                return LaunchOutcome(state, "shared")
+        return launch_arm(ctx.transport, plan, reuse=bool(ctx.args.get("reuse", True)),
+                          launched_by=ctx.run_state.leases.run_id)
+
     def apply(self, ctx: StepContext) -> Outcome:
         plans = self._plans(ctx)
         waves = self._waves(ctx, plans)  # a refusal here changes nothing on the host
         timeout = float(ctx.args.get("ready_timeout", ctx.timeout))
+        leads = self._claim(ctx, plans)  # another run's arm with other arguments: refused here, nothing changed
         outcomes: list[LaunchOutcome] = []
         ready: dict[str, float] = {}
         for wave in waves:
-            started = launch_arms(ctx.transport, wave, reuse=bool(ctx.args.get("reuse", True)))
+            started = [self._start(ctx, plan, leads[plan.arm], timeout) for plan in wave]
             outcomes += started
-            ctx.run_state.launched(ctx.host.name, {o.state.arm for o in started if o.action != "reused"})
+            ctx.run_state.launched(ctx.host.name, {o.state.arm for o in started if o.action not in ("reused", "shared")})
             for o in started:
                 ctx.journal.event("server", host=ctx.host.name, step=ctx.step.name, arm=o.state.arm,
                                   action=o.action, pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
@@ -124,7 +145,8 @@ class Server(StepKind):
                 if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
                     raise
                 # a crashed or hung arm must not keep running (and holding its GPU) after the step failed
-                stop_arms(ctx.transport, ctx.vars["workdir"], [o.state.arm for o in outcomes if o.action != "reused"])
+                stop_arms(ctx.transport, ctx.vars["workdir"],
+                          [o.state.arm for o in outcomes if o.action not in ("reused", "shared")])
                 raise
         infos = {o.state.arm: server_info(ctx.transport, o.state) for o in outcomes}
         for o in outcomes:  # the tree's SGLang answered, not some other install
@@ -136,7 +158,7 @@ class Server(StepKind):
                               "pid": o.state.pid, "ready_s": round(ready.get(o.state.arm, 0.0), 2),
                               "effective_threshold": o.state.effective_threshold} for o in outcomes}
         summary = ", ".join(f"{a}: {v['action']} ({v['mechanism']})" for a, v in arms.items())
-        return Outcome(changed=any(o.action != "reused" for o in outcomes), data={"arms": arms, "warnings": warnings},
+        return Outcome(changed=any(o.action not in ("reused", "shared") for o in outcomes), data={"arms": arms, "warnings": warnings},
                        message=summary + (f"; {len(warnings)} fairness warning(s)" if warnings else ""))
 
 

@@ -1,0 +1,466 @@
+"""Arm leases: which runs use an arm's server on a host right now, so two runs never mix.
+
+Two people (or two terminals) benchmark one host at once. A run that uses an arm records
+a lease beside the arm's state, one small file per run
+(`<workdir>/.specops/leases/<arm>/<key>.json`, replaced atomically: two runs never
+overwrite each other's record). Another run may share the arm only when its launch
+arguments are identical (args hash); otherwise it is refused at once, naming the holder,
+or waits for the lease (`--wait`), or takes the arm over (`--take-over`): it writes
+`<key>.revoked` for the holder, whose next point then fails with "arm X taken over by
+run Y" instead of whatever error the restart caused.
+
+A claim is two-phase: write a `claiming` lease, read every lease, then either become
+`held` or step back. Of two runs claiming at once with different arguments the earlier
+one wins; a `held` lease always wins. A lease is dead when its heartbeat (the file's
+mtime on the host's clock, refreshed every HEARTBEAT_S by a daemon thread) is older than
+EXPIRE_S, or when its CLI ran on this machine and that process is gone. Dead leases are
+ignored and removed (a held one gets a revoked marker, in case its holder was only slow).
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import json
+import os
+import posixpath
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Literal, Sequence
+
+from specops.errors import SpecopsError
+from specops.servers.lifecycle import ServerState, probe
+from specops.servers.remote import q
+from specops.sglang import paths
+from specops.transport.base import Transport
+
+HEARTBEAT_S = 5.0
+#: A lease whose heartbeat is older than this is dead (three missed beats and a grace).
+EXPIRE_S = 3 * HEARTBEAT_S + 5.0
+#: How often a waiting run (`--wait`) looks again.
+WAIT_POLL_S = 1.0
+_TIMEOUT = 30.0
+
+Mode = Literal["refuse", "wait", "take_over"]
+
+
+class LeaseHeld(SpecopsError):
+    """Another run holds the arm with other launch arguments (refused, or waited too long)."""
+
+
+class TakenOver(SpecopsError):
+    """This run's arm was taken over by another run (or replaced under it): the arm's sweep ends."""
+
+
+@dataclass
+class LeasePolicy:
+    """What a run does when an arm it needs is held with other arguments."""
+
+    mode: Mode = "refuse"
+    wait_timeout_s: float = 1800.0
+
+
+@dataclass
+class Lease:
+    """One run's record of using one arm (the file's content, plus its age on the host)."""
+
+    run_id: str
+    arm: str
+    key: str
+    args_hash: str
+    pid: int
+    pid_start: str
+    user: str
+    cli_host: str
+    since: float
+    heartbeat: float
+    command: str = ""
+    phase: str = "held"  # "claiming" while the claim is being decided
+    argv: list[str] = field(default_factory=list)
+    age_s: float = 0.0  # not stored: the host's now minus the file's mtime
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data.pop("age_s")
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, age_s: float) -> "Lease":
+        data = json.loads(raw)
+        known = set(cls.__dataclass_fields__) - {"age_s"}
+        return cls(**{k: v for k, v in data.items() if k in known}, age_s=age_s)
+
+    def who(self) -> str:
+        """`run R (user U on host H, pid P, since 2026-11-30 10:53:01 UTC)`."""
+        return (f"run {self.run_id} (user {self.user} on {self.cli_host}, pid {self.pid}, "
+                f"since {utc(self.since)})")
+
+
+def utc(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(stamp))
+
+
+@dataclass
+class ArmView:
+    """What the host says about one arm, read in one round trip: every lease file, the
+    revoked markers, the server's state file."""
+
+    leases: list[Lease]
+    revoked: dict[str, dict]
+    state: ServerState | None
+
+    def live(self, here: str | None = None) -> list[Lease]:
+        return [lease for lease in self.leases if is_live(lease, here) and lease.key not in self.revoked]
+
+
+@dataclass
+class Claim:
+    """A claim that succeeded. `lead`: no other run with these arguments is ahead, so this
+    run launches (or reuses) the server; else it waits for theirs. `shared_with`: run ids
+    of the other holders with identical arguments."""
+
+    arm: str
+    lead: bool
+    shared_with: list[str]
+
+
+# ---------------------------------------------------------------- this process
+
+def _proc_start(pid: int) -> str:
+    """/proc/<pid>/stat starttime: tells a process from a later one with the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return fields[19] if fields[0] != "Z" else "zombie"
+    except (OSError, IndexError):
+        return ""
+
+
+def pid_alive(pid: int, start: str) -> bool:
+    """Whether process `pid` (started at `start`, when known) still runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = _proc_start(pid)
+    if now == "zombie":
+        return False
+    return not (start and now and now != start)
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def is_live(lease: Lease, here: str | None = None) -> bool:
+    """Heartbeat recent, and (when its CLI ran here) its process still running."""
+    if lease.age_s > EXPIRE_S:
+        return False
+    if lease.cli_host == (here or this_host()) and not pid_alive(lease.pid, lease.pid_start):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- host side
+
+def read_arm(transport: Transport, workdir: str, arm: str) -> ArmView:
+    """Every lease of `arm`, the revoked markers and the server state, in one round trip.
+    Markers older than a day (their holder long gone) are removed on the way."""
+    d = paths.leases_dir(workdir, arm)
+    script = "\n".join([
+        "echo \"@@NOW $(date +%s)\"",
+        f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
+        "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
+        f"for f in {q(d)}/*.revoked; do [ -e \"$f\" ] || continue; b=${{f##*/}}; "
+        "echo \"@@R ${b%.revoked} $(base64 -w0 < \"$f\")\"; done",
+        f"s={q(paths.server_state(workdir, arm))}; [ -e \"$s\" ] && echo \"@@S $(base64 -w0 < \"$s\")\"",
+        f"find {q(d)} -maxdepth 1 -name '*.revoked' -mmin +1440 -delete 2>/dev/null; true",
+    ])
+    res = transport.run(script, timeout=_TIMEOUT)
+    if not res.ok:
+        raise SpecopsError(f"reading the leases of arm '{arm}' failed: {res.tail(3)}", where=f"host {transport.name}")
+    now = 0.0
+    leases: list[Lease] = []
+    revoked: dict[str, dict] = {}
+    state = None
+    for line in res.stdout.splitlines():
+        parts = line.split(" ")
+        try:
+            if parts[0] == "@@NOW":
+                now = float(parts[1])
+            elif parts[0] == "@@L" and len(parts) == 3:
+                leases.append(Lease.from_json(base64.b64decode(parts[2]), max(0.0, now - float(parts[1]))))
+            elif parts[0] == "@@R" and len(parts) == 3:
+                revoked[parts[1]] = json.loads(base64.b64decode(parts[2]) or b"{}")
+            elif parts[0] == "@@S" and len(parts) == 2:
+                state = ServerState.from_json(base64.b64decode(parts[1]))
+        except (ValueError, TypeError):
+            continue  # a torn or foreign file is no lease
+    return ArmView(leases, revoked, state)
+
+
+def _write_script(workdir: str, leases: Sequence[Lease]) -> str:
+    """Replace each lease file atomically (temp + mv), unless its revoked marker exists:
+    a taken-over lease is never written back by a late heartbeat."""
+    lines = []
+    for lease in leases:
+        d = paths.leases_dir(workdir, lease.arm)
+        f = paths.lease_file(workdir, lease.arm, lease.key)
+        tmp = posixpath.join(d, f".{lease.key}.tmp")
+        blob = base64.b64encode(lease.to_json()).decode()
+        lines.append(f"mkdir -p {q(d)} || exit 12; if [ -e {q(paths.lease_revoked(workdir, lease.arm, lease.key))} ]; "
+                     f"then echo {q('@@REVOKED ' + lease.arm)}; else printf %s {q(blob)} | base64 -d > {q(tmp)} "
+                     f"&& mv -f {q(tmp)} {q(f)} || exit 13; fi")
+    return "\n".join(lines)
+
+
+def write_leases(transport: Transport, workdir: str, leases: Sequence[Lease]) -> set[str]:
+    """Write (or refresh) leases; returns the arms whose lease had been revoked."""
+    if not leases:
+        return set()
+    res = transport.run(_write_script(workdir, leases), timeout=_TIMEOUT)
+    if not res.ok:
+        raise SpecopsError(f"writing the lease of arm(s) {', '.join(sorted({x.arm for x in leases}))} failed: "
+                           f"{res.tail(3)}", where=f"host {transport.name}")
+    return {ln.split(" ", 1)[1] for ln in res.stdout.splitlines() if ln.startswith("@@REVOKED ")}
+
+
+def revoke(transport: Transport, workdir: str, leases: Sequence[Lease], *, by: Lease, reason: str) -> None:
+    """Tell each holder its arm is no longer its own (`<key>.revoked`), and drop its lease."""
+    for lease in leases:
+        marker = json.dumps({"by": by.run_id, "user": by.user, "cli_host": by.cli_host, "at": time.time(),
+                             "reason": reason}).encode()
+        transport.put(marker, paths.lease_revoked(workdir, lease.arm, lease.key))
+    remove(transport, workdir, leases)
+
+
+def remove(transport: Transport, workdir: str, leases: Sequence[Lease], *, markers: bool = False) -> None:
+    files = [paths.lease_file(workdir, x.arm, x.key) for x in leases]
+    if markers:
+        files += [paths.lease_revoked(workdir, x.arm, x.key) for x in leases]
+    if files:
+        transport.run(["rm", "-f", "--", *files], timeout=_TIMEOUT)
+
+
+def argv_difference(mine: Sequence[str], theirs: Sequence[str], limit: int = 3) -> str:
+    """`--max-running-requests 64 -> 32` for the flags whose values differ (first few)."""
+    def flags(argv: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for i, a in enumerate(argv):
+            if a.startswith("--"):
+                nxt = argv[i + 1] if i + 1 < len(argv) else ""
+                out[a] = "" if nxt.startswith("--") else nxt
+        return out
+    a, b = flags(theirs), flags(mine)
+    diffs = []
+    for name in sorted(set(a) | set(b)):
+        if a.get(name) != b.get(name):
+            was = "(absent)" if name not in a else a[name] or "(set)"
+            now = "(absent)" if name not in b else b[name] or "(set)"
+            diffs.append(f"{name} {was} -> {now}")
+    if not diffs:
+        return "other launch arguments"
+    return ", ".join(diffs[:limit]) + (f" and {len(diffs) - limit} more" if len(diffs) > limit else "")
+
+
+# ---------------------------------------------------------------- one run's leases
+
+@dataclass
+class _Held:
+    transport: Transport
+    workdir: str
+    lease: Lease
+
+
+class LeaseBook:
+    """The leases one run holds, on every host. A daemon thread refreshes their heartbeats
+    every HEARTBEAT_S; it also notes leases found revoked (the sweep checks for itself
+    around each point all the same)."""
+
+    def __init__(self, run_id: str, command: str = "", policy: LeasePolicy | None = None):
+        self.run_id = run_id
+        self.command = command
+        self.policy = policy or LeasePolicy()
+        self.pid = os.getpid()
+        self.pid_start = _proc_start(self.pid)
+        self.cli_host = this_host()
+        try:
+            self.user = getpass.getuser()
+        except (KeyError, OSError):
+            self.user = str(os.getuid())
+        self._held: dict[tuple[str, str], _Held] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.revoked: set[tuple[str, str]] = set()
+
+    @property
+    def key(self) -> str:
+        raw = f"{self.run_id}.{self.cli_host}.{self.pid}"
+        return "".join(c if c.isalnum() or c in "-_." else "-" for c in raw)
+
+    def held(self, host: str, arm: str) -> Lease | None:
+        with self._lock:
+            h = self._held.get((host, arm))
+            return h.lease if h else None
+
+    def _lease(self, arm: str, args_hash: str, argv: Sequence[str], phase: str) -> Lease:
+        now = time.time()
+        return Lease(run_id=self.run_id, arm=arm, key=self.key, args_hash=args_hash, pid=self.pid,
+                     pid_start=self.pid_start, user=self.user, cli_host=self.cli_host, since=now, heartbeat=now,
+                     command=self.command, phase=phase, argv=list(argv))
+
+    def claim(self, transport: Transport, host: str, workdir: str, arm: str, args_hash: str,
+              argv: Sequence[str] = (), *, on_wait: Callable[[str], None] | None = None) -> Claim:
+        """Lease `arm` for this run (see the module's docstring). Raises LeaseHeld when
+        another run holds it with other arguments (policy `refuse`, or `wait` past its
+        timeout); with `take_over`, revokes that run's lease first."""
+        held = self.held(host, arm)
+        if held is not None and held.args_hash == args_hash:
+            return Claim(arm, True, [])
+        where = f"host {host}, arm '{arm}'"
+        deadline = time.monotonic() + self.policy.wait_timeout_s
+        waited_for: str | None = None
+        while True:
+            mine = self._lease(arm, args_hash, argv, "claiming")
+            write_leases(transport, workdir, [mine])
+            view = read_arm(transport, workdir, arm)
+            self._bury(transport, workdir, view)
+            others = [x for x in view.live(self.cli_host) if x.key != mine.key]
+            ahead = [x for x in others if x.phase == "held" or (x.since, x.key) < (mine.since, mine.key)]
+            conflicts = [x for x in ahead if x.args_hash != args_hash]
+            if not conflicts:
+                mine.phase = "held"
+                if write_leases(transport, workdir, [mine]):
+                    raise TakenOver(f"arm {arm} was taken over while this run claimed it", where=where)
+                with self._lock:
+                    self._held[(host, arm)] = _Held(transport, workdir, mine)
+                self._start_heartbeat()
+                same = sorted({x.run_id for x in others if x.args_hash == args_hash})
+                return Claim(arm, lead=not any(x.args_hash == args_hash for x in ahead), shared_with=same)
+            holder = min(conflicts, key=lambda x: (x.since, x.key))
+            differs = argv_difference(argv, holder.argv)
+            if self.policy.mode == "take_over":
+                revoke(transport, workdir, conflicts, by=mine, reason="take-over")
+                continue
+            remove(transport, workdir, [mine])
+            if self.policy.mode == "refuse":
+                raise LeaseHeld(f"arm {arm} is in use by {holder.who()} with other launch arguments ({differs})",
+                                where=where, hint="--wait waits until that run is done; --take-over restarts the "
+                                                  "arm with yours (that run's next point then fails)")
+            if time.monotonic() >= deadline:
+                raise LeaseHeld(f"gave up after waiting {self.policy.wait_timeout_s:.0f}s for arm {arm}, still in use "
+                                f"by {holder.who()} with other launch arguments ({differs})", where=where,
+                                hint="raise --wait-timeout, or --take-over")
+            line = f"waiting for arm {arm}: in use by {holder.who()}"
+            if on_wait is not None and line != waited_for:
+                on_wait(line)
+            waited_for = line
+            time.sleep(WAIT_POLL_S)
+
+    def _bury(self, transport: Transport, workdir: str, view: ArmView) -> None:
+        """Remove dead leases; a dead held one gets a revoked marker (its holder may only be slow)."""
+        dead = [x for x in view.leases if not is_live(x, self.cli_host) and x.key != self.key]
+        held = [x for x in dead if x.phase == "held" and x.key not in view.revoked]
+        if held:
+            revoke(transport, workdir, held, by=self._lease("", "", (), "held"), reason="expired")
+        rest = [x for x in dead if x not in held]
+        remove(transport, workdir, rest)
+
+    def check(self, transport: Transport, host: str, arm: str) -> ArmView:
+        """The arm as the host has it now; raises TakenOver when this run's lease was revoked."""
+        h = self._held.get((host, arm))
+        assert h is not None, f"arm {arm} not leased on {host}"
+        view = read_arm(transport, h.workdir, arm)
+        marker = view.revoked.get(self.key)
+        if marker is not None:
+            raise TakenOver(taken_over_text(arm, marker), where=f"host {host}, arm '{arm}'")
+        return view
+
+    def release(self, host: str, arm: str) -> list[Lease]:
+        """Drop this run's lease of `arm` (and any revoked marker for it); returns the other
+        live holders, so the caller stops the server only when none is left."""
+        with self._lock:
+            h = self._held.pop((host, arm), None)
+        if h is None:
+            return []
+        remove(h.transport, h.workdir, [h.lease], markers=True)
+        view = read_arm(h.transport, h.workdir, arm)
+        return [x for x in view.live(self.cli_host) if x.key != self.key]
+
+    def release_all(self) -> None:
+        """At the end of the run (normally, on failure, after Ctrl-C): every lease left."""
+        self._stop.set()
+        with self._lock:
+            keys = list(self._held)
+        for host, arm in keys:
+            try:
+                self.release(host, arm)
+            except SpecopsError:
+                pass  # the host is gone: the lease expires by itself
+
+    # ----- heartbeat ------------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._thread = threading.Thread(target=self._beat, name=f"lease-{self.run_id}", daemon=True)
+            self._thread.start()
+
+    def beat(self) -> None:
+        """Refresh every held lease now, one round trip per host."""
+        with self._lock:
+            groups: dict[int, list[_Held]] = {}
+            for h in self._held.values():
+                groups.setdefault(id(h.transport), []).append(h)
+        for items in groups.values():
+            now = time.time()
+            for h in items:
+                h.lease.heartbeat = now
+            revoked = write_leases(items[0].transport, items[0].workdir, [h.lease for h in items])
+            host = next((k[0] for k, v in self._held.items() if v is items[0]), "")
+            self.revoked |= {(host, arm) for arm in revoked}
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease expires only after several
+                continue
+
+
+def join(book: LeaseBook, transport: Transport, host: str, arm: str, args_hash: str, *, timeout_s: float,
+         avoid: tuple[int, str] | None = None) -> ServerState | None:
+    """A run sharing an arm waits for the server the leading run (same arguments) starts,
+    until it is alive (its readiness is the caller's to wait for); `avoid`: a dead
+    server's (pid, start) that does not count. None when no other live run with these
+    arguments is left to start one: then the caller launches it itself."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        view = book.check(transport, host, arm)
+        st = view.state
+        if st is not None and st.args_hash == args_hash and (st.pid, st.proc_start) != avoid:
+            (p,) = probe(transport, [st])
+            if p.alive:
+                return st
+        leaders = [x for x in view.live(book.cli_host) if x.args_hash == args_hash and x.key != book.key]
+        if not leaders:
+            return None
+        if time.monotonic() >= deadline:
+            raise SpecopsError(f"arm {arm}: {leaders[0].who()}, which shares it, started no server in "
+                               f"{timeout_s:.0f}s", where=f"host {host}, arm '{arm}'")
+        time.sleep(0.5)
+
+
+def taken_over_text(arm: str, marker: dict) -> str:
+    by = marker.get("by") or "another run"
+    who = f" (user {marker['user']} on {marker['cli_host']})" if marker.get("user") and marker.get("cli_host") else ""
+    if marker.get("reason") == "expired":
+        return (f"arm {arm} taken over by run {by}{who}: this run's lease had expired "
+                f"(no heartbeat for {EXPIRE_S:.0f}s)")
+    return f"arm {arm} taken over by run {by}{who}"
