@@ -14,6 +14,7 @@ from specops.bench.plots import write_plots
 from specops.bench.report import REPORT_MD, ReportSummary, summarize
 from specops.bench.summary_doc import SUMMARY_JSON, render_summary_json
 from specops.bench.tune import load_tune, tune_markdown
+from specops.errors import ConfigError
 from specops.render.html_report import REPORT_HTML, render_html
 
 
@@ -22,7 +23,10 @@ def render_report(run_dir: Path, *, plots: bool = True) -> ReportSummary:
     run_dir = Path(run_dir)
     records = store.load_results(run_dir)
     manifest = store.load_manifest(run_dir)
-    summary = summarize(records, manifest)
+    try:
+        summary = summarize(records, manifest)
+    except ConfigError as exc:  # points of one arm under different server arguments: name the file
+        raise ConfigError(exc.message, where=str(run_dir / store.RESULTS_JSONL), hint=exc.hint) from None
     tuning = load_tune(run_dir)
     if tuning is not None:
         summary.tuning = tuning

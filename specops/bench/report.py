@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
 from specops.bench.schema import STATUS_OK
+from specops.errors import ConfigError
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
 from specops.servers.fairness import args_from_argv
@@ -142,6 +143,7 @@ class ReportSummary:
     report_path: Path | None = None
     plot_paths: list[Path] = field(default_factory=list)
     tuning: dict[str, Any] | None = None     # tune.json, when `specops tune` made the run
+    servers: list[str] = field(default_factory=list)  # arms shared with other runs, restarted (same arguments)
 
 
 # ---------------------------------------------------------------- math
@@ -289,6 +291,45 @@ def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]
     return warnings
 
 
+# ---------------------------------------------------------------- servers measured
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def server_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """What the report says about the server instances its ok points measured (each
+    point's `server`, written by the sweep): an arm restarted with the same arguments, an
+    arm whose server other runs shared. Raises ConfigError when one arm's points were
+    measured under different launch arguments: those cannot be one curve."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        if isinstance(rec.get("server"), dict):
+            groups[(str(rec.get("host", "")), str(rec.get("arm", "")))].append(rec)
+    several_hosts = len({h for h, _ in groups}) > 1
+    notes = []
+    for (host, arm), recs in sorted(groups.items()):
+        name = f"{arm} on {host}" if several_hosts else arm
+        hashes: dict[str, int] = defaultdict(int)
+        for r in recs:
+            hashes[str(r["server"].get("args_hash"))] += 1
+        if len(hashes) > 1:
+            counts = ", ".join(f"{h[:12]}: {n} point{'s' if n > 1 else ''}" for h, n in sorted(hashes.items()))
+            raise ConfigError(f"arm {arm} on host {host}: its points were measured on servers started with different "
+                              f"launch arguments (args hash {counts}); one report cannot combine them",
+                              hint="each point's `server` in results.jsonl says which; keep one configuration's "
+                                   "points, or measure the other in a run of its own (--out)")
+        instances = {(r["server"].get("pid"), r["server"].get("proc_start")) for r in recs}
+        if len(instances) > 1:
+            notes.append(f"{name} restarted {_times(len(instances) - 1)} (same arguments)")
+        shared = sorted({str(x) for r in recs for x in (r.get("shared_with") or [])})
+        if shared:
+            runs = ", ".join(shared)
+            notes.append(f"{name} shared its server with run{'s' if len(shared) > 1 else ''} {runs} (identical "
+                         f"arguments): their clients loaded it too, so these numbers include that load")
+    return notes
+
+
 # ---------------------------------------------------------------- summary + rendering
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -322,7 +363,8 @@ def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None
                     key=lambda r: (str(r.get("host", "")), str(r.get("arm", "")), int(r.get("concurrency", 0)),
                                    int(r.get("repeat", 0))))
     simulated = any(bool(r.get("simulated")) for r in effective) or bool(manifest.get("simulated"))
-    summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok), _headline(summaries), "")
+    summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok), _headline(summaries), "",
+                            servers=server_notes(ok))
     summary.markdown = render_markdown(summary, manifest)
     return summary
 
@@ -393,6 +435,8 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     elif not summary.warnings:
         out.append("- no differences found between arms beyond the speculative arguments")
     out.append("")
+    if summary.servers:
+        out += ["## Servers", ""] + [f"- {_md_escape(line)}" for line in summary.servers] + [""]
     out += _md_failed(summary.failed)
     out += ["## Plots", "", "![output tok/s](plots/throughput.png)", "![ratio to baseline](plots/ratio.png)",
             "![TTFT](plots/ttft.png)", "![TPOT](plots/tpot.png)", ""]

@@ -11,6 +11,7 @@ Shape (specops.summary/1):
                   "concurrency", "arms", "seed"},             # what the client did
      "sglang": {"version", "commit"}, "gpu": str|null, "gpu_count": int|null,
      "headline": [str], "warnings": [str],
+     "servers": [str],        # arms restarted (same arguments) or shared with other runs
      "hosts": [{"host": str,
                 "crossover": {"kind": "interpolated"|"never"|"every"|"n/a", "value", "below", "above"},
                 "recommended_threshold": int|null, "threshold_text": str,
@@ -75,7 +76,7 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
         "settings": settings_of(manifest),
         "sglang": {"version": manifest.get("sglang_version"), "commit": manifest.get("sglang_commit")},
         "gpu": manifest.get("gpu"), "gpu_count": manifest.get("gpu_count"),
-        "headline": summary.headline, "warnings": summary.warnings, "hosts": hosts,
+        "headline": summary.headline, "warnings": summary.warnings, "servers": summary.servers, "hosts": hosts,
         "failed_points": [{k: r.get(k) for k in ("host", "arm", "concurrency", "repeat", "error")}
                           for r in summary.failed],
         **({"tuning": summary.tuning.get("result")} if summary.tuning else {}),

@@ -65,6 +65,8 @@ def _print_report(run_dir: Path) -> int:
         console.print(line, markup=False, highlight=False)
     for line in summary.warnings:
         console.print(f"warning: {line}", markup=False, highlight=False)
+    for line in summary.servers:
+        console.print(f"note: {line}", markup=False, highlight=False)
     for rec in summary.failed:
         console.print(f"failed point: {rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} "
                       f"repeat {rec.get('repeat')}: {rec.get('error') or 'unknown error'}", markup=False, highlight=False)
