@@ -9,12 +9,12 @@ or waits for the lease (`--wait`), or takes the arm over (`--take-over`): it wri
 `<key>.revoked` for the holder, whose next point then fails with "arm X taken over by
 run Y" instead of whatever error the restart caused.
 
-A claim is two-phase: write a `claiming` lease, read every lease, then either become
-`held` or step back. Of two runs claiming at once with different arguments the earlier
-one wins; a `held` lease always wins. A lease is dead when its heartbeat (the file's
+A claim decides under a per-arm lock on the host (a `.lock` directory: `mkdir` is
+atomic), so of two runs claiming at once with different arguments exactly one wins.
+A lease is dead when its heartbeat (the file's
 mtime on the host's clock, refreshed every HEARTBEAT_S by a daemon thread) is older than
 EXPIRE_S, or when its CLI ran on this machine and that process is gone. Dead leases are
-ignored and removed (a held one gets a revoked marker, in case its holder was only slow).
+ignored and removed, leaving a revoked marker (in case the holder was only slow).
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ HEARTBEAT_S = 5.0
 EXPIRE_S = 3 * HEARTBEAT_S + 5.0
 #: How often a waiting run (`--wait`) looks again.
 WAIT_POLL_S = 1.0
+#: A claim decides under a per-arm lock (a directory); one older than this was left by a dead CLI.
+LOCK_STALE_S = 30.0
+LOCK_WAIT_S = 60.0
 _TIMEOUT = 30.0
 
 Mode = Literal["refuse", "wait", "take_over"]
@@ -77,7 +80,6 @@ class Lease:
     since: float
     heartbeat: float
     command: str = ""
-    phase: str = "held"  # "claiming" while the claim is being decided
     argv: list[str] = field(default_factory=list)
     age_s: float = 0.0  # not stored: the host's now minus the file's mtime
 
@@ -167,11 +169,23 @@ def is_live(lease: Lease, here: str | None = None) -> bool:
 
 # ---------------------------------------------------------------- host side
 
-def read_arm(transport: Transport, workdir: str, arm: str) -> ArmView:
-    """Every lease of `arm`, the revoked markers and the server state, in one round trip.
-    Markers older than a day (their holder long gone) are removed on the way."""
+def _lock_script(d: str) -> str:
+    """Take the arm's claim lock (`mkdir` is atomic), breaking one left by a CLI that died
+    holding it (older than LOCK_STALE_S); give up after LOCK_WAIT_S."""
+    lock = q(posixpath.join(d, ".lock"))
+    return (f"mkdir -p {q(d)} || exit 12; n=0; until mkdir {lock} 2>/dev/null; do "
+            f"a=$(( $(date +%s) - $(stat -c %Y {lock} 2>/dev/null || date +%s) )); "
+            f"[ \"$a\" -gt {int(LOCK_STALE_S)} ] && rmdir {lock} 2>/dev/null; "
+            f"n=$((n+1)); [ $n -gt {int(LOCK_WAIT_S * 20)} ] && {{ echo @@LOCKBUSY; exit 14; }}; sleep 0.05; done")
+
+
+def read_arm(transport: Transport, workdir: str, arm: str, *, lock: bool = False) -> ArmView:
+    """Every lease of `arm`, the revoked markers and the server state, in one round trip
+    (with `lock`, after taking the arm's claim lock: `unlock` releases it). Markers older
+    than a day (their holder long gone) are removed on the way."""
     d = paths.leases_dir(workdir, arm)
     script = "\n".join([
+        _lock_script(d) if lock else "true",
         "echo \"@@NOW $(date +%s)\"",
         f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
         "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
@@ -180,9 +194,10 @@ def read_arm(transport: Transport, workdir: str, arm: str) -> ArmView:
         f"s={q(paths.server_state(workdir, arm))}; [ -e \"$s\" ] && echo \"@@S $(base64 -w0 < \"$s\")\"",
         f"find {q(d)} -maxdepth 1 -name '*.revoked' -mmin +1440 -delete 2>/dev/null; true",
     ])
-    res = transport.run(script, timeout=_TIMEOUT)
+    res = transport.run(script, timeout=_TIMEOUT + LOCK_WAIT_S)
     if not res.ok:
-        raise SpecopsError(f"reading the leases of arm '{arm}' failed: {res.tail(3)}", where=f"host {transport.name}")
+        what = "its claim lock stayed taken" if "@@LOCKBUSY" in res.stdout else res.tail(3)
+        raise SpecopsError(f"reading the leases of arm '{arm}' failed: {what}", where=f"host {transport.name}")
     now = 0.0
     leases: list[Lease] = []
     revoked: dict[str, dict] = {}
@@ -201,6 +216,10 @@ def read_arm(transport: Transport, workdir: str, arm: str) -> ArmView:
         except (ValueError, TypeError):
             continue  # a torn or foreign file is no lease
     return ArmView(leases, revoked, state)
+
+
+def unlock(transport: Transport, workdir: str, arm: str) -> None:
+    transport.run(["rmdir", "--", posixpath.join(paths.leases_dir(workdir, arm), ".lock")], timeout=_TIMEOUT)
 
 
 def _write_script(workdir: str, leases: Sequence[Lease]) -> str:
@@ -308,11 +327,11 @@ class LeaseBook:
             h = self._held.get((host, arm))
             return h.lease if h else None
 
-    def _lease(self, arm: str, args_hash: str, argv: Sequence[str], phase: str) -> Lease:
+    def _lease(self, arm: str, args_hash: str, argv: Sequence[str]) -> Lease:
         now = time.time()
         return Lease(run_id=self.run_id, arm=arm, key=self.key, args_hash=args_hash, pid=self.pid,
                      pid_start=self.pid_start, user=self.user, cli_host=self.cli_host, since=now, heartbeat=now,
-                     command=self.command, phase=phase, argv=list(argv))
+                     command=self.command, argv=list(argv))
 
     def claim(self, transport: Transport, host: str, workdir: str, arm: str, args_hash: str,
               argv: Sequence[str] = (), *, on_wait: Callable[[str], None] | None = None) -> Claim:
@@ -326,28 +345,28 @@ class LeaseBook:
         deadline = time.monotonic() + self.policy.wait_timeout_s
         waited_for: str | None = None
         while True:
-            mine = self._lease(arm, args_hash, argv, "claiming")
-            write_leases(transport, workdir, [mine])
-            view = read_arm(transport, workdir, arm)
-            self._bury(transport, workdir, view)
-            others = [x for x in view.live(self.cli_host) if x.key != mine.key]
-            ahead = [x for x in others if x.phase == "held" or (x.since, x.key) < (mine.since, mine.key)]
-            conflicts = [x for x in ahead if x.args_hash != args_hash]
+            mine = self._lease(arm, args_hash, argv)
+            view = read_arm(transport, workdir, arm, lock=True)
+            try:
+                self._bury(transport, workdir, view)
+                others = [x for x in view.live(self.cli_host) if x.key != mine.key]
+                conflicts = [x for x in others if x.args_hash != args_hash]
+                if conflicts and self.policy.mode == "take_over":
+                    revoke(transport, workdir, conflicts, by=mine, reason="take-over")
+                    others = [x for x in others if x not in conflicts]
+                    conflicts = []
+                if not conflicts:
+                    write_leases(transport, workdir, [mine])
+            finally:
+                unlock(transport, workdir, arm)
             if not conflicts:
-                mine.phase = "held"
-                if write_leases(transport, workdir, [mine]):
-                    raise TakenOver(f"arm {arm} was taken over while this run claimed it", where=where)
                 with self._lock:
                     self._held[(host, arm)] = _Held(transport, workdir, mine)
                 self._start_heartbeat()
-                same = sorted({x.run_id for x in others if x.args_hash == args_hash})
-                return Claim(arm, lead=not any(x.args_hash == args_hash for x in ahead), shared_with=same)
+                same = sorted({x.run_id for x in others})
+                return Claim(arm, lead=not others, shared_with=same)
             holder = min(conflicts, key=lambda x: (x.since, x.key))
             differs = argv_difference(argv, holder.argv)
-            if self.policy.mode == "take_over":
-                revoke(transport, workdir, conflicts, by=mine, reason="take-over")
-                continue
-            remove(transport, workdir, [mine])
             if self.policy.mode == "refuse":
                 raise LeaseHeld(f"arm {arm} is in use by {holder.who()} with other launch arguments ({differs})",
                                 where=where, hint="--wait waits until that run is done; --take-over restarts the "
@@ -365,9 +384,9 @@ class LeaseBook:
     def _bury(self, transport: Transport, workdir: str, view: ArmView) -> None:
         """Remove dead leases; a dead held one gets a revoked marker (its holder may only be slow)."""
         dead = [x for x in view.leases if not is_live(x, self.cli_host) and x.key != self.key]
-        held = [x for x in dead if x.phase == "held" and x.key not in view.revoked]
+        held = [x for x in dead if x.key not in view.revoked]
         if held:
-            revoke(transport, workdir, held, by=self._lease("", "", (), "held"), reason="expired")
+            revoke(transport, workdir, held, by=self._lease("", "", ()), reason="expired")
         rest = [x for x in dead if x not in held]
         remove(transport, workdir, rest)
 
