@@ -368,13 +368,13 @@ class LeaseBook:
             holder = min(conflicts, key=lambda x: (x.since, x.key))
             differs = argv_difference(argv, holder.argv)
             if self.policy.mode == "refuse":
-                raise LeaseHeld(f"arm {arm} is in use by {holder.who()} with other launch arguments ({differs})",
-                                where=where, hint="--wait waits until that run is done; --take-over restarts the "
-                                                  "arm with yours (that run's next point then fails)")
+                raise LeaseHeld(f"arm {arm} is in use by {holder.who()} with other launch arguments ({differs}); "
+                                "--wait waits until that run is done, --take-over restarts the arm with yours "
+                                "(that run's next point then fails)", where=where)
             if time.monotonic() >= deadline:
                 raise LeaseHeld(f"gave up after waiting {self.policy.wait_timeout_s:.0f}s for arm {arm}, still in use "
-                                f"by {holder.who()} with other launch arguments ({differs})", where=where,
-                                hint="raise --wait-timeout, or --take-over")
+                                f"by {holder.who()} with other launch arguments ({differs}); raise --wait-timeout, "
+                                "or --take-over", where=where)
             line = f"waiting for arm {arm}: in use by {holder.who()}"
             if on_wait is not None and line != waited_for:
                 on_wait(line)
