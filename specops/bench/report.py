@@ -301,7 +301,8 @@ def server_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """What the report says about the server instances its ok points measured (each
     point's `server`, written by the sweep): an arm restarted with the same arguments, an
     arm whose server other runs shared. Raises ConfigError when one arm's points were
-    measured under different launch arguments: those cannot be one curve."""
+    measured under different launch arguments (the config hash: the args hash less the
+    simulator's injected faults): those cannot be one curve."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         if isinstance(rec.get("server"), dict):
@@ -312,11 +313,11 @@ def server_notes(records: Sequence[dict[str, Any]]) -> list[str]:
         name = f"{arm} on {host}" if several_hosts else arm
         hashes: dict[str, int] = defaultdict(int)
         for r in recs:
-            hashes[str(r["server"].get("args_hash"))] += 1
+            hashes[str(r["server"].get("config_hash") or r["server"].get("args_hash"))] += 1
         if len(hashes) > 1:
             counts = ", ".join(f"{h[:12]}: {n} point{'s' if n > 1 else ''}" for h, n in sorted(hashes.items()))
             raise ConfigError(f"arm {arm} on host {host}: its points were measured on servers started with different "
-                              f"launch arguments (args hash {counts}); one report cannot combine them",
+                              f"launch arguments (config hash {counts}); one report cannot combine them",
                               hint="each point's `server` in results.jsonl says which; keep one configuration's "
                                    "points, or measure the other in a run of its own (--out)")
         instances = {(r["server"].get("pid"), r["server"].get("proc_start")) for r in recs}

@@ -90,8 +90,8 @@ class ResultRecord:
     sglang_version: str | None = None
     sglang_commit: str | None = None
     run_id: str | None = None         # the run directory's name (filled in by the store when absent)
-    # the server instance measured: pid, proc_start, args_hash, started_at, launched_by (servers.lease);
-    # the report refuses to combine an arm's points measured under different args hashes
+    # the server instance measured: pid, proc_start, args_hash, config_hash, started_at, launched_by
+    # (servers.lease); the report refuses to combine an arm's points of different config hashes
     server: dict[str, Any] | None = None
     shared_with: list[str] | None = None  # other runs whose clients loaded the same server meanwhile
     raw: Any = None                   # the runner's own output (bench_serving's JSON line)

@@ -450,7 +450,8 @@ class HostSweep:
             shared = sorted({x.run_id for x in view.live(self.leases.cli_host)
                              if x.key != self.leases.key and x.args_hash == state.args_hash})
         ident = {"pid": state.pid, "proc_start": state.proc_start, "args_hash": state.args_hash,
-                 "started_at": state.started_at, "launched_by": state.launched_by, "shared_with": shared}
+                 "config_hash": self.plans[arm].config_hash, "started_at": state.started_at,
+                 "launched_by": state.launched_by, "shared_with": shared}
         if before is not None:
             ident["shared_with"] = sorted(set(before["shared_with"]) | set(shared))
             if (before["pid"], before["proc_start"]) != (state.pid, state.proc_start):

@@ -20,7 +20,7 @@ from specops.servers.arms import ArmSpec
 from specops.sglang import paths
 from specops.sglang.flags import FlagSet
 from specops.sglang.venv import neutral_cwd
-from specops.sim.knobs import UsageError, split_knobs
+from specops.sim.knobs import FAULTS, VALUED, UsageError, split_knobs
 
 HOST = "127.0.0.1"
 
@@ -77,7 +77,25 @@ class LaunchPlan:
     @property
     def args_hash(self) -> str:
         """sha256 of argv + env + adaptive config + tree version: equal hashes mean an identical server."""
-        blob = json.dumps({"argv": self.argv, "env": sorted(self.env.items()),
+        return self._hash(self.argv)
+
+    @property
+    def config_hash(self) -> str:
+        """args_hash without the simulator's injected faults (sim.knobs.FAULTS): what the report
+        compares, so a run resumed without `--sim-crash-after` still measured one configuration."""
+        argv, skip = [], 0
+        for a in self.argv:
+            name = a.partition("=")[0]
+            if skip:
+                skip -= 1
+            elif name in FAULTS:
+                skip = 1 if a in VALUED else 0
+            else:
+                argv.append(a)
+        return self._hash(argv)
+
+    def _hash(self, argv: list[str]) -> str:
+        blob = json.dumps({"argv": argv, "env": sorted(self.env.items()),
                            "config": self.config_json, "sglang_version": self.sglang_version}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 

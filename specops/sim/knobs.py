@@ -11,6 +11,8 @@ VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-cras
           "--sim-slow-start": "slow_start", "--sim-seed": "seed", "--sim-noise": "noise"}
 #: flag -> SimOptions field, for switches
 SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
+#: injected faults, not configuration: a report may combine points measured with and without them
+FAULTS = ("--sim-crash-after", "--sim-slow-start", "--sim-fail-at-start")
 
 
 class UsageError(Exception):

@@ -14,6 +14,7 @@ from specops.bench import store
 from specops.bench.report import server_notes, summarize
 from specops.bench.schema import ResultRecord
 from specops.errors import ConfigError
+from specops.servers.launch import LaunchPlan
 from specops.servers.lease import EXPIRE_S, Lease, argv_difference, is_live
 from tests.support.deploy import run_cli
 
@@ -88,3 +89,15 @@ def test_a_lease_is_dead_when_silent_too_long_or_its_process_here_is_gone() -> N
     assert not is_live(lease(gone.pid, "here"), here="here")
     assert is_live(lease(gone.pid, "elsewhere"), here="here")  # another machine's pid says nothing here
     assert not is_live(lease(os.getpid(), "here", age=EXPIRE_S + 1), here="here")
+
+
+def test_the_config_hash_ignores_the_simulators_injected_faults_and_nothing_else() -> None:
+    def plan(*extra: str) -> LaunchPlan:
+        return LaunchPlan(arm="eagle3", kind="eagle3", port=1, argv=["python3", "-m", "specops.sim", "--port", "1",
+                                                                    *extra], env={}, mechanism="m", workdir="/w",
+                          log_path="/w/l", state_path="/w/s")
+    clean = plan()
+    assert plan("--sim-crash-after", "20").config_hash == clean.config_hash == plan("--sim-fail-at-start").config_hash
+    assert plan("--sim-crash-after", "20").args_hash != clean.args_hash
+    assert plan("--sim-time-scale", "0.5").config_hash != clean.config_hash
+    assert plan("--max-running-requests", "32").config_hash != clean.config_hash
