@@ -12,6 +12,7 @@ from typing import Iterator
 
 import pytest
 
+from specops.run.state import Run
 from specops.servers import lease
 from specops.servers.lease import LeaseBook, LeaseHeld, LeasePolicy, TakenOver
 from specops.sglang import paths
@@ -165,3 +166,14 @@ def test_the_heartbeat_refreshes_held_leases(tmp_path: Path, monkeypatch) -> Non
     assert os.stat(path).st_mtime > time.time() - 5
     a.release_all()
     assert lease_files(wd) == []
+
+
+def test_ctrl_c_leaves_an_arm_another_run_still_uses_and_releases_this_runs_lease(tmp_path: Path) -> None:
+    wd, transport = str(tmp_path), LocalTransport("h0")
+    run = Run(tmp_path / "run-a", leases=book("run-a"))
+    run.leases.claim(transport, "h0", wd, "baseline", "hash-a", ARGV_A)
+    other = book("run-b")
+    other.claim(transport, "h0", wd, "baseline", "hash-a", ARGV_A)
+    run.launched("h0", ["baseline"])
+    assert run.stop_launched({"h0": transport}, {"h0": wd}) == []  # nothing stopped: run-b measures on it
+    assert lease_files(wd) == [other.key + ".json"]
