@@ -392,7 +392,8 @@ class LeaseBook:
 
     def check(self, transport: Transport, host: str, arm: str) -> ArmView:
         """The arm as the host has it now; raises TakenOver when this run's lease was revoked."""
-        h = self._held.get((host, arm))
+        with self._lock:
+            h = self._held.get((host, arm))
         assert h is not None, f"arm {arm} not leased on {host}"
         view = read_arm(transport, h.workdir, arm)
         marker = view.revoked.get(self.key)
@@ -434,15 +435,14 @@ class LeaseBook:
     def beat(self) -> None:
         """Refresh every held lease now, one round trip per host."""
         with self._lock:
-            groups: dict[int, list[_Held]] = {}
-            for h in self._held.values():
-                groups.setdefault(id(h.transport), []).append(h)
-        for items in groups.values():
+            groups: dict[str, list[_Held]] = {}
+            for (host, _arm), h in self._held.items():
+                groups.setdefault(host, []).append(h)
+        for host, items in groups.items():
             now = time.time()
             for h in items:
                 h.lease.heartbeat = now
             revoked = write_leases(items[0].transport, items[0].workdir, [h.lease for h in items])
-            host = next((k[0] for k, v in self._held.items() if v is items[0]), "")
             self.revoked |= {(host, arm) for arm in revoked}
 
     def _beat(self) -> None:
