@@ -115,6 +115,12 @@ class StepContext:
         self.journal.event("put", host=self.host.name, step=self.step.name, path=path, bytes=len(data),
                            command=put_line(path, data, mode))
 
+    def notice(self, line: str) -> None:
+        """A line the user sees now, wherever they look: the live view, the journal, and on a
+        pipe a plain line (whom `--wait` waits for)."""
+        self.emit(line)
+        self.journal.event("lease", host=self.host.name, step=self.step.name, message=line)
+
     def path(self, value: str) -> str:
         """A host path from a step argument, with `~` and relative paths resolved on the host."""
         return self.transport.expand(value)

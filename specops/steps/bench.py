@@ -77,7 +77,7 @@ class Bench(StepKind):
 
         sweep = HostSweep(host=ctx.host, transport=ctx.transport, plans=plans, settings=settings,
                           run_dir=ctx.run_dir, tree=tree, log=log, progress=ctx.run_state.on_point,
-                          leases=ctx.run_state.leases, on_wait=lambda line: _waiting(ctx, line))
+                          leases=ctx.run_state.leases, on_wait=ctx.notice)
         with ctx.run_state.sweep(ctx.host.name, sweep.launched):
             sweep.run(points)
         mine = [r for r in load_results(ctx.run_dir) if r.get("host") == ctx.host.name]
@@ -96,9 +96,3 @@ class Bench(StepKind):
                 f"{len(missing)} point(s) have no ok result ({labels}{'…' if len(missing) > 6 else ''}); " \
                 f"`specops bench --resume {ctx.run_dir}` runs only those"
         return True, ""
-
-
-def _waiting(ctx: StepContext, line: str) -> None:
-    """`--wait`: who the sweep waits for, in the live view, the journal and a pipe's lines."""
-    ctx.emit(line)
-    ctx.journal.event("lease", host=ctx.host.name, step=ctx.step.name, message=line)

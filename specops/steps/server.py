@@ -109,7 +109,7 @@ class Server(StepKind):
         leads = {}
         for plan in plans:
             claim = ctx.run_state.leases.claim(ctx.transport, ctx.host.name, plan.workdir, plan.arm, plan.args_hash,
-                                               plan.argv, on_wait=ctx.emit)
+                                               plan.argv, on_wait=ctx.notice)
             leads[plan.arm] = claim.lead
         return leads
 
