@@ -32,10 +32,17 @@ class Runs:
     def __init__(self, root: Path):
         self.root = root
         self.workdir = root / "w"
+        self.vars = arm_vars()
         self.inv = write_yaml(root / "hosts.yaml", {"hosts": {"gpu": {"connection": "local", "engine": "sim",
                                                                        "workdir": str(self.workdir)}},
-                                                    "vars": arm_vars()})
+                                                    "vars": self.vars})
         self.n = 0
+
+    def over_ssh(self, entry: dict) -> None:
+        """The same host (work directory, tree, ports) reached through the sshd fixture."""
+        self.inv = write_yaml(self.root / "hosts-ssh.yaml", {"hosts": {"gpu": {**entry, "engine": "sim",
+                                                                                "workdir": str(self.workdir)}},
+                                                             "vars": self.vars})
 
     def start(self, levels: str, *extra: str) -> tuple[subprocess.Popen, Path]:
         self.n += 1
@@ -95,7 +102,9 @@ def host(tmp_path_factory) -> Runs:
 @pytest.fixture
 def runs(host: Runs) -> Iterator[Runs]:
     """The module's host (its SGLang tree unpacked once); each test leaves no server and no lease."""
+    local = host.inv
     yield host
+    host.inv = local
     stop_arms(LocalTransport("gpu"), str(host.workdir))
     for leftover in Path(paths.state_dir(str(host.workdir)), "leases").glob("*/*"):
         leftover.unlink()
@@ -181,3 +190,16 @@ def test_a_killed_holders_lease_does_not_block_the_next_run(runs: Runs) -> None:
     assert rc_b == 0, text_b
     assert "in use by" not in text_b and [r["status"] for r in records(b_out)] == ["ok", "ok"]
     assert not list(leases.glob("*.json"))
+
+
+def test_over_ssh_a_run_with_other_arguments_is_refused_naming_the_holder(runs: Runs, sshd) -> None:
+    runs.over_ssh(sshd.host_entry(0))
+    a, a_out = paused_after_first_point(runs, "1,2")
+    try:
+        rc_b, text_b, b_out = runs.run("1", *OTHER)
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    rc_a, text_a = runs.finish(a, a_out)
+    assert rc_b == 1 and f"arm baseline is in use by run {a_out.name} (user " in text_b, text_b
+    assert rc_a == 0 and [r["status"] for r in records(a_out)] == ["ok", "ok"], text_a
+    assert records(b_out) == []
