@@ -313,6 +313,9 @@ class LeaseBook:
             self.user = str(os.getuid())
         self._held: dict[tuple[str, str], _Held] = {}
         self._lock = threading.Lock()
+        #: a heartbeat's write and a release's removal never overlap: a late beat would write back
+        #: a lease just released, and the run still using the arm would not stop its server
+        self._io = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.revoked: set[tuple[str, str]] = set()
@@ -404,11 +407,12 @@ class LeaseBook:
     def release(self, host: str, arm: str) -> list[Lease]:
         """Drop this run's lease of `arm` (and any revoked marker for it); returns the other
         live holders, so the caller stops the server only when none is left."""
-        with self._lock:
-            h = self._held.pop((host, arm), None)
-        if h is None:
-            return []
-        remove(h.transport, h.workdir, [h.lease], markers=True)
+        with self._io:
+            with self._lock:
+                h = self._held.pop((host, arm), None)
+            if h is None:
+                return []
+            remove(h.transport, h.workdir, [h.lease], markers=True)
         view = read_arm(h.transport, h.workdir, arm)
         return [x for x in view.live(self.cli_host) if x.key != self.key]
 
@@ -434,16 +438,17 @@ class LeaseBook:
 
     def beat(self) -> None:
         """Refresh every held lease now, one round trip per host."""
-        with self._lock:
-            groups: dict[str, list[_Held]] = {}
-            for (host, _arm), h in self._held.items():
-                groups.setdefault(host, []).append(h)
-        for host, items in groups.items():
-            now = time.time()
-            for h in items:
-                h.lease.heartbeat = now
-            revoked = write_leases(items[0].transport, items[0].workdir, [h.lease for h in items])
-            self.revoked |= {(host, arm) for arm in revoked}
+        with self._io:
+            with self._lock:
+                groups: dict[str, list[_Held]] = {}
+                for (host, _arm), h in self._held.items():
+                    groups.setdefault(host, []).append(h)
+            for host, items in groups.items():
+                now = time.time()
+                for h in items:
+                    h.lease.heartbeat = now
+                revoked = write_leases(items[0].transport, items[0].workdir, [h.lease for h in items])
+                self.revoked |= {(host, arm) for arm in revoked}
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
