@@ -21,6 +21,7 @@ from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
 from specops.render.logs import collect, show, sources_for
 from specops.servers import read_states, server_status, stop_arms
+from specops.servers.lease import Lease, holders
 from specops.servers.lifecycle import ArmStatus, launched_before_boot
 from specops.transport.connect import open_transport
 
@@ -102,16 +103,19 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     """Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."""
     rows = {}
     rebooted: dict[str, set[str]] = {}
+    held: dict[str, dict[str, list[Lease]]] = {}
     for host in _hosts(inventory_path, host_spec):
         transport = open_transport(host)
         try:
             rows[host.name] = server_status(transport, host.workdir)
+            held[host.name] = holders(transport, host.workdir)
             gone = [s.arm for s in rows[host.name] if s.state == "dead" and not s.job_id]
             rebooted[host.name] = launched_before_boot(transport, host.workdir, gone)
         finally:
             transport.close()
     if as_json:
-        console.print_json(json.dumps({h: [vars(s) for s in st] for h, st in rows.items()}))
+        console.print_json(json.dumps({h: [{**vars(s), "leases": [_lease_doc(x) for x in held[h].get(s.arm, [])]}
+                                               for s in st] for h, st in rows.items()}))
         return
     jobs = any(s.job_id for st in rows.values() for s in st)
     full = verbose or verbose_output()
@@ -137,11 +141,20 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     fit_table(columns, cells, width=console.width, title="servers" if one is None else f"servers on {one}",
               key_columns=1 if one is not None else 2, key_prefix=f"{one} " if one is not None else "",
               ).print(console, full=full)
+    for host, arms in held.items():  # a shared host: who is benchmarking on which server now
+        for arm, leases in sorted(arms.items()):
+            for lease in leases:
+                console.print(f"{host}: {arm} in use by {lease.who()}", markup=False, highlight=False)
     dead = [(h, s) for h, st in rows.items() for s in st if s.state == "dead"]
     for host, s in dead:
         console.print(_gone_line(host, s, s.arm in rebooted.get(host, set())), markup=False, highlight=False)
     if dead:
         exit_with(False)
+
+
+def _lease_doc(lease: Lease) -> dict:
+    return {"run_id": lease.run_id, "user": lease.user, "cli_host": lease.cli_host, "pid": lease.pid,
+            "since": lease.since, "args_hash": lease.args_hash}
 
 
 def _gone_line(host: str, s: ArmStatus, rebooted: bool) -> str:

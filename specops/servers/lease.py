@@ -218,6 +218,39 @@ def read_arm(transport: Transport, workdir: str, arm: str, *, lock: bool = False
     return ArmView(leases, revoked, state)
 
 
+def holders(transport: Transport, workdir: str) -> dict[str, list[Lease]]:
+    """The live leases of every arm on the host, in one round trip: who is using which
+    server right now (`specops status`). Read only: dead leases are left for the next
+    claim to clear."""
+    root = posixpath.dirname(paths.leases_dir(workdir, "x"))
+    script = "\n".join([
+        "echo \"@@NOW $(date +%s)\"",
+        f"for f in {q(root)}/*/*.json; do [ -e \"$f\" ] || continue; "
+        "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
+        f"for f in {q(root)}/*/*.revoked; do [ -e \"$f\" ] || continue; b=${{f##*/}}; echo \"@@R ${{b%.revoked}}\"; done",
+    ])
+    res = transport.run(script, timeout=_TIMEOUT)
+    if not res.ok:
+        raise SpecopsError(f"reading the arms' leases failed: {res.tail(3)}", where=f"host {transport.name}")
+    now, found, revoked = 0.0, [], set()
+    for line in res.stdout.splitlines():
+        parts = line.split(" ")
+        try:
+            if parts[0] == "@@NOW":
+                now = float(parts[1])
+            elif parts[0] == "@@L" and len(parts) == 3:
+                found.append(Lease.from_json(base64.b64decode(parts[2]), max(0.0, now - float(parts[1]))))
+            elif parts[0] == "@@R" and len(parts) == 2:
+                revoked.add(parts[1])
+        except (ValueError, TypeError):
+            continue  # a torn or foreign file is no lease
+    out: dict[str, list[Lease]] = {}
+    for lease in found:
+        if lease.key not in revoked and is_live(lease):
+            out.setdefault(lease.arm, []).append(lease)
+    return out
+
+
 def unlock(transport: Transport, workdir: str, arm: str) -> None:
     transport.run(["rmdir", "--", posixpath.join(paths.leases_dir(workdir, arm), ".lock")], timeout=_TIMEOUT)
 

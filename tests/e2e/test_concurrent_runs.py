@@ -139,6 +139,10 @@ def test_other_arguments_are_refused_at_once_naming_the_holder_or_wait_for_it(ru
         deploy = subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", "gpu", "-i", str(runs.inv),
                                  "--runs-dir", str(runs.root / "deploys"), *OTHER], capture_output=True, text=True,
                                 timeout=120, env=dict(os.environ, COLUMNS="250"))
+        status = subprocess.run([sys.executable, "-m", "specops", "status", "--host", "gpu", "-i", str(runs.inv)],
+                                capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="250"))
+        status_json = subprocess.run([sys.executable, "-m", "specops", "status", "--host", "gpu", "-i", str(runs.inv),
+                                      "--json"], capture_output=True, text=True, timeout=120)
         c, c_out = runs.start("1,2", *OTHER, "--wait", "--wait-timeout", "120")
         waiting = f"waiting for arm baseline: in use by run {a_out.name} (user "
         wait_for(lambda: waiting in Path(f"{c_out}.log").read_text() or c.poll() is not None, "run C to wait")
@@ -149,6 +153,9 @@ def test_other_arguments_are_refused_at_once_naming_the_holder_or_wait_for_it(ru
     assert "(--max-running-requests 64 -> 32)" in text_b and "--wait" in text_b and "--take-over" in text_b
     assert records(b_out) == [] and "waiting" not in text_b and refused_in < 60
     assert deploy.returncode == 1 and f"arm baseline is in use by run {a_out.name} (user " in deploy.stdout, deploy.stdout
+    assert f"gpu: baseline in use by run {a_out.name} (user " in status.stdout, status.stdout  # who holds it
+    held = {s["arm"]: [x["run_id"] for x in s["leases"]] for s in json.loads(status_json.stdout)["gpu"]}
+    assert held["baseline"] == [a_out.name], held
     (rc_a, text_a), (rc_c, text_c) = runs.finish(a, a_out), runs.finish(c, c_out)
     assert rc_a == 0 and rc_c == 0, text_a + text_c
     ra, rc = records(a_out), records(c_out)
