@@ -442,6 +442,13 @@ class Engine:
                 variables[step.register] = dict(ctx.facts, skipped=True)
             journal.event("skip", reason=reason, **ev, **_jsonable(ctx.facts))
             return
+        if kind.changes_sglang:  # another run's servers came from what this step would change
+            try:
+                ctx.guard_sglang()
+            except SpecopsError as exc:
+                status.status, status.detail = FAILED, failure_text("check", _seen(exc))
+                journal.event("fail", error=status.detail, phase="check", **ev)
+                return
         outcome, ok, seen, phase = _apply_with_retries(ctx, verify_spec, ev)
         if ok:
             assert outcome is not None

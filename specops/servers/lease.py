@@ -417,6 +417,37 @@ class LeaseBook:
             waited_for = line
             time.sleep(WAIT_POLL_S)
 
+    def guard_tree(self, transport: Transport, host: str, workdir: str, what: str, *,
+                   on_wait: Callable[[str], None] | None = None) -> None:
+        """Before a step changes the host's SGLang (checkout, wheel tree, patches, install):
+        another run's live lease means its servers were launched from what this step is
+        about to change, and its next relaunch would measure this run's code. Refused
+        naming that run (policy `refuse`), waited for (`wait`), or let through (`take_over`:
+        the arms' own claims then take them over)."""
+        if self.policy.mode == "take_over":
+            return
+        where = f"host {host}"
+        deadline = time.monotonic() + self.policy.wait_timeout_s
+        waited_for: str | None = None
+        while True:
+            users = [x for leases in holders(transport, workdir).values() for x in leases if x.run_id != self.run_id]
+            if not users:
+                return
+            holder = min(users, key=lambda x: (x.since, x.key))
+            arms = ", ".join(sorted({x.arm for x in users if x.run_id == holder.run_id}))
+            if self.policy.mode == "refuse":
+                raise LeaseHeld(f"{what} would change the SGLang that {holder.who()} is measuring (arm {arms}); "
+                                "--wait waits until that run is done, --take-over goes ahead", where=where)
+            if time.monotonic() >= deadline:
+                raise LeaseHeld(f"gave up after waiting {self.policy.wait_timeout_s:.0f}s to change SGLang: "
+                                f"still in use by {holder.who()} (arm {arms}); raise --wait-timeout, or --take-over",
+                                where=where)
+            line = f"waiting to change SGLang: in use by {holder.who()} (arm {arms})"
+            if on_wait is not None and line != waited_for:
+                on_wait(line)
+            waited_for = line
+            time.sleep(WAIT_POLL_S)
+
     def _bury(self, transport: Transport, workdir: str, view: ArmView) -> None:
         """Remove dead leases; a dead held one gets a revoked marker (its holder may only be slow)."""
         dead = [x for x in view.leases if not is_live(x, self.cli_host) and x.key != self.key]

@@ -121,6 +121,13 @@ class StepContext:
         self.emit(line)
         self.journal.event("lease", host=self.host.name, step=self.step.name, message=line)
 
+    def guard_sglang(self) -> None:
+        """Before changing the host's SGLang (tree or venv): refuse, or wait, while another
+        run's servers use it (servers.lease; `--take-over` goes ahead)."""
+        workdir = self.transport.expand(str(self.vars.get("workdir") or self.host.workdir))
+        self.run_state.leases.guard_tree(self.transport, self.host.name, workdir,
+                                         f"step '{self.step.name}' ({self.step.kind})", on_wait=self.notice)
+
     def path(self, value: str) -> str:
         """A host path from a step argument, with `~` and relative paths resolved on the host."""
         return self.transport.expand(value)
@@ -132,6 +139,9 @@ class StepKind:
     name: str = ""
     #: argument keys rendered in shell mode (every substituted value shell-quoted)
     shell_keys: frozenset[str] = frozenset()
+    #: whenever it is not done, the step changes the host's SGLang (tree or venv): the engine
+    #: calls `ctx.guard_sglang()` first (a kind that may change nothing calls it itself)
+    changes_sglang: bool = False
     #: top-level keys the kind accepts when its args are a mapping
     keys: tuple[str, ...] = ()
     required: tuple[str, ...] = ()

@@ -30,6 +30,7 @@ class Git(StepKind):
     resolves it in the clone after the fetch; both name the same commit)."""
 
     name = "git"
+    changes_sglang = True
     keys = ("repo", "ref", "dest", "depth", "force", "remote")
     required = ("repo", "ref", "dest")
     arg_types = {"repo": str, "ref": (str, int, float), "dest": str, "depth": int, "force": bool, "remote": str}

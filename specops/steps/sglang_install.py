@@ -57,6 +57,7 @@ print(json.dumps(out))
 
 class SGLangInstall(StepKind):
     name = "sglang_install"
+    changes_sglang = True
     keys = ("tree", "venv", "extras", "pip_args", "install_deps")
     required = ("tree",)
     arg_types = {"tree": str, "venv": str, "extras": list, "pip_args": list, "install_deps": bool}

@@ -48,6 +48,7 @@ print(json.dumps({"changed": changed, "foreign": foreign, "sets": sorted(sets)})
 
 class SGLangWheel(StepKind):
     name = "sglang_wheel"
+    changes_sglang = True
     keys = ("version", "dest")
     required = ("version", "dest")
     arg_types = {"version": (str, int, float), "dest": str}

@@ -139,6 +139,9 @@ def test_other_arguments_are_refused_at_once_naming_the_holder_or_wait_for_it(ru
         deploy = subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", "gpu", "-i", str(runs.inv),
                                  "--runs-dir", str(runs.root / "deploys"), *OTHER], capture_output=True, text=True,
                                 timeout=120, env=dict(os.environ, COLUMNS="250"))
+        other_tree = subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", "gpu", "-i", str(runs.inv),
+                                     "--runs-dir", str(runs.root / "deploys"), "--var", "sglang_version=0.5.4"],
+                                    capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="250"))
         status = subprocess.run([sys.executable, "-m", "specops", "status", "--host", "gpu", "-i", str(runs.inv)],
                                 capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="250"))
         status_json = subprocess.run([sys.executable, "-m", "specops", "status", "--host", "gpu", "-i", str(runs.inv),
@@ -152,8 +155,16 @@ def test_other_arguments_are_refused_at_once_naming_the_holder_or_wait_for_it(ru
     assert f"arm baseline is in use by run {a_out.name} (user " in text_b, text_b
     assert "(--max-running-requests 64 -> 32)" in text_b and "--wait" in text_b and "--take-over" in text_b
     assert records(b_out) == [] and "waiting" not in text_b and refused_in < 60
-    assert deploy.returncode == 1 and f"arm baseline is in use by run {a_out.name} (user " in deploy.stdout, deploy.stdout
+    # a deploy is refused too, naming A: here already at the patch step, which would write into the
+    # tree A's server runs from (A's sweep has no adaptive arm, so its tree is unpatched)
+    assert deploy.returncode == 1 and f"would change the SGLang that run {a_out.name} (user " in deploy.stdout, \
+        deploy.stdout
     assert f"gpu: baseline in use by run {a_out.name} (user " in status.stdout, status.stdout  # who holds it
+    # another SGLang under A's servers: refused before the tree is touched, naming A
+    assert other_tree.returncode == 1, other_tree.stdout
+    said = " ".join(other_tree.stdout.split())
+    assert "(sglang_wheel): check failed:" in said, other_tree.stdout
+    assert f"step 'sglang source from its wheel' (sglang_wheel) would change the SGLang that run {a_out.name}" in said
     held = {s["arm"]: [x["run_id"] for x in s["leases"]] for s in json.loads(status_json.stdout)["gpu"]}
     assert held["baseline"] == [a_out.name], held
     (rc_a, text_a), (rc_c, text_c) = runs.finish(a, a_out), runs.finish(c, c_out)
