@@ -179,6 +179,39 @@ def _lock_script(d: str) -> str:
             f"n=$((n+1)); [ $n -gt {int(LOCK_WAIT_S * 20)} ] && {{ echo @@LOCKBUSY; exit 14; }}; sleep 0.05; done")
 
 
+def _listing(folder: str) -> list[str]:
+    """Script lines printing one arm folder's lease files (`@@L mtime base64`) and revoked
+    markers (`@@R key base64`); `folder` is a shell word (quoted path or `"$d"`)."""
+    return [f"for f in {folder}/*.json; do [ -e \"$f\" ] || continue; "
+            "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
+            f"for f in {folder}/*.revoked; do [ -e \"$f\" ] || continue; b=${{f##*/}}; "
+            "echo \"@@R ${b%.revoked} $(base64 -w0 < \"$f\")\"; done"]
+
+
+def _parse_views(stdout: str) -> dict[str, ArmView]:
+    """The listing's lines as one ArmView per arm (`@@A arm` starts an arm; lines before any
+    belong to ""). Ages are the host's now (`@@NOW`) minus each file's mtime."""
+    now = 0.0
+    views: dict[str, ArmView] = {}
+    view = views.setdefault("", ArmView([], {}, None))
+    for line in stdout.splitlines():
+        parts = line.split(" ")
+        try:
+            if parts[0] == "@@NOW":
+                now = float(parts[1])
+            elif parts[0] == "@@A" and len(parts) == 2:
+                view = views.setdefault(parts[1], ArmView([], {}, None))
+            elif parts[0] == "@@L" and len(parts) == 3:
+                view.leases.append(Lease.from_json(base64.b64decode(parts[2]), max(0.0, now - float(parts[1]))))
+            elif parts[0] == "@@R" and len(parts) == 3:
+                view.revoked[parts[1]] = json.loads(base64.b64decode(parts[2]) or b"{}")
+            elif parts[0] == "@@S" and len(parts) == 2:
+                view.state = ServerState.from_json(base64.b64decode(parts[1]))
+        except (ValueError, TypeError):
+            continue  # a torn or foreign file is no lease
+    return views
+
+
 def read_arm(transport: Transport, workdir: str, arm: str, *, lock: bool = False) -> ArmView:
     """Every lease of `arm`, the revoked markers and the server state, in one round trip
     (with `lock`, after taking the arm's claim lock: `unlock` releases it). Markers older
@@ -187,10 +220,7 @@ def read_arm(transport: Transport, workdir: str, arm: str, *, lock: bool = False
     script = "\n".join([
         _lock_script(d) if lock else "true",
         "echo \"@@NOW $(date +%s)\"",
-        f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
-        "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
-        f"for f in {q(d)}/*.revoked; do [ -e \"$f\" ] || continue; b=${{f##*/}}; "
-        "echo \"@@R ${b%.revoked} $(base64 -w0 < \"$f\")\"; done",
+        *_listing(q(d)),
         f"s={q(paths.server_state(workdir, arm))}; [ -e \"$s\" ] && echo \"@@S $(base64 -w0 < \"$s\")\"",
         f"find {q(d)} -maxdepth 1 -name '*.revoked' -mmin +1440 -delete 2>/dev/null; true",
     ])
@@ -198,57 +228,25 @@ def read_arm(transport: Transport, workdir: str, arm: str, *, lock: bool = False
     if not res.ok:
         what = "its claim lock stayed taken" if "@@LOCKBUSY" in res.stdout else res.tail(3)
         raise SpecopsError(f"reading the leases of arm '{arm}' failed: {what}", where=f"host {transport.name}")
-    now = 0.0
-    leases: list[Lease] = []
-    revoked: dict[str, dict] = {}
-    state = None
-    for line in res.stdout.splitlines():
-        parts = line.split(" ")
-        try:
-            if parts[0] == "@@NOW":
-                now = float(parts[1])
-            elif parts[0] == "@@L" and len(parts) == 3:
-                leases.append(Lease.from_json(base64.b64decode(parts[2]), max(0.0, now - float(parts[1]))))
-            elif parts[0] == "@@R" and len(parts) == 3:
-                revoked[parts[1]] = json.loads(base64.b64decode(parts[2]) or b"{}")
-            elif parts[0] == "@@S" and len(parts) == 2:
-                state = ServerState.from_json(base64.b64decode(parts[1]))
-        except (ValueError, TypeError):
-            continue  # a torn or foreign file is no lease
-    return ArmView(leases, revoked, state)
+    return _parse_views(res.stdout)[""]
 
 
 def holders(transport: Transport, workdir: str) -> dict[str, list[Lease]]:
     """The live leases of every arm on the host, in one round trip: who is using which
-    server right now (`specops status`). Read only: dead leases are left for the next
-    claim to clear."""
+    server right now (`specops status`, and the guard before a step changes SGLang).
+    Read only: dead leases are left for the next claim to clear."""
     root = posixpath.dirname(paths.leases_dir(workdir, "x"))
     script = "\n".join([
         "echo \"@@NOW $(date +%s)\"",
-        f"for f in {q(root)}/*/*.json; do [ -e \"$f\" ] || continue; "
-        "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
-        f"for f in {q(root)}/*/*.revoked; do [ -e \"$f\" ] || continue; b=${{f##*/}}; echo \"@@R ${{b%.revoked}}\"; done",
+        f"for d in {q(root)}/*/; do [ -d \"$d\" ] || continue; a=${{d%/}}; echo \"@@A ${{a##*/}}\"",
+        *_listing('"${d%/}"'),
+        "done",
     ])
     res = transport.run(script, timeout=_TIMEOUT)
     if not res.ok:
         raise SpecopsError(f"reading the arms' leases failed: {res.tail(3)}", where=f"host {transport.name}")
-    now, found, revoked = 0.0, [], set()
-    for line in res.stdout.splitlines():
-        parts = line.split(" ")
-        try:
-            if parts[0] == "@@NOW":
-                now = float(parts[1])
-            elif parts[0] == "@@L" and len(parts) == 3:
-                found.append(Lease.from_json(base64.b64decode(parts[2]), max(0.0, now - float(parts[1]))))
-            elif parts[0] == "@@R" and len(parts) == 2:
-                revoked.add(parts[1])
-        except (ValueError, TypeError):
-            continue  # a torn or foreign file is no lease
-    out: dict[str, list[Lease]] = {}
-    for lease in found:
-        if lease.key not in revoked and is_live(lease):
-            out.setdefault(lease.arm, []).append(lease)
-    return out
+    here = this_host()
+    return {arm: live for arm, view in _parse_views(res.stdout).items() if arm and (live := view.live(here))}
 
 
 def unlock(transport: Transport, workdir: str, arm: str) -> None:

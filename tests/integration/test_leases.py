@@ -95,6 +95,26 @@ def test_take_over_revokes_the_holder_which_learns_it_at_its_next_check(host) ->
     assert lease_files(wd) == [b.key + ".json"]
 
 
+def test_holders_are_read_per_arm_and_guard_the_tree(host) -> None:
+    """`status` and the tree guard read every arm at once: a marker revoking run-a's lease
+    of one arm (its key is the same for every arm) must not hide its lease of another."""
+    transport, wd = host
+    a, b = book("run-a"), book("run-b", "take_over")
+    a.claim(transport, "h0", wd, "baseline", "hash-a", ARGV_A)
+    a.claim(transport, "h0", wd, "eagle3", "hash-e", ARGV_A)
+    b.claim(transport, "h0", wd, "baseline", "hash-b", ARGV_B)  # takes baseline over
+    held = {arm: [x.run_id for x in leases] for arm, leases in lease.holders(transport, wd).items()}
+    assert held == {"baseline": ["run-b"], "eagle3": ["run-a"]}
+    with pytest.raises(LeaseHeld, match=r"step 'x' \(git\) would change the SGLang that run run-a \(user .+\) is "
+                                        r"measuring \(arm eagle3\)"):
+        book("run-c").guard_tree(transport, "h0", wd, "step 'x' (git)")
+    b.guard_tree(transport, "h0", wd, "step 'x' (git)")  # --take-over goes ahead
+    a.release("h0", "eagle3")
+    book("run-b").guard_tree(transport, "h0", wd, "step 'x' (git)")  # a run's own lease is no obstacle to it...
+    with pytest.raises(LeaseHeld, match="run run-b"):  # ...but is to anyone else
+        book("run-d").guard_tree(transport, "h0", wd, "step 'x' (git)")
+
+
 def test_wait_waits_for_the_holder_then_claims_and_gives_up_after_its_timeout(host, monkeypatch) -> None:
     transport, wd = host
     monkeypatch.setattr(lease, "WAIT_POLL_S", 0.1)
