@@ -19,7 +19,7 @@ import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
 from specops.patching.model import Edit, PatchError, PatchSet, diff_files
@@ -466,10 +466,11 @@ def _restore(files: TreeFiles, originals: dict[str, bytes | None], written: list
 
 def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = None,
           python: str = "python3", tree: str | None = None, run_verify_cmds: bool = True,
-          runtime: str = "optional") -> PatchReport:
+          runtime: str = "optional", before_write: Callable[[], None] | None = None) -> PatchReport:
     """Apply the whole set or nothing. Verify commands run through `transport` (default:
     this machine) in `tree` (default: files.root). On any failure every file is restored
-    and a PatchError names the set, file and anchor."""
+    and a PatchError names the set, file and anchor. `before_write` runs once the plan
+    says a file will change, before any is written (it may refuse by raising)."""
     p = plan(patchset, files)
     if p.blocked:
         first = p.blocked[0]
@@ -481,6 +482,8 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
     if not p.new_contents:
         report.notes.append("already applied; nothing to do")
         return report
+    if before_write is not None:
+        before_write()
     sdir = state_dir(patchset)
     old_manifest_bytes = files.read(f"{sdir}/manifest.json")
     manifest: dict[str, Any] = json.loads(old_manifest_bytes) if old_manifest_bytes else {"set": patchset.name, "files": {}, "edits": []}

@@ -155,15 +155,9 @@ class Patch(StepKind):
         reason = self._not_needed(ctx, files)
         if reason:
             return Outcome(changed=False, message=reason)
-        try:
-            writes = bool(plan(patchset, files).new_contents)
-        except PatchError:
-            writes = False  # apply reports why, changing nothing
-        if writes:
-            ctx.guard_sglang()
         python, runtime = self._runtime(ctx)
         report = apply(patchset, _JournaledFiles(ctx, files, patchset), transport=ctx.transport,
-                       python=python, tree=tree, runtime=runtime)
+                       python=python, tree=tree, runtime=runtime, before_write=ctx.guard_sglang)
         for result in report.verify:  # they ran in the tree: journal them as describe shows them
             ctx.journal.command(ctx.host.name, ctx.step.name,
                                 replace(result, command=f"cd {shlex.quote(tree)} && {result.command}"))
