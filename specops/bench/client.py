@@ -14,7 +14,10 @@ connection pool limit) shows up there instead of silently lowering the offered l
 Protocol per point: warm-up requests (at least `concurrency`, discarded), POST
 /flush_cache, the measured run, GET /server_info for the accept length. A simulator
 that runs on a scaled clock says so in /server_info (`sim_time_scale`, wall = model x
-scale); timings are then converted back to model units and the record is `simulated`.
+scale) and the record is `simulated`. Where the simulator stamps each chunk with its
+model clock (`sim_arrival_t`, `sim_t`), every timing is read from those stamps
+(`extra.clock: sim-model`), so the figures do not depend on how loaded this machine is;
+otherwise wall timings are converted back to model units (`sim-wall-scaled`).
 Client lag stays in wall-clock milliseconds: it is a property of this machine.
 """
 
@@ -124,9 +127,10 @@ class RequestResult:
     itls: list[float] = field(default_factory=list)
     spread: bool = False               # some chunk carried several tokens
     chunks: int = 0                    # stream chunks that carried tokens
-    sent_at: float = 0.0               # perf_counter
+    sent_at: float = 0.0               # perf_counter, or the simulator's model clock (sim_clock)
     ended_at: float = 0.0
-    lag: float = 0.0                   # sent_at - slot free
+    lag: float = 0.0                   # sent_at - slot free (wall)
+    sim_clock: bool = False            # times are the simulator's model clock, in model seconds
 
 
 def _payload(api: str, prompt: Prompt, model: str | None) -> dict[str, Any]:
@@ -136,6 +140,32 @@ def _payload(api: str, prompt: Prompt, model: str | None) -> dict[str, Any]:
     return {"model": model or "default", "prompt": prompt.text, "max_tokens": prompt.output_len,
             "temperature": 0.0, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+class _SimClock:
+    """The simulator's model-clock stamps of one request's chunks (`sim_arrival_t`, `sim_t`):
+    where every chunk with tokens carries them, the request is timed on that clock."""
+
+    def __init__(self) -> None:
+        self.arrival: float | None = None
+        self.last: float | None = None
+        self.complete = True
+
+    def at(self, data: Any, wall: float, carries_tokens: bool) -> float:
+        """The chunk's time: its model-clock stamp where it has one, else the wall time."""
+        src = data.get("meta_info") if isinstance(data, dict) and isinstance(data.get("meta_info"), dict) else data
+        arrival = src.get("sim_arrival_t") if isinstance(src, dict) else None
+        stamp = src.get("sim_t") if isinstance(src, dict) else None
+        if isinstance(arrival, (int, float)) and isinstance(stamp, (int, float)):
+            self.arrival, self.last = float(arrival), float(stamp)
+            return self.last
+        if carries_tokens:
+            self.complete = False
+        return wall
+
+    def apply(self, res: "RequestResult") -> None:
+        if self.complete and self.arrival is not None and self.last is not None:
+            res.sent_at, res.ended_at, res.sim_clock = self.arrival, self.last, True
 
 
 def _split_counts(chunks: list[tuple[float, float | None]], total: int | None) -> list[tuple[float, int]]:
@@ -191,6 +221,7 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
     counter = _TokenCounter(api)
     res.sent_at = time.perf_counter()
     res.lag = max(0.0, res.sent_at - slot_free_at)
+    clock = _SimClock()
     try:
         async with session.post(url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
@@ -213,9 +244,11 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
                     res.error = "server error: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
                     return res
                 new = counter.new_tokens(data)
+                now = clock.at(data, now, new is None or new > 0)
                 if new is None or new > 0:
                     chunks.append((now, new))
             res.ended_at = time.perf_counter()  # [DONE] or EOF: the server's count decides
+            clock.apply(res)
     except asyncio.TimeoutError:
         res.error = f"timed out after {timeout_s:g}s"
         return res
@@ -422,9 +455,18 @@ async def measure_point_async(
     simulated = bool(info.get("simulated") or info_after.get("simulated") or isinstance(scale_raw, (int, float)))
     ok = [r for r in results if r.ok]
     failed = [r for r in results if not r.ok]
-    ends = [r.ended_at for r in ok]
+    ends = [r.ended_at for r in ok if not r.sim_clock]
     duration_wall = (max(ends) if ends else end) - start
-    duration = duration_wall / scale
+    model_clock = bool(ok) and all(r.sim_clock for r in ok)
+    if model_clock:
+        # the simulator's own clock: from the first arrival to the last token, in model seconds
+        # (a loaded machine slows the point's wall time, not this)
+        duration = max(r.ended_at for r in ok) - min(r.sent_at for r in ok)
+        duration_wall = end - start
+        unit = 1.0
+    else:
+        duration = duration_wall / scale
+        unit = scale  # wall seconds per model second
     out_tokens = sum(r.output_tokens for r in ok)
     lags_ms = [r.lag * 1000.0 for r in results]
     errors = sorted({r.error for r in failed if r.error})
@@ -461,6 +503,7 @@ async def measure_point_async(
             "loop_lag_p99_ms": percentile([x * 1000 for x in probe.lags], 99),
             "loop_lag_max_ms": max(probe.lags) * 1000 if probe.lags else None,
             "client_lag_units": "wall-clock ms",
+            "clock": "sim-model" if model_clock else ("sim-wall-scaled" if simulated else "wall"),
             "duration_wall_s": duration_wall,
             "stream_chunks": sum(r.chunks for r in ok),
         },
@@ -470,8 +513,13 @@ async def measure_point_async(
                                    for r in ok if r.output_tokens > 1 and r.e2e is not None and r.ttft is not None]),
                          ("itl", [x for r in ok for x in r.itls]),
                          ("e2e", [r.e2e for r in ok if r.e2e is not None])):
-        for key, value in _stats(name, values, scale).items():
+        for key, value in _stats(name, values, unit).items():
             setattr(record, key, value)
+    # [TTFT, TPOT, E2E] ms per completed request: what an SLO is checked against (bench/slo.py)
+    ms = 1000.0 / unit
+    record.extra["request_latencies_ms"] = [
+        [round(r.ttft * ms, 3), round((r.e2e - r.ttft) * ms / (r.output_tokens - 1), 3) if r.output_tokens > 1
+         else None, round(r.e2e * ms, 3)] for r in ok if r.ttft is not None and r.e2e is not None]
     return record.to_dict()
 
 

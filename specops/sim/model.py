@@ -9,6 +9,14 @@ EAGLE-3 emits its accept length (about 3 at batch 1, slowly falling) at a higher
 Adaptive speculates while the running batch is at or below its threshold and otherwise runs
 as the baseline minus a small tax.
 
+Context length: a decode step also reads every running request's KV cache (attention),
+which is memory-bound and costs the same whether the step verifies 1 token or k+1, so long
+contexts make a plain step dearer while speculation spreads the read over its accept length:
+the crossover moves to larger batches (MagicDec, Chen et al. 2024, arXiv:2408.11049). The
+calibrated per-request cost already covers CONTEXT_FREE_TOKENS of context per request; each
+KV token beyond that adds KV_MS_PER_TOKEN to the step (`context_ms`), so runs at the usual
+short lengths (input + output <= 512) are exactly as before.
+
 Time: every duration here is *model* time. The server sleeps `model_seconds * time_scale`
 of wall time, so a client measuring wall time converts with `to_model_seconds` /
 `to_model_throughput` (the server reports `sim_time_scale` in /server_info).
@@ -43,6 +51,13 @@ ADAPTIVE_TAX = 0.03  # adaptive above threshold = baseline throughput * (1 - tax
 SPEC_DEFAULT_MAX_RUNNING = 48  # SGLang resets speculative servers to 48 unless the flag is set
 BASELINE_DEFAULT_MAX_RUNNING = 2048  # what the KV pool would allow for a small model
 DEFAULT_MAX_TOTAL_TOKENS = 400_000  # KV cache size, for the "token usage" figure only
+
+# context (attention over the KV cache): Llama-3.1-8B reads 128 KiB of KV per token (32 layers x
+# 8 KV heads x 128 dims x K and V x 2 bytes) against 16 GB of weights per step, whose read is
+# the fixed step cost above: 8.7 ms x 128 KiB / 16 GB
+KV_MS_PER_TOKEN = BASELINE_STEP_MS * 131072 / 16.06e9
+CONTEXT_FREE_TOKENS = 512  # context per request the calibrated per-request cost already includes
+DRAFT_KV_SHARE = 1 / 32  # an EAGLE-3 draft step reads its 1 layer's KV: 1/32 of the target's
 
 PREFILL_STEP_MS = 4.0  # one prefill (extend) batch: fixed + per input token
 PREFILL_MS_PER_TOKEN = 0.02
@@ -95,25 +110,34 @@ def accept_length(batch: int, num_steps: int | None = None) -> float:
 
 
 def step_ms(speculating: bool, batch: int, accept_len: float = 1.0, tax: float = 0.0,
-            num_steps: int | None = None) -> float:
+            num_steps: int | None = None, kv_tokens: int = 0) -> float:
     """Model-ms of one decode step for `batch` running requests (no noise).
 
     A speculative step with k draft steps costs the baseline step plus k/3 of the calibrated
     3-step overhead (drafting is sequential, verification grows with the k+1 tokens checked);
-    its compute roof grows with the tokens verified, (k+1)/4 of the 3-step roof."""
+    its compute roof grows with the tokens verified, (k+1)/4 of the 3-step roof. The KV read
+    of a long context (`kv_tokens`, see context_ms) adds to the memory-bound part, not the roof."""
     batch = max(1, batch)
     steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else int(num_steps)
     if speculating and steps > 0:
         f = steps / DEFAULT_SPEC_NUM_STEPS
         fixed = BASELINE_STEP_MS + (EAGLE_STEP_MS - BASELINE_STEP_MS) * f
         per_req = BASELINE_STEP_MS_PER_REQ + (EAGLE_STEP_MS_PER_REQ - BASELINE_STEP_MS_PER_REQ) * f
-        linear = fixed + per_req * batch
+        linear = fixed + per_req * batch + context_ms(kv_tokens, batch, steps)
         acc3 = accept_length(batch, DEFAULT_SPEC_NUM_STEPS) if steps != DEFAULT_SPEC_NUM_STEPS else accept_len
         roof = batch * acc3 * 1000.0 / EAGLE_CEILING_TOK_S * (steps + 1) / (DEFAULT_SPEC_NUM_STEPS + 1)
     else:
-        linear = BASELINE_STEP_MS + BASELINE_STEP_MS_PER_REQ * batch
+        linear = BASELINE_STEP_MS + BASELINE_STEP_MS_PER_REQ * batch + context_ms(kv_tokens, batch)
         roof = batch * 1000.0 / BASELINE_CEILING_TOK_S
     return max(linear, roof) / (1.0 - tax)
+
+
+def context_ms(kv_tokens: int, batch: int, draft_steps: int = 0) -> float:
+    """Model-ms a decode step spends reading KV beyond what the calibrated per-request cost
+    covers: `kv_tokens` is the running batch's total context (prompt + generated tokens).
+    Verification reads the cache once for its k+1 tokens; each draft step reads its one layer's."""
+    extra = max(0, int(kv_tokens) - CONTEXT_FREE_TOKENS * max(1, batch))
+    return KV_MS_PER_TOKEN * extra * (1.0 + DRAFT_KV_SHARE * max(0, draft_steps))
 
 
 def prefill_ms(input_tokens: int) -> float:
@@ -240,14 +264,15 @@ class ArmModel:
             return self.tiers.steps_for(batch, initial)
         return initial
 
-    def step(self, batch: int) -> tuple[float, float]:
-        """(model-ms, mean tokens per request) of one decode step at this batch size."""
+    def step(self, batch: int, kv_tokens: int = 0) -> tuple[float, float]:
+        """(model-ms, mean tokens per request) of one decode step at this batch size, its
+        requests holding `kv_tokens` of context in all."""
         k = self.steps(batch)
         if k > 0:
             acc = accept_length(batch, k)
-            return step_ms(True, batch, acc, num_steps=k), acc
+            return step_ms(True, batch, acc, num_steps=k, kv_tokens=kv_tokens), acc
         tax = ADAPTIVE_TAX if self.arm == "adaptive" else 0.0
-        return step_ms(False, batch, 1.0, tax), 1.0
+        return step_ms(False, batch, 1.0, tax, kv_tokens=kv_tokens), 1.0
 
     def default_max_running(self) -> int:
         return BASELINE_DEFAULT_MAX_RUNNING if self.arm == "baseline" else SPEC_DEFAULT_MAX_RUNNING
@@ -263,26 +288,27 @@ def predicted_output_throughput(
     max_running: int | None = None,
     num_steps: int | None = None,
     tiers: AdaptiveTiers | None = None,
+    context: int = 0,
 ) -> float:
     """Steady-state decode output tok/s (model units) with `concurrency` requests in flight.
 
     Excludes prefill and the ramp-down tail of a finite benchmark, which cost a few percent.
-    `threshold` only matters for `adaptive` (None or 0 = always speculate).
+    `threshold` only matters for `adaptive` (None or 0 = always speculate). `context`: each
+    request's mean context in tokens (input + half the output); 0 or <= 512: no KV term.
     """
     if arm not in ("baseline", "eagle3", "adaptive"):
         raise ValueError(f"unknown arm {arm!r}: expected baseline, eagle3 or adaptive")
     model = ArmModel(arm=arm, threshold=threshold, num_steps=num_steps, tiers=tiers)
     batch = max(1, min(int(concurrency), max_running or model.default_max_running()))
-    ms, acc = model.step(batch)
+    ms, acc = model.step(batch, batch * max(0, int(context)))
     return batch * acc * 1000.0 / ms
 
 
-def predicted_crossover(levels: Iterable[int], max_running: int | None = None) -> int | None:
+def predicted_crossover(levels: Iterable[int], max_running: int | None = None, context: int = 0) -> int | None:
     """First concurrency level where the baseline is at least as fast as EAGLE-3 (None: never)."""
     for c in sorted(set(levels)):
-        if predicted_output_throughput("baseline", c, max_running=max_running) >= predicted_output_throughput(
-            "eagle3", c, max_running=max_running
-        ):
+        if predicted_output_throughput("baseline", c, max_running=max_running, context=context) >= \
+                predicted_output_throughput("eagle3", c, max_running=max_running, context=context):
             return c
     return None
 

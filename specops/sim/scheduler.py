@@ -5,6 +5,14 @@ limit (a prefill step), otherwise runs one decode step for the whole running bat
 the step's model time times the time scale, and hands each request its new tokens. Request
 handlers wait on an event, so under load a stream chunk carries whatever tokens arrived
 since the last one, as SGLang's tokenizer manager does.
+
+The model clock (`model_time`) is what a measurement on the simulator should read, not the
+wall clock: each step adds its model time whatever the machine's speed, and the wall-clock
+sleep that follows only paces it. Idle time does not move the model clock, and after a step
+that finished requests the scheduler waits up to CLIENT_GRACE_S (wall) for a closed-loop
+client's replacements before the next step, so a loaded machine (a slow client, a lagging
+event loop) changes how long a point takes, not what it measures. Requests carry their
+model-clock arrival and last-emission times (`sim_arrival_t`, `sim_t`) to the client.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
+from specops.servers.adaptive import transition_line
 from specops.sim import model as M
 from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
 
@@ -27,6 +36,11 @@ WORDS = (
     "time may years more most only over city some world would where later up such used many can state "
     "about national out known university united then made first any well also game system model token"
 ).split()
+
+#: wall seconds the scheduler waits, with its model clock held, for a closed-loop client to
+#: send the replacements of requests that just finished (a refill arrives in well under 1 ms on
+#: an idle machine; 20 ms covers a loaded one without slowing a point's tail much)
+CLIENT_GRACE_S = 0.02
 
 
 @dataclass
@@ -38,6 +52,9 @@ class SimRequest:
     max_new_tokens: int
     seed: int
     created: float = field(default_factory=time.monotonic)
+    sim_arrival_t: float = 0.0  # model-clock time the request arrived
+    sim_t: float = 0.0  # model-clock time of its latest tokens
+    rng: random.Random = field(default_factory=random.Random)
     generated: int = 0
     verify_steps: int = 0
     finished: bool = False
@@ -96,15 +113,41 @@ class Scheduler:
         self.last_running = 0  # running requests of the last decode step (the /metrics gauge)
         self.last_steps = 0  # draft steps of the last decode step
         self.last_accept_length = 0.0  # accept length of the last logged interval
+        self.submitted = 0  # requests received (a closed-loop client's refills are counted against it)
+        self.output_tokens = 0  # tokens emitted, all requests
+        self.busy_model_time = 0.0  # model seconds spent in prefill and decode steps
+        self.steps_by_batch: dict[int, list[int]] = {}  # running batch -> [speculative steps, plain steps]
+        self.drafting = True  # the patched server's state: its transition lines log each change
 
     # ------------------------------------------------------------------ public API
-    def new_request(self, prompt_tokens: int, max_new_tokens: int, rid: str | None = None) -> SimRequest:
+    def new_request(self, prompt_tokens: int, max_new_tokens: int, rid: str | None = None,
+                    content: str = "") -> SimRequest:
+        """A request; its accept-length draws come from its own generator seeded by its content
+        (prompt text), so the same prompts draw the same whatever else shares their batches."""
+        seed = next(self._ids) + self.cfg.seed * 1000003
+        rng = random.Random(f"{self.cfg.seed}:{content}" if content else seed)
         return SimRequest(rid=rid or uuid.uuid4().hex, prompt_tokens=max(1, prompt_tokens),
-                          max_new_tokens=max(0, max_new_tokens), seed=next(self._ids) + self.cfg.seed * 1000003)
+                          max_new_tokens=max(0, max_new_tokens), seed=seed, rng=rng)
 
     def submit(self, req: SimRequest) -> None:
+        req.sim_arrival_t = req.sim_t = self.model_time
+        self.submitted += 1
         self.waiting.append(req)
         self.wake.set()
+
+    def stats(self) -> dict[str, object]:
+        """The simulator's own accounting (model clock, steps, tokens): what tests of its
+        behaviour assert on, since none of it depends on the machine's speed."""
+        return {
+            "model_time_s": round(self.model_time, 6),
+            "busy_model_time_s": round(self.busy_model_time, 6),
+            "decode_steps": self.decode_steps,
+            "output_tokens": self.output_tokens,
+            "completed": self.completed,
+            "accepted_tokens": self.total_accepted,
+            "verify_steps": self.total_verify,
+            "steps_by_batch": {str(b): {"speculative": s, "plain": p} for b, (s, p) in sorted(self.steps_by_batch.items())},
+        }
 
     def abort(self, req: SimRequest) -> None:
         """Client went away: drop the request like SGLang's abort."""
@@ -129,13 +172,10 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         self._clock = loop.time()
         while True:
-            if not self.busy:
-                idle_from = loop.time()
+            if not self.busy:  # idle: the model clock holds (nothing is being measured)
                 self.wake.clear()
                 await self.wake.wait()
-                now = loop.time()
-                self.model_time += (now - idle_from) / self.cfg.time_scale
-                self._clock = now
+                self._clock = loop.time()
             self.running = [r for r in self.running if not r.aborted]
             room = self.cfg.max_running - len(self.running)
             if self.waiting and room > 0:
@@ -147,10 +187,28 @@ class Scheduler:
                 await self.on_crash()
                 return
 
+    async def _await_refills(self, finished: int, since: int) -> None:
+        """Hold the model clock until `finished` requests arrived after `since` submissions, or
+        CLIENT_GRACE_S wall seconds pass: a closed-loop client's refills then join the next step
+        however slowly this machine runs the client."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLIENT_GRACE_S
+        while self.submitted - since < finished:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), left)
+            except asyncio.TimeoutError:
+                break
+        self._clock = loop.time()
+
     async def _advance(self, model_ms: float) -> None:
         """Sleep model_ms of model time on an absolute timeline (catches up when the loop lags)."""
         loop = asyncio.get_running_loop()
         self.model_time += model_ms / 1000.0
+        self.busy_model_time += model_ms / 1000.0
         self._clock += model_ms / 1000.0 * self.cfg.time_scale
         delay = self._clock - loop.time()
         if delay < -0.25:  # far behind (CPU-starved): don't burst, resync
@@ -176,14 +234,17 @@ class Scheduler:
                 continue
             r.first_token_at = now
             self._emit(r, 1)
-        self._finish_done()
+        await self._finish_done()
 
     async def _decode(self) -> None:
         batch = len(self.running)
-        ms, acc = self.cfg.arm.step(batch)
+        kv = sum(r.prompt_tokens + r.generated for r in self.running)  # the context each step reads
+        ms, acc = self.cfg.arm.step(batch, kv)
         k = self.cfg.arm.steps(batch)
         speculating = k > 0
         self.last_running, self.last_steps = batch, k
+        self._log_transition(batch, speculating)
+        self.steps_by_batch.setdefault(batch, [0, 0])[0 if speculating else 1] += 1
         if self.decode_steps % self.cfg.decode_log_interval == 0:
             rel = M.NOISE_REL if self.cfg.noise is None else self.cfg.noise
             self._noise = max(0.85, min(1.15, self.rng.gauss(1.0, rel))) if rel > 0 else 1.0
@@ -194,7 +255,7 @@ class Scheduler:
             if r.aborted or r.finished:
                 continue
             if speculating:
-                n = int(acc) + (1 if self.rng.random() < acc - int(acc) else 0)
+                n = int(acc) + (1 if r.rng.random() < acc - int(acc) else 0)
                 n = max(1, min(kmax, n))
                 r.verify_steps += 1
                 self._acc_steps += 1
@@ -205,29 +266,41 @@ class Scheduler:
             if speculating:
                 self._acc_tokens += n
                 self.total_accepted += n
-        self._finish_done()
+        await self._finish_done()
         if self.decode_steps % self.cfg.decode_log_interval == 0:
             self._log_decode(batch)
+
+    def _log_transition(self, batch: int, speculating: bool) -> None:
+        """The line a dynamic-spec-disable server logs when drafting switches (never per step)."""
+        arm = self.cfg.arm
+        if arm.arm != "adaptive" or arm.tiers is not None or not arm.threshold or speculating == self.drafting:
+            return
+        self.drafting = speculating
+        self.log.info(transition_line(speculating, batch, arm.threshold), rank=True)
 
     def _emit(self, r: SimRequest, n: int) -> int:
         n = max(0, min(n, r.max_new_tokens - r.generated))
         r.generated += n
+        r.sim_t = self.model_time
         self._log_tokens += n
+        self.output_tokens += n
         if r.generated >= r.max_new_tokens:
             r.finished = True
         r.event.set()
         return n
 
-    def _finish_done(self) -> None:
+    async def _finish_done(self) -> None:
         done = [r for r in self.running if r.finished or r.aborted]
         if not done:
             return
+        since = self.submitted
         self.running = [r for r in self.running if not (r.finished or r.aborted)]
         for r in done:
             if r.finished:
                 self.completed += 1
                 if not r.rid.startswith("warmup-"):
                     self.counted += 1
+        await self._await_refills(sum(1 for r in done if r.finished), since)
 
     def _log_decode(self, batch: int) -> None:
         span = self.model_time - self._log_model_t0

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -30,6 +31,9 @@ from specops.sglang.treeversion import tree_version
 from specops.sim import model as M
 from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
 from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
+
+#: the simulated tokenizer's vocabulary (Llama 3's size), for `output_ids`
+VOCAB_SIZE = 128256
 
 
 @dataclass
@@ -87,6 +91,20 @@ def _count_prompt_tokens(body: dict[str, Any], text_key: str) -> int:
     if isinstance(text, list) and text and isinstance(text[0], int):
         return len(text)
     return max(1, len(str(text or "").split()))
+
+
+def _prompt_content(body: dict[str, Any], text_key: str) -> str:
+    """What seeds a request's draws: its prompt, as text or ids."""
+    ids = body.get("input_ids")
+    return json.dumps(ids if isinstance(ids, list) else body.get(text_key), default=str)
+
+
+def output_ids(content: str, seed: int, n: int) -> list[int]:
+    """Greedy token ids as real SGLang returns them: a function of the prompt (and the
+    simulated model, `--sim-seed`) only, so every arm decodes the same ids for one prompt
+    whatever shares its batch; `specops verify` compares them."""
+    rng = random.Random(f"output_ids:{seed}:{content}")
+    return [rng.randrange(VOCAB_SIZE) for _ in range(n)]
 
 
 class SimServer:
@@ -159,6 +177,7 @@ class SimServer:
                 "memory_usage": {"weight": 15.06, "kvcache": 48.8, "token_capacity": self.args.get("max_total_tokens")},
                 "effective_max_running_requests_per_dp": self.args.get("max_running_requests"),
             }],
+            sim_stats=sched.stats() if sched else None,
         )
         return web.json_response(info, dumps=lambda o: json.dumps(o, default=str))
 
@@ -219,7 +238,9 @@ class SimServer:
             "prompt_tokens": req.prompt_tokens,
             "completion_tokens": req.generated,
             "cached_tokens": 0,
-            "e2e_latency": round((time.monotonic() - req.created) / self.opts.time_scale, 6),
+            "e2e_latency": round(req.sim_t - req.sim_arrival_t, 6),
+            "sim_arrival_t": req.sim_arrival_t,  # the model clock (see specops.sim.scheduler)
+            "sim_t": req.sim_t,
         }
         if self.arm and self.arm.arm != "baseline":
             meta["spec_verify_ct"] = req.verify_steps
@@ -237,14 +258,17 @@ class SimServer:
         if isinstance(body.get("text"), list) or (body.get("input_ids") and isinstance(body["input_ids"][0], list)):
             return web.json_response({"error": {"message": "batched /generate is not simulated; send one prompt"}}, status=400)
         sp = body.get("sampling_params") or {}
-        req = self._sched().new_request(_count_prompt_tokens(body, "text"), int(sp.get("max_new_tokens", 128)), body.get("rid"))
+        content = _prompt_content(body, "text")
+        req = self._sched().new_request(_count_prompt_tokens(body, "text"), int(sp.get("max_new_tokens", 128)),
+                                        body.get("rid"), content=content)
         self._sched().submit(req)
         text, sent = "", 0
         try:
             if not body.get("stream"):
                 while not req.finished:
                     await self._wait_tokens(req)
-                return web.json_response({"text": req.token_text(0, req.generated), "meta_info": self._meta(req)})
+                return web.json_response({"text": req.token_text(0, req.generated), "meta_info": self._meta(req),
+                                          "output_ids": output_ids(content, self.opts.seed, req.generated)})
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
             while True:
@@ -274,7 +298,8 @@ class SimServer:
             if len(prompt) != 1:
                 return web.json_response({"error": {"message": "batched prompts are not simulated; send one prompt"}}, status=400)
             body = {**body, "prompt": prompt[0]}
-        req = self._sched().new_request(_count_prompt_tokens(body, "prompt"), int(body.get("max_tokens") or 16))
+        req = self._sched().new_request(_count_prompt_tokens(body, "prompt"), int(body.get("max_tokens") or 16),
+                                        content=_prompt_content(body, "prompt"))
         self._sched().submit(req)
         model = body.get("model") or self.args.get("served_model_name") or self.args.get("model_path")
         cid, created = f"cmpl-{req.rid}", int(time.time())
@@ -305,7 +330,7 @@ class SimServer:
                     chunk = {"id": cid, "object": "text_completion", "created": created, "model": model,
                              "choices": [{"index": 0, "text": piece, "logprobs": None,
                                           "finish_reason": "length" if req.finished else None, "matched_stop": None}],
-                             "usage": None}
+                             "usage": None, "sim_arrival_t": req.sim_arrival_t, "sim_t": req.sim_t}
                     await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                 if req.finished:
                     break

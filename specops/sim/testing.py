@@ -156,51 +156,52 @@ def run_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_
 # ---------------------------------------------------------------------- load generator
 
 
-async def _one(session, url: str, prompt: str, max_new_tokens: int) -> tuple[int, float | None]:
+async def _one(session, url: str, prompt: str, max_new_tokens: int) -> tuple[int, float, float, float]:
+    """(tokens, arrival, first token, last token) of one streamed request, on the model clock."""
     payload = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0,
                                                   "ignore_eos": True}, "stream": True}
-    t0 = time.perf_counter()
-    ttft, tokens = None, 0
+    tokens, first, meta = 0, None, {}
     async with session.post(url + "/generate", json=payload) as resp:
         resp.raise_for_status()
         async for raw in resp.content:
             line = raw.decode().strip()
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
-            data = json.loads(line[5:])
-            if ttft is None:
-                ttft = time.perf_counter() - t0
-            tokens = data["meta_info"]["completion_tokens"]
-    return tokens, ttft
+            meta = json.loads(line[5:])["meta_info"]
+            if first is None:
+                first = meta["sim_t"]
+            tokens = meta["completion_tokens"]
+    return tokens, meta["sim_arrival_t"], first if first is not None else meta["sim_t"], meta["sim_t"]
 
 
 async def drive(url: str, concurrency: int, num_requests: int, max_new_tokens: int = 64, input_words: int = 32) -> dict:
     """Closed loop: `concurrency` streams at a time until `num_requests` are done.
 
-    Returns wall and model-unit figures: output_throughput is tokens per *model* second.
+    Every figure is read from the simulator's model clock (the stamps each chunk carries), so
+    it does not depend on the machine's speed: output_throughput is tokens per model second.
+    Each request's prompt differs (a word per index), as a benchmark's prompts do.
     """
     import aiohttp
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
-        async with session.get(url + "/server_info") as r:
-            scale = float((await r.json()).get("sim_time_scale", 1.0))
-        prompt = " ".join(["word"] * input_words)
         left = num_requests
-        results: list[tuple[int, float | None]] = []
+        results: list[tuple[int, float, float, float]] = []
 
         async def worker() -> None:
             nonlocal left
             while left > 0:
                 left -= 1
+                prompt = " ".join([f"word{left}"] + ["word"] * (input_words - 1))
                 results.append(await _one(session, url, prompt, max_new_tokens))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-    tokens = sum(n for n, _ in results)
-    ttfts = [t for _, t in results if t is not None]
+    tokens = sum(r[0] for r in results)
+    duration = max(r[3] for r in results) - min(r[1] for r in results)
+    ttfts = [r[2] - r[1] for r in results]
     return {
-        "completed": len(results), "output_tokens": tokens, "wall_s": wall, "time_scale": scale,
-        "duration_s": wall / scale, "output_throughput": tokens / wall * scale,
-        "mean_ttft_ms": (sum(ttfts) / len(ttfts)) / scale * 1000 if ttfts else None,
+        "completed": len(results), "output_tokens": tokens, "wall_s": wall, "duration_s": duration,
+        "output_throughput": tokens / duration if duration > 0 else None,
+        "mean_ttft_ms": sum(ttfts) / len(ttfts) * 1000 if ttfts else None,
     }

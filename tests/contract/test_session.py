@@ -71,7 +71,7 @@ def test_timeout_mid_command_then_a_normal_command(t: SSHTransport) -> None:
     started = time.monotonic()
     r = t.run("echo before; sleep 30; echo never", timeout=1)
     assert r.timed_out and r.rc == 124 and r.stdout == "before\n"
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 25  # the 30 s sleep was cut at the 1 s timeout (loose: a loaded machine is slow)
     assert t.run(["echo", "usable"], timeout=10).stdout == "usable\n"
     assert t.connects == 1
 

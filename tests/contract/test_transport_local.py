@@ -65,7 +65,7 @@ def test_escaped_child_holding_output_does_not_hang(local):
     took = time.monotonic() - started
     for line in _survivors(secs):  # clean up the one we started, by pid
         os.kill(int(line.split()[0]), 9)
-    assert took < 10, took
+    assert took < 60, took  # not the child's hour-long sleep
     assert r.timed_out and r.stdout == "started\n"
 
 
@@ -75,7 +75,7 @@ def test_group_wrapped_kills_children_on_timeout():
     line = group_wrapped(f"sleep {secs} & sleep {secs}", 1)
     started = time.monotonic()
     proc = subprocess.run(["bash", "-c", line], capture_output=True, timeout=20)
-    assert proc.returncode == 124 and time.monotonic() - started < 4
+    assert proc.returncode == 124 and time.monotonic() - started < 15
     assert _wait_gone(secs) == []
     assert subprocess.run(["bash", "-c", group_wrapped("exit 7", 5)]).returncode == 7
 

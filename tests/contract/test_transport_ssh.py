@@ -80,7 +80,7 @@ def test_detached_child_does_not_hold_a_session_command(make):
     started = time.monotonic()
     r = t.run(f"setsid sleep {secs} & echo started", timeout=30)
     try:
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 25  # not held until the 30 s timeout (loose: a loaded machine is slow)
         assert r.ok and r.stdout == "started\n" and t.session_commands == 1
         deadline = time.monotonic() + 5  # the detached child may not have exec'd sleep yet on a busy box
         while not _survivors(secs) and time.monotonic() < deadline:
@@ -97,7 +97,7 @@ def test_leftover_holding_output_is_killed_at_the_timeout(make):
     secs = random.randint(4000, 4999)
     started = time.monotonic()
     r = t.run(f"setsid sleep {secs} & echo started", timeout=1.5)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # ended at its timeout, not with the child's hour-long sleep
     assert r.timed_out and r.rc == 124 and r.stdout == "started\n"
     assert "still held its output" in r.stderr
     assert _survivors(secs) == []
@@ -207,7 +207,7 @@ def test_unreachable_port_is_clear_and_fast(make, sshd):
     started = time.monotonic()
     with pytest.raises(TransportError) as err:
         t.run(["true"], timeout=10)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 9  # refused at once, not the run's 10 s timeout
     assert str(err.value).startswith(f"host gpu-x: cannot connect to gpu-x (127.0.0.1:{port}) within 2 s")
 
 
@@ -222,7 +222,7 @@ def test_silent_server_times_out_within_connect_timeout(sshd, tmp_path):
         with pytest.raises(TransportError) as err:
             t.run(["true"], timeout=10)
         took = time.monotonic() - started
-    assert took < 4, took
+    assert took < 9, took  # the 1 s connect timeout, not the run's 10 s
     assert f"cannot connect to gpu-y (127.0.0.1:{port}) within 1 s" in str(err.value)
 
 

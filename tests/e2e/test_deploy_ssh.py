@@ -133,7 +133,7 @@ def test_unreachable_and_auth_failure_name_the_host(tmp_path: Path, sshd) -> Non
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"shell": ["true"]}]})
     t0 = time.monotonic()
     res = run_cli("deploy", "--host", "down,denied", "-p", str(pb), "-i", str(inv))
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 60  # no hang on either host (loose: a loaded machine is slow)
     assert res.exit_code == 1
     assert "down" in res.output and "127.0.0.1:1" in res.output
     assert "denied" in res.output and "authentication" in res.output.lower()

@@ -33,6 +33,23 @@ def tune_doc(out: Path) -> dict:
     return json.loads((out / "tune.json").read_text())
 
 
+def measured_threshold(out: Path) -> int:
+    """The threshold the measured baseline/EAGLE-3 points imply, read from results.csv apart
+    from tune's code: the largest level at and below which EAGLE-3 was at least as fast (at a
+    closed-loop level the running batch is the level)."""
+    with open(out / "results.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["arm"] in ("baseline", "eagle3") and r["output_throughput"]]
+    tput = {(r["arm"], int(r["concurrency"])): float(r["output_throughput"]) for r in rows}
+    best = 0
+    for level in sorted({c for _, c in tput}):
+        if ("eagle3", level) not in tput or ("baseline", level) not in tput:
+            continue
+        if tput["eagle3", level] < tput["baseline", level]:
+            break
+        best = level
+    return best
+
+
 @pytest.mark.slow
 def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_path: Path, sshd) -> None:
     inv = commented_inventory(tmp_path, sshd.host_entry(5, workdir=str(tmp_path / "w")))
@@ -44,17 +61,23 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
     assert "rule: threshold = p90 of the server's running batch" in res.output
     result = tune_doc(out)["result"]
     assert result["status"] == "verified"
-    assert result["threshold"] == M.implied_threshold(), result
+    # The simulator measures on its model clock, so the points are the model's, not the load's.
+    # The model's steady state implies M.implied_threshold() (5), where EAGLE-3 leads by 2.3%;
+    # a 64-token output wastes part of each request's last verify step, which costs EAGLE-3
+    # about 2%, so the measured points may imply one less. tune must pick what they imply.
+    threshold = measured_threshold(out)
+    assert result["threshold"] == threshold, result
+    assert abs(threshold - M.implied_threshold()) <= 1, threshold
     assert result["bracket"] == [4, 8] and result["fine_levels"] == [5, 6, 7]
     # --write changed that one line, comments and all the rest kept
     changed = [(a, b) for a, b in zip(before.splitlines(), inv.read_text().splitlines(), strict=True) if a != b]
     assert [(a.strip(), b.strip()) for a, b in changed] == [
-        ("threshold: 8   # too high, says the report", f"threshold: {M.implied_threshold()}   # too high, says the report")]
+        ("threshold: 8   # too high, says the report", f"threshold: {threshold}   # too high, says the report")]
     assert before.startswith("# lab inventory") or "# lab inventory" in inv.read_text()
     # evidence: the Tuning section, summary.json, and running-batch figures on every point
     report = (out / "report.md").read_text()
     assert "## Tuning" in report and "running batch p50/p90" in report and "verified" in report
-    assert json.loads((out / "summary.json").read_text())["tuning"]["threshold"] == M.implied_threshold()
+    assert json.loads((out / "summary.json").read_text())["tuning"]["threshold"] == threshold
     assert "<h2>Tuning</h2>" in (out / "report.html").read_text()
     with open(out / "results.csv") as fh:
         rows = list(csv.DictReader(fh))

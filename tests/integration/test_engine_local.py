@@ -102,7 +102,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path, inv: Path) -> Non
     t0 = time.monotonic()
     res = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1 and "timed out" in res.output
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 120  # the 1 s timeout, not the 300 s sleeps
     time.sleep(0.3)
     left = subprocess.run(["pgrep", "-f", f"sleep ({n}|{n + 1}|{n + 2})$|{tag}"], capture_output=True, text=True).stdout
     assert left.strip() == "", f"processes survived the timeout: {left}"

