@@ -6,7 +6,9 @@ host only), `ansible-playbook` (ansible-core, pipelining + ControlPersist) and `
 (v3, 20 `server.shell` operations over its SSH connector), the last two when installed
 (`pip install -e '.[bench]'`; a missing tool is skipped with a message). Each tool is
 timed as a whole process (wall time, imports included, for all alike); prints the
-median per tool and the ratios specops/other.
+median per tool and the ratios specops/other. Beside them, the CLI's own start
+(`specops --help`, median of 5: what every command pays before it does anything) and a
+one-step specops playbook (median of the repeats: the cheapest real deploy).
 
 `--string` writes each step as a shell string (`shell: "true"`, Ansible's `shell:`)
 instead of an argv list (`shell: [true]`, Ansible's `command:`). `--hosts N` runs the
@@ -27,7 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+#: The checkout this script is in: every specops process runs its code (`python -m specops`
+#: from here), so an older checkout with this script measures that code the same way.
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
@@ -45,8 +50,19 @@ def time_specops(server, root: Path, steps: int, string: bool = False, hosts: in
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "specops", "deploy", "--host", ",".join(names), "-p", str(pb),
                     "-i", str(inv), "--runs-dir", str(root / "runs"), "--forks", str(hosts)],
-                   check=True, stdout=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, cwd=REPO)
     return time.perf_counter() - t0
+
+
+def time_cli_start(repeats: int = 5) -> float:
+    """`specops --help` (as `python -m specops`, like the deploys here): what every command
+    pays before it does anything; median wall time of `repeats`."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "specops", "--help"], check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def time_fabric(server, steps: int) -> float:
@@ -120,7 +136,9 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=1, help="loopback hosts, run at once (forks = hosts)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="specops-overhead-"))
+    cli_start = time_cli_start()
     server, proc = start_sshd(root / "sshd", hosts=max(args.hosts, 1))
+    one_step: list[float] = []
     try:
         results: dict[str, list[float]] = {"specops": [], "fabric loop": [], "ansible-playbook": [],
                                            "pyinfra": []}
@@ -128,6 +146,8 @@ def main() -> None:
             work = root / f"r{r}"
             work.mkdir()
             results["specops"].append(time_specops(server, work, args.steps, args.string, args.hosts))
+            (work / "one").mkdir()
+            one_step.append(time_specops(server, work / "one", 1, args.string, args.hosts))
             if args.hosts == 1:
                 results["fabric loop"].append(time_fabric(server, args.steps))
             a = time_ansible(server, work, args.steps, args.string, args.hosts)
@@ -142,6 +162,8 @@ def main() -> None:
     form = "shell strings" if args.string else "argv lists"
     where = "one loopback host" if args.hosts == 1 else f"{args.hosts} loopback hosts, forks {args.hosts}"
     print(f"{args.steps}-step no-op playbook ({form}), {where}, median of {args.repeats} (whole process, wall s)")
+    print(f"  specops --help     {cli_start:7.3f} s   (median of 5)")
+    print(f"  specops, 1 step    {statistics.median(one_step):7.3f} s   (median of {args.repeats})")
     med = {k: statistics.median(v) for k, v in results.items() if v}
     for name, value in med.items():
         print(f"  {name:18s} {value:7.3f} s   {1000 * value / args.steps:6.1f} ms/step")

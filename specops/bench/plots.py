@@ -2,7 +2,10 @@
 
 throughput.png: output tok/s vs concurrency per arm (log2 x), with the repeat spread;
 ratio.png: each speculative arm over baseline with its spread band and a line at 1;
-ttft.png / tpot.png: median TTFT and TPOT vs concurrency. Each file is written to a temp
+ttft.png / tpot.png: median TTFT and TPOT vs concurrency; pareto.png: tokens/s per GPU vs
+tokens/s per user (1000 / TPOT ms), each arm's levels joined, with the frontier no arm beats
+on both; crossover_context.png (only for a sweep of several context lengths): each host's
+crossover and recommended threshold against input length. Each file is written to a temp
 name beside it and renamed into place.
 """
 
@@ -10,16 +13,16 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
-from specops.bench.report import HostSummary, ReportSummary
+from specops.bench.report import CONTEXT_PLOT, HostSummary, ReportSummary, context_rows
 from specops.bench.store import atomic_write
 
-PLOT_FILES = ("throughput.png", "ratio.png", "ttft.png", "tpot.png")
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+PLOT_FILES = ("throughput.png", "ratio.png", "ttft.png", "tpot.png", "pareto.png")
 ARM_COLORS = {"baseline": "tab:blue", "eagle3": "tab:orange", "adaptive": "tab:green"}
 _OTHER_COLORS = ("tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 
@@ -33,6 +36,12 @@ def _color(host: HostSummary, arm: str) -> str:
 
 
 def figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, Axes]:
+    """A new figure. matplotlib (0.5 s to import) is imported here, where a plot is drawn,
+    not at the top: bench/artifacts and bench/compare import this module on paths that
+    draw nothing (`compare --json`, a bench refused before it runs)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(7, 4.2), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
@@ -52,7 +61,17 @@ def save_figure(fig: Figure, path: Path) -> Path:
 
 
 def _label(host: HostSummary, name: str, many: bool) -> str:
-    return f"{host.host}:{name}" if many and host.host else name
+    return f"{host.label}:{name}" if many and host.label else name
+
+
+_DASHES = ("-", "--", ":", "-.")
+
+
+def _dash(summary: ReportSummary, host: HostSummary) -> str:
+    """One line style per context length (solid for a run of one length), so the arms'
+    colours still read across lengths."""
+    lengths = sorted({h.length for h in summary.hosts if h.length is not None})
+    return _DASHES[lengths.index(host.length) % len(_DASHES)] if host.length in lengths else "-"
 
 
 def _xticks(ax: object, levels: list[int]) -> None:
@@ -73,7 +92,8 @@ def _throughput(summary: ReportSummary, path: Path) -> Path:
             xs = [c.concurrency for c in cells]
             levels.update(xs)
             color = _color(host, arm)
-            ax.plot(xs, [c.median_tps for c in cells], marker="o", color=color, label=_label(host, arm, many))
+            ax.plot(xs, [c.median_tps for c in cells], marker="o", color=color, label=_label(host, arm, many),
+                    linestyle=_dash(summary, host))
             ax.fill_between(xs, [c.min_tps for c in cells], [c.max_tps for c in cells], color=color, alpha=0.15)
     _xticks(ax, sorted(levels))
     if levels:
@@ -94,7 +114,8 @@ def _ratio(summary: ReportSummary, path: Path) -> Path:
             xs = [r.concurrency for r in ratios]
             levels.update(xs)
             color = _color(host, arm)
-            ax.plot(xs, [r.ratio for r in ratios], marker="o", color=color, label=_label(host, arm, many))
+            ax.plot(xs, [r.ratio for r in ratios], marker="o", color=color, label=_label(host, arm, many),
+                    linestyle=_dash(summary, host))
             ax.fill_between(xs, [r.low for r in ratios], [r.high for r in ratios], color=color, alpha=0.2)
         if host.crossover.kind == "interpolated" and host.crossover.value:
             ax.axvline(host.crossover.value, color="grey", linewidth=1, linestyle=":")
@@ -117,7 +138,7 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Pat
                     continue
                 levels.update(c for c, _ in pts)
                 ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", color=_color(host, arm),
-                        label=_label(host, arm, many))
+                        label=_label(host, arm, many), linestyle=_dash(summary, host))
         _xticks(ax, sorted(levels))
         if levels:
             ax.legend()
@@ -125,11 +146,97 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Pat
     return draw
 
 
+def frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other beats on both axes (higher is better on each), by x."""
+    out: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (-p[0], -p[1])):
+        if not out or y > out[-1][1]:
+            out.append((x, y))
+    return sorted(out)
+
+
+def _pareto(summary: ReportSummary, path: Path) -> Path:
+    fig, ax = figure("Tokens/s per GPU vs tokens/s per user", "output tok/s per GPU (median)", summary.simulated)
+    ax.set_xscale("linear")
+    ax.set_xlabel("tokens/s per user (1000 / TPOT ms)")
+    many = len(summary.hosts) > 1
+    drawn = False
+    for host in summary.hosts:
+        everyone: list[tuple[float, float]] = []
+        for arm in host.arms:
+            cells = [host.cells[(arm, c)] for c in host.levels if (arm, c) in host.cells]
+            pts = [(cell.tps_per_user, cell.tps_per_gpu, cell.concurrency) for cell in cells
+                   if cell.tps_per_user is not None]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(host, arm),
+                    label=_label(host, arm, many))
+            for x, y, c in pts:
+                ax.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+            everyone += [(float(x), y) for x, y, _ in pts]
+            drawn = True
+        edge = frontier(everyone)
+        if len(edge) > 1:
+            ax.plot([p[0] for p in edge], [p[1] for p in edge], color="black", linestyle="--", linewidth=1,
+                    label=_label(host, "Pareto frontier", many))
+    if drawn:
+        ax.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
+def _context(summary: ReportSummary, path: Path) -> Path:
+    """Crossover (solid) and recommended threshold (dashed) against input length, one line per
+    host and output length. A crossover beyond the levels measured ("never") is drawn at the
+    highest level with an up-pointing marker; one below the lowest ("every") at the lowest."""
+    fig, ax = figure("Crossover vs context length", "concurrency (crossover) / threshold", summary.simulated)
+    ax.set_xlabel("input length (tokens)")
+    ax.set_yscale("log", base=2)
+    rows = context_rows(summary)
+    levels = {h.host: h.levels for h in summary.hosts}
+    series = sorted({(r.host, r.output_len) for r in rows})
+    many = len(series) > 1
+    for n, (host, out_len) in enumerate(series):
+        mine = sorted((r for r in rows if (r.host, r.output_len) == (host, out_len)), key=lambda r: r.input_len)
+        color = _OTHER_COLORS[n % len(_OTHER_COLORS)] if many else "tab:orange"
+        name = f"{host + ' ' if host else ''}out={out_len}" if many else ""
+        pts = []
+        for r in mine:
+            lv = levels.get(host) or [1]
+            c = r.crossover
+            if c.kind == "interpolated" and c.value:
+                pts.append((r.input_len, c.value, "o"))
+            elif c.kind == "never":
+                pts.append((r.input_len, float(max(lv)), "^"))
+            elif c.kind == "every":
+                pts.append((r.input_len, float(min(lv)), "v"))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, label=f"crossover {name}".strip())
+            for x, y, marker in pts:
+                ax.plot([x], [y], marker=marker, color=color, linestyle="none")
+        th = [(r.input_len, r.threshold) for r in mine if r.threshold]
+        if th:
+            ax.plot([p[0] for p in th], [p[1] for p in th], color=color, linestyle="--", marker="s",
+                    label=f"threshold {name}".strip())
+    xs = sorted({r.input_len for r in rows})
+    _xticks(ax, xs)
+    ys = sorted({c for h in summary.hosts if h.length is not None for c in h.levels})
+    if ys:
+        ax.set_yticks(ys)
+        ax.set_yticklabels([str(c) for c in ys])
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
 def write_plots(summary: ReportSummary, plots_dir: Path) -> list[Path]:
-    """Write the four PNGs into plots_dir; returns their paths."""
+    """Write the PNGs of PLOT_FILES into plots_dir (and CONTEXT_PLOT for a sweep of several
+    context lengths); returns their paths."""
     plots_dir = Path(plots_dir)
     plots_dir.mkdir(parents=True, exist_ok=True)
     drawers = (_throughput, _ratio,
                _latency("median_ttft_ms", "Time to first token", "TTFT ms (median of means)"),
-               _latency("median_tpot_ms", "Time per output token", "TPOT ms (median of means)"))
-    return [draw(summary, plots_dir / name) for draw, name in zip(drawers, PLOT_FILES, strict=True)]
+               _latency("median_tpot_ms", "Time per output token", "TPOT ms (median of means)"), _pareto)
+    paths = [draw(summary, plots_dir / name) for draw, name in zip(drawers, PLOT_FILES, strict=True)]
+    if context_rows(summary):
+        paths.append(_context(summary, plots_dir / CONTEXT_PLOT))
+    return paths

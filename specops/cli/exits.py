@@ -12,7 +12,6 @@ import click
 from click.exceptions import NoArgsIsHelpError
 
 from specops.errors import ConfigError, SpecopsError
-from specops.run.state import Interrupted
 from specops.secrets import redact
 
 OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
@@ -56,6 +55,9 @@ class SpecopsGroup(click.Group):
         except SpecopsError as exc:
             raise click_error(exc) from exc
         except KeyboardInterrupt as exc:
+            # imported here: run.state brings the servers package, which `--help` need not load
+            from specops.run.state import Interrupted
+
             if not isinstance(exc, Interrupted):  # a run that was interrupted has said so
                 click.echo("interrupted", err=True)
             ctx.exit(INTERRUPTED)

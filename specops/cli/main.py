@@ -1,22 +1,45 @@
-"""The `specops` group: every command registered here, the exit-code policy in cli/exits."""
+"""The `specops` group: every command named here, imported when it runs (cli/lazy); the
+exit-code policy in cli/exits."""
 
 from __future__ import annotations
 
 import click
 
 from specops import __version__
-from specops.cli.bench import bench, demo, report
-from specops.cli.compare import compare
-from specops.cli.deploy import deploy
-from specops.cli.exits import SpecopsGroup
-from specops.cli.hosts import hosts
+from specops.cli.lazy import LazyCommand, LazyGroup
 from specops.cli.options import NORMAL, QUIET, VERBOSE, VERBOSITY
-from specops.cli.patch import patch
-from specops.cli.servers import logs, status, stop
-from specops.cli.tune import tune
+
+#: name -> where the command lives and its short help (the first sentence of its docstring).
+COMMANDS: dict[str, LazyCommand] = {
+    "bench": LazyCommand("specops.cli.bench:bench",
+                         "Sweep arms x concurrency x repeats; write results as they come; report the crossover."),
+    "compare": LazyCommand("specops.cli.compare:compare",
+                           "Compare bench runs point by point; * marks differences beyond the run-to-run spread."),
+    "demo": LazyCommand("specops.cli.bench:demo",
+                        "Deploy and bench on the simulated `local` host: the whole loop, no GPU needed."),
+    "deploy": LazyCommand("specops.cli.deploy:deploy",
+                          "Run a playbook on hosts: steps in order, hosts in parallel, every step verified."),
+    "hosts": LazyCommand("specops.cli.hosts:hosts", "List the inventory; `hosts check` connects and reports."),
+    "logs": LazyCommand("specops.cli.servers:logs",
+                        "Show and follow server logs, crashes highlighted; several servers are prefixed."),
+    "patch": LazyCommand("specops.cli.patch:patch", "Syntax-tree anchored patch sets for SGLang trees."),
+    "report": LazyCommand("specops.cli.bench:report",
+                          "Re-render report.md, report.html, summary.json, results.csv and plots/ from a run "
+                          "directory's files alone."),
+    "status": LazyCommand("specops.cli.servers:status",
+                          "Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."),
+    "stop": LazyCommand("specops.cli.servers:stop",
+                        "Stop servers: TERM the process group, KILL after a grace period, wait for the port."),
+    "tune": LazyCommand("specops.cli.tune:tune",
+                        "Find the adaptive arm's threshold from the server's running batch, verify it, and "
+                        "(--write) put it into hosts.yaml."),
+    "verify": LazyCommand("specops.cli.verify:verify",
+                          "Check a deployed host: greedy token identity across the arms, drafting off above the "
+                          "threshold."),
+}
 
 
-@click.group(cls=SpecopsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="specops")
 @click.option("--quiet", "-q", is_flag=True, help="only errors and the final result lines")
 @click.option("--verbose", "-v", is_flag=True, help="full values in tables; every command a step runs")
@@ -26,7 +49,3 @@ def main(ctx: click.Context, quiet: bool, verbose: bool) -> None:
     if quiet and verbose:
         raise click.UsageError("-q and -v contradict each other; give one")
     ctx.meta[VERBOSITY] = QUIET if quiet else VERBOSE if verbose else NORMAL
-
-
-for _command in (deploy, hosts, bench, report, compare, demo, logs, status, stop, patch, tune):
-    main.add_command(_command)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import shlex
 import sys
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 import yaml
@@ -14,7 +14,9 @@ from rich.file_proxy import FileProxy
 
 from specops.errors import ConfigError
 from specops.secrets import redact
-from specops.servers.lease import LeasePolicy
+
+if TYPE_CHECKING:
+    from specops.servers.lease import LeasePolicy
 
 
 def _unproxied(stream: IO[str]) -> IO[str]:
@@ -125,6 +127,8 @@ def lease_options(fn: Any) -> Any:
 
 
 def lease_policy(wait: bool, wait_timeout: float, take_over: bool) -> LeasePolicy:
+    from specops.servers.lease import LeasePolicy  # the servers package: not for every command's start
+
     if wait and take_over:
         raise ConfigError("give --wait or --take-over, not both")
     return LeasePolicy("wait" if wait else "take_over" if take_over else "refuse", wait_timeout)

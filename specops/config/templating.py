@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from typing import Any, Callable
-
-import jinja2
-from jinja2.nativetypes import NativeEnvironment
+from typing import TYPE_CHECKING, Any, Callable
 
 from specops.errors import ConfigError
+
+if TYPE_CHECKING:
+    import jinja2
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.S)
 
@@ -39,27 +39,32 @@ def _filters(env: jinja2.Environment) -> None:
     env.filters["quote"] = lambda v: shlex.quote(str(v))
 
 
-_plain = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-_shell = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                            finalize=_shell_finalize)
-_native = NativeEnvironment(undefined=jinja2.StrictUndefined)
-for _env in (_plain, _shell, _native):
-    _filters(_env)
+@functools.cache
+def _envs() -> dict[str, jinja2.Environment]:
+    """The three environments, made at the first template: jinja2 is imported here, not at
+    the top, so a playbook without `{{ }}` never loads it (0.1 s of every command's start)."""
+    import jinja2
+    from jinja2.nativetypes import NativeEnvironment
 
-
-_ENVS = {"plain": _plain, "shell": _shell, "native": _native}
+    envs = {"plain": jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True),
+            "shell": jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                                        finalize=_shell_finalize),
+            "native": NativeEnvironment(undefined=jinja2.StrictUndefined)}
+    for env in envs.values():
+        _filters(env)
+    return envs
 
 
 @functools.lru_cache(maxsize=4096)
 def _template(env: str, text: str) -> jinja2.Template:
     """Compiled once per text: a playbook's steps render the same strings for every host
     (2000 hosts x 20 steps compiled each one anew: 27 s before a run could start)."""
-    return _ENVS[env].from_string(text)
+    return _envs()[env].from_string(text)
 
 
 @functools.lru_cache(maxsize=4096)
 def _expression(text: str) -> Callable[..., Any]:
-    return _plain.compile_expression(text, undefined_to_none=False)
+    return _envs()["plain"].compile_expression(text, undefined_to_none=False)
 
 
 def _undefined_name(exc: jinja2.UndefinedError) -> str:
@@ -72,6 +77,8 @@ def render(text: str, variables: dict[str, Any], *, shell: bool = False, where: 
     (a list stays a list), except in shell mode where everything becomes quoted text."""
     if "{{" not in text and "{%" not in text:
         return text
+    import jinja2
+
     try:
         if shell:
             return _template("shell", text).render(variables)
@@ -106,6 +113,8 @@ def render_tree(value: Any, variables: dict[str, Any], *, where: str = "", shell
 
 def evaluate(expression: str, variables: dict[str, Any], *, where: str = "") -> Any:
     """Evaluate a bare expression (for `when:`)."""
+    import jinja2
+
     try:
         return _expression(expression)(**variables)
     except jinja2.UndefinedError as exc:
@@ -114,3 +123,21 @@ def evaluate(expression: str, variables: dict[str, Any], *, where: str = "") -> 
         raise ConfigError(f"bad when: expression '{expression}': {exc}", where=where) from None
     except (TypeError, ValueError, ArithmeticError, LookupError) as exc:  # e.g. `'x' in arms` with arms=3
         raise ConfigError(f"cannot evaluate when: {expression}: {exc}", where=where) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def names_in(expression: str) -> frozenset[str]:
+    """The variables a bare expression (a `when:`) reads; empty when it does not parse (the
+    evaluation then says why)."""
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        return frozenset(meta.find_undeclared_variables(_envs()["plain"].parse("{{ (" + expression + ") }}")))
+    except jinja2.TemplateError:
+        return frozenset()
+
+
+def is_false(value: Any) -> bool:
+    """A `when:` result that skips its step: falsy, or a string that says false."""
+    return not value or (isinstance(value, str) and value.strip().lower() in ("false", "0", "no", ""))

@@ -12,13 +12,23 @@ import socket
 import socketserver
 import threading
 from contextlib import AbstractContextManager, contextmanager
-from typing import Iterator
-
-import paramiko
+from typing import TYPE_CHECKING, Iterator
 
 from specops.transport.base import Transport
 
+if TYPE_CHECKING:
+    import paramiko
+
 _CHUNK = 64 * 1024
+
+
+def _ssh_errors() -> tuple[type[BaseException], ...]:
+    """What ends a forwarded connection. paramiko is imported here (already loaded by the
+    SSH transport whose forward this is), not at the top: the bench sweep imports `reach`
+    from this module, and `deploy` on a local host need not load paramiko."""
+    import paramiko
+
+    return (OSError, EOFError, paramiko.SSHException)
 
 
 def _upstream(client: socket.socket, channel: paramiko.Channel) -> None:
@@ -27,7 +37,7 @@ def _upstream(client: socket.socket, channel: paramiko.Channel) -> None:
     try:
         while data := client.recv(_CHUNK):
             channel.sendall(data)
-    except (OSError, EOFError, paramiko.SSHException):
+    except _ssh_errors():
         pass
     finally:
         channel.close()
@@ -46,7 +56,7 @@ def _pump(client: socket.socket, channel: paramiko.Channel) -> None:
     try:
         while data := channel.recv(_CHUNK):
             client.sendall(data)
-    except (OSError, EOFError, paramiko.SSHException):
+    except _ssh_errors():
         pass
     finally:
         try:
@@ -73,7 +83,7 @@ class _Handler(socketserver.BaseRequestHandler):
         try:
             channel = server.ssh.open_channel("direct-tcpip", ("127.0.0.1", server.remote_port),
                                               self.request.getpeername(), timeout=10)
-        except (paramiko.SSHException, OSError, EOFError):
+        except _ssh_errors():
             self.request.close()
             return
         _pump(self.request, channel)

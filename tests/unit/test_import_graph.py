@@ -12,6 +12,14 @@ ROOT = Path(__file__).resolve().parents[2] / "specops"
 LAZY_ALLOWED = {
     "specops.transport.connect": {"specops.transport.ssh", "specops.transport.sshconfig"},  # paramiko costs ~0.2 s
     "specops.sim.testing": {"aiohttp"},                       # only the streaming test helper needs it
+    # Issue 26: what a light command (`status`, `logs`, `deploy` of a plain playbook) would load
+    # for nothing; tests/unit/test_cli_imports.py checks that they stay unloaded.
+    "specops.bench.sweep": {"specops.bench.client"},          # aiohttp + asyncio, 0.1-0.4 s; only where a point is measured
+    "specops.bench.plots": {"matplotlib.backends.backend_agg", "matplotlib.figure"},  # 0.5 s; only where a plot is drawn
+    "specops.config.templating": {"jinja2", "jinja2.nativetypes"},  # 0.1 s; only where a `{{ }}` renders
+    "specops.transport.forward": {"paramiko"},                # 0.2 s; only an SSH forward's errors need it
+    "specops.cli.exits": {"specops.run.state"},               # the servers package (50 ms); only Ctrl-C needs it
+    "specops.cli.options": {"specops.servers.lease"},         # the same; only commands that claim arms need it
 }
 
 
