@@ -28,7 +28,12 @@ from specops.errors import ConfigError
 MASK = "***"
 #: Environment variable names (upper case, as the convention goes) whose values are
 #: treated as secret wherever they appear; `key: ~/.ssh/id` in hosts.yaml is a path, not one.
-SECRET_NAME = re.compile(r"^[A-Z0-9_]*(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*$")
+#: The word must stand alone between underscores (HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY):
+#: TOKENIZERS_PARALLELISM or KEYBOARD_LAYOUT hold no secret.
+SECRET_NAME = re.compile(r"^(?:[A-Z0-9]+_)*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)S?(?:_[A-Z0-9]+)*$")
+#: Values that are never secret whatever their variable is called (a boolean, a number):
+#: masking "false" everywhere would hide every "false" in a log.
+NOT_SECRET_VALUE = re.compile(r"^(?:true|false|yes|no|on|off|none|null|[-+]?[0-9]+(?:\.[0-9]+)?)$", re.IGNORECASE)
 #: Shorter values are not masked inside other text (they would mask ordinary words).
 MIN_MASKED_LEN = 4
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -38,14 +43,29 @@ def looks_secret(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+def could_be_secret(value: str) -> bool:
+    """False for values no secret takes (booleans, numbers): those are never masked."""
+    return not NOT_SECRET_VALUE.match(value.strip())
+
+
 @dataclass(frozen=True)
 class SecretSource:
     """Where a secret's value lives on this machine; `name` is the variable on the host."""
 
     name: str
     env: str | None = None
-    file: str | None = None
+    file: str | None = None  # as hosts.yaml writes it
     where: str = ""
+    #: the inventory's folder: a relative `file` lives there, as `key:` and `known_hosts:` do
+    base: str | None = None
+
+    @property
+    def path(self) -> Path:
+        """The file on this machine: `~` expanded, a relative path joined to `base`."""
+        path = Path(os.path.expanduser(self.file or ""))
+        if path.is_absolute() or not self.base:
+            return path
+        return Path(os.path.normpath(os.path.join(self.base, path)))
 
     def read(self) -> str:
         """The value, or a ConfigError naming the secret and where it was looked for."""
@@ -55,25 +75,28 @@ class SecretSource:
                 raise ConfigError(f"secret {self.name}: environment variable {self.env} is not set on this machine",
                                   where=self.where or None, hint=f"export {self.env}=... before running specops")
         else:
-            path = Path(os.path.expanduser(self.file or ""))
+            path = self.path
+            shown = self.file if str(path) == self.file else f"{self.file} ({path})"
             try:
                 value = path.read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ConfigError(f"secret {self.name}: cannot read {path}: {exc.strerror}",
+                raise ConfigError(f"secret {self.name}: cannot read {shown}: {exc.strerror}",
                                   where=self.where or None) from None
             except UnicodeDecodeError:  # (its bytes are never shown: they may be the secret)
-                raise ConfigError(f"secret {self.name}: {path} is not UTF-8 text",
+                raise ConfigError(f"secret {self.name}: {self.file} is not UTF-8 text",
                                   where=self.where or None) from None
             if not value:
-                raise ConfigError(f"secret {self.name}: {path} is empty", where=self.where or None)
+                raise ConfigError(f"secret {self.name}: {self.file} is empty", where=self.where or None)
         if "\n" in value or "\0" in value:
             raise ConfigError(f"secret {self.name}: the value spans several lines", where=self.where or None)
         remember(value)
         return value
 
 
-def parse_sources(node: Any, where: str) -> dict[str, SecretSource]:
-    """`secrets:` of hosts.yaml: NAME -> {env: VAR} | {file: PATH}."""
+def parse_sources(node: Any, where: str, base: Path | None = None) -> dict[str, SecretSource]:
+    """`secrets:` of hosts.yaml: NAME -> {env: VAR} | {file: PATH}. A relative PATH is a file
+    beside the inventory (`base`, its folder), as `key:` and `known_hosts:` are; `~` is this
+    machine's home."""
     if node is None:
         return {}
     if not isinstance(node, Mapping):
@@ -89,8 +112,8 @@ def parse_sources(node: Any, where: str) -> dict[str, SecretSource]:
         (kind, value), = spec.items()
         if not isinstance(value, str) or not value:
             raise ConfigError(f"secrets.{name}.{kind} must be a non-empty string", where=where)
-        out[name] = SecretSource(name, env=value if kind == "env" else None,
-                                 file=value if kind == "file" else None, where=where)
+        out[name] = SecretSource(name, env=value if kind == "env" else None, file=value if kind == "file" else None,
+                                 where=where, base=os.path.abspath(base) if base is not None else None)
     return out
 
 
@@ -119,7 +142,7 @@ _pattern: re.Pattern[str] | None = None
 def remember(value: str) -> None:
     """Mask `value` from now on in everything `redact` sees."""
     global _pattern
-    if len(value) < MIN_MASKED_LEN:
+    if len(value) < MIN_MASKED_LEN or not could_be_secret(value):
         return
     with _lock:
         if value not in _known:
@@ -136,8 +159,8 @@ def redact(value: Any) -> Any:
     if isinstance(value, bytes):
         return _redact_text(value.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     if isinstance(value, Mapping):
-        return {k: (MASK if isinstance(k, str) and looks_secret(k) and isinstance(v, str) and v else redact(v))
-                for k, v in value.items()}
+        return {k: (MASK if isinstance(k, str) and looks_secret(k) and isinstance(v, str) and v and could_be_secret(v)
+                    else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     if isinstance(value, tuple):
@@ -153,5 +176,6 @@ def _redact_text(text: str) -> str:
     if pattern is not None:
         text = pattern.sub(MASK, text)
     if "=" in text:
-        text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}={MASK}" if looks_secret(m.group(1)) else m.group(0), text)
+        text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}={MASK}" if looks_secret(m.group(1))
+                               and could_be_secret(m.group(2).strip("'\"")) else m.group(0), text)
     return text

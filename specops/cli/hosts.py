@@ -26,6 +26,6 @@ def hosts(ctx: click.Context, inventory_path: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def hosts_check(ctx: click.Context, host_spec: str, inventory_path: str | None, as_json: bool) -> None:
-    """Connect to each host: reachable, host key, python, git, free disk, GPUs."""
+    """Connect to each host: reachable, host key, python, git, free disk, GPUs (a CPU host: its CPU)."""
     inv = load_inventory(inventory_path or (ctx.obj or {}).get("inventory_path"))
     exit_with(check_hosts(inv, inv.select(host_spec), console, as_json=as_json, full=verbose()))

@@ -26,7 +26,7 @@ TOP_KEYS = ["defaults", "hosts", "groups", "vars", "secrets"]
 HOST_KEYS = [
     "connection", "address", "port", "user", "key", "host_key", "known_hosts",
     "workdir", "python", "engine", "gpus", "connect_timeout", "vars", "secrets", "slurm", "login",
-    "ssh_config", "proxy_jump",
+    "ssh_config", "proxy_jump", "device",
 ]
 #: the OpenSSH client config read for SSH hosts unless `ssh_config: false`
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
@@ -38,6 +38,12 @@ HostKeyMode = Literal["accept-new", "strict"]
 HOST_KEY_MODES: tuple[HostKeyMode, ...] = get_args(HostKeyMode)
 DEFAULT_HOST_KEY_MODE: HostKeyMode = "accept-new"
 ENGINES = ("sglang", "sim")
+#: What a host's servers compute on. `cpu`: SGLang's own CPU serving (`--device cpu`): no GPU
+#: preflight, no GPU placement; the simulator takes the same flags, so it rehearses that path.
+DEVICES = ("gpu", "cpu")
+DEFAULT_DEVICE = "gpu"
+#: the engines that can serve on a CPU (an engine added later must say so here)
+CPU_ENGINES = ("sglang", "sim")
 
 
 @dataclass
@@ -56,6 +62,8 @@ class Host:
     python: str = "python3"
     engine: str = "sglang"
     gpus: list[int] = field(default_factory=list)
+    #: `gpu` (the default) or `cpu` (DEVICES); an arm's own `device` wins over it
+    device: str = DEFAULT_DEVICE
     connect_timeout: float = 10.0
     groups: list[str] = field(default_factory=list)
     vars: dict[str, Any] = field(default_factory=dict)
@@ -90,6 +98,7 @@ class Host:
         return {
             "inventory_hostname": self.name, "host": self.name, "workdir": self.workdir,
             "python": self.python, "engine": self.engine, "gpus": list(self.gpus),
+            "device": self.device,
             "address": self.address or "127.0.0.1", "connection": self.connection,
             "scheduler": "slurm" if self.slurm is not None else "none",
         }
@@ -190,6 +199,9 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str, host
     gpus = get("gpus", list, [])
     if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
         raise ConfigError(f"{what}: gpus must be a list of GPU indices (integers from 0)", where=where_of(node, "gpus"))
+    device = one_of("device", DEVICES, DEFAULT_DEVICE)
+    if device == "cpu":
+        _check_cpu_host(what, engine, gpus, node, defaults)
     port = get("port", int, 22)
     if not 0 < port < 65536:
         raise ConfigError(f"{what}: port {port} is out of range", where=where_of(node, "port"))
@@ -210,13 +222,33 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str, host
         name=name, connection=connection, address=address, port=port,
         user=get("user", str, None), key=_local_path(key, base), host_key=host_key,
         known_hosts=_local_path(known_hosts, base), workdir=get("workdir", str, "~/specops"),
-        python=get("python", str, python_default), engine=engine, gpus=list(gpus),
+        python=get("python", str, python_default), engine=engine, gpus=list(gpus), device=device,
         connect_timeout=float(get("connect_timeout", (int, float), 10.0)), vars=dict(host_vars),
-        secrets=parse_sources(merged.get("secrets"), where_of(node if "secrets" in node else defaults, "secrets")),
+        secrets=parse_sources(merged.get("secrets"), where_of(node if "secrets" in node else defaults, "secrets"),
+                              base=base),
         slurm=parse_slurm(node["slurm"], what) if "slurm" in node else None,
         ssh_config=ssh_config_path, proxy_jump=get("proxy_jump", str, None),
         given=tuple(k for k in ("address", "port", "user", "key") if k in merged),
     )
+
+
+def _check_cpu_host(what: str, engine: str, gpus: list[int], node: Any, defaults: Any) -> None:
+    """`device: cpu` says the host has no GPUs to give: a `gpus:` list, a GPU request per Slurm
+    job, or an engine that cannot serve on a CPU contradicts it (named at the line that does)."""
+    def at(key: str) -> str:
+        return where_of(node if key in node else defaults, key)
+
+    if engine not in CPU_ENGINES:
+        raise ConfigError(f"{what}: device cpu needs engine {' or '.join(CPU_ENGINES)}, got {engine!r}",
+                          where=at("engine"))
+    if gpus:
+        raise ConfigError(f"{what}: device cpu with gpus {gpus}: a CPU host has no GPUs to place arms on",
+                          where=at("gpus"), hint="drop 'gpus', or set device: gpu")
+    slurm = node.get("slurm") if isinstance(node, dict) else None
+    if isinstance(slurm, dict) and slurm.get("gpus_per_arm", 1):
+        raise ConfigError(f"{what}: device cpu on a Slurm host would still ask the scheduler for GPUs",
+                          where=where_of(slurm, "gpus_per_arm" if "gpus_per_arm" in slurm else None, at("slurm")),
+                          hint="set gpus_per_arm: 0 in its slurm block")
 
 
 def _local_path(value: str | None, base: Path) -> str | None:
@@ -269,14 +301,14 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
         groups[str(gname)] = [str(m) for m in members]
         group_vars[str(gname)] = dict(gvars)
         if not isinstance(gnode, list) and gnode.get("secrets") is not None:
-            group_secrets = parse_sources(gnode["secrets"], where_of(gnode, "secrets"))
+            group_secrets = parse_sources(gnode["secrets"], where_of(gnode, "secrets"), base=path.parent)
             for member in members:  # a host's own secrets win over its group's
                 hosts[member].secrets = {**group_secrets, **hosts[member].secrets}
 
     inv_vars = data.get("vars") or {}
     if "vars" in data and data["vars"] is not None:
         expect(data, "vars", dict, "the inventory")
-    top_secrets = parse_sources(data.get("secrets"), where_of(data, "secrets"))
+    top_secrets = parse_sources(data.get("secrets"), where_of(data, "secrets"), base=path.parent)
     for host in hosts.values():  # the top level is the weakest
         host.secrets = {**top_secrets, **host.secrets}
     inventory = Inventory(path=path, hosts=hosts, groups=groups, vars=dict(inv_vars))

@@ -23,9 +23,21 @@ def inventory_table(inv: Inventory, width: int) -> Fitted:
                Column("workdir", shrink=True), Column("engine"), Column("gpus", shrink=True),
                Column("groups", shrink=True)]
     rows: list[list[Cell]] = [[host.name, host.connection, host.describe(), host.workdir, host.engine,
-                               ",".join(map(str, host.gpus)) or "-", ",".join(host.groups) or "-"]
+                               _inventory_gpus(host), ",".join(host.groups) or "-"]
                               for host in inv.hosts.values()]
     return fit_table(columns, rows, width=width, title=f"inventory {inv.path}")
+
+
+def _inventory_gpus(host: Host) -> str:
+    """The inventory's `gpus` column: the listed GPUs, `cpu` for a CPU host, else `-`."""
+    return "cpu" if host.device == "cpu" else ",".join(map(str, host.gpus)) or "-"
+
+
+def device_cell(facts: HostFacts) -> str:
+    """What `hosts check` says a host computes on: a CPU host's CPU (never "GPU: none"), else its GPUs."""
+    if facts.device == "cpu":
+        return f"cpu: {facts.cpu}" if facts.cpu else "cpu"
+    return "; ".join(facts.gpus) or ("none" if facts.reachable else "")
 
 
 def _gpu_holders(inventory: GPUInventory) -> list[str]:
@@ -48,9 +60,10 @@ def _facts(host: Host) -> HostFacts:
     try:
         host.expand_on_host(transport.expand)  # `python: ~/...` is the host's home
         facts = gather_facts(transport, host.workdir, python=host.python)
+        facts.device = host.device
         if host.slurm is not None and facts.reachable:  # a login node: the GPUs are the cluster's
             facts.gpus = cluster_gpus(transport, host.slurm)
-        elif facts.reachable and host.engine == "sglang":
+        elif facts.reachable and host.engine == "sglang" and host.device != "cpu":
             facts.gpus += _gpu_holders(read_gpus(transport))
         return facts
     except SpecopsError as exc:
@@ -70,12 +83,12 @@ def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bo
     else:
         columns = [Column("host", shrink=True), Column("reachable"), Column("host key", shrink=True),
                    Column("python", shrink=True), Column("git", shrink=True), Column("free disk", shrink=True),
-                   Column("GPUs", shrink=True)]
+                   Column("device", shrink=True)]
         rows: list[list[Cell]] = []
         for host in hosts:
             f = facts[host.name]
             rows.append([host.name, Text("yes", style="green") if f.reachable else Text("no", style="red"),
-                         f.host_key, f.python, f.git, f.free_disk, "; ".join(f.gpus) or ("none" if f.reachable else "")])
+                         f.host_key, f.python, f.git, f.free_disk, device_cell(f)])
         fit_table(columns, rows, width=console.width, title="hosts check").print(console, full=full)
         for host in hosts:
             if facts[host.name].error:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -191,3 +192,33 @@ def tier_config(tiers: dict[int, list[int]], max_bs: int,
     else:
         effective = None
     return TierPlan(config, dict(sorted(tiers.items())), effective, buckets)
+
+
+# --------------------------------------------------------------------------- transition lines
+
+#: What a server patched with `dynamic-spec-disable` (and the simulator) logs when a decode
+#: batch first crosses `--speculative-disable-batch-threshold`, in either direction; never per
+#: step. The patch set writes these same format strings into the tree (a unit test holds them
+#: equal); SGLang's logger puts its `[time]` (or `[time TPn]`) prefix in front.
+DRAFTING_OFF_LINE = "specops adaptive: drafting off (running batch {batch} > threshold {threshold})"
+DRAFTING_ON_LINE = "specops adaptive: drafting on (running batch {batch} <= threshold {threshold})"
+TRANSITION_RE = re.compile(r"specops adaptive: drafting (?P<state>on|off) \(running batch (?P<batch>\d+) "
+                           r"(?:>|<=) threshold (?P<threshold>\d+)\)")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One transition line: drafting switched on or off at a running batch of `batch`."""
+
+    drafting: bool
+    batch: int
+    threshold: int
+
+
+def transition_line(drafting: bool, batch: int, threshold: int) -> str:
+    return (DRAFTING_ON_LINE if drafting else DRAFTING_OFF_LINE).format(batch=batch, threshold=threshold)
+
+
+def parse_transitions(log: str) -> list[Transition]:
+    """Every transition line in a server log, in order."""
+    return [Transition(m["state"] == "on", int(m["batch"]), int(m["threshold"])) for m in TRANSITION_RE.finditer(log)]

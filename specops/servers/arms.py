@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from specops.config.inventory import DEFAULT_DEVICE, DEVICES
 from specops.config.schema import check_keys, choice, type_name, where_of
 from specops.errors import ConfigError
 from specops.secrets import looks_secret, remember
@@ -21,7 +22,8 @@ BASE_PORT = 30000
 DEFAULT_MAX_RUNNING_REQUESTS = 64
 EAGLE_DEFAULTS = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
 
-_COMMON_KEYS = ("kind", "model", "port", "gpus", "tp_size", "mem_fraction_static", "hub_offline", "extra_args", "env")
+_COMMON_KEYS = ("kind", "model", "port", "gpus", "device", "tp_size", "mem_fraction_static", "hub_offline",
+                "extra_args", "env")
 _EAGLE_KEYS = ("draft_model", "num_steps", "eagle_topk", "num_draft_tokens")
 ALLOWED_KEYS: dict[str, tuple[str, ...]] = {
     "baseline": _COMMON_KEYS,
@@ -56,6 +58,12 @@ class ArmSpec:
     tiers: dict[int, list[int]] | None = None  # native adaptive (0.5.14+): running batch -> draft steps
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    #: `gpu` or `cpu`: the arm's own `device`, else the host's (the `device` variable)
+    device: str = DEFAULT_DEVICE
+
+    @property
+    def cpu(self) -> bool:
+        return self.device == "cpu"
 
     @property
     def speculative(self) -> bool:
@@ -162,6 +170,21 @@ def _env(value: Any, where: str, what: str) -> dict[str, str]:
     if "CUDA_VISIBLE_DEVICES" in out:
         raise _err(where, f"set GPUs of {what} with 'gpus', not env CUDA_VISIBLE_DEVICES")
     return out
+
+
+def _device(arm: _Arm, host_device: Any, where: str) -> str:
+    """The arm's device: its own `device`, else the host's. A CPU arm has no GPUs to ask for."""
+    if "device" in arm.raw:
+        device = choice(arm.raw, "device", DEVICES, arm.what, where=arm.fallback)
+        source = "its own device"
+    else:
+        if host_device not in DEVICES:
+            raise _err(where, f"'device' must be one of {', '.join(DEVICES)}, got {host_device!r}")
+        device, source = str(host_device), "the host's device"
+    if device == "cpu" and arm.raw.get("gpus") is not None:
+        raise _err(arm.at("gpus"), f"{arm.what} runs on the CPU ({source} is cpu) but sets gpus",
+                   hint="drop 'gpus' from the arm, or give it device: gpu")
+    return device
 
 
 def _kind(arm: _Arm) -> str:
@@ -280,6 +303,7 @@ def arms_from_vars(vars: Mapping[str, Any], *, where: str = "vars") -> dict[str,
             hub_offline=_bool(raw.get("hub_offline", True), arm.at("hub_offline"), "hub_offline", arm.what),
             extra_args=_extra_args(raw.get("extra_args", []), arm.at("extra_args"), arm.what),
             env=_env(raw.get("env", {}), arm.at("env"), arm.what),
+            device=_device(arm, vars.get("device") or DEFAULT_DEVICE, where),
         )
         if kind != "baseline":
             _speculative(spec, arm, vars.get("draft_model"))

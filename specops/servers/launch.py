@@ -67,6 +67,8 @@ class LaunchPlan:
     secrets_file: str | None = None
     #: a Slurm host's request for this arm (servers.slurm.SlurmSettings as a dict); None elsewhere
     slurm: dict | None = None
+    #: what the arm computes on: `gpu`, or `cpu` (SGLang's CPU serving: `--device cpu`, no GPUs)
+    device: str = "gpu"
 
     @property
     def command(self) -> str:
@@ -144,6 +146,17 @@ def _placement_flags(arm: ArmSpec) -> list[str]:
     return out
 
 
+#: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
+CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
+
+
+def _device_flags(arm: ArmSpec) -> list[str]:
+    """`--device cpu` for a CPU arm, unless its extra_args already choose a device."""
+    if not arm.cpu or any(a == "--device" or a.startswith("--device=") for a in arm.extra_args):
+        return []
+    return ["--device", "cpu"]
+
+
 def _eagle_flags(arm: ArmSpec) -> list[str]:
     assert arm.draft_model and arm.num_steps and arm.eagle_topk and arm.num_draft_tokens
     return ["--speculative-algorithm", "EAGLE3",
@@ -208,6 +221,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                 where=where,
                 hint="apply the `dynamic-spec-disable` patch set to the tree, or use SGLang >= 0.5.14")
     flags += _placement_flags(arm)
+    flags += _device_flags(arm)
     flags += arm.extra_args
     try:
         sglang_part = split_knobs(flags)[1] if engine == "sim" else flags  # the simulator's own knobs aside
@@ -222,8 +236,8 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
         argv = [python, "-m", "sglang.launch_server", *flags]
     else:
         raise ConfigError(f"unknown engine {engine!r} (sglang or sim)", where=where)
-    env = dict(arm.env)
-    if arm.gpus is not None:
+    env = {**CPU_ENGINE_ENV, **arm.env} if arm.cpu else dict(arm.env)  # the arm's own env wins
+    if arm.gpus is not None and not arm.cpu:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
     if engine == "sglang" and arm.hub_offline:
         env.setdefault("HF_HUB_OFFLINE", "1")  # weights were settled before launch: a gap fails fast
@@ -233,4 +247,4 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                       state_path=paths.server_state(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path,
-                      sglang_version=layout.version, cwd=neutral_cwd(workdir))
+                      sglang_version=layout.version, cwd=neutral_cwd(workdir), device=arm.device)

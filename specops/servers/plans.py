@@ -66,12 +66,14 @@ def host_gpu_indices(transport: Transport, host: Host) -> list[int]:
 def placements_for(transport: Transport, host: Host, variables: dict[str, Any], *,
                    where: str = "vars") -> list[Placement] | None:
     """Every arm's GPUs and tensor parallelism on an SGLang host (None on a simulated one
-    that lists no `gpus`).
+    that lists no `gpus`, and where every arm runs on the CPU).
     All arms of the vars are placed, in their order, so `bench --arms eagle3` finds eagle3
-    on the GPU deploy gave it."""
+    on the GPU deploy gave it. CPU arms (`device: cpu`) are never placed: they have no GPUs."""
     if str(variables.get("engine") or host.engine) != "sglang" and not host.gpus:
         return None  # a simulated host is placed only when hosts.yaml gives it GPUs to place on
-    specs = arms_from_vars(variables, where=where)
+    specs = {name: spec for name, spec in arms_from_vars(variables, where=where).items() if not spec.cpu}
+    if not specs:
+        return None  # nothing to ask nvidia-smi about
     return place_arms(arm_requests(specs), host_gpu_indices(transport, host))
 
 

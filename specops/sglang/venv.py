@@ -35,15 +35,27 @@ def neutral_cwd(workdir: str) -> str:
     return posixpath.join(paths.state_dir(workdir), NEUTRAL_CWD)
 
 
+#: the file in the environment's site-packages that adds a prepared runtime's packages after
+#: the environment's own (its name sorts after the editable install's, so the tree comes first)
+RUNTIME_PTH = "zz-specops-runtime.pth"
+
+
 @dataclass
 class InstallSettings:
     """What the install step does, from the variables (`sglang_extras`, `sglang_pip_args`,
-    `sglang_install_deps`), so hosts.yaml, --var and the step's own args all reach it."""
+    `sglang_install_deps`, `sglang_runtime`), so hosts.yaml, --var and the step's own args all
+    reach it.
+
+    `runtime`: a python whose environment already holds torch and SGLang's dependencies (a
+    conda env, a cluster module, a cached venv). The environment is then made from that
+    python and sees its packages; only the tree is installed into it, without dependencies
+    unless `sglang_install_deps: true` says otherwise."""
 
     venv: str
     extras: list[str] = field(default_factory=list)
     pip_args: list[str] = field(default_factory=list)
     install_deps: bool = True
+    runtime: str | None = None
 
     @classmethod
     def from_vars(cls, variables: dict[str, Any], args: dict[str, Any], where: str) -> "InstallSettings":
@@ -54,7 +66,12 @@ class InstallSettings:
 
         extras = pick("extras", "sglang_extras", [])
         pip_args = pick("pip_args", "sglang_pip_args", [])
-        deps = pick("install_deps", "sglang_install_deps", True)
+        runtime = pick("runtime", "sglang_runtime", None)
+        if runtime is not None and (not isinstance(runtime, str) or not runtime.strip()):
+            raise ConfigError(f"sglang_runtime must be the path of a python on the host, got {runtime!r}",
+                              where=where, hint="e.g. /opt/conda/envs/sglang/bin/python; leave it out for a new "
+                                                "environment with SGLang's dependencies installed")
+        deps = pick("install_deps", "sglang_install_deps", runtime is None)  # a runtime brings them
         for name, value in (("sglang_extras", extras), ("sglang_pip_args", pip_args)):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{name} must be a list of strings, got {value!r}", where=where)
@@ -66,7 +83,8 @@ class InstallSettings:
         if bad:
             raise ConfigError(f"sglang_extras: {', '.join(bad)} is not an extra's name", where=where)
         venv = str(args.get("venv") or venv_dir(variables))
-        return cls(venv=venv, extras=list(extras), pip_args=list(pip_args), install_deps=deps)
+        return cls(venv=venv, extras=list(extras), pip_args=list(pip_args), install_deps=deps,
+                   runtime=runtime.strip() if runtime else None)
 
     def target(self, tree: str) -> str:
         """`<tree>/python[extra,...]`, what pip installs editable."""

@@ -6,9 +6,10 @@ from typing import Any
 
 from specops.bench.store import load_results
 from specops.bench.sweep import (
+    HEADER_FACTS,
     BenchSettings,
     HostSweep,
-    gpu_facts,
+    device_facts,
     matrix_for,
     settings_record,
     specops_version,
@@ -53,8 +54,9 @@ class Bench(StepKind):
         tree = ctx.path(str(ctx.args["tree"]))
         plans = plan_arms(ctx.transport, ctx.host, ctx.vars, settings.arms, tree, where=ctx.step.where)
         layout = detect_layout(TransportTreeFiles(ctx.transport, tree))
+        device = "cpu" if plans and all(p.device == "cpu" for p in plans) else "gpu"  # what the arms run on
         facts = {"sglang_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
-                 "engine": ctx.host.engine, **gpu_facts(ctx.transport)}
+                 "engine": ctx.host.engine, **device_facts(ctx.transport, device)}
 
         def record_host(manifest: dict) -> None:
             manifest.setdefault("specops_version", specops_version())
@@ -63,8 +65,9 @@ class Bench(StepKind):
             manifest.setdefault("client", {"runner": settings.runner, "seed": settings.seed,
                                            "input_len": settings.input_len, "output_len": settings.output_len,
                                            "dataset": settings.dataset, "temperature": 0})
-            for key in ("sglang_version", "sglang_commit", "gpu", "gpu_count"):
-                manifest.setdefault(key, facts[key])
+            for key in ("sglang_version", "sglang_commit", *HEADER_FACTS):
+                if key in facts:
+                    manifest.setdefault(key, facts[key])
             manifest.setdefault("hosts", {}).setdefault(ctx.host.name, {}).update(facts)
 
         update_manifest(ctx.run_dir, record_host)

@@ -89,9 +89,15 @@ class Server(StepKind):
 
     def _waves(self, ctx: StepContext, plans: list[LaunchPlan]) -> list[list[LaunchPlan]]:
         """Arms that start together. On an SGLang host, arms sharing a GPU start one after
-        another, each ready before the next (or are refused without mem_fraction_static)."""
+        another, each ready before the next (or are refused without mem_fraction_static).
+        CPU arms share the host's cores and memory: each starts once the one before is ready."""
         if ctx.host.slurm is not None:  # each arm is a job of its own: the scheduler places them
             return [plans]
+        cpu = [p for p in plans if p.device == "cpu"]
+        rest = [p for p in plans if p.device != "cpu"]
+        return (self._gpu_waves(ctx, rest) if rest else []) + [[p] for p in cpu]
+
+    def _gpu_waves(self, ctx: StepContext, plans: list[LaunchPlan]) -> list[list[LaunchPlan]]:
         placements = placements_for(ctx.transport, ctx.host, ctx.vars, where=ctx.step.where)
         if not placements:
             return [plans]

@@ -7,6 +7,14 @@ is live without reinstalling. Verified from a neutral directory with the environ
 own python: `sglang` resolves to a file under `<tree>/python`, and the installed version
 is the tree's version. An install stamp in the environment (tree, commit, pyproject,
 settings) makes a re-run a no-op while nothing that matters to pip has changed.
+
+With a prepared runtime (`sglang_runtime: /path/to/python`: a conda env, a cluster module,
+a cached venv that already holds torch and SGLang's dependencies) the environment is made
+from that python, a `.pth` file adds the runtime's site-packages after the environment's
+own, and only the tree is installed (no dependencies unless `sglang_install_deps: true`),
+as a plain path entry (`editable_mode=compat`) that sorts before the runtime's folders: a
+runtime with an `sglang` of its own still resolves `sglang` into the tree. The same check
+then proves it, and the stamp names the runtime and its folders.
 """
 
 from __future__ import annotations
@@ -19,11 +27,13 @@ from typing import Any
 
 from specops.errors import SpecopsError, StepError
 from specops.patching import PatchError, load_patchset, run_verify
+from specops.sglang import cuda
 from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.sglang.treeversion import tree_version
-from specops.sglang.venv import InstallSettings, neutral_cwd, venv_python
+from specops.sglang.venv import RUNTIME_PTH, InstallSettings, neutral_cwd, venv_python
 from specops.steps.base import Outcome, StepContext, StepKind
+from specops.transport.nvidia import parse_probe, probe_command
 
 STAMP = ".specops-install.json"
 PYPROJECT = "python/pyproject.toml"
@@ -53,14 +63,27 @@ except importlib.metadata.PackageNotFoundError:
     pass
 print(json.dumps(out))
 """
+#: What a prepared runtime's python says of itself: its version and the site-packages
+#: folders an environment made from it must see.
+RUNTIME_PROBE = r"""
+import json, os, site, sys
+dirs = []
+for d in site.getsitepackages():
+    if os.path.isdir(d) and d not in dirs:
+        dirs.append(d)
+print(json.dumps({"executable": sys.executable, "version": "%d.%d" % sys.version_info[:2], "site": dirs}))
+"""
+#: The environment's own site-packages (where the runtime's `.pth` goes) and version.
+VENV_SITE = ('import json, sys, sysconfig; print(json.dumps({"purelib": sysconfig.get_path("purelib"), '
+             '"version": "%d.%d" % sys.version_info[:2]}))')
 
 
 class SGLangInstall(StepKind):
     name = "sglang_install"
     changes_sglang = True
-    keys = ("tree", "venv", "extras", "pip_args", "install_deps")
+    keys = ("tree", "venv", "extras", "pip_args", "install_deps", "runtime")
     required = ("tree",)
-    arg_types = {"tree": str, "venv": str, "extras": list, "pip_args": list, "install_deps": bool}
+    arg_types = {"tree": str, "venv": str, "extras": list, "pip_args": list, "install_deps": bool, "runtime": str}
 
     # ----- what the step works with -------------------------------------------------------
 
@@ -80,8 +103,70 @@ class SGLangInstall(StepKind):
     def _pip_argv(self, ctx: StepContext) -> list[str]:
         s = self._settings(ctx)
         tree, _, python = self._paths(ctx)
+        # with a runtime: a plain path entry, which sorts before the runtime's folders on sys.path
+        compat = ["--config-settings", "editable_mode=compat"] if s.runtime else []
         return [python, "-m", "pip", "install", "--disable-pip-version-check",
-                *([] if s.install_deps else ["--no-deps"]), *s.pip_args, "-e", s.target(tree)]
+                *([] if s.install_deps else ["--no-deps"]), *s.pip_args, *compat, "-e", s.target(tree)]
+
+    def _runtime(self, ctx: StepContext) -> dict[str, Any] | None:
+        """The prepared runtime's python, version and site-packages (None: no runtime). A
+        runtime that is missing or cannot run fails the step naming the host and the path."""
+        runtime = self._settings(ctx).runtime
+        if runtime is None:
+            return None
+
+        def probe() -> dict[str, Any]:
+            path = ctx.path(runtime)
+            r = ctx.probe(["bash", "-c", 'test -f "$1" && test -x "$1" || exit 3; exec env -u PYTHONPATH "$1" -c "$2"',
+                           "_", path, RUNTIME_PROBE])
+            where = f"sglang_runtime {path} on host {ctx.host.name}"
+            hint = "point sglang_runtime at the python of an environment that holds torch (e.g. <env>/bin/python)"
+            if r.rc == 3:
+                raise StepError(f"{where}: no such python (missing, or not executable)", hint=hint)
+            try:
+                seen = json.loads(r.stdout.strip().splitlines()[-1]) if r.ok else None
+            except (ValueError, IndexError):
+                seen = None
+            if not isinstance(seen, dict) or not isinstance(seen.get("site"), list):
+                raise StepError(f"{where} cannot run: {r.tail(3) or f'exit code {r.rc}'}", hint=hint)
+            return {"python": path, "version": str(seen.get("version")), "site": [str(d) for d in seen["site"]]}
+        return ctx.once("install.runtime", probe)
+
+    def _pth(self, ctx: StepContext, runtime: dict[str, Any]) -> bytes:
+        """The `.pth` that adds the runtime's folders after the environment's own packages
+        (`addsitedir`, so the runtime's own .pth files work as they do in the runtime)."""
+        lines = [f"# specops: the prepared runtime {runtime['python']} (sglang_runtime), after this "
+                 "environment's own packages"]
+        lines += [f"import site; site.addsitedir({d!r})" for d in runtime["site"]]
+        return ("\n".join(lines) + "\n").encode()
+
+    def _venv_site(self, ctx: StepContext) -> dict[str, Any]:
+        _, venv, python = self._paths(ctx)
+        r = ctx.probe(["env", "-u", "PYTHONPATH", python, "-c", VENV_SITE])
+        try:
+            return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError, TypeError):
+            raise StepError(f"{python} cannot run: {r.tail(3)}") from None
+
+    def _runtime_linked(self, ctx: StepContext, runtime: dict[str, Any]) -> bool:
+        """The environment's `.pth` lists exactly the runtime's folders."""
+        site = self._venv_site(ctx)
+        path = posixpath.join(str(site["purelib"]), RUNTIME_PTH)
+        return ctx.transport.stat_size(path) is not None and ctx.transport.get(path) == self._pth(ctx, runtime)
+
+    def _link_runtime(self, ctx: StepContext, runtime: dict[str, Any]) -> str:
+        """Write the runtime's `.pth` into the environment; its path. An environment made
+        from another python version cannot load the runtime's compiled packages: refused."""
+        _, venv, _ = self._paths(ctx)
+        site = self._venv_site(ctx)
+        if site.get("version") != runtime["version"]:
+            raise StepError(f"{venv} is a python {site.get('version')} environment; the runtime "
+                            f"{runtime['python']} is python {runtime['version']}",
+                            hint=f"remove {venv}, or point sglang_venv at a new folder: it is then made "
+                                 "from the runtime's python")
+        path = posixpath.join(str(site["purelib"]), RUNTIME_PTH)
+        ctx.put(self._pth(ctx, runtime), path)
+        return path
 
     def _wanted_stamp(self, ctx: StepContext) -> dict[str, Any]:
         """What the installed package depends on: the tree, its commit, its pyproject, the settings."""
@@ -93,9 +178,13 @@ class SGLangInstall(StepKind):
             pyproject = files.read(PYPROJECT)
             if pyproject is None:
                 raise StepError(f"{tree}/{PYPROJECT} is missing: not an SGLang checkout (run the git step first)")
-            return {"tree": tree, "commit": head.stdout.strip() if head.ok else None,
-                    "pyproject_sha256": hashlib.sha256(pyproject).hexdigest(),
-                    "extras": s.extras, "install_deps": s.install_deps, "pip_args": s.pip_args}
+            stamp: dict[str, Any] = {"tree": tree, "commit": head.stdout.strip() if head.ok else None,
+                                     "pyproject_sha256": hashlib.sha256(pyproject).hexdigest(),
+                                     "extras": s.extras, "install_deps": s.install_deps, "pip_args": s.pip_args}
+            runtime = self._runtime(ctx)
+            if runtime is not None:  # another runtime, or one whose folders moved: install again
+                stamp["runtime"] = {"python": runtime["python"], "site": runtime["site"]}
+            return stamp
         return ctx.once("install.stamp", compute)
 
     def _tree_version(self, ctx: StepContext) -> tuple[str | None, str]:
@@ -140,10 +229,15 @@ class SGLangInstall(StepKind):
 
     def describe(self, ctx: StepContext) -> list[str]:
         tree, venv, python = self._paths(ctx)
-        host_python = ctx.host.python
-        return [f"{host_python} -m venv {venv}  (uv venv --seed where the host has uv; kept if present)",
-                " ".join(self._pip_argv(ctx)) + f"  (from {self._neutral(ctx)}; output to the run directory)",
-                f"check from {self._neutral(ctx)}: {python} finds sglang under {tree}/python at the tree's version"]
+        runtime = self._settings(ctx).runtime
+        base = ctx.path(runtime) if runtime else ctx.host.python
+        lines = [f"{base} -m venv {venv}  (uv venv --seed where the host has uv; kept if present)"]
+        if runtime:
+            lines.append(f"put <{venv} site-packages>/{RUNTIME_PTH}: the site-packages of {base} "
+                         "(sglang_runtime), after the environment's own")
+        return lines + [
+            " ".join(self._pip_argv(ctx)) + f"  (from {self._neutral(ctx)}; output to the run directory)",
+            f"check from {self._neutral(ctx)}: {python} finds sglang under {tree}/python at the tree's version"]
 
     def is_done(self, ctx: StepContext) -> bool | None:
         stamp_path = self._stamp_path(ctx)
@@ -156,6 +250,9 @@ class SGLangInstall(StepKind):
         try:
             if stamp != self._wanted_stamp(ctx):
                 return False
+            runtime = self._runtime(ctx)
+            if runtime is not None and not self._runtime_linked(ctx, runtime):
+                return False
             return self._judge(ctx, self._probe(ctx)) == ""
         except StepError:
             return False  # apply says why (no tree yet, a broken environment)
@@ -163,14 +260,18 @@ class SGLangInstall(StepKind):
     def apply(self, ctx: StepContext) -> Outcome:
         s = self._settings(ctx)
         tree, venv, python = self._paths(ctx)
+        check_cuda(ctx, tree, s)  # a release the driver cannot run is refused before anything is made
+        runtime = self._runtime(ctx)  # a runtime that cannot run fails here, before anything is made
         stamp = self._wanted_stamp(ctx)
         cwd = self._neutral(ctx)
         started = time.monotonic()
         if ctx.probe(["test", "-x", python]).rc != 0:
-            made = ctx.run(["bash", "-c", MAKE_VENV, "_", venv, ctx.host.python], timeout=min(ctx.timeout, 600))
+            base = runtime["python"] if runtime else ctx.host.python
+            made = ctx.run(["bash", "-c", MAKE_VENV, "_", venv, base], timeout=min(ctx.timeout, 600))
             if not made.ok:
-                raise StepError(f"cannot create the environment {venv}: {made.tail(3)}",
+                raise StepError(f"cannot create the environment {venv} from {base}: {made.tail(3)}",
                                 hint="install python3-venv (apt-get install python3-venv) or uv on the host")
+        linked = self._link_runtime(ctx, runtime) if runtime else None
         before = self._probe(ctx)
         ctx.run(["mkdir", "-p", cwd], timeout=30)
         pip = ctx.run(["env", "-u", "PYTHONPATH", *self._pip_argv(ctx)], cwd=cwd)
@@ -178,7 +279,7 @@ class SGLangInstall(StepKind):
         if not pip.ok:
             raise StepError(f"pip install -e {s.target(tree)} failed (exit {pip.rc}): {pip.tail(3)}",
                             hint=f"the whole pip output is in {log}")
-        checked = self._patch_round_trips(ctx) if s.install_deps else []
+        checked = self._patch_round_trips(ctx) if s.install_deps or runtime else []
         ctx.transport.put((json.dumps(stamp, indent=1, sort_keys=True) + "\n").encode(), self._stamp_path(ctx))
         after = self._probe(ctx) or {}
         replaced, was = "", None
@@ -186,13 +287,16 @@ class SGLangInstall(StepKind):
             was = {"origin": before.get("origin"), "version": before.get("version")}
             replaced = f"; replaced the sglang at {was['origin']} ({was['version']})"
         deps = "" if s.install_deps else ", no deps"
+        if runtime:
+            deps += f", runtime {runtime['python']}"
         if checked:
             deps += f"; {', '.join(checked)} round trip ok in the environment"
         message = (f"sglang {after.get('version')} editable from {tree}/python into {venv}{deps} "
                    f"in {time.monotonic() - started:.1f}s{replaced}; pip log {log}")
         return Outcome(result=None, data={"version": after.get("version"), "origin": after.get("origin"),
                                           "venv": venv, "python": python, "pip_log": str(log),
-                                          "commit": stamp["commit"], "replaced": was}, message=message)
+                                          "commit": stamp["commit"], "replaced": was,
+                                          "runtime": runtime, "runtime_pth": linked}, message=message)
 
     def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
         problem = self._judge(ctx, self._probe(ctx))
@@ -230,3 +334,23 @@ class SGLangInstall(StepKind):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"$ {command}\n{text}")
         return str(path)
+
+
+def check_cuda(ctx: StepContext, tree: str, s: InstallSettings) -> None:
+    """Refuse, before the environment is made, a tree whose pins need a newer CUDA than the
+    host's driver supports (specops.sglang.cuda); warn where that cannot be told. Nothing to
+    judge on a `device: cpu` host, or where nvidia-smi finds no GPU (the GPU preflight says
+    why), or with a prepared runtime, whose own torch decides."""
+    if getattr(ctx.host, "device", "gpu") == "cpu":
+        return
+    inventory = parse_probe(ctx.probe(probe_command()).stdout)
+    pyproject = TransportTreeFiles(ctx.transport, tree).read(cuda.PYPROJECT)
+    need = cuda.needed(pyproject.decode("utf-8", "replace") if pyproject is not None else None, s.extras, s.pip_args)
+    if getattr(s, "runtime", None):
+        need = cuda.CudaNeed(None, need.pins, f"the prepared runtime {s.runtime}'s own torch decides")
+    version, _ = tree_version(TransportTreeFiles(ctx.transport, tree))
+    verdict = cuda.verdict(version, need, inventory)
+    if verdict.refuse:
+        raise StepError(verdict.refuse, hint="set sglang_ref to that release, or update the host's NVIDIA driver")
+    if verdict.warn:
+        ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=verdict.warn)

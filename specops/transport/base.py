@@ -167,4 +167,8 @@ class HostFacts:
     git: str = ""
     free_disk: str = ""
     gpus: list[str] = field(default_factory=list)
+    #: the CPU model, cores and memory (transport.probes.CPUFacts.describe)
+    cpu: str = ""
+    #: what the host's servers compute on (hosts.yaml `device`), filled in by `hosts check`
+    device: str = ""
     error: str = ""

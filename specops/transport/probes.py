@@ -8,6 +8,8 @@ facts, not failures; only an unreachable host makes `reachable` false.
 from __future__ import annotations
 
 import shlex
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from specops.errors import TransportError
 from specops.transport.base import HostFacts, Transport
@@ -23,6 +25,8 @@ echo @@git; git --version 2>&1 || echo "@@missing git"
 echo @@disk
 d="$wd"; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname -- "$d"); done
 echo "$d"; df -Pk -- "$d" 2>&1 | tail -n 1
+echo @@cpu
+{cpu}
 echo @@gpus
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1 || echo "@@failed $?"
@@ -37,7 +41,7 @@ def gather_facts(transport: Transport, workdir: str, python: str = "python3") ->
     host gives `reachable=False` with the error."""
     try:
         wd = transport.expand(workdir)
-        result = transport.run(_SCRIPT.format(python=shlex.quote(python), workdir=shlex.quote(wd)),
+        result = transport.run(_SCRIPT.format(python=shlex.quote(python), workdir=shlex.quote(wd), cpu=CPU_SCRIPT),
                                timeout=FACTS_TIMEOUT_S)
     except TransportError as exc:
         return HostFacts(reachable=False, host_key=_host_key(transport), error=str(exc))
@@ -49,6 +53,7 @@ def gather_facts(transport: Transport, workdir: str, python: str = "python3") ->
     facts.python = _version(sections.get("python", []))
     facts.git = _version(sections.get("git", []))
     facts.free_disk = _disk(sections.get("disk", []), wd)
+    facts.cpu = parse_cpu("\n".join(sections.get("cpu", []))).describe()
     gpu_lines = sections.get("gpus", [])
     if any(ln.startswith("@@failed") for ln in gpu_lines):
         facts.error = "nvidia-smi failed: " + " ".join(ln for ln in gpu_lines if not ln.startswith("@@"))
@@ -102,3 +107,60 @@ def _gpu(line: str) -> str:
     """`NVIDIA H100 80GB HBM3, 81559 MiB` -> `NVIDIA H100 80GB HBM3 (81559 MiB)`."""
     name, _, mem = line.partition(",")
     return f"{name.strip()} ({mem.strip()})" if mem.strip() else name.strip()
+
+
+# ----- the CPU: what a `device: cpu` host serves on ------------------------------------
+
+#: model name (lscpu's, which ARM hosts have too, else /proc/cpuinfo's), online CPUs, memory;
+#: each fact on a `key: value` line, a missing tool simply leaves its line out
+CPU_SCRIPT = r"""
+if command -v lscpu >/dev/null 2>&1; then
+  LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*/model: /p' | head -n 1
+fi
+sed -n 's/^model name[[:space:]]*:[[:space:]]*/model: /p' /proc/cpuinfo 2>/dev/null | head -n 1
+echo "cores: $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null)"
+sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\) kB/memory_kib: \1/p' /proc/meminfo 2>/dev/null
+""".strip()
+
+
+@dataclass
+class CPUFacts:
+    """A host's CPU as the CPU probe saw it (a CPU host's manifest, report and `hosts check`)."""
+
+    model: str = ""
+    cores: int | None = None
+    memory_gib: float | None = None
+
+    def describe(self) -> str:
+        """`AMD EPYC 7B13 (2 cores, 23.5 GiB)`; `unknown CPU` when the probe found nothing."""
+        extra = [f"{self.cores} cores"] if self.cores else []
+        extra += [f"{self.memory_gib:.1f} GiB"] if self.memory_gib else []
+        return (self.model or "unknown CPU") + (f" ({', '.join(extra)})" if extra else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cpu_probe_command() -> list[str]:
+    """The CPU probe as an argv list: one round trip, read-only."""
+    return ["bash", "-c", CPU_SCRIPT]
+
+
+def parse_cpu(stdout: str) -> CPUFacts:
+    """The CPU probe's `key: value` lines; the first model line wins (lscpu's)."""
+    facts = CPUFacts()
+    for line in stdout.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if key == "model" and value and not facts.model:
+            facts.model = " ".join(value.split())
+        elif key == "cores" and value.isdigit():
+            facts.cores = int(value)
+        elif key == "memory_kib" and value.isdigit():
+            facts.memory_gib = round(int(value) / (1024 * 1024), 1)
+    return facts
+
+
+def read_cpu(transport: Transport, timeout: float = FACTS_TIMEOUT_S) -> CPUFacts:
+    """Run the CPU probe on the host and parse it (an unanswered probe: facts left empty)."""
+    return parse_cpu(transport.run(cpu_probe_command(), timeout=timeout).stdout)

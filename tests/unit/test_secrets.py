@@ -77,3 +77,17 @@ def test_loader_puts_values_in_the_environment_not_in_argv(tmp_path):
     missing = subprocess.run(loader_argv(str(tmp_path / "absent")) + ["true"], capture_output=True)
     assert missing.returncode == 111
     assert all("not) run" not in a for a in loader_argv(str(env_file)))
+
+
+def test_secret_words_stand_alone_and_booleans_are_never_masked():
+    """Real SGLang's CPU arms set TOKENIZERS_PARALLELISM=false: its name holds TOKEN but no
+    secret, and masking "false" would hide every "false" in every log specops writes."""
+    from specops.secrets import looks_secret, redact, remember
+
+    assert all(looks_secret(n) for n in ("HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "API_KEYS"))
+    assert not any(looks_secret(n) for n in ("TOKENIZERS_PARALLELISM", "KEYBOARD_LAYOUT", "MONKEY"))
+    remember("false")
+    remember("12345")
+    assert redact("enable=false port=12345") == "enable=false port=12345"
+    assert redact("TOKENIZERS_PARALLELISM=false HF_TOKEN=hf_abcdef") == "TOKENIZERS_PARALLELISM=false HF_TOKEN=***"
+    assert redact({"HF_TOKEN": "hf_abcdef", "X_TOKEN": "true"}) == {"HF_TOKEN": "***", "X_TOKEN": "true"}

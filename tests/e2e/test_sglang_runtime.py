@@ -1,0 +1,147 @@
+"""The install step with a prepared runtime (`sglang_runtime`), for real: a "runtime" venv
+made here holds a tiny package (standing in for torch and SGLang's dependencies) and an
+`sglang` 0.4.0 of its own; the real SGLang 0.5.10.post1 source (the stand-in repo of
+tests/support/standin.py) is cloned and installed editable into an environment made from
+the runtime's python. That environment must import the runtime's package AND resolve
+`sglang` into the tree. The host is a `connection: local` CPU host (`device: cpu`), so no
+GPU preflight runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specops.sglang.venv import RUNTIME_PTH
+from tests.support.arms import arm_vars
+from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels
+
+pytestmark = pytest.mark.slow
+
+STEP = "install sglang"
+WHERE = r"""
+import importlib.metadata, importlib.util, json, os, sys
+import specops_runtime_probe
+spec = importlib.util.find_spec("sglang")
+print(json.dumps({"origin": os.path.realpath(spec.origin), "version": importlib.metadata.version("sglang"),
+                  "probe": specops_runtime_probe.WHO, "probe_file": specops_runtime_probe.__file__,
+                  "prefix": sys.prefix}))
+"""
+
+
+def _package(root: Path, name: str, module: str, version: str, body: str) -> Path:
+    """A one-module (or one-package) distribution, built from source by pip."""
+    src = root / f"src-{name}"
+    if module.endswith("/"):
+        (src / module).mkdir(parents=True)
+        (src / module / "__init__.py").write_text(body)
+        layout = f'packages = ["{module[:-1]}"]'
+    else:
+        src.mkdir(parents=True)
+        (src / f"{module}.py").write_text(body)
+        layout = f'py-modules = ["{module}"]'
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'[project]\nname = "{name}"\nversion = "{version}"\n[tool.setuptools]\n{layout}\n')
+    return src
+
+
+def _runtime(root: Path, who: str) -> Path:
+    """A prepared runtime: a venv with the tiny probe package and an sglang 0.4.0 of its own."""
+    venv = root / f"runtime-{who}"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    probe = _package(root, f"probe-{who}", "specops_runtime_probe", "1.0", f"WHO = {who!r}\n")
+    other = _package(root, f"sglang-{who}", "sglang/", "0.4.0", "__version__ = '0.4.0'\n")
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
+                    str(build_wheels()), str(probe), str(other)], check=True, timeout=600, cwd="/")
+    return venv / "bin" / "python"
+
+
+def _inventory(tmp_path: Path, runtime: Path | str) -> Path:
+    variables = {**arm_vars(), "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{STANDIN_VERSION}",
+                 "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
+                 "sglang_runtime": str(runtime)}
+    variables["arms"] = {"baseline": variables["arms"]["baseline"]}
+    variables.pop("sim", None)
+    host = {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(tmp_path / "cpu")}
+    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"cpu": host}, "vars": variables})
+
+
+def _playbook(tmp_path: Path) -> Path:
+    """deploy.yaml's preparation: preflight, clone, install (no launch: the runtime has no torch)."""
+    return write_yaml(tmp_path / "prepare.yaml", {"name": "prepare", "vars": {"sglang_dir": "{{ workdir }}/sglang"},
+                                                  "steps": [
+        {"name": "gpu preflight", "gpu_preflight": {},
+         "when": "(engine == 'sglang' or device == 'cpu') and scheduler != 'slurm'"},
+        {"name": "check out sglang", "git": {"repo": "{{ sglang_repo }}", "ref": "{{ sglang_ref }}",
+                                             "dest": "{{ sglang_dir }}"}, "timeout": 600},
+        {"name": STEP, "sglang_install": {"tree": "{{ sglang_dir }}"}, "timeout": 900}]})
+
+
+def _deploy(tmp_path: Path, inv: Path, runs: str):
+    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(_playbook(tmp_path)),
+                  "--runs-dir", str(tmp_path / runs))
+    run = sorted(p for p in (tmp_path / runs).iterdir() if p.is_dir())[-1]
+    return res, [e for e in events(run) if e.get("step") == STEP], run
+
+
+def _seen(venv: Path) -> dict:
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", WHERE], cwd="/", capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_install_into_an_environment_that_sees_a_prepared_runtime(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path, "first")
+    inv = _inventory(tmp_path, runtime)
+    tree, venv = tmp_path / "cpu" / "sglang", tmp_path / "cpu" / "venv"
+    check = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(_playbook(tmp_path)), "--check",
+                    "--runs-dir", str(tmp_path / "check"))
+    assert check.exit_code == 0, check.output
+    assert f"{runtime} -m venv {venv}" in check.output and RUNTIME_PTH in check.output, check.output
+    assert "--no-deps" in check.output and "--config-settings editable_mode=compat" in check.output
+
+    res, ev, run = _deploy(tmp_path, inv, "runs")
+    assert res.exit_code == 0, res.output
+    assert [e["message"] for e in events(run) if e["event"] == "note"] == ["GPU preflight skipped: device cpu"]
+    seen = _seen(venv)
+    # the runtime's package, from the runtime; sglang from the tree, though the runtime has one too
+    assert seen["probe"] == "first" and seen["probe_file"].startswith(str(runtime.parent.parent) + "/")
+    assert seen["origin"] == str((tree / "python" / "sglang" / "__init__.py").resolve())
+    assert seen["version"] == STANDIN_VERSION and seen["prefix"] == str(venv)
+    made = [e["command"] for e in ev if e["event"] == "command" and "venv" in e.get("command", "")
+            and not e.get("probe")]
+    assert made and made[0].endswith(f" _ {venv} {runtime}"), made  # the environment came from the runtime
+    (done,) = [e for e in ev if e["event"] == "apply"]
+    assert done["runtime"]["python"] == str(runtime) and done["runtime_pth"].endswith(RUNTIME_PTH)
+    pth = Path(done["runtime_pth"]).read_text()
+    assert str(runtime.parent.parent / "lib") in pth and pth.count("site.addsitedir(") == 1
+
+    # a re-run with the same runtime: the stamp matches, the step is skipped (and still verified)
+    res, ev, _ = _deploy(tmp_path, inv, "runs2")
+    assert res.exit_code == 0 and any(e["event"] == "skip" for e in ev), res.output
+
+    # another runtime (same python version): the stamp names the runtime, so it installs again
+    second = _runtime(tmp_path, "second")
+    res, ev, _ = _deploy(tmp_path, _inventory(tmp_path, second), "runs3")
+    assert res.exit_code == 0 and not any(e["event"] == "skip" for e in ev), res.output
+    assert _seen(venv)["probe"] == "second" and _seen(venv)["version"] == STANDIN_VERSION
+
+
+def test_a_missing_runtime_fails_the_step_naming_host_and_path(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-env" / "bin" / "python"
+    res, ev, _ = _deploy(tmp_path, _inventory(tmp_path, missing), "runs")
+    assert res.exit_code == 1
+    assert f"sglang_runtime {missing} on host cpu: no such python" in res.output, res.output
+    assert not (tmp_path / "cpu" / "venv").exists()  # nothing was made
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'libpython3.11.so: cannot open shared object file' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    res, _, _ = _deploy(tmp_path, _inventory(tmp_path, broken), "runs2")
+    assert res.exit_code == 1 and f"sglang_runtime {broken} on host cpu cannot run" in res.output, res.output
+    assert "libpython3.11.so" in res.output

@@ -1,0 +1,248 @@
+"""Real SGLang 0.5.10.post1 on this machine's CPU, driven by specops as a user drives it.
+
+One host over the sshd fixture, `engine: sglang`, `device: cpu`: a git repository built from
+the real sdist is cloned (shallow), patched with dynamic-spec-disable, installed editable
+into a venv that sees the tier's cached runtime (`sglang_runtime`), the tiny local models
+checked, and baseline, EAGLE-3 and adaptive (threshold 1) launched and waited for on the
+real ready line and /health; then greedy identity with the adaptive path proven by the
+server's own log, the `sglang` runner (real bench_serving), a real crash, and a revert.
+
+What is a stand-in here, and why (tests/support/real_sglang/standins/README.md): the
+GPU/AMX kernel package `sgl_kernel` and two CUDA-only EAGLE kernels, which this CPU cannot
+run. Everything else is SGLang's own code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from specops.servers.adaptive import parse_transitions
+from tests.support.arms import free_port
+from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.real_sglang.models import TinyModels, ensure_models
+from tests.support.real_sglang.runtime import ensure_runtime
+from tests.support.real_sglang.server import STANDINS, arm_profile
+from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
+
+THRESHOLD = 1
+PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model"]
+NEW_TOKENS = 5
+
+
+@dataclass
+class Host:
+    inventory: Path
+    workdir: Path
+    runs: Path
+    ports: dict[str, int]
+    models: TinyModels
+    deploy_output: str
+
+
+def _generate(port: int, prompt: str) -> list[int]:
+    body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": NEW_TOKENS, "ignore_eos": True}}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/generate", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as resp:
+        return list(json.loads(resp.read())["output_ids"])
+
+
+def _at_once(port: int, prompts: list[str]) -> list[list[int]]:
+    """The prompts in flight together: one decode batch of len(prompts) requests."""
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(lambda p: _generate(port, p), prompts))
+
+
+def _inventory(tmp: Path, sshd, models: TinyModels, python: Path, ports: dict[str, int],
+               arms: dict[str, dict] | None = None) -> Path:
+    common = ["--enable-metrics", "--decode-log-interval", "1"]  # a Decode batch line per step: few steps here
+    if arms is None:
+        arms = {
+            "baseline": arm_profile("baseline", models.target, port=ports["baseline"]),
+            "eagle3": arm_profile("eagle3", models.target, port=ports["eagle3"], draft=models.draft),
+            "adaptive": {**arm_profile("adaptive", models.target, port=ports["adaptive"], draft=models.draft),
+                         "threshold": THRESHOLD},
+        }
+        for arm in arms.values():
+            arm["extra_args"] = [*arm["extra_args"], *common]  # type: ignore[misc]
+    entry = {**sshd.host_entry(0, workdir=str(tmp / "w")), "engine": "sglang", "device": "cpu"}
+    variables = {
+        "model": str(models.target), "draft_model": str(models.draft),
+        "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{STANDIN_VERSION}",
+        "sglang_runtime": str(python), "sglang_install_deps": False,
+        "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
+        "max_running_requests": 8, "cuda_graph_max_bs": 8, "arms": arms,
+    }
+    return write_yaml(tmp / "hosts.yaml", {"hosts": {"cpu": entry}, "vars": variables})
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory, sshd):
+    python = ensure_runtime().python
+    models = ensure_models()
+    tmp = tmp_path_factory.mktemp("real-cpu")
+    ports = {"baseline": free_port(), "eagle3": free_port(), "adaptive": free_port()}
+    inv = _inventory(tmp, sshd, models, python, ports)
+    runs = tmp / "runs"
+    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "--runs-dir", str(runs))
+    try:
+        assert res.exit_code == 0, res.output
+        yield Host(inv, tmp / "w", runs, ports, models, res.output)
+    finally:
+        run_cli("stop", "--host", "cpu", "-i", str(inv))
+
+
+def _last_run(runs: Path) -> Path:
+    return sorted(p for p in runs.iterdir() if p.is_dir())[-1]
+
+
+def _log(host: Host, arm: str) -> str:
+    return (host.workdir / ".specops" / "logs" / f"{arm}.log").read_text(errors="replace")
+
+
+def test_deploy_clones_patches_installs_and_serves_three_real_arms(host: Host) -> None:
+    run = _last_run(host.runs)
+    evs = events(run)
+    done = {e.get("step") for e in evs if e["event"] == "done"}
+    assert {"check out sglang", "dynamic speculation disable", "install sglang into its environment",
+            "launch servers", "smoke request"} <= done, sorted(done)
+    weights = [e for e in evs if e.get("step") == "model weights" and e["event"] == "skip"]
+    assert weights and weights[0]["reason"] == "already verified"  # the local tiny models: config.json checked
+    assert any(e["event"] == "note" and e["message"] == "GPU preflight skipped: device cpu" for e in evs
+               if e.get("step") == "gpu preflight")
+    tree = host.workdir / "sglang"
+    assert (tree / "python/sglang/srt/speculative").is_dir()
+    shallow = (tree / ".git" / "shallow").exists()
+    assert shallow, "the checkout is shallow"
+    for arm, port in host.ports.items():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=120) as resp:
+            assert resp.status == 200, arm
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=120) as resp:
+            info = json.loads(resp.read())
+        assert info["version"] == STANDIN_VERSION, (arm, info["version"])
+        assert info["device"] == "cpu"
+        assert "The server is fired up and ready to roll!" in _log(host, arm)
+    # the servers' sglang is the patched checkout, installed editable into a venv that sees the runtime
+    where = subprocess.run([str(host.workdir / "venv" / "bin" / "python"), "-c",
+                            "import sglang, torch; print(sglang.__file__); print(torch.__file__)"],
+                           cwd="/", capture_output=True, text=True, timeout=300, check=True).stdout.split()
+    assert Path(where[0]).resolve().is_relative_to((tree / "python").resolve()), where
+    assert Path(where[1]).resolve().is_relative_to(ensure_runtime().root.resolve()), where
+    with urllib.request.urlopen(f"http://127.0.0.1:{host.ports['adaptive']}/server_info", timeout=120) as resp:
+        assert json.loads(resp.read())["speculative_disable_batch_threshold"] == THRESHOLD
+    status = run_cli("status", "--host", "cpu", "-i", str(host.inventory), "--json")
+    assert status.exit_code == 0, status.output
+    rows = {row["arm"]: row for row in json.loads(status.output)["cpu"]}
+    assert set(rows) == set(host.ports)
+    assert all(row["state"] == "ready" and row["health"] == "200" for row in rows.values()), rows
+    assert "--device cpu" in rows["baseline"]["command"] and "SGLANG_USE_CPU_ENGINE=1" in rows["baseline"]["command"]
+    assert "TOKENIZERS_PARALLELISM=false" in rows["baseline"]["command"]  # a boolean is never a secret
+    logs = run_cli("logs", "--host", "cpu", "-i", str(host.inventory), "--json")
+    assert logs.exit_code == 0 and all(arm in logs.output for arm in host.ports)
+
+
+def test_greedy_outputs_are_identical_and_the_adaptive_server_says_drafting_stopped(host: Host) -> None:
+    single = {arm: [_generate(port, p) for p in PROMPTS[:1]] for arm, port in host.ports.items()}
+    batched = {arm: _at_once(port, PROMPTS) for arm, port in host.ports.items()}
+    again = {arm: [_generate(port, p) for p in PROMPTS[:1]] for arm, port in host.ports.items()}
+    for arm in ("eagle3", "adaptive"):
+        assert single[arm] == single["baseline"], arm
+        assert batched[arm] == batched["baseline"], arm
+        assert again[arm] == single["baseline"], arm
+    assert all(len(ids) == NEW_TOKENS for ids in batched["baseline"])
+    transitions = parse_transitions(_log(host, "adaptive"))
+    assert any(not t.drafting and t.batch > THRESHOLD and t.threshold == THRESHOLD for t in transitions), transitions
+    off = next(i for i, t in enumerate(transitions) if not t.drafting)
+    assert any(t.drafting and t.batch <= THRESHOLD for t in transitions[off:]), transitions
+    assert not parse_transitions(_log(host, "eagle3")), "only the adaptive arm has a threshold"
+
+
+def test_bench_with_real_bench_serving_reads_the_running_batch(host: Host) -> None:
+    out = host.runs / "bench"
+    res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--runner", "sglang",
+                  "--concurrency", "1,2", "--repeats", "1", "--num-prompts", "2", "--input-len", "8",
+                  "--output-len", "4", "--keep-servers", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert {(r["arm"], r["concurrency"]) for r in records} == {(a, c) for a in host.ports for c in (1, 2)}
+    assert all(r["status"] == "ok" and r["runner"] == "sglang" and not r.get("simulated") for r in records), records
+    assert all(r["completed"] == 2 and r["output_throughput"] > 0 for r in records)
+    assert all(r.get("running_req_p50") is not None for r in records), [r.get("running_req_p50") for r in records]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary and (out / "report.md").is_file()
+    report = (out / "report.md").read_text()
+    assert "SIMULATED" not in report and "cpu" in report.lower()
+
+
+def test_a_real_crash_fails_the_step_quoting_sglangs_reason(host: Host, tmp_path: Path, sshd) -> None:
+    models = host.models
+    port = free_port()
+    broken = {"broken": {**arm_profile("eagle3", models.target, port=port, draft=models.bad_draft)}}
+    inv = _inventory(tmp_path, sshd, models, ensure_runtime().python, {}, arms=broken)
+    data = json.loads(json.dumps(__import__("yaml").safe_load(inv.read_text())))
+    data["hosts"]["cpu"]["workdir"] = str(host.workdir)  # the same host and tree
+    write_yaml(inv, data)
+    pb = write_yaml(tmp_path / "launch.yaml", {"steps": [
+        {"name": "launch", "server": {"arms": ["broken"], "tree": str(host.workdir / "sglang")}, "timeout": 600}]})
+    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
+    assert res.exit_code == 1, res.output
+    fail = [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+    assert "broken" in fail["error"] and "File \"" not in fail["error"].splitlines()[0], fail["error"]
+    errors = run_cli("logs", "--host", "cpu", "-i", str(inv), "--errors", "-s", "broken")
+    assert errors.exit_code == 0 and ("Error" in errors.output or "error" in errors.output), errors.output
+    for arm, p in host.ports.items():  # the other arms are as they were
+        with urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=120) as resp:
+            assert resp.status == 200, arm
+
+
+def test_verify_passes_the_same_checks_against_real_sglang(host: Host, tmp_path: Path) -> None:
+    """`specops verify` (issue 23) makes this module's checks itself: greedy identity alone and
+    above the threshold, drafting off and on again in the adaptive server's own log."""
+    out = tmp_path / "verify.md"
+    res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
+                  "--max-new-tokens", str(NEW_TOKENS), "--out", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    verdicts = {c["name"]: c["verdict"] for c in doc["checks"]}
+    assert doc["ok"] and doc["threshold"] == THRESHOLD, verdicts
+    assert verdicts["greedy token identity at concurrency 1"] == "PASS", verdicts
+    assert verdicts[f"greedy token identity at concurrency {THRESHOLD + 2} (above the threshold)"] == "PASS", verdicts
+    assert verdicts["drafting stopped above the threshold and resumed below it"] == "PASS", verdicts
+    assert all(a["info"]["version"] == STANDIN_VERSION for a in doc["arms"].values())
+    assert "Result: **PASS**" in out.read_text() and "drafting off (running batch" in out.read_text()
+
+
+def test_after_revert_the_adaptive_launch_fails_naming_the_flag(host: Host, tmp_path: Path) -> None:
+    """Last in the module: the patched tree is what ran, so once the patch is reverted the
+    adaptive arm cannot start, and the launch says which flag this SGLang lacks."""
+    stopped = run_cli("stop", "--host", "cpu", "-i", str(host.inventory), "-s", "adaptive")
+    assert stopped.exit_code == 0, stopped.output
+    tree = host.workdir / "sglang"
+    res = run_cli("patch", "revert", "dynamic-spec-disable", "--tree", str(tree))
+    assert res.exit_code == 0, res.output
+    assert "speculative_disable_batch_threshold" not in (tree / "python/sglang/srt/server_args.py").read_text()
+    pb = write_yaml(tmp_path / "launch.yaml", {"steps": [
+        {"name": "launch", "server": {"arms": ["adaptive"], "tree": str(tree)}, "timeout": 600}]})
+    res = run_cli("deploy", "--host", "cpu", "-i", str(host.inventory), "-p", str(pb),
+                  "--runs-dir", str(tmp_path / "runs"))
+    assert res.exit_code == 1, res.output
+    assert "has neither zero-step adaptive tiers nor the dynamic-spec-disable patch" in res.output, res.output
+    # and the installed SGLang itself (editable: the reverted tree) refuses the flag
+    python = host.workdir / "venv" / "bin" / "python"
+    proc = subprocess.run([str(python), "-m", "sglang.launch_server", "--model-path", str(host.models.target),
+                           "--device", "cpu", "--speculative-disable-batch-threshold", "1"],
+                          cwd="/", capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1",
+                               "PYTHONPATH": str(STANDINS)})
+    assert proc.returncode != 0
+    assert "unrecognized arguments: --speculative-disable-batch-threshold 1" in proc.stderr, proc.stderr[-2000:]

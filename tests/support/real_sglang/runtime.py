@@ -1,0 +1,135 @@
+"""The real_sglang tier's Python runtime: a venv holding real torch and SGLang's runtime
+dependencies (never sglang itself: the tier runs SGLang from a source tree on PYTHONPATH).
+
+Built once per machine under `<specops cache>/real-sglang/runtime-<hash>`, the hash
+covering the pin files and the Python version, so changing a pin builds a new venv. The
+build runs under a file lock (pytest-xdist workers share the cache) and writes a stamp
+last: a venv without its stamp (a killed build) is removed and built again, never used.
+
+    python -m tests.support.real_sglang.runtime   # build if needed; print time, size, path
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from specops.sglang.source import cache_root
+
+HERE = Path(__file__).resolve().parent
+BOOTSTRAP = HERE / "requirements-bootstrap.txt"
+REQUIREMENTS = HERE / "requirements.txt"
+NODEPS = HERE / "requirements-nodeps.txt"
+PIN_FILES = (BOOTSTRAP, REQUIREMENTS, NODEPS)
+STAMP = ".specops-complete"
+PIP_TIMEOUT_S = 3600
+
+
+class RuntimeBuildError(RuntimeError):
+    """The runtime venv could not be built (offline, a pin that no longer resolves)."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    root: Path
+    python: Path
+    built_s: float | None  # seconds this call spent building; None when it was cached
+
+
+def real_root() -> Path:
+    """Where the tier caches what it makes: its runtime and its models."""
+    return cache_root() / "real-sglang"
+
+
+def runtime_hash() -> str:
+    """Hash of the pin files and the Python version (a venv is tied to its interpreter)."""
+    digest = hashlib.sha256(sys.version.encode())
+    for pin in PIN_FILES:
+        digest.update(pin.name.encode() + b"\0" + pin.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def runtime_dir() -> Path:
+    return real_root() / f"runtime-{runtime_hash()}"
+
+
+def _python_of(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _run(argv: list[str], log: Path, step: str) -> None:
+    with open(log, "a") as out:
+        out.write(f"\n$ {' '.join(argv)}\n")
+        out.flush()
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=PIP_TIMEOUT_S,
+                              env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise RuntimeBuildError(f"real-sglang runtime: {step} failed (exit {proc.returncode}); log {log}:\n{tail}")
+
+
+def _build(venv: Path, log: Path) -> None:
+    shutil.rmtree(venv, ignore_errors=True)
+    log.write_text(f"building {venv} with {sys.executable} ({sys.version.split()[0]})\n")
+    _run([sys.executable, "-m", "venv", str(venv)], log, "python -m venv")
+    pip = [str(_python_of(venv)), "-m", "pip", "install", "--no-cache-dir", "--progress-bar", "off"]
+    _run(pip + ["-r", str(BOOTSTRAP)], log, f"pip install -r {BOOTSTRAP.name}")
+    _run(pip + ["-r", str(REQUIREMENTS)], log, f"pip install -r {REQUIREMENTS.name}")
+    _run(pip + ["--no-deps", "-r", str(NODEPS)], log, f"pip install --no-deps -r {NODEPS.name}")
+    _run([str(_python_of(venv)), "-c", "import torch, transformers, triton, numpy; print(torch.__version__)"],
+         log, "import check")
+    (venv / STAMP).write_text(f"{runtime_hash()}\n")  # last: only a finished venv has it
+
+
+def ensure_runtime() -> Runtime:
+    """The runtime venv, built first if no finished one exists."""
+    venv = runtime_dir()
+    if (venv / STAMP).is_file():
+        return Runtime(venv, _python_of(venv), None)
+    real_root().mkdir(parents=True, exist_ok=True)
+    with open(real_root() / ".runtime.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / STAMP).is_file():  # another worker built it while we waited
+            return Runtime(venv, _python_of(venv), None)
+        start = time.monotonic()
+        _build(venv, real_root() / f"runtime-{runtime_hash()}.log")
+        return Runtime(venv, _python_of(venv), time.monotonic() - start)
+
+
+def runtime_python() -> Path:
+    """The runtime's python, building the venv if needed."""
+    return ensure_runtime().python
+
+
+def dir_size(path: Path) -> int:
+    """Bytes under `path` (files only, symlinks not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                total += os.path.getsize(full)
+    return total
+
+
+def main() -> int:
+    try:
+        runtime = ensure_runtime()
+    except RuntimeBuildError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    built = "cached" if runtime.built_s is None else f"built in {runtime.built_s:.0f} s"
+    print(f"real-sglang runtime {built}; {dir_size(runtime.root) / 2**30:.2f} GiB")
+    print(runtime.python)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

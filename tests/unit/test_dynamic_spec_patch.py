@@ -1,0 +1,313 @@
+"""The dynamic-spec-disable set's worker code on real release trees (issue 21).
+
+What runs without torch is run here: the set applied to each tree, every touched file
+compiled, the helper block and its hooks where the workers call them, every name the block
+uses bound in its module, the release's own API the block calls (methods, parameters,
+fields), and the block's pure-Python parts executed (the decision, the transition lines,
+the field-name mapping, the one-token backend factory). The tensor parts run on a real
+engine in tests/support/real_sglang/adaptive_check.py. The simulator's transition lines are
+checked here too, from its real scheduler loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import dataclasses
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specops.patching import apply, load_patchset
+from specops.servers.adaptive import (
+    DRAFTING_OFF_LINE,
+    DRAFTING_ON_LINE,
+    Transition,
+    parse_transitions,
+    transition_line,
+)
+from specops.sglang.treefiles import LocalTreeFiles
+from specops.sim import model as M
+from specops.sim.logs import SimLog
+from specops.sim.scheduler import EngineConfig, Scheduler
+
+SPEC = "python/sglang/srt/speculative"
+W1 = f"{SPEC}/eagle_worker.py"
+W2 = f"{SPEC}/eagle_worker_v2.py"
+RUNNER = "python/sglang/srt/model_executor/model_runner.py"
+#: v1 only, v1 + v2, v1 with its 0.5.12 verify(batch) signature, v2 only
+VERSIONS = ["0.4.10.post2", "0.5.4", "0.5.10.post1", "0.5.12", "0.5.13"]
+SHARED = ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "should_speculate", "specops_drafting",
+          "specops_verify_input", "specops_root_tokens", "specops_one_token_verify_input",
+          "specops_one_token_backend")
+OWN = {W1: ("specops_trivial_verify_input", "specops_trivial_verify"),
+       W2: ("SpecopsTrivialVerifyInput", "specops_v2_trivial_verify_input")}
+#: worker method -> the helper its first statement calls
+HOOKS = {W1: {"EAGLEWorker.draft": "specops_drafting", "EAGLEWorker.verify": "specops_trivial_verify"},
+         W2: {"EagleDraftWorker.draft": "specops_v2_trivial_verify_input"}}
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory) -> dict[str, Path]:
+    """Each release's tree, copied from the cache and patched once for the module."""
+    import shutil
+
+    from specops.sglang.source import ensure_tree
+
+    out = {}
+    for version in VERSIONS:
+        tree = tmp_path_factory.mktemp("dsd") / version
+        shutil.copytree(ensure_tree(version), tree, symlinks=True)
+        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), run_verify_cmds=False)
+        out[version] = tree
+    return out
+
+
+def _workers(tree: Path) -> list[str]:
+    return [w for w in (W1, W2) if (tree / w).exists()]
+
+
+def _defs(mod: ast.Module) -> dict[str, ast.stmt]:
+    out: dict[str, ast.stmt] = {}
+    for node in mod.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out[node.name] = node
+        elif isinstance(node, ast.Assign):
+            out.update({t.id: node for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _method(mod: ast.Module, qual: str) -> ast.FunctionDef:
+    cls, name = qual.split(".")
+    klass = next(n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def _module_names(mod: ast.Module) -> set[str]:
+    """Every name bound at module level, also under if/try blocks (conditional imports)."""
+    names: set[str] = set()
+    todo: list[ast.stmt] = list(mod.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo += [s for block in ("body", "orelse", "finalbody") for s in getattr(node, block, [])]
+            todo += [s for h in getattr(node, "handlers", []) for s in h.body]
+    return names
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """Names a definition reads that it does not bind itself (arguments, assignments, imports)."""
+    bound: set[str] = set()
+    loads: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not node:
+            bound.add(n.name)
+    return loads - bound - set(dir(builtins))
+
+
+def _load(tree: Path, rel: str, names: tuple[str, ...], **ns: Any) -> dict[str, Any]:
+    """Execute the named top-level definitions of a patched file in a namespace of stand-ins."""
+    mod = ast.parse((tree / rel).read_text())
+    defs = _defs(mod)
+    env: dict[str, Any] = dict(ns)
+    exec(compile(ast.Module([defs[n] for n in names], []), rel, "exec"), env)
+    return env
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_helpers_and_hooks_land_where_the_workers_call_them(patched, version):
+    tree = patched[version]
+    workers = _workers(tree)
+    assert workers, "the set applies only to trees with an EAGLE worker"
+    for rel in workers:
+        source = (tree / rel).read_text()
+        compile(source, rel, "exec")
+        mod = ast.parse(source)
+        defs = _defs(mod)
+        for name in SHARED + OWN[rel]:
+            assert name in defs, f"{rel}: {name} missing"
+            assert source.count(f"def {name}(") + source.count(f"class {name}(") <= 1
+        for qual, helper in HOOKS[rel].items():
+            first = _method(mod, qual).body[0]
+            called = {n.func.id for n in ast.walk(first) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            assert helper in called, f"{rel}: the first statement of {qual} does not call {helper}"
+        # every name the helper block reads is bound in this release's module
+        known = _module_names(mod)
+        for name in SHARED + OWN[rel]:
+            missing = _free_names(defs[name]) - known
+            assert not missing, f"{version} {rel}: {name} reads unbound {sorted(missing)}"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_release_api_the_block_relies_on(patched, version):
+    """What the helpers call on the release's own objects exists in this release."""
+    tree = patched[version]
+    runner = ast.parse((tree / RUNNER).read_text())
+    assert _method(runner, "ModelRunner._get_attention_backend")
+    if (tree / W1).exists():
+        mod = ast.parse((tree / W1).read_text())
+        assert _method(mod, "EAGLEWorker._draft_preprocess_decode")
+        draft = [a.arg for a in _method(mod, "EAGLEWorker.draft").args.args]
+        verify = [a.arg for a in _method(mod, "EAGLEWorker.verify").args.args]
+        assert draft[:2] == ["self", "batch"]
+        assert verify[:2] == ["self", "batch"] and set(verify) <= {"self", "batch", "spec_info"}
+    if (tree / W2).exists():
+        mod = ast.parse((tree / W2).read_text())
+        params = [a.arg for a in _method(mod, "EagleDraftWorker.draft").args.args]
+        assert params[0] == "self" and params[1] in ("batch", "model_worker_batch") and len(params) == 2
+        info = ast.parse((tree / f"{SPEC}/eagle_info_v2.py").read_text())
+        mixin = next(n for n in info.body if isinstance(n, ast.ClassDef) and n.name == "EagleVerifyInputV2Mixin")
+        methods = {n.name: [a.arg for a in n.args.args] for n in mixin.body if isinstance(n, ast.FunctionDef)}
+        assert methods["prepare_for_v2_verify"][1:4] == ["req_to_token_pool", "batch", "target_worker"]
+        assert methods["sample"][1:3] == ["batch", "logits_output"]
+    # EagleVerifyInput has every field the block fills (in this release's spelling)
+    for rel in ("eagle_info.py", "eagle_utils.py"):
+        path = tree / SPEC / rel
+        cls = next((n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)
+                    and n.name == "EagleVerifyInput"), None) if path.exists() else None
+        if cls is not None:
+            fields = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            for name in ("draft_token", "custom_mask", "positions", "spec_steps", "topk", "draft_token_num"):
+                assert name in fields
+            assert {"retrive_index", "retrieve_index"} & fields
+            break
+    else:
+        pytest.fail("no EagleVerifyInput class found")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_transition_strings_match_specops(patched, version):
+    tree = patched[version]
+    for rel in _workers(tree):
+        env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON"))
+        assert env["SPECOPS_DRAFTING_OFF"] == DRAFTING_OFF_LINE
+        assert env["SPECOPS_DRAFTING_ON"] == DRAFTING_ON_LINE
+
+
+class _Logger:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.lines.append(msg % args if args else msg)
+
+
+class _Worker:
+    def __init__(self, threshold: int, tp_rank: int = 0) -> None:
+        self.server_args = type("Args", (), {"speculative_disable_batch_threshold": threshold})()
+        self.tp_rank = tp_rank
+
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13"])
+def test_the_decision_logs_transitions_only(patched, version):
+    tree = patched[version]
+    for rel in _workers(tree):
+        log = _Logger()
+        env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "should_speculate",
+                                "specops_drafting"), logger=log)
+        worker = _Worker(threshold=2)
+        batches = [1, 2, 3, 3, 5, 2, 2, 1, 4, 4]
+        decisions = [env["specops_drafting"](worker, b) for b in batches]
+        assert decisions == [b <= 2 for b in batches]
+        assert log.lines == [transition_line(False, 3, 2), transition_line(True, 2, 2), transition_line(False, 4, 2)]
+        assert parse_transitions("\n".join(log.lines)) == [Transition(False, 3, 2), Transition(True, 2, 2),
+                                                          Transition(False, 4, 2)]
+        quiet, other_rank = _Logger(), _Worker(threshold=2, tp_rank=1)
+        env["logger"] = quiet
+        assert not env["specops_drafting"](other_rank, 9) and quiet.lines == []  # one rank logs
+        always = _Worker(threshold=0)
+        env["logger"] = quiet
+        assert all(env["specops_drafting"](always, b) for b in (1, 64, 4096)) and quiet.lines == []
+
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13"])
+def test_field_names_follow_the_release(patched, version):
+    """retrive_* before 0.5.13, retrieve_* from it; fields a release lacks are left out."""
+    tree = patched[version]
+    rel = _workers(tree)[0]
+    env = _load(tree, rel, ("specops_verify_input",), dataclasses=dataclasses)
+
+    @dataclasses.dataclass
+    class Old:
+        retrive_index: Any
+        draft_token_num: int
+
+    @dataclasses.dataclass
+    class New:
+        retrieve_index: Any
+        draft_token_num: int
+
+    make = env["specops_verify_input"]
+    assert make(Old, retrive_index="i", draft_token_num=1, seq_lens_cpu=None) == Old("i", 1)
+    assert make(New, retrive_index="i", draft_token_num=1, seq_lens_cpu=None) == New("i", 1)
+
+
+@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.13"])
+def test_one_token_backend_is_built_once_with_one_draft_token(patched, version):
+    tree = patched[version]
+    rel = _workers(tree)[0]
+    env = _load(tree, rel, ("specops_one_token_backend",))
+    args = type("Args", (), {"speculative_num_draft_tokens": 4, "speculative_eagle_topk": 2})()
+    seen: list[tuple[int, int]] = []
+
+    class Runner:
+        server_args = args
+
+        def _get_attention_backend(self) -> str:
+            seen.append((args.speculative_num_draft_tokens, args.speculative_eagle_topk))
+            return f"backend-{len(seen)}"
+
+    runner = Runner()
+    assert env["specops_one_token_backend"](runner) == "backend-1"
+    assert env["specops_one_token_backend"](runner) == "backend-1"  # cached on the runner
+    assert seen == [(1, 1)]  # built for a one-node tree
+    assert (args.speculative_num_draft_tokens, args.speculative_eagle_topk) == (4, 2)  # put back
+
+    class Broken(Runner):
+        def _get_attention_backend(self) -> str:
+            raise RuntimeError("no memory")
+
+    with pytest.raises(RuntimeError):
+        env["specops_one_token_backend"](Broken())
+    assert (args.speculative_num_draft_tokens, args.speculative_eagle_topk) == (4, 2)  # also when it fails
+
+
+def _sim_log(arm: M.ArmModel, jobs: list[int]) -> str:
+    """Run the simulator's scheduler loop on requests of `jobs` output tokens; its log."""
+    out = io.StringIO()
+    sched = Scheduler(EngineConfig(arm=arm, max_running=16, time_scale=0.0, noise=0.0), SimLog(out))
+
+    async def go() -> None:
+        task = asyncio.create_task(sched.run())
+        reqs = [sched.new_request(8, n, content=f"p{i}") for i, n in enumerate(jobs)]
+        for r in reqs:
+            sched.submit(r)
+        while not all(r.finished for r in reqs):
+            await asyncio.sleep(0.001)
+        task.cancel()
+
+    asyncio.run(go())
+    return out.getvalue()
+
+
+def test_simulator_logs_the_patched_servers_transition_lines():
+    log = _sim_log(M.ArmModel("adaptive", threshold=2, num_steps=3), [4, 4, 4, 30])
+    assert parse_transitions(log) == [Transition(False, 4, 2), Transition(True, 1, 2)]
+    assert transition_line(False, 4, 2) in log and transition_line(True, 1, 2) in log
+    assert parse_transitions(_sim_log(M.ArmModel("eagle3", num_steps=3), [4, 4, 4, 30])) == []
