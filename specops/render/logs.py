@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from specops.errors import TransportError
-from specops.servers.logwatch import CRASH_SIGNATURES, crash_blocks, find_signature, tail_lines
+from specops.servers.logwatch import GREP_PATTERN, crash_blocks, find_signature, tail_lines
 from specops.servers.logwatch import follow as _follow
 from specops.sglang import paths
 from specops.transport.base import Transport
@@ -60,9 +60,9 @@ def render_line(line: str, label: str | None, style: str = "cyan") -> Text:
 
 def error_blocks(transport: Transport, path: str, *, max_hits: int = 200) -> list[str]:
     """The log's crash blocks, found on the host with grep (line numbers only), then read
-    as bounded windows with sed: two round trips, never the whole file."""
-    pattern = "|".join(s.replace(".", r"\.") for s in CRASH_SIGNATURES)
-    res = transport.run(["grep", "-n", "-i", "-E", pattern, path], timeout=60)
+    as bounded windows with sed: two round trips, never the whole file. `-a`: a log with a
+    stray NUL byte (a terminal's `^@`, seen in pasted SGLang logs) is still read as text."""
+    res = transport.run(["grep", "-a", "-n", "-i", "-E", GREP_PATTERN, path], timeout=60)
     if res.rc not in (0, 1):
         raise TransportError(f"cannot read {path}: {res.tail(3)}", where=f"host {transport.name}")
     hits = [int(ln.split(":", 1)[0]) for ln in res.stdout.splitlines() if ln.split(":", 1)[0].isdigit()]

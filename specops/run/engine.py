@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
 from specops.config.schema import suggest
-from specops.config.templating import evaluate, render, render_tree
+from specops.config.templating import evaluate, is_false, names_in, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
 from specops.run.journal import Journal, new_run_id, read_events
@@ -246,7 +246,12 @@ class Engine:
                 where = f"{step.where}: {step.label}"
                 try:
                     if step.when is not None and "{{" not in step.when:
-                        evaluate(step.when, variables, where=where)
+                        held = evaluate(step.when, variables, where=where)
+                        if is_false(held) and _decided(step.when, variables):
+                            # skipped at run time too: what only it uses need not be defined
+                            if step.register:
+                                variables[step.register] = _Registered()
+                            continue
                     KINDS[step.kind].render(step, variables)
                     render_tree(step.verify, variables, where=where)
                 except ConfigError as exc:
@@ -479,7 +484,17 @@ def _when_is_false(step: Step, variables: dict[str, Any], where: str) -> bool:
     if step.when is None:
         return False
     cond = render(step.when, variables, where=where) if "{{" in step.when else evaluate(step.when, variables, where=where)
-    return not cond or (isinstance(cond, str) and cond.strip().lower() in ("false", "0", "no", ""))
+    return is_false(cond)
+
+
+def _decided(expression: str, variables: dict[str, Any]) -> bool:
+    """Whether a `when:` evaluated before the run is what the run will see: not when it reads
+    what an earlier step registers, or a value still to be expanded on the host (`~/...`)."""
+    for name in names_in(expression):
+        value = variables.get(name)
+        if isinstance(value, _Registered) or (isinstance(value, str) and "~" in value):
+            return False
+    return True
 
 
 def _preview(ctx: StepContext) -> list[str]:

@@ -1,5 +1,9 @@
 """Server logs on a host, read by byte offset: crash signatures, crash blocks, tails, follow.
 
+The crash reader is here, once: the signatures (Python's, CUDA's, the kernel's, and the
+death messages of every supported SGLang release, read from each release's source by
+specops.sglang.crashlines), the blocks they start, and the one line a failure leads with.
+
 A log can be gigabytes after a long benchmark, and the host may be behind SSH, so nothing
 here pulls a whole log: the tail is read backwards from the end in chunks, new output is
 read from a saved offset, and follow mode asks for every file's new bytes in one round
@@ -9,6 +13,7 @@ trip per interval.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import shlex
 import threading
@@ -16,44 +21,122 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from specops.errors import TransportError
+from specops.sglang.crashdata import MESSAGES
 from specops.transport.base import Transport
 
-#: Lines that mean the server has crashed or will not start. One list, used by readiness
-#: polling, `specops status`, and `specops logs --errors` alike. Matched case-insensitively.
-CRASH_SIGNATURES: tuple[str, ...] = (
-    "Traceback",
-    "SyntaxError",
-    "unrecognized arguments",
-    "CUDA out of memory",
-    "Not enough memory",
-    "Scheduler hit an exception",
-    "Initialization failed",
-    "died during initialization",
-    "Capture cuda graph failed",
-    "Address already in use",
-)
+# --- what a crash looks like ------------------------------------------------------------
+
+#: How much a line says about why a server died; a failure leads with the best-ranked line
+#: (ties: the first, the root cause, except plain tracebacks, where the last is the one that
+#: killed the process).
+ECHO = 0      # points elsewhere: "Received sigquit from a child process", "see the error messages above"
+DEATH = 1     # an SGLang process saying it died ("Rank 0 scheduler is dead"), a bare `EOFError`
+RAISED = 2    # the exception line of a traceback; a startup error no death handler words
+ATTACHED = 3  # the exception line of the traceback a dying process logged ("Scheduler hit an exception: ...")
+ABORT = 4     # the process aborted: "Fatal Python error: Aborted", "terminate called after throwing ..."
+ROOT = 5      # what made it abort: a CUDA error, out of memory, a segfault, heap corruption, the OOM killer
+
+
+def _esc(literal: str) -> str:
+    """`literal` as a pattern that Python's `re` and POSIX extended regexes (`grep -E`) read alike."""
+    return re.sub(r"([\\.\[\]()*+?{}|^$])", r"\\\1", literal)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A line that means a crash. `pattern` is valid for `re` and for `grep -E` alike."""
+
+    text: str
+    rank: int
+    source: str
+    pattern: str
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return _compiled(self.pattern)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def _from_template(text: str, rank: int, source: str) -> Signature:
+    """A message with `{}` where SGLang substitutes a value: the literal parts, in order
+    (shown without the colon that precedes the value, matched with it)."""
+    parts = [p for p in text.split("{}") if p]
+    return Signature(text.rstrip(":"), rank, source, ".*".join(_esc(p) for p in parts))
+
+
+#: What Python, the C library, CUDA/PyTorch and the kernel leave when a process aborts, and why.
+_ROOT_CAUSES = ("CUDA error:", "CUDA out of memory", "OutOfMemoryError", "illegal memory access",
+                "Segmentation fault", "malloc(): corrupted", "double free or corruption")
+_ABORTS = ("Fatal Python error:", "Aborted (core dumped)", "terminate called after throwing an instance of")
+#: A start that cannot go on, in wordings no release's death handler carries.
+_STARTUP = ("SyntaxError", "unrecognized arguments", "Not enough memory", "Capture cuda graph failed",
+            "Address already in use", "died during initialization", "Initialization failed")
+#: Words of a line that says the cause is written elsewhere.
+_ECHO_WORDS = ("sigquit", "error messages above")
+_TB_START = "Traceback (most recent call last)"
+#: The OOM killer: bash's job line, or the bare word a shell prints for its killed child.
+KILLED = Signature("Killed", ROOT, "the kernel (SIGKILL, e.g. the OOM killer)",
+                   r"^ *Killed *$|: line [0-9]+: *[0-9]+ Killed")
+
+
+def _signatures() -> tuple[Signature, ...]:
+    sigs = [Signature(_TB_START, DEATH, "python", _esc(_TB_START)), KILLED]
+    sigs += [Signature(s, ROOT, "python/cuda/libc", _esc(s)) for s in _ROOT_CAUSES]
+    sigs += [Signature(s, ABORT, "python/cuda/libc", _esc(s)) for s in _ABORTS]
+    sigs += [Signature(s, RAISED, "startup", _esc(s)) for s in _STARTUP]
+    for text, process, file, releases in MESSAGES:
+        rank = ECHO if any(w in text.lower() for w in _ECHO_WORDS) else DEATH
+        span = releases[0] if len(releases) == 1 else f"{releases[0]}..{releases[-1]}"
+        sigs.append(_from_template(text, rank, f"sglang {span} {process} ({file})"))
+    return tuple(sigs)
+
+
+#: Every crash signature: Python's, CUDA's and the kernel's, and the death messages of every
+#: supported SGLang release (specops.sglang.crashdata, read from each release's source).
+#: Readiness polling, `specops status` and `specops logs --errors` use this one list.
+SIGNATURES: tuple[Signature, ...] = _signatures()
+CRASH_SIGNATURES: tuple[str, ...] = tuple(s.text for s in SIGNATURES)
+#: The signatures as one extended regex, for `grep -a -i -E` on the host.
+GREP_PATTERN = "|".join(s.pattern for s in SIGNATURES)
+_ANY = re.compile(GREP_PATTERN, re.IGNORECASE)
 
 #: SGLang's ready line; readiness needs it in the log as well as /health answering 200.
+#: Every supported release logs it word for word (tests/unit/test_crash_corpus.py reads each tree).
 READY_LINE = "The server is fired up and ready to roll!"
 
-_SIG_RE = re.compile("|".join(re.escape(s) for s in CRASH_SIGNATURES), re.IGNORECASE)
-_TB_START = "Traceback (most recent call last)"
 _CHAIN_LINES = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
 )
-
+_BARE_EXCEPTION = re.compile(r"^[\w.]+$")
+_DUMP_LINE = ("Thread 0x", "Current thread 0x", "Extension modules:")
 #: Cap on one crash block, so a runaway traceback cannot flood an error message.
 MAX_BLOCK_LINES = 200
+#: Lines of an exception's message after its first (CUDA's hints, a C++ `what():`).
+_MAX_CONTINUATION = 12
+
+
+def line_signatures(line: str) -> list[Signature]:
+    """The signatures `line` holds (one search when it holds none)."""
+    if not _ANY.search(line):
+        return []
+    return [s for s in SIGNATURES if s.regex.search(line)]
+
+
+def _rank(sigs: Sequence[Signature]) -> int:
+    """A line's rank: an echo stays one ("Initialization failed. Please see the error
+    messages above." holds "Initialization failed" too)."""
+    return ECHO if any(s.rank == ECHO for s in sigs) else max(s.rank for s in sigs)
 
 
 def find_signature(line: str) -> str | None:
-    """The crash signature in `line` (as written in CRASH_SIGNATURES), or None."""
-    m = _SIG_RE.search(line)
-    if not m:
-        return None
-    hit = m.group(0).lower()
-    return next(s for s in CRASH_SIGNATURES if s.lower() == hit)
+    """The best-ranked crash signature in `line` (its `text`), or None."""
+    sigs = line_signatures(line)
+    return max(sigs, key=lambda s: s.rank).text if sigs else None
 
 
 def _traceback_end(lines: Sequence[str], start: int) -> int:
@@ -81,51 +164,175 @@ def _traceback_end(lines: Sequence[str], start: int) -> int:
     return min(i, n) - 1
 
 
-def crash_blocks(text: str) -> list[str]:
-    """The log's crash evidence as blocks: each whole traceback (from its "Traceback (most
-    recent call last)" line through the exception line, chained ones included), and each
-    other signature line on its own. Blocks come in log order, none repeated."""
-    lines = text.splitlines()
-    blocks: list[str] = []
+def _continuation(lines: Sequence[str], i: int) -> int:
+    """The last line of the message that starts at `i`: the lines after it that carry no
+    log prefix, no signature and no traceback (CUDA's "For debugging consider passing
+    CUDA_LAUNCH_BLOCKING=1", a C++ exception's frames)."""
+    end = i
+    j = i + 1
+    while j < len(lines) and j - i < MAX_BLOCK_LINES:
+        line = lines[j]
+        frame = line.startswith(("frame #", "Exception raised from"))
+        what = line.lstrip().startswith("what():")  # a C++ exception's message under `terminate called ...`
+        if not line.strip() or line.startswith("[") or _TB_START in line or (line_signatures(line) and not what):
+            break
+        if not frame and j - i > _MAX_CONTINUATION:
+            break
+        end = j
+        j += 1
+    return end
+
+
+def _dump_end(lines: Sequence[str], i: int) -> int:
+    """The last line of faulthandler's dump after `Fatal Python error: ...`: its thread
+    sections and their frames (blank lines between them included)."""
+    end = i
+    j = i + 1
+    while j < len(lines) and j - i < MAX_BLOCK_LINES:
+        line = lines[j]
+        if line.strip() and not (line[:1] in (" ", "\t") or line.startswith(_DUMP_LINE)):
+            break
+        if line.strip():
+            end = j
+        j += 1
+    return end
+
+
+@dataclass
+class _Block:
+    start: int
+    end: int
+    lead: str | None  # the line a person should read, None for a traceback cut off mid-frame
+    rank: int
+
+
+def _is_frame(line: str) -> bool:
+    return line[:1] in (" ", "\t") or line.lstrip().startswith('File "')
+
+
+def _traceback_block(lines: Sequence[str], start: int) -> _Block:
+    end = _traceback_end(lines, start)
+    prefix = lines[start][:lines[start].index(_TB_START)]
+    head = prefix.strip().rstrip(":").strip()
+    attached = bool(head) and any(s.rank == DEATH for s in line_signatures(prefix))
+    exc = lines[end].strip() if end > start and not _is_frame(lines[end]) and lines[end].strip() else ""
+    if not exc:  # cut off inside the frames: the death message, if one logged it
+        return _Block(start, end, head or None, DEATH if attached else -1)
+    sigs = line_signatures(exc)
+    if sigs and _rank(sigs) == ECHO:
+        rank = ECHO
+    elif _BARE_EXCEPTION.match(exc):
+        rank = DEATH
+    else:
+        rank = max([RAISED, ATTACHED if attached else RAISED] + [s.rank for s in sigs if s.rank > DEATH])
+    return _Block(start, _continuation(lines, end), exc, rank)
+
+
+def _scan(lines: Sequence[str]) -> list[_Block]:
+    """The log's crash evidence, in log order."""
+    blocks: list[_Block] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         if _TB_START in line:
-            end = _traceback_end(lines, i)
-            blocks.append("\n".join(lines[i:end + 1]))
-            i = end + 1
+            blocks.append(_traceback_block(lines, i))
+            i = blocks[-1].end + 1
             continue
-        if _SIG_RE.search(line):
-            blocks.append(line)
-        i += 1
+        sigs = line_signatures(line)
+        if not sigs:
+            i += 1
+            continue
+        rank = _rank(sigs)
+        if rank == ECHO and blocks and blocks[-1].end == i - 1:
+            blocks[-1].end = i  # the launcher hearing of the death just written: one block
+            i += 1
+            continue
+        if rank == ECHO:
+            end = i
+        elif any(s.text == "Fatal Python error:" for s in sigs):
+            end = _dump_end(lines, i)
+        else:
+            end = _continuation(lines, i)
+        lead = line.strip()
+        for extra in lines[i + 1:end + 1]:  # `what():  ... CUDA error: ...` under `terminate called ...`
+            better = line_signatures(extra)
+            if better and _rank(better) > rank:
+                lead, rank = extra.strip(), _rank(better)
+        blocks.append(_Block(i, end, lead, rank))
+        i = end + 1
     return blocks
 
 
+def _best(blocks: Sequence[_Block]) -> _Block | None:
+    found = [b for b in blocks if b.lead]
+    if not found:
+        return None
+    top = max(b.rank for b in found)
+    ranked = [b for b in found if b.rank == top]
+    return ranked[-1] if top == RAISED else ranked[0]
+
+
+def crash_blocks(text: str) -> list[str]:
+    """The log's crash evidence as blocks: each whole traceback (from its "Traceback (most
+    recent call last)" line through the exception line and the rest of its message, chained
+    ones included), a faulthandler dump, each other signature line with its message's
+    continuation lines; a launcher's "Received sigquit" right after a block joins it. Blocks
+    come in log order, none repeated."""
+    lines = text.splitlines()
+    out: list[str] = []
+    for b in _scan(lines):
+        block = "\n".join(lines[b.start:b.end + 1])
+        if block not in out:
+            out.append(block)
+    return out
+
+
 def crash_excerpt(text: str, *, fallback_lines: int = 30) -> str:
-    """What a failure message quotes: the crash blocks, else the last lines."""
-    blocks = crash_blocks(text)
-    if blocks:
-        return "\n".join(blocks[-5:])
-    return "\n".join(text.splitlines()[-fallback_lines:])
+    """What a failure message quotes: the last crash blocks (and the one its reason comes
+    from, where that is earlier), else the last lines."""
+    lines = text.splitlines()
+    blocks = _scan(lines)
+    if not blocks:
+        return "\n".join(lines[-fallback_lines:])
+    picked = blocks[-5:]
+    best = _best(blocks)
+    if best is not None and best not in picked:
+        picked = [best] + blocks[-4:]
+    return "\n".join("\n".join(lines[b.start:b.end + 1]) for b in picked)
 
 
 #: argparse's last words: `<prog>: error: <message>` (unknown, ambiguous or invalid flags).
 _ARGPARSE_ERROR = re.compile(r"^\S[^:\n]*: error: .+$", re.MULTILINE)
 _MAX_REASON = 240
+_SIGKILL = re.compile(r"exit code:? -9\b|\bSIGKILL\b", re.IGNORECASE)
+_OOM_NAMED = re.compile(r"\bOOM\b|out of memory", re.IGNORECASE)
 
 
 def failure_reason(text: str) -> str | None:
     """The one line that says why a server died, for a failure's first line: the argparse
-    `error:` line, else the exception line of the last traceback, else the last crash
-    signature line, else the last non-empty line; None for an empty log."""
+    `error:` line; else the best-ranked crash line (the root cause: a CUDA error, an out of
+    memory, a segfault, the OOM killer; then an abort, the exception that killed a process,
+    a process's death message; never a `File "...", line N` frame); else the last line that
+    is not a frame; None for an empty log."""
     found = _ARGPARSE_ERROR.findall(text)
     if found:
         return found[-1].strip()[:_MAX_REASON]
-    blocks = crash_blocks(text)
-    if blocks:
-        return blocks[-1].splitlines()[-1].strip()[:_MAX_REASON]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:_MAX_REASON] if lines else None
+    lines = text.splitlines()
+    best = _best(_scan(lines))
+    if best is not None and best.lead:
+        return best.lead[:_MAX_REASON]
+    rest = [ln.strip() for ln in lines if ln.strip() and not _is_frame(ln)] or [ln.strip() for ln in lines if ln.strip()]
+    return rest[-1][:_MAX_REASON] if rest else None
+
+
+def sigkill_note(text: str) -> str | None:
+    """A note for a log that shows a SIGKILL (`exit code: -9`, `Killed`) without saying what
+    usually sends it, else None."""
+    if _OOM_NAMED.search(text):
+        return None
+    if _SIGKILL.search(text) or any(KILLED.regex.search(ln) for ln in text.splitlines()[-50:]):
+        return "SIGKILL (exit code -9) usually comes from the kernel's OOM killer: dmesg -T | grep -i oom"
+    return None
 
 
 def tail_lines(transport: Transport, path: str, n: int, *, chunk: int = 64 * 1024,

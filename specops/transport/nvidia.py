@@ -19,7 +19,7 @@ PROBE_TIMEOUT_S = 60.0
 #: Memory used on an idle GPU (the driver's own, a display) stays well below this.
 IDLE_MEMORY_MIB = 1024
 
-GPU_QUERY = "index,uuid,name,memory.total,memory.used,driver_version"
+GPU_QUERY = "index,uuid,name,memory.total,memory.used,driver_version,mig.mode.current"
 APPS_QUERY = "gpu_uuid,pid,process_name,used_memory"
 
 _SCRIPT = r"""
@@ -43,8 +43,11 @@ class GPU:
     index: int
     uuid: str
     name: str
-    memory_total_mib: int
+    memory_total_mib: int  # 0 where nvidia-smi says [N/A]
     memory_used_mib: int
+    #: `mig.mode.current`: "Enabled" (the GPU is cut into MIG instances: its index alone is
+    #: no device to CUDA), "Disabled", or "" where the GPU has no MIG ("[N/A]")
+    mig: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ class GPUInventory:
     def indices(self) -> list[int]:
         return [g.index for g in self.gpus]
 
+    @property
+    def mig_enabled(self) -> list[int]:
+        """GPUs in MIG mode: CUDA sees their MIG instances, not the GPU by its index."""
+        return [g.index for g in self.gpus if g.mig == "Enabled"]
+
     def gpu(self, index: int) -> GPU | None:
         return next((g for g in self.gpus if g.index == index), None)
 
@@ -88,10 +96,11 @@ class GPUInventory:
         if not self.gpus:
             return "no GPUs"
         names = sorted({g.name for g in self.gpus})
-        mem = self.gpus[0].memory_total_mib
+        mem = self.gpus[0].memory_total_mib or "?"
         what = f"{len(self.gpus)} x {names[0]} ({mem} MiB)" if len(names) == 1 else ", ".join(
             f"{g.index}: {g.name}" for g in self.gpus)
-        return f"{what}, driver {self.driver_version or '?'}, CUDA {self.cuda_version or '?'}"
+        mig = f", MIG on GPU {','.join(map(str, self.mig_enabled))}" if self.mig_enabled else ""
+        return f"{what}, driver {self.driver_version or '?'}, CUDA {self.cuda_version or '?'}{mig}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,16 +120,32 @@ def read_gpus(transport: Transport, timeout: float = PROBE_TIMEOUT_S) -> GPUInve
     return parse_probe(result.stdout)
 
 
+#: The header's CUDA version under any label (`CUDA Version: 12.4`; R610+ `CUDA UMD Version: 13.3`)
+#: and the driver's (`Driver Version: 550.54.15`; R610+ `KMD Version: 610.43.02`).
+_HEADER_CUDA = re.compile(r"CUDA[A-Za-z ]*Version\s*:\s*(\d+(?:\.\d+)+)")
+_HEADER_DRIVER = re.compile(r"(?:Driver|KMD)[A-Za-z ]*Version\s*:\s*(\d+(?:\.\d+)+)")
+#: What nvidia-smi says when it runs but cannot answer, and what that usually means.
+_SAID = (
+    ("No devices were found", "the driver is loaded but sees no GPU (a container started without GPUs, "
+                              "or GPUs lost after a reboot)"),
+    ("Driver/library version mismatch", "the loaded kernel module and the installed driver libraries "
+                                        "differ, usually after a driver upgrade without a reboot"),
+)
+
+
 def parse_probe(stdout: str) -> GPUInventory:
-    """Parse the probe's sections; tolerant of `[N/A]` values, strict about structure."""
+    """Parse the probe's sections; tolerant of `[N/A]` values and of every driver
+    generation's header labels, strict about structure. When nvidia-smi cannot answer,
+    `error` quotes what it said."""
     sections = _sections(stdout)
     if "missing" in sections:
         return GPUInventory(error="nvidia-smi not found on the host (no NVIDIA driver?)")
     gpu_lines = [ln for ln in sections.get("gpus", []) if ln.strip()]
+    said = " ".join(ln.strip() for ln in gpu_lines if not ln.startswith("@@"))
+    known = next((why for words, why in _SAID if words.lower() in said.lower()), None)
     failed = [ln for ln in gpu_lines if ln.startswith("@@failed")]
-    if failed:
-        said = " ".join(ln.strip() for ln in gpu_lines if not ln.startswith("@@"))
-        return GPUInventory(error=f"nvidia-smi failed: {said or failed[0]}")
+    if known or failed:
+        return GPUInventory(error=f"nvidia-smi failed: {said or failed[0]}" + (f" ({known})" if known else ""))
     inv = GPUInventory()
     for line in gpu_lines:
         gpu, driver = _gpu_row(line)
@@ -135,10 +160,10 @@ def parse_probe(stdout: str) -> GPUInventory:
             sid, user = sessions.get(app.pid, (None, ""))
             inv.apps.append(ComputeApp(app.gpu_uuid, app.pid, app.process_name, app.used_memory_mib, sid, user))
     header = " ".join(sections.get("header", []))
-    match = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    match = _HEADER_CUDA.search(header)
     inv.cuda_version = match.group(1) if match else ""
     if not inv.driver_version:
-        match = re.search(r"Driver Version:\s*([\d.]+)", header)
+        match = _HEADER_DRIVER.search(header)
         inv.driver_version = match.group(1) if match else ""
     return inv
 
@@ -163,14 +188,17 @@ def _int_or_none(text: str) -> int | None:
 
 
 def _gpu_row(line: str) -> tuple[GPU | None, str]:
-    """`0, GPU-..., NVIDIA H100 80GB HBM3, 81559, 0, 550.54.15` (a name has no comma)."""
+    """`0, GPU-..., NVIDIA H100 80GB HBM3, 81559, 0, 550.54.15, [N/A]` (a name has no comma;
+    a row without the MIG field, as older probes asked, is read too)."""
     cells = [c.strip() for c in line.split(",")]
-    if len(cells) != 6:
+    if len(cells) not in (6, 7):
         return None, ""
     index, total, used = _int_or_none(cells[0]), _int_or_none(cells[3]), _int_or_none(cells[4])
-    if index is None or total is None:
+    if index is None or not cells[1]:
         return None, ""
-    return GPU(index, cells[1], cells[2], total, used or 0), cells[5]
+    mig = cells[6] if len(cells) == 7 and cells[6] in ("Enabled", "Disabled") else ""
+    driver = cells[5] if re.fullmatch(r"\d+(?:\.\d+)+", cells[5]) else ""
+    return GPU(index, cells[1], cells[2], total or 0, used or 0, mig), driver
 
 
 def _app_row(line: str) -> ComputeApp | None:

@@ -13,7 +13,7 @@ import pytest
 from specops.errors import ConfigError
 from specops.servers.placement import ArmRequest, check_gpus, place_arms, start_waves
 from specops.transport.local import LocalTransport
-from specops.transport.nvidia import read_gpus
+from specops.transport.nvidia import parse_probe, read_gpus
 from tests.support import nvidia_smi
 
 SHIPPED = [ArmRequest("baseline"), ArmRequest("eagle3"), ArmRequest("adaptive")]
@@ -121,3 +121,60 @@ def test_stub_is_what_the_probe_calls(tmp_path):
     out = subprocess.run([str(path), "--query-gpu=index", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True).stdout
     assert out.startswith("0, GPU-") and Path(path).stat().st_mode & 0o111
+
+
+# --- every driver generation's nvidia-smi (formats named in tests/support/nvidia_smi.py) ---------
+
+
+@pytest.mark.parametrize("machine, driver, cuda", [
+    (nvidia_smi.h100_idle, "535.129.03", "12.2"),    # R535: `Driver Version:` / `CUDA Version:`
+    (nvidia_smi.h200_idle, "550.90.07", "12.4"),     # R550
+    (nvidia_smi.h100_r580, "580.126.09", "13.0"),    # R580: CUDA 13, a `+---+` rule under the versions
+    (nvidia_smi.b200_r610, "610.43.02", "13.3"),     # R610: `KMD Version:` / `CUDA UMD Version:`
+    (nvidia_smi.a6000_r515, "515.48.07", "11.7"),    # R515, no MIG on the card: `[N/A]`
+])
+def test_every_driver_generation_gives_its_driver_and_cuda_version(host, machine, driver, cuda):
+    inv = read_gpus(host(machine()))
+    assert inv.error == "" and inv.gpus, inv.error
+    assert (inv.driver_version, inv.cuda_version) == (driver, cuda)
+    assert inv.describe().endswith(f"driver {driver}, CUDA {cuda}")
+
+
+def test_the_header_alone_gives_the_versions_when_the_rows_lack_the_driver():
+    """R610's relabelled header, before this change: CUDA recorded as '' (and the driver too
+    where the query's driver_version cell is `[N/A]`)."""
+    out = ("@@gpus\n0, GPU-x, NVIDIA B200, 183359, 0, [N/A], Disabled\n@@apps\n@@header\n"
+           + nvidia_smi.R610_HEADER + "@@sessions\n@@end\n")
+    inv = parse_probe(out)
+    assert (inv.driver_version, inv.cuda_version) == ("610.43.02", "13.3")
+    na = parse_probe("@@gpus\n0, GPU-x, NVIDIA H200, 143771, 0, 550.90.07, [N/A]\n@@apps\n@@header\n"
+                     "| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: N/A   |\n@@sessions\n@@end\n")
+    assert na.error == "" and na.cuda_version == ""  # said as unknown, never guessed
+
+
+def test_mig_mode_is_read_per_gpu(host):
+    inv = read_gpus(host(nvidia_smi.a800_mig()))
+    assert inv.error == "" and [g.mig for g in inv.gpus] == ["Enabled", "Disabled"]
+    assert inv.mig_enabled == [0] and inv.describe().endswith(", MIG on GPU 0")
+    assert inv.gpu(0).memory_used_mib == 36537
+    assert read_gpus(host(nvidia_smi.a6000_r515())).gpus[0].mig == ""  # `[N/A]`: no MIG on the card
+
+
+def test_na_memory_cells_are_kept_as_unknown():
+    inv = parse_probe("@@gpus\n0, GPU-x, NVIDIA H100 80GB HBM3, [N/A], [N/A], 580.126.09, [N/A]\n"
+                      "@@apps\n@@header\n@@sessions\n@@end\n")
+    assert inv.error == "" and (inv.gpus[0].memory_total_mib, inv.gpus[0].memory_used_mib) == (0, 0)
+    assert inv.describe().startswith("1 x NVIDIA H100 80GB HBM3 (? MiB)")
+
+
+@pytest.mark.parametrize("machine, said, why", [
+    (nvidia_smi.no_devices, "No devices were found", "sees no GPU"),
+    (nvidia_smi.nvml_mismatch, "Failed to initialize NVML: Driver/library version mismatch NVML library version: "
+                               "570.124", "without a reboot"),
+])
+def test_a_failing_nvidia_smi_is_quoted(host, machine, said, why):
+    inv = read_gpus(host(machine()))
+    assert inv.gpus == [] and inv.error.startswith(f"nvidia-smi failed: {said} (") and why in inv.error
+    # the same words with exit status 0 (some builds) are still a failure, never "an unexpected line"
+    out = "@@gpus\n" + machine()["gpus"] + "@@apps\n@@header\n@@sessions\n@@end\n"
+    assert parse_probe(out).error == inv.error

@@ -1,0 +1,353 @@
+"""`specops verify`: the acceptance check a user runs on their own host after `deploy`.
+
+The same checks the real-SGLang CPU tier makes, against the arms the host runs now:
+greedy `output_ids` of EAGLE-3 and adaptive equal baseline's at concurrency 1 and with
+threshold+2 requests in flight at once; the adaptive server's log shows drafting turned
+off above its threshold and on again below it (dynamic-spec-disable; a native tier logs
+no such line, so that evidence is said to be unavailable, not failed); every arm's
+`/server_info`; accept length. The result is one report a user attaches to a bug report:
+versions, device, driver, the checks with their evidence, no secrets (`redact`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specops import __version__
+from specops.bench.client import accept_length_from_info
+from specops.config.inventory import Host, Inventory
+from specops.errors import ConfigError, StepError
+from specops.secrets import redact
+from specops.servers.adaptive import TRANSITION_RE, parse_transitions
+from specops.servers.arms import arms_from_vars
+from specops.servers.lifecycle import ServerState, read_states, server_status
+from specops.transport.base import Transport
+from specops.transport.forward import reach
+from specops.transport.nvidia import read_gpus
+from specops.transport.probes import read_cpu
+
+KINDS = ("baseline", "eagle3", "adaptive")
+#: prompts cycled for the checks (greedy, so any text serves; distinct so a mix-up shows)
+PROMPTS = ("Speculative decoding", "The quick brown fox", "A small model", "Once upon a time",
+           "The capital of France is", "def fibonacci(n):", "In the beginning", "GPU kernels are")
+#: /server_info keys the report shows (never the whole document: it holds api keys)
+INFO_KEYS = ("version", "model_path", "device", "tp_size", "max_running_requests", "cuda_graph_max_bs",
+             "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+             "speculative_num_draft_tokens", "speculative_disable_batch_threshold", "speculative_adaptive",
+             "simulated")
+REQUEST_TIMEOUT_S = 600.0
+#: the most of the adaptive log read for transitions (the span of this check only)
+LOG_SPAN_LIMIT = 8 * 1024 * 1024
+EXCERPT_LINES = 20
+
+
+@dataclass
+class Check:
+    """One check's verdict: `ok` None means the evidence is unavailable (not a failure)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    evidence: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.ok else "FAIL" if self.ok is False else "UNAVAILABLE"
+
+
+@dataclass
+class Verification:
+    host: str
+    specops_version: str
+    prompts: int
+    max_new_tokens: int
+    arms: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> name, port, mechanism, info
+    device: dict[str, str] = field(default_factory=dict)
+    threshold: int | None = None
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok is not False for c in self.checks)
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if c.ok is False]
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["ok"] = self.ok
+        doc["failed"] = self.failed
+        for c, d in zip(self.checks, doc["checks"], strict=True):
+            d["verdict"] = c.verdict
+        return redact(doc)
+
+
+# ----------------------------------------------------------------------------- HTTP
+
+def generate(base_url: str, prompt: str, max_new_tokens: int) -> list[int]:
+    """Greedy `output_ids` for one prompt (POST /generate, ignore_eos: exactly N tokens)."""
+    body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
+                                                "ignore_eos": True}}
+    req = urllib.request.Request(base_url + "/generate", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
+            doc = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raise StepError(f"/generate answered {exc.code}: {exc.read()[:300].decode(errors='replace')}") from None
+    except (OSError, ValueError) as exc:
+        raise StepError(f"/generate failed: {exc}") from None
+    ids = doc.get("output_ids") if isinstance(doc, dict) else None
+    if not isinstance(ids, list):
+        raise StepError("/generate answered without `output_ids`: this server cannot show its token ids")
+    return [int(i) for i in ids]
+
+
+def get_json(base_url: str, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base_url + path, timeout=60) as resp:
+        doc = json.loads(resp.read())
+    return doc if isinstance(doc, dict) else {}
+
+
+def _server_info(base_url: str) -> dict[str, Any]:
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            return get_json(base_url, path)
+        except (OSError, ValueError):
+            continue
+    raise StepError("no /server_info")
+
+
+def at_once(base_url: str, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
+    """The prompts in flight together: one decode batch of len(prompts) requests."""
+    start = threading.Barrier(len(prompts))
+
+    def one(prompt: str) -> list[int]:
+        try:
+            start.wait(timeout=60)  # every thread ready first: the requests leave together
+        except threading.BrokenBarrierError:
+            raise StepError(f"could not start {len(prompts)} requests at once") from None
+        return generate(base_url, prompt, max_new_tokens)
+
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(one, prompts))
+
+
+# ----------------------------------------------------------------------------- the checks
+
+def arm_names(inventory: Inventory, host: Host) -> dict[str, str]:
+    """kind -> the first arm of that kind in the host's vars; all three are needed."""
+    specs = arms_from_vars(inventory.host_vars(host), where=f"host {host.name}")
+    names: dict[str, str] = {}
+    for spec in specs.values():
+        names.setdefault(spec.kind, spec.name)
+    missing = [k for k in KINDS if k not in names]
+    if missing:
+        raise ConfigError(f"verify needs a {', '.join(missing)} arm on {host.name}; its arms: "
+                          f"{', '.join(f'{n} ({s.kind})' for n, s in specs.items())}", where=f"host {host.name}")
+    return {k: names[k] for k in KINDS}
+
+
+def _remember_secrets(host: Host) -> None:
+    """Load the host's secret values where this machine has them, so `redact` masks them
+    should a server echo one (the report must be safe to attach anywhere)."""
+    for source in host.secrets.values():
+        try:
+            source.read()
+        except ConfigError:
+            pass
+
+
+def device_facts(transport: Transport) -> dict[str, str]:
+    gpus = read_gpus(transport)
+    return {"cpu": read_cpu(transport).describe(), "gpus": gpus.describe(),
+            "driver": gpus.driver_version or "-", "cuda": gpus.cuda_version or "-"}
+
+
+def _identity(name: str, prompts: list[str], ids: dict[str, list[list[int]]]) -> Check:
+    """Per prompt, each speculative arm's ids against baseline's; the first difference shown."""
+    evidence: list[str] = []
+    for kind in ("eagle3", "adaptive"):
+        for i, (want, got) in enumerate(zip(ids["baseline"], ids[kind], strict=True)):
+            if want != got:
+                at = next((j for j, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+                          min(len(want), len(got)))
+                evidence.append(f"{kind} prompt {i} {prompts[i]!r}: differs at token {at}: "
+                                f"baseline {want} vs {kind} {got}")
+    n = len(prompts)
+    if evidence:
+        return Check(name, False, f"{len(evidence)} of {2 * n} outputs differ from baseline's", evidence)
+    return Check(name, True, f"{n} requests: eagle3's and adaptive's ids equal baseline's token for token",
+                 [f"prompt {i} {p!r}: {ids['baseline'][i]}" for i, p in enumerate(prompts)][:EXCERPT_LINES])
+
+
+def _transitions(text: str, threshold: int | None) -> Check:
+    """Drafting off at a running batch above the threshold, and on again at or below it later."""
+    name = "drafting stopped above the threshold and resumed below it"
+    lines = [ln for ln in text.splitlines() if TRANSITION_RE.search(ln)]
+    found = parse_transitions(text)
+    if threshold is None:
+        return Check(name, False, "the adaptive server reports no threshold", lines[-EXCERPT_LINES:])
+    off = next((i for i, t in enumerate(found) if not t.drafting and t.batch > threshold), None)
+    if off is None:
+        why = ("no transition line in the adaptive server's log during the check" if not found else
+               f"no 'drafting off' line with a running batch above {threshold}")
+        return Check(name, False, why + f" ({threshold + 2} requests were sent at once)", lines[-EXCERPT_LINES:])
+    on = next((i for i, t in enumerate(found[off:], off) if t.drafting and t.batch <= threshold), None)
+    if on is None:
+        return Check(name, False, f"drafting went off (batch {found[off].batch}) but never came back on at a "
+                                  f"batch <= {threshold}", lines[-EXCERPT_LINES:])
+    return Check(name, True, f"off at running batch {found[off].batch} > {threshold}, on again at "
+                             f"{found[on].batch} <= {threshold}", lines[-EXCERPT_LINES:])
+
+
+def _log_span(transport: Transport, path: str, start: int | None) -> str:
+    """What the log gained since `start` (capped; transition lines are rare)."""
+    end = transport.stat_size(path)
+    if end is None:
+        return ""
+    begin = start if start is not None and start <= end else 0
+    begin = max(begin, end - LOG_SPAN_LIMIT)
+    return transport.read_range(path, begin, end - begin).decode(errors="replace")
+
+
+def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: int = 3,
+           max_new_tokens: int = 8) -> Verification:
+    """Run every check against the host's running arms; the verdicts, never an exception
+    for a check that fails (a host with no running arms is a StepError)."""
+    if prompts < 1 or max_new_tokens < 1:
+        raise ConfigError("--prompts and --max-new-tokens must be at least 1")
+    _remember_secrets(host)
+    names = arm_names(inventory, host)
+    result = Verification(host=host.name, specops_version=__version__, prompts=prompts, max_new_tokens=max_new_tokens)
+    states = read_states(transport, host.workdir)
+    statuses = {s.arm: s for s in server_status(transport, host.workdir, list(names.values()))}
+    down = [f"{n} ({statuses[n].state if n in statuses else 'never launched'})" for n in names.values()
+            if n not in states or n not in statuses or statuses[n].state != "ready"]
+    if down:
+        raise StepError(f"arms not ready on {host.name}: {', '.join(down)}", where=f"host {host.name}",
+                        hint=f"`specops deploy --host {host.name}` launches them; `specops status` shows them")
+    chosen: dict[str, ServerState] = {k: states[n] for k, n in names.items()}
+    slurm = [s.arm for s in chosen.values() if s.slurm]
+    if slurm:
+        raise ConfigError(f"verify reaches servers through the host's own port; {', '.join(slurm)} run as Slurm "
+                          f"jobs on compute nodes", where=f"host {host.name}")
+    result.device = device_facts(transport)
+    adaptive = chosen["adaptive"]
+    with reach(transport, chosen["baseline"].port) as b_url, reach(transport, chosen["eagle3"].port) as e_url, \
+            reach(transport, adaptive.port) as a_url:
+        urls = {"baseline": b_url, "eagle3": e_url, "adaptive": a_url}
+        result.checks.append(_infos(result, chosen, urls))
+        result.threshold = _threshold(adaptive, result.arms["adaptive"]["info"])
+        single = [PROMPTS[i % len(PROMPTS)] for i in range(prompts)]
+        batch = [PROMPTS[i % len(PROMPTS)] + ("" if i < len(PROMPTS) else f" ({i})")
+                 for i in range((result.threshold or 0) + 2)]
+        ids1: dict[str, list[list[int]]] = {}
+        idsn: dict[str, list[list[int]]] = {}
+        after: dict[str, list[list[int]]] = {}
+        start = transport.stat_size(adaptive.log_path)
+        errors: list[str] = []
+        for kind, url in urls.items():
+            try:
+                ids1[kind] = [generate(url, p, max_new_tokens) for p in single]
+                idsn[kind] = at_once(url, batch, max_new_tokens)
+                after[kind] = [generate(url, single[0], max_new_tokens)]  # alone again: below the threshold
+            except StepError as exc:
+                errors.append(f"{kind} ({chosen[kind].arm}): {exc}")
+        if errors:
+            result.checks.append(Check("greedy requests", False, "requests failed", errors))
+        else:
+            result.checks.append(_identity("greedy token identity at concurrency 1",
+                                           single + [f"{single[0]} (alone again, after the batch)"],
+                                           {k: ids1[k] + after[k] for k in KINDS}))
+            result.checks.append(_identity(f"greedy token identity at concurrency {len(batch)} (above the "
+                                           f"threshold)", batch, idsn))
+        result.checks.append(_drafting(transport, adaptive, start, result.threshold))
+        for kind in ("eagle3", "adaptive"):  # after the requests: the servers' running average
+            try:
+                result.arms[kind]["accept_length"] = accept_length_from_info(_server_info(urls[kind]))
+            except StepError:
+                pass
+    result.checks.append(_accept(result))
+    return result
+
+
+def _infos(result: Verification, chosen: dict[str, ServerState], urls: dict[str, str]) -> Check:
+    """Every arm's /server_info (the keys that matter), and one SGLang version across them."""
+    evidence: list[str] = []
+    bad: list[str] = []
+    for kind, state in chosen.items():
+        try:
+            info = _server_info(urls[kind])
+        except (StepError, OSError) as exc:
+            bad.append(f"{kind} ({state.arm}): {exc}")
+            info = {}
+        shown = {k: info[k] for k in INFO_KEYS if k in info}
+        result.arms[kind] = {"name": state.arm, "port": state.port, "mechanism": state.mechanism,
+                             "pid": state.pid, "info": shown}
+        evidence.append(f"{kind} ({state.arm}, port {state.port}, {state.mechanism}): "
+                        f"{json.dumps(shown, sort_keys=True)}")
+    versions = {a["info"].get("version") for a in result.arms.values()}
+    if bad:
+        return Check("/server_info of the three arms", False, "; ".join(bad), evidence)
+    if len(versions) != 1 or None in versions:
+        return Check("/server_info of the three arms", False,
+                     f"the arms answer as different SGLang versions: {sorted(map(str, versions))}", evidence)
+    return Check("/server_info of the three arms", True, f"all three answer, SGLang {versions.pop()}", evidence)
+
+
+def _threshold(state: ServerState, info: dict[str, Any]) -> int | None:
+    value = state.effective_threshold or info.get("speculative_disable_batch_threshold")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _drafting(transport: Transport, adaptive: ServerState, start: int | None, threshold: int | None) -> Check:
+    name = "drafting stopped above the threshold and resumed below it"
+    if adaptive.mechanism != "dynamic-spec-disable-patch":
+        return Check(name, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition "
+                                 "lines: this evidence is unavailable")
+    text = _log_span(transport, adaptive.log_path, start)
+    check = _transitions(text, threshold)
+    check.evidence = [f"log: {adaptive.log_path}", *check.evidence]
+    return check
+
+
+def _accept(result: Verification) -> Check:
+    """Accept length from /server_info: a speculating arm that accepts nothing is broken."""
+    values = {k: result.arms.get(k, {}).get("accept_length") for k in ("eagle3", "adaptive")}
+    shown = [f"{k}: {v:.3f}" if v is not None else f"{k}: not reported" for k, v in values.items()]
+    if any(v is None for v in values.values()):
+        return Check("accept length", None, "not reported by every speculative arm's /server_info", shown)
+    return Check("accept length", True, ", ".join(shown), shown)
+
+
+# ----------------------------------------------------------------------------- the report
+
+def report_markdown(v: Verification) -> str:
+    """One file to attach to a bug report: versions, device, driver, checks, log excerpts."""
+    lines = [f"# specops verify: {v.host}", "",
+             f"Result: **{'PASS' if v.ok else 'FAIL: ' + ', '.join(v.failed)}**", "",
+             "## Versions and device", "",
+             f"- specops {v.specops_version}"]
+    for kind, arm in v.arms.items():
+        info = arm.get("info", {})
+        lines.append(f"- {kind} (`{arm['name']}`, port {arm['port']}, mechanism {arm['mechanism']}): "
+                     f"SGLang {info.get('version', '?')}"
+                     + (" (simulated)" if info.get("simulated") else ""))
+    lines += [f"- GPUs: {v.device.get('gpus', '-')}", f"- driver: {v.device.get('driver', '-')}, "
+              f"CUDA: {v.device.get('cuda', '-')}", f"- CPU: {v.device.get('cpu', '-')}",
+              f"- adaptive threshold: {v.threshold if v.threshold is not None else '-'}",
+              f"- prompts: {v.prompts} alone, {(v.threshold or 0) + 2} at once; {v.max_new_tokens} new tokens, "
+              "greedy, ignore_eos", "", "## Checks", ""]
+    for c in v.checks:
+        lines += [f"### {c.verdict}: {c.name}", "", c.detail, ""]
+        if c.evidence:
+            lines += ["```", *c.evidence, "```", ""]
+    return redact("\n".join(lines))

@@ -1,0 +1,63 @@
+"""`specops verify`: the acceptance check on a deployed host; the checks live in bench/acceptance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from specops.bench.acceptance import report_markdown
+from specops.bench.acceptance import verify as run_checks
+from specops.cli.exits import exit_with
+from specops.cli.options import console, host_option, inventory_option
+from specops.config.inventory import load_inventory
+from specops.errors import ConfigError
+from specops.fsutil import atomic_write
+from specops.run.engine import default_runs_dir
+from specops.run.journal import new_run_id
+from specops.transport.connect import open_transport
+
+
+@click.command()
+@host_option
+@inventory_option
+@click.option("--prompts", default=3, show_default=True, type=click.IntRange(min=1),
+              help="prompts sent alone (concurrency 1); threshold+2 more go at once")
+@click.option("--max-new-tokens", default=8, show_default=True, type=click.IntRange(min=1),
+              help="greedy tokens per prompt")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="the report file (default runs/<id>/verify.md beside the inventory)")
+@click.option("--json", "as_json", is_flag=True, help="print the verdicts as one JSON document")
+def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tokens: int, out: Path | None,
+           as_json: bool) -> None:
+    """Check a deployed host: greedy token identity across the arms, drafting off above the threshold."""
+    inv = load_inventory(inventory_path)
+    hosts = inv.select(host_spec)
+    if len(hosts) != 1:
+        raise ConfigError(f"verify checks one host at a time; --host {host_spec} selects "
+                          f"{', '.join(h.name for h in hosts)}")
+    host = hosts[0]
+    transport = open_transport(host)
+    try:
+        result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens)
+    finally:
+        transport.close()
+    path = out or default_runs_dir(inv.path) / new_run_id("verify") / "verify.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, report_markdown(result) + "\n")
+    doc = {**result.to_dict(), "report": str(path)}
+    atomic_write(path.with_suffix(".json"), json.dumps(doc, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        for c in result.checks:
+            style = {"PASS": "green", "FAIL": "bold red"}.get(c.verdict, "yellow")
+            console.print(Text.assemble((c.verdict, style), f" {c.name}: {c.detail}"), highlight=False)
+            if c.ok is False:
+                for line in c.evidence[:6]:
+                    console.print(f"  {line}", markup=False, highlight=False)
+        console.print(f"{host.name}: {'all checks passed' if result.ok else 'FAILED: ' + ', '.join(result.failed)}"
+                      f"; report: {path}", markup=False, highlight=False)
+    exit_with(result.ok)

@@ -1,0 +1,137 @@
+"""Issue 23: `specops verify --host H`, the acceptance check a user runs after `deploy`,
+against simulated arms on the `local` host and over the real sshd. The simulator's
+/generate returns greedy `output_ids` that depend on the prompt and the simulated model
+(`--sim-seed`) only, as real SGLang's do; a baseline launched with another seed is a model
+that decodes other tokens, which verify must catch."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specops.bench.acceptance import Check, Verification, _drafting, _transitions, report_markdown
+from specops.secrets import remember
+from specops.servers.adaptive import transition_line
+from specops.servers.lifecycle import ServerState
+from tests.support.arms import arm_vars, sim_inventory
+from tests.support.deploy import run_cli, write_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = str(REPO / "playbooks/deploy.yaml")
+#: the simulator at its model's own speed: the threshold+2 requests sent at once overlap in
+#: one decode batch however loaded this machine is (at 0.05 a request lasts a few ms)
+REAL_TIME = {"time_scale": 1.0}
+
+
+def deployed(inv: Path, host: str) -> None:
+    res = run_cli("deploy", "--host", host, "-i", str(inv), "-p", DEPLOY)
+    assert res.exit_code == 0, res.output
+
+
+def checks(doc: dict) -> dict[str, str]:
+    return {c["name"]: c["verdict"] for c in doc["checks"]}
+
+
+def test_verify_passes_on_a_deployed_local_host_and_writes_the_report(tmp_path: Path) -> None:
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, name="local", sim=REAL_TIME)
+    try:
+        before = run_cli("verify", "--host", "local", "-i", str(inv))
+        assert before.exit_code == 1 and "not ready" in before.output and "specops deploy --host local" in before.output
+        deployed(inv, "local")
+        out = tmp_path / "verify.md"
+        res = run_cli("verify", "--host", "local", "-i", str(inv), "--out", str(out), "--json")
+    finally:
+        run_cli("stop", "--host", "local", "-i", str(inv))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["ok"] and doc["threshold"] == 8 and doc["report"] == str(out)
+    assert checks(doc) == {
+        "/server_info of the three arms": "PASS", "greedy token identity at concurrency 1": "PASS",
+        "greedy token identity at concurrency 10 (above the threshold)": "PASS",
+        "drafting stopped above the threshold and resumed below it": "PASS", "accept length": "PASS"}
+    assert {k: a["mechanism"] for k, a in doc["arms"].items()} == {
+        "baseline": "none", "eagle3": "eagle3", "adaptive": "dynamic-spec-disable-patch"}
+    assert all(a["info"]["version"] == "0.5.10.post1" for a in doc["arms"].values())
+    assert doc["arms"]["eagle3"]["accept_length"] > 1
+    report = out.read_text()
+    assert report.startswith("# specops verify: local") and "Result: **PASS**" in report
+    assert "SGLang 0.5.10.post1 (simulated)" in report and "- driver:" in report and "- CPU:" in report
+    # the evidence: the transition lines with their timestamps, off above 8 and on below it
+    off = next(ln for ln in report.splitlines() if "drafting off" in ln)
+    match = re.search(r"^\[20\d\d-.*\] specops adaptive: drafting off \(running batch (\d+) > threshold 8\)$", off)
+    assert match and int(match[1]) > 8, off
+    assert any("drafting on (running batch 1 <= threshold 8)" in ln for ln in report.splitlines())
+    assert json.loads(out.with_suffix(".json").read_text())["ok"] is True
+
+
+def test_verify_fails_naming_the_check_when_baseline_decodes_other_tokens(tmp_path: Path) -> None:
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, name="local", sim=REAL_TIME)
+    data = yaml.safe_load(inv.read_text())
+    data["vars"]["arms"]["baseline"]["extra_args"] = ["--sim-seed", "7"]  # another model, other greedy tokens
+    write_yaml(inv, data)
+    try:
+        deployed(inv, "local")
+        res = run_cli("verify", "--host", "local", "-i", str(inv), "--prompts", "1", "--max-new-tokens", "4")
+    finally:
+        run_cli("stop", "--host", "local", "-i", str(inv))
+    assert res.exit_code == 1, res.output
+    assert "FAIL greedy token identity at concurrency 1" in res.output
+    assert "FAILED: greedy token identity at concurrency 1, greedy token identity at concurrency 10" in \
+        " ".join(res.output.split())
+    assert "eagle3 prompt 0 'Speculative decoding': differs at token 0" in res.output
+    report = next((tmp_path / "runs").glob("*-verify-*/verify.md")).read_text()
+    assert "### FAIL: greedy token identity at concurrency 1" in report
+    assert "### PASS: drafting stopped above the threshold and resumed below it" in report
+
+
+@pytest.mark.slow
+def test_verify_over_ssh_reaches_the_arms_through_the_connection(tmp_path: Path, sshd) -> None:
+    inv = sim_inventory(tmp_path, sshd.host_entry(3, workdir=str(tmp_path / "w")), sim=REAL_TIME,
+                        arms=arm_vars(threshold=2)["arms"])
+    try:
+        deployed(inv, "gpu")
+        res = run_cli("verify", "--host", "gpu", "-i", str(inv), "--json")
+    finally:
+        run_cli("stop", "--host", "gpu", "-i", str(inv))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert checks(doc)["greedy token identity at concurrency 4 (above the threshold)"] == "PASS"
+    assert checks(doc)["drafting stopped above the threshold and resumed below it"] == "PASS"
+    assert Path(doc["report"]).is_file() and Path(doc["report"]).is_relative_to(tmp_path / "runs")
+
+
+def test_bad_host_is_bad_input(tmp_path: Path) -> None:
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, name="local", sim=REAL_TIME)
+    res = run_cli("verify", "--host", "nosuch", "-i", str(inv))
+    assert res.exit_code == 2 and "nosuch" in res.output
+
+
+def test_transitions_without_drafting_back_on_fail_and_quote_the_lines() -> None:
+    log = f"[2026-01-01 00:00:01 TP0] {transition_line(False, 5, 3)}\n[2026-01-01 00:00:02] Decode batch\n"
+    check = _transitions(log, 3)
+    assert check.ok is False and "never came back on" in check.detail
+    assert check.evidence == [f"[2026-01-01 00:00:01 TP0] {transition_line(False, 5, 3)}"]
+    assert _transitions("", 3).ok is False
+    assert _transitions(log + f"[x] {transition_line(True, 1, 3)}\n", 3).ok is True
+
+
+def test_the_report_masks_secrets() -> None:
+    remember("hf_verysecretvalue1234")
+    v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=1,
+                     checks=[Check("c", False, "token hf_verysecretvalue1234 HF_TOKEN=abc123xyz", ["x"])])
+    text = report_markdown(v)
+    assert "hf_verysecretvalue1234" not in text and "abc123xyz" not in text and "FAIL: c" in text
+
+
+def test_a_native_adaptive_arm_makes_the_log_evidence_unavailable_not_failed() -> None:
+    state = ServerState(arm="adaptive", kind="adaptive", pid=1, pgid=1, proc_start="1", port=1, command="",
+                        argv=[], env={}, args_hash="", log_path="/nonexistent.log", state_path="", started_at=0.0,
+                        mechanism="native-adaptive", workdir="/")
+    check = _drafting(None, state, 0, 8)  # type: ignore[arg-type]  # the log is not read: no transport needed
+    assert check.ok is None and check.verdict == "UNAVAILABLE" and "native-adaptive" in check.detail
+    v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=1, checks=[check])
+    assert v.ok and "### UNAVAILABLE: drafting stopped" in report_markdown(v)
