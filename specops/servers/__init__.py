@@ -1,6 +1,5 @@
 """Arm servers: profiles, launch commands per SGLang layout, and their lifecycle on a host."""
 
-from specops.servers import slurm  # noqa: F401 - registers the Slurm job backend with lifecycle
 from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.fairness import fairness_warnings
 from specops.servers.launch import LaunchPlan, build_launch

@@ -12,9 +12,10 @@ import base64
 import json
 import posixpath
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import specops.servers.slurm as slurm
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
@@ -23,76 +24,18 @@ from specops.servers.logwatch import (
     chunk_script,
     crash_excerpt,
     failure_reason,
-    find_signature,
     parse_chunk_line,
-    read_new,
+    sigkill_note,
     tail_lines,
 )
+from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult, read_state
+from specops.servers.records import where as _where
 from specops.servers.remote import FUNCS, q
+from specops.servers.watch import ArmWatch, loading_line, wait
 from specops.sglang import paths
 from specops.transport.base import Transport
 
 _RUN_TIMEOUT = 60.0
-#: specops.servers.slurm, which registers itself here when the package is imported: plans
-#: and states that carry a `slurm` record (arms as Slurm batch jobs) are handled there.
-JOBS: Any = None
-#: How long a crash signature may precede the process's exit before we fail anyway;
-#: it lets the rest of the traceback reach the log.
-CRASH_GRACE_S = 1.0
-_KEEP_BYTES = 512 * 1024
-
-
-@dataclass
-class ServerState:
-    """What the host's state file records about one launched arm."""
-
-    arm: str
-    kind: str
-    pid: int
-    pgid: int
-    proc_start: str  # /proc/<pid>/stat starttime: tells our process from a reused pid
-    port: int
-    command: str
-    argv: list[str]
-    env: dict[str, str]
-    args_hash: str
-    log_path: str
-    state_path: str
-    mechanism: str
-    started_at: float
-    workdir: str
-    model: str = ""
-    config_path: str | None = None
-    effective_threshold: int | None = None
-    notes: list[str] = field(default_factory=list)
-    ready_path: str = "/health"
-    sglang_version: str | None = None
-    #: on a Slurm host: job_id, node, gpus (IDX), conf; the functions below hand such arms to servers.slurm
-    slurm: dict | None = None
-    #: the run that started this server, and whether it is stopped once the last run leasing it
-    #: is done (a sweep's own servers) or stays up (deploy, --keep-servers)
-    launched_by: str | None = None
-    ephemeral: bool = False
-
-    def to_json(self) -> bytes:
-        # One key per line: the status script reads pid/port/proc_start with sed.
-        return (json.dumps(asdict(self), indent=1) + "\n").encode()
-
-    @classmethod
-    def from_json(cls, data: bytes | str) -> "ServerState":
-        raw = json.loads(data)
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in raw.items() if k in known})
-
-
-@dataclass
-class LaunchOutcome:
-    state: ServerState
-    action: str  # "launched" | "reused" | "restarted"
-
-
-def _where(transport: Transport, arm: str) -> str:
-    return f"host {transport.name}, server '{arm}'"
 
 
 def _looks_local(path: str) -> bool:
@@ -104,16 +47,6 @@ def _run(transport: Transport, script: str, timeout: float = _RUN_TIMEOUT, **kw)
 
 
 # --- state files -----------------------------------------------------------------------
-
-def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | None:
-    path = paths.server_state(transport.expand(workdir), arm)
-    if transport.stat_size(path) is None:
-        return None
-    try:
-        return ServerState.from_json(transport.get(path))
-    except (ValueError, TypeError):
-        return None  # a damaged state file is treated as no server
-
 
 def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
     """All state files under the workdir, in one round trip."""
@@ -192,13 +125,16 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, la
     held by something else, or a local model path that does not exist, raises StepError
     naming it, before anything starts. `launched_by`/`ephemeral` go into the state file
     (servers.lease: who started it, and whether the last run leasing it stops it)."""
-    if plan.slurm is not None:
-        return JOBS.launch_arm(transport, plan, reuse=reuse)
     where = _where(transport, plan.arm)
     existing = read_state(transport, plan.workdir, plan.arm)
+    if plan.slurm is not None:
+        if existing is not None and not existing.slurm:
+            stop_states(transport, [existing])  # a local server under the arm's name gives way to the job
+            existing = None
+        return slurm.launch_arm(transport, plan, existing, reuse=reuse)
     action = "launched"
     if existing is not None and existing.slurm:
-        JOBS.stop_states(transport, [existing])
+        slurm.stop_states(transport, [existing])
         existing = None
     if existing is not None:
         (p,) = probe(transport, [existing])
@@ -245,62 +181,56 @@ def launch_arms(transport: Transport, plans: Sequence[LaunchPlan], *, reuse: boo
 # --- readiness -------------------------------------------------------------------------
 
 @dataclass
-class _Watch:
-    state: ServerState
-    offset: int = 0
-    text: str = ""
-    ready_line: bool = False
-    crash_at: float | None = None
-    signature: str | None = None
-    health: str = "000"
+class _Watch(ArmWatch):
     alive: bool = True
-    ready_after_s: float | None = None
-
-    def feed(self, data: bytes) -> None:
-        if not data:
-            return
-        self.offset += len(data)
-        start = max(0, len(self.text) - 300)
-        self.text += data.decode(errors="replace")
-        if len(self.text) > _KEEP_BYTES:
-            cut = len(self.text) - _KEEP_BYTES
-            self.text, start = self.text[cut:], max(0, start - cut)
-        new = self.text[start:]
-        if READY_LINE in new:
-            self.ready_line = True
-        if self.signature is None:
-            for line in new.splitlines():
-                sig = find_signature(line)
-                if sig:
-                    self.signature = sig
-                    self.crash_at = time.monotonic()
-                    break
 
 
-def _poll(transport: Transport, watches: Sequence[_Watch], max_bytes: int) -> None:
-    parts = []
-    for w in watches:
-        st = w.state
-        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port} {q(st.ready_path)})\"; "
-                     f"else echo '@@P 0 000'; fi")
-        parts.append(chunk_script(st.log_path, w.offset, max_bytes))
-    res = _run(transport, "\n".join(parts))
-    probes = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
-    logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
-    if len(probes) != len(watches) or len(logs) != len(watches):
-        raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {transport.name}")
-    for w, p, lg in zip(watches, probes, logs, strict=True):
-        w.alive, w.health = p[1] == "1", p[2] if len(p) > 2 else "000"
-        w.feed(parse_chunk_line(w.state.log_path, lg).data)
+class _Processes:
+    """servers.watch's Source for detached local processes: `_alive` by pid and start time,
+    `_health` on loopback, and the log's new bytes, one round trip for all arms."""
 
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
 
-def _drain(transport: Transport, w: _Watch) -> None:
-    """Read what is left of a dead server's log (bounded), so the excerpt is complete."""
-    for _ in range(16):
-        (c,) = read_new(transport, [(w.state.log_path, w.offset)], max_bytes=256 * 1024)
-        if not c.data:
-            return
-        w.feed(c.data)
+    def poll(self, watches: Sequence[_Watch], max_bytes: int) -> None:
+        parts = []
+        for w in watches:
+            st = w.state
+            parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port} {q(st.ready_path)})\"; "
+                         f"else echo '@@P 0 000'; fi")
+            parts.append(chunk_script(st.log_path, w.offset, max_bytes))
+        res = _run(self.transport, "\n".join(parts))
+        probes = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
+        logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
+        if len(probes) != len(watches) or len(logs) != len(watches):
+            raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {self.transport.name}")
+        for w, p, lg in zip(watches, probes, logs, strict=True):
+            w.alive, w.health = p[1] == "1", p[2] if len(p) > 2 else "000"
+            w.feed(parse_chunk_line(w.state.log_path, lg).data)
+
+    def gone(self, w: _Watch) -> bool:
+        return not w.alive
+
+    def serving(self, w: _Watch) -> bool:
+        return True
+
+    def fail(self, w: _Watch, elapsed: float) -> StepError:
+        return _fail(self.transport, w, elapsed)
+
+    def not_ready(self, w: _Watch, timeout_s: float) -> StepError:
+        try:
+            last = "\n".join(tail_lines(self.transport, w.state.log_path, 30))
+        except TransportError:
+            last = "(no log file)"
+        missing = []
+        if w.health != "200":
+            missing.append(f"{w.state.ready_path} answered {w.health}")
+        if not w.ready_line:
+            missing.append("ready line not logged")
+        return StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s "
+                         f"({', '.join(missing)}); last lines of {w.state.log_path}:\n{last}",
+                         where=_where(self.transport, w.state.arm),
+                         hint="raise the step's timeout if the model is large")
 
 
 def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
@@ -315,9 +245,10 @@ def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:
         what += f" ({reason})"
     else:
         what += ", with an empty log"
+    note = sigkill_note(w.text)
     return StepError(f"server '{st.arm}' {what}; log {st.log_path}:\n{excerpt}",
                      where=_where(transport, st.arm),
-                     hint=f"specops logs --server {st.arm} --errors; command: {st.command}")
+                     hint=(f"{note}; " if note else "") + f"specops logs --server {st.arm} --errors; command: {st.command}")
 
 
 def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout_s: float,
@@ -332,55 +263,14 @@ def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout
     loading, CUDA graph capture), for the live view. Slurm arms (queued jobs: `on_event`
     hears their state and reason) are waited for by servers.slurm."""
     if any(st.slurm for st in states):
-        return JOBS.wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes, on_event=on_event)
-    poll_s = min(max(poll_s, 0.05), 1.0)
-    watches = [_Watch(st) for st in states]
-    t0 = time.monotonic()
-    deadline = t0 + timeout_s
-    while True:
-        _poll(transport, [w for w in watches if w.ready_after_s is None], max_bytes)
-        now = time.monotonic()
-        for w in watches:
-            if w.ready_after_s is not None:
-                continue
-            if not w.alive:
-                _drain(transport, w)
-                raise _fail(transport, w, now - t0)
-            if w.crash_at is not None and now - w.crash_at >= CRASH_GRACE_S:
-                raise _fail(transport, w, now - t0)
-            if w.health == "200" and w.ready_line:
-                w.ready_after_s = now - t0
-        if all(w.ready_after_s is not None for w in watches):
-            return {w.state.arm: w.ready_after_s for w in watches}  # type: ignore[misc]
-        if on_progress is not None:
-            on_progress(_loading_line(watches, now - t0))
-        if now >= deadline:
-            w = next(w for w in watches if w.ready_after_s is None)
-            try:
-                last = "\n".join(tail_lines(transport, w.state.log_path, 30))
-            except TransportError:
-                last = "(no log file)"
-            missing = []
-            if w.health != "200":
-                missing.append(f"{w.state.ready_path} answered {w.health}")
-            if not w.ready_line:
-                missing.append("ready line not logged")
-            raise StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s "
-                            f"({', '.join(missing)}); last lines of {w.state.log_path}:\n{last}",
-                            where=_where(transport, w.state.arm),
-                            hint="raise the step's timeout if the model is large")
-        pending = [w for w in watches if w.ready_after_s is None and w.crash_at is not None]
-        time.sleep(min(poll_s, 0.2) if pending else min(poll_s, max(0.0, deadline - now)))
+        return slurm.wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes,
+                                     on_progress=on_progress, on_event=on_event)
+    return wait(transport, _Processes(transport), [_Watch(st) for st in states], timeout_s, poll_s,
+                max_bytes=max_bytes, on_progress=on_progress)
 
 
-def _loading_line(watches: Sequence[_Watch], elapsed: float) -> str:
-    """`baseline: Load weight end. ... | eagle3: Capture cuda graph begin` (the last log line of each)."""
-    parts = []
-    for w in watches:
-        if w.ready_after_s is None:
-            last = next((ln.strip() for ln in reversed(w.text.splitlines()) if ln.strip()), "starting")
-            parts.append(f"{w.state.arm}: {last[-80:]}")
-    return f"{elapsed:.0f}s " + " | ".join(parts)
+#: the live line (servers.watch), under the name the tests know
+_loading_line = loading_line
 
 
 def wait_ready(transport: Transport, state: ServerState, timeout_s: float, poll_s: float = 0.5) -> float:
@@ -389,18 +279,6 @@ def wait_ready(transport: Transport, state: ServerState, timeout_s: float, poll_
 
 
 # --- stop ------------------------------------------------------------------------------
-
-@dataclass
-class StopResult:
-    arm: str
-    pid: int
-    port: int
-    was_running: bool
-    signal: str | None  # "TERM", "KILL" or None when nothing ran
-    port_free: bool
-    gpu_released: bool | None  # None where nvidia-smi does not exist
-    job_id: str | None = None  # Slurm arms: the cancelled job
-
 
 def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: float, gpu_wait_s: float) -> str:
     lines = ["declare -A SIG PIDS", "now() { date +%s%N | cut -c1-13; }"]
@@ -444,7 +322,7 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
     Slurm arms are scancelled (servers.slurm.stop_states)."""
     jobs = [st for st in states if st.slurm]
     if jobs:
-        done = JOBS.stop_states(transport, jobs)
+        done = slurm.stop_states(transport, jobs)
         return done + stop_states(transport, [st for st in states if not st.slurm], grace_s=grace_s,
                                   port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
     if not states:
@@ -485,26 +363,6 @@ def stop_arms(transport: Transport, workdir: str, arms: Sequence[str] | None = N
 
 
 # --- status ----------------------------------------------------------------------------
-
-@dataclass
-class ArmStatus:
-    arm: str
-    state: str  # ready | starting | dead | stopped
-    pid: int | None = None
-    port: int | None = None
-    uptime_s: float | None = None
-    mechanism: str | None = None
-    command: str | None = None
-    health: str | None = None
-    log_path: str | None = None
-    effective_threshold: int | None = None
-    job_id: str | None = None  # Slurm arms: the job, its node, state, reason, time left and GPU indices
-    node: str | None = None
-    job_state: str | None = None
-    reason: str | None = None
-    time_left_s: int | None = None
-    gpus: list[int] | None = None
-
 
 def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
     """Per arm: pid, port, ready/starting/dead/stopped, uptime, mechanism, command; one
@@ -555,7 +413,7 @@ done
                 (now - st.started_at) if (now and a == "1") else None,
                 st.mechanism, st.command, h, st.log_path, st.effective_threshold)
     if jobs:
-        found.update(JOBS.statuses(transport, jobs))
+        found.update(slurm.statuses(transport, jobs))
     names = list(arms) if arms is not None else sorted(found)
     return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 
@@ -563,7 +421,7 @@ done
 def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict:
     """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang)."""
     for path in ("/server_info", "/get_server_info"):
-        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{JOBS.server_address(state)}:{state.port}{path}"],
+        res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{state.address}:{state.port}{path}"],
                             timeout=timeout + 5)
         if res.ok and res.stdout.strip():
             try:

@@ -6,7 +6,8 @@ for GPUs. Everything specops runs on it runs on the login node, in a workdir on 
 cluster's shared filesystem; only the servers (and the benchmark client, as a step of
 the server's job: `srun --jobid J --overlap`) run on compute nodes. An arm's state file
 records its job id, node and GPU indices under `slurm`; the functions in
-`servers.lifecycle` hand such states to this module.
+`servers.lifecycle` hand such states to this module, which knows nothing of local
+processes (it sits below lifecycle: records, watch and logwatch are all it imports).
 
 Every cluster command is an argv list (shell-quoted), each poll one round trip for all
 arms: `scontrol show job -d` for each job, `/health` on node:port from the login node,
@@ -19,28 +20,26 @@ import base64
 import dataclasses
 import posixpath
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import specops.servers.lifecycle as lifecycle
 from specops.config.slurm import SlurmSettings
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv
 from specops.servers.launch import LaunchPlan
-from specops.servers.lifecycle import ArmStatus, LaunchOutcome, ServerState, StopResult, read_state
 from specops.servers.logwatch import (
     READY_LINE,
     chunk_script,
     crash_blocks,
     crash_excerpt,
-    find_signature,
     parse_chunk_line,
-    read_new,
     tail_lines,
 )
+from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult
+from specops.servers.records import where as _where
 from specops.servers.remote import q
+from specops.servers.watch import ArmWatch, wait
 from specops.sglang import paths
 from specops.transport.base import Transport, command_line
 
@@ -52,8 +51,6 @@ WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
 #: The server binds every interface on its node: the login node probes it there.
 BIND = "0.0.0.0"
 _RUN_TIMEOUT = 60.0
-_KEEP_BYTES = 512 * 1024
-CRASH_GRACE_S = 1.0
 
 
 # --- plans and the job script -----------------------------------------------------------
@@ -281,16 +278,7 @@ def probe_jobs(transport: Transport, states: Sequence[ServerState]) -> list[JobP
     return _parse_probes(states, res.stdout, transport.name)
 
 
-def server_address(state: ServerState) -> str:
-    """Where the login node reaches the arm's server: its node, or loopback elsewhere."""
-    return str((state.slurm or {}).get("node") or "127.0.0.1") if state.slurm else "127.0.0.1"
-
-
 # --- submit ------------------------------------------------------------------------------
-
-def _where(transport: Transport, arm: str) -> str:
-    return f"host {transport.name}, server '{arm}'"
-
 
 def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
     """Write the job script beside the state file and sbatch it; the state records the job."""
@@ -321,19 +309,18 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
     return state
 
 
-def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) -> LaunchOutcome:
-    """Reuse the arm's running job when it serves the same args hash; else cancel what the
-    state file records and submit a new job."""
-    existing = read_state(transport, plan.workdir, plan.arm)
+def launch_arm(transport: Transport, plan: LaunchPlan, existing: ServerState | None, *,
+               reuse: bool = True) -> LaunchOutcome:
+    """Reuse the arm's running job (`existing`, its state file) when it serves the same args
+    hash; else cancel that job and submit a new one. servers.lifecycle, the caller, stops a
+    local server recorded under the arm's name first."""
     action = "launched"
-    if existing is not None:
-        alive = False
-        if existing.slurm:
-            (p,) = probe_jobs(transport, [existing])
-            alive = p.job.state == "RUNNING"
-            if reuse and alive and p.health == "200" and existing.args_hash == plan.args_hash:
-                return LaunchOutcome(existing, "reused")
-        lifecycle.stop_states(transport, [existing])
+    if existing is not None and existing.slurm:
+        (p,) = probe_jobs(transport, [existing])
+        alive = p.job.state == "RUNNING"
+        if reuse and alive and p.health == "200" and existing.args_hash == plan.args_hash:
+            return LaunchOutcome(existing, "reused")
+        stop_states(transport, [existing])
         action = "restarted" if alive else action
     return LaunchOutcome(submit(transport, plan), action)
 
@@ -341,47 +328,75 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True) ->
 # --- readiness ---------------------------------------------------------------------------
 
 @dataclass
-class _Watch:
-    state: ServerState
-    offset: int = 0
-    text: str = ""
-    ready_line: bool = False
-    crash_at: float | None = None
-    signature: str | None = None
+class _Watch(ArmWatch):
     job: JobInfo | None = None
-    health: str = "000"
     seen: str = ""  # last state+reason reported
     running_at: float | None = None
-    ready_after_s: float | None = None
-
-    def feed(self, data: bytes) -> None:
-        if not data:
-            return
-        self.offset += len(data)
-        start = max(0, len(self.text) - 300)
-        self.text = (self.text + data.decode(errors="replace"))[-_KEEP_BYTES:]
-        new = self.text[max(0, start - max(0, len(self.text) - _KEEP_BYTES)):]
-        if READY_LINE in new:
-            self.ready_line = True
-        if self.signature is None:
-            for line in new.splitlines():
-                sig = find_signature(line)
-                if sig:
-                    self.signature, self.crash_at = sig, time.monotonic()
-                    break
 
 
-def _poll(transport: Transport, watches: Sequence[_Watch], max_bytes: int) -> None:
-    script = _FUNCS + "\n".join(_job_script(w.state) + "\n" + chunk_script(w.state.log_path, w.offset, max_bytes)
-                                for w in watches)
-    res = transport.run(script, timeout=_RUN_TIMEOUT)
-    probes = _parse_probes([w.state for w in watches], res.stdout, transport.name)
-    logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
-    if len(logs) != len(watches):
-        raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {transport.name}")
-    for w, p, lg in zip(watches, probes, logs, strict=True):
-        w.job, w.health = p.job, p.health
-        w.feed(parse_chunk_line(w.state.log_path, lg).data)
+class _Jobs:
+    """servers.watch's Source for batch jobs: `scontrol show job -d`, /health on node:port
+    from the login node and the output file's new bytes, one round trip for all arms. Each
+    change of a job's state or reason goes to `report`; a job that starts running has its
+    node and GPUs written into its state file."""
+
+    def __init__(self, transport: Transport, report: Callable[[str, dict[str, Any]], None]) -> None:
+        self.transport, self.report = transport, report
+
+    def poll(self, watches: Sequence[_Watch], max_bytes: int) -> None:
+        script = _FUNCS + "\n".join(_job_script(w.state) + "\n" + chunk_script(w.state.log_path, w.offset, max_bytes)
+                                    for w in watches)
+        res = self.transport.run(script, timeout=_RUN_TIMEOUT)
+        probes = _parse_probes([w.state for w in watches], res.stdout, self.transport.name)
+        logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
+        if len(logs) != len(watches):
+            raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {self.transport.name}")
+        for w, p, lg in zip(watches, probes, logs, strict=True):
+            w.job, w.health = p.job, p.health
+            w.feed(parse_chunk_line(w.state.log_path, lg).data)
+            self._seen(w, p.job)
+
+    def _seen(self, w: _Watch, job: JobInfo) -> None:
+        key = f"{job.state}/{job.reason}"
+        if key != w.seen:
+            w.seen = key
+            self.report("slurm_job", {"arm": w.state.arm, "job_id": job.job_id, "job_state": job.state,
+                                      "reason": job.reason, "node": job.node, "gpus": job.gpus})
+        if job.state == "RUNNING" and w.running_at is None:
+            w.running_at = time.monotonic()
+            _record_running(self.transport, w)
+
+    def gone(self, w: _Watch) -> bool:
+        return w.job is not None and w.job.ended
+
+    def serving(self, w: _Watch) -> bool:
+        return w.job is not None and w.job.state == "RUNNING"
+
+    def fail(self, w: _Watch, elapsed: float) -> StepError:
+        job = w.job.describe() if w.job is not None else "job ?"
+        if self.gone(w):
+            return _fail(self.transport, w, f"{job} {elapsed:.1f}s after submission")
+        return _fail(self.transport, w, f"logged a crash ({job})")
+
+    def not_ready(self, w: _Watch, timeout_s: float) -> StepError:
+        last_job = w.job
+        if last_job is not None and last_job.state in WAITING:
+            return StepError(f"server '{w.state.arm}': job {last_job.job_id} still {last_job.state} after {timeout_s:.0f}s "
+                             f"(reason: {last_job.reason})", where=_where(self.transport, w.state.arm),
+                             hint="the cluster has no free allocation of that size: ask for fewer GPUs, another "
+                                  "partition, or raise the step's timeout")
+        try:
+            last = "\n".join(tail_lines(self.transport, w.state.log_path, 30))
+        except TransportError:
+            last = "(no log file)"
+        missing = []
+        if w.health != "200":
+            missing.append(f"/health on {(last_job.node if last_job else '') or '?'}:{w.state.port} answered {w.health}")
+        if not w.ready_line:
+            missing.append("ready line not logged")
+        return StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s ({', '.join(missing)}); "
+                         f"last lines of {w.state.log_path}:\n{last}", where=_where(self.transport, w.state.arm),
+                         hint="raise the step's timeout if the model is large")
 
 
 def _record_running(transport: Transport, w: _Watch) -> None:
@@ -391,14 +406,6 @@ def _record_running(transport: Transport, w: _Watch) -> None:
     slurm.update(node=w.job.node, gpus=w.job.gpus, state=w.job.state)
     w.state.slurm = slurm
     transport.put(w.state.to_json(), w.state.state_path)
-
-
-def _drain(transport: Transport, w: _Watch) -> None:
-    for _ in range(16):
-        (c,) = read_new(transport, [(w.state.log_path, w.offset)], max_bytes=256 * 1024)
-        if not c.data:
-            return
-        w.feed(c.data)
 
 
 def _fail(transport: Transport, w: _Watch, what: str) -> StepError:
@@ -413,63 +420,16 @@ def _fail(transport: Transport, w: _Watch, what: str) -> StepError:
 
 
 def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout_s: float, poll_s: float = 0.5,
-                    *, max_bytes: int = 256 * 1024,
+                    *, max_bytes: int = 256 * 1024, on_progress: Callable[[str], None] | None = None,
                     on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float]:
-    """Wait until every arm's job runs, its /health on node:port answers 200 and the ready
-    line is in its output file. While a job is queued, each change of its state or reason
-    is reported through `on_event("slurm_job", {...})`. A job that ends, or a crash line in
-    the log, fails at once with the job's state and reason and the log excerpt; the
+    """Wait (servers.watch) until every arm's job runs, its /health on node:port answers 200
+    and the ready line is in its output file. While a job is queued, each change of its
+    state or reason is reported through `on_event("slurm_job", {...})`. A job that ends, or
+    a crash line in the log, fails with the job's state and reason and the log excerpt; the
     timeout fails with what was missing (a queued job's reason among it)."""
-    poll_s = min(max(poll_s, 0.05), 1.0)
-    watches = [_Watch(st) for st in states]
-    t0 = time.monotonic()
-    deadline = t0 + timeout_s
-    report = on_event or (lambda _k, _d: None)
-    while True:
-        _poll(transport, [w for w in watches if w.ready_after_s is None], max_bytes)
-        now = time.monotonic()
-        for w in watches:
-            if w.ready_after_s is not None or w.job is None:
-                continue
-            job = w.job
-            key = f"{job.state}/{job.reason}"
-            if key != w.seen:
-                w.seen = key
-                report("slurm_job", {"arm": w.state.arm, "job_id": job.job_id, "job_state": job.state,
-                                     "reason": job.reason, "node": job.node, "gpus": job.gpus})
-            if job.state == "RUNNING" and w.running_at is None:
-                w.running_at = now
-                _record_running(transport, w)
-            if job.ended:
-                _drain(transport, w)
-                raise _fail(transport, w, f"{job.describe()} {now - t0:.1f}s after submission")
-            if w.crash_at is not None and now - w.crash_at >= CRASH_GRACE_S:
-                raise _fail(transport, w, f"logged a crash ({job.describe()})")
-            if job.state == "RUNNING" and w.health == "200" and w.ready_line:
-                w.ready_after_s = now - t0
-        if all(w.ready_after_s is not None for w in watches):
-            return {w.state.arm: w.ready_after_s for w in watches}  # type: ignore[misc]
-        if now >= deadline:
-            w = next(w for w in watches if w.ready_after_s is None)
-            last_job = w.job
-            if last_job is not None and last_job.state in WAITING:
-                raise StepError(f"server '{w.state.arm}': job {last_job.job_id} still {last_job.state} after {timeout_s:.0f}s "
-                                f"(reason: {last_job.reason})", where=_where(transport, w.state.arm),
-                                hint="the cluster has no free allocation of that size: ask for fewer GPUs, another "
-                                     "partition, or raise the step's timeout")
-            try:
-                last = "\n".join(tail_lines(transport, w.state.log_path, 30))
-            except TransportError:
-                last = "(no log file)"
-            missing = []
-            if w.health != "200":
-                missing.append(f"/health on {(last_job.node if last_job else '') or '?'}:{w.state.port} answered {w.health}")
-            if not w.ready_line:
-                missing.append("ready line not logged")
-            raise StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s ({', '.join(missing)}); "
-                            f"last lines of {w.state.log_path}:\n{last}", where=_where(transport, w.state.arm),
-                            hint="raise the step's timeout if the model is large")
-        time.sleep(min(poll_s, 0.2) if any(w.crash_at for w in watches) else min(poll_s, max(0.0, deadline - now)))
+    source = _Jobs(transport, on_event or (lambda _k, _d: None))
+    return wait(transport, source, [_Watch(st) for st in states], timeout_s, poll_s, max_bytes=max_bytes,
+                on_progress=on_progress)
 
 
 # --- stop and status ---------------------------------------------------------------------
@@ -573,6 +533,3 @@ def job_event_line(data: dict[str, Any]) -> str:
             + (f" ({reason})" if reason not in (None, "", "None") else "")
             + (f" on {data['node']}" if data.get("node") else ""))
 
-
-# lifecycle hands every plan and state that carries a `slurm` record to this module
-lifecycle.JOBS = sys.modules[__name__]

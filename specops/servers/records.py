@@ -1,0 +1,111 @@
+"""What an arm's state file records (`ServerState`) and what launching, stopping and
+status report about it; both backends (servers.lifecycle: local processes, servers.slurm:
+batch jobs) read and return these, so they live below both of them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from specops.sglang import paths
+from specops.transport.base import Transport
+
+
+@dataclass
+class ServerState:
+    """What the host's state file records about one launched arm."""
+
+    arm: str
+    kind: str
+    pid: int
+    pgid: int
+    proc_start: str  # /proc/<pid>/stat starttime: tells our process from a reused pid
+    port: int
+    command: str
+    argv: list[str]
+    env: dict[str, str]
+    args_hash: str
+    log_path: str
+    state_path: str
+    mechanism: str
+    started_at: float
+    workdir: str
+    model: str = ""
+    config_path: str | None = None
+    effective_threshold: int | None = None
+    notes: list[str] = field(default_factory=list)
+    ready_path: str = "/health"
+    sglang_version: str | None = None
+    #: on a Slurm host: job_id, node, gpus (IDX), conf; servers.lifecycle hands such arms to servers.slurm
+    slurm: dict | None = None
+    #: the run that started this server, and whether it is stopped once the last run leasing it
+    #: is done (a sweep's own servers) or stays up (deploy, --keep-servers)
+    launched_by: str | None = None
+    ephemeral: bool = False
+
+    @property
+    def address(self) -> str:
+        """Where the host reaches the server: a Slurm job's node, else loopback."""
+        return str((self.slurm or {}).get("node") or "127.0.0.1")
+
+    def to_json(self) -> bytes:
+        # One key per line: the status script reads pid/port/proc_start with sed.
+        return (json.dumps(asdict(self), indent=1) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> "ServerState":
+        raw = json.loads(data)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+@dataclass
+class LaunchOutcome:
+    state: ServerState
+    action: str  # "launched" | "reused" | "restarted"
+
+
+@dataclass
+class StopResult:
+    arm: str
+    pid: int
+    port: int
+    was_running: bool
+    signal: str | None  # "TERM", "KILL" or None when nothing ran
+    port_free: bool
+    gpu_released: bool | None  # None where nvidia-smi does not exist
+    job_id: str | None = None  # Slurm arms: the cancelled job
+
+
+@dataclass
+class ArmStatus:
+    arm: str
+    state: str  # ready | starting | dead | stopped
+    pid: int | None = None
+    port: int | None = None
+    uptime_s: float | None = None
+    mechanism: str | None = None
+    command: str | None = None
+    health: str | None = None
+    log_path: str | None = None
+    effective_threshold: int | None = None
+    job_id: str | None = None  # Slurm arms: the job, its node, state, reason, time left and GPU indices
+    node: str | None = None
+    job_state: str | None = None
+    reason: str | None = None
+    time_left_s: int | None = None
+    gpus: list[int] | None = None
+
+
+def where(transport: Transport, arm: str) -> str:
+    return f"host {transport.name}, server '{arm}'"
+
+
+def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | None:
+    path = paths.server_state(transport.expand(workdir), arm)
+    if transport.stat_size(path) is None:
+        return None
+    try:
+        return ServerState.from_json(transport.get(path))
+    except (ValueError, TypeError):
+        return None  # a damaged state file is treated as no server

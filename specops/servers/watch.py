@@ -1,0 +1,139 @@
+"""The readiness watch, once, for local servers (servers.lifecycle) and Slurm jobs
+(servers.slurm): each arm's log read by offset, the ready line and crash signatures
+(servers.logwatch) found in what is new, the crash grace, and the wait loop.
+
+What differs between the two is behind `Source`: how one poll learns, in one round trip
+for all arms, whether each server still runs, what its readiness endpoint answers and
+what its log gained; and how a failure or a timeout is worded.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from specops.errors import StepError
+from specops.servers.logwatch import READY_LINE, find_signature, read_new
+from specops.servers.records import ServerState
+from specops.transport.base import Transport
+
+#: The log text a watch keeps (the crash excerpt and the failure line are read from it).
+KEEP_BYTES = 512 * 1024
+#: How long a crash signature may precede the server's end before we fail anyway;
+#: it lets the rest of the traceback reach the log.
+CRASH_GRACE_S = 1.0
+#: The end of the text already read that is scanned again with each chunk: a ready line or
+#: a crash line may be split across two chunks.
+_OVERLAP = 300
+
+
+@dataclass
+class ArmWatch:
+    """One arm's log as read so far, and what the wait has learnt about the arm."""
+
+    state: ServerState
+    offset: int = 0
+    text: str = ""
+    ready_line: bool = False
+    crash_at: float | None = None
+    signature: str | None = None
+    health: str = "000"
+    ready_after_s: float | None = None
+
+    def feed(self, data: bytes) -> None:
+        """Take the log's next bytes: scan them (with the overlap) before the kept text is
+        trimmed, so a chunk is scanned whole however long the log already is."""
+        if not data:
+            return
+        self.offset += len(data)
+        start = max(0, len(self.text) - _OVERLAP)
+        self.text += data.decode(errors="replace")
+        new = self.text[start:]
+        if len(self.text) > KEEP_BYTES:
+            self.text = self.text[-KEEP_BYTES:]
+        if READY_LINE in new:
+            self.ready_line = True
+        if self.signature is None:
+            for line in new.splitlines():
+                sig = find_signature(line)
+                if sig:
+                    self.signature, self.crash_at = sig, time.monotonic()
+                    break
+
+    def crash_due(self, now: float) -> bool:
+        """A crash line was logged at least CRASH_GRACE_S ago."""
+        return self.crash_at is not None and now - self.crash_at >= CRASH_GRACE_S
+
+    def last_line(self) -> str:
+        return next((ln.strip() for ln in reversed(self.text.splitlines()) if ln.strip()), "starting")
+
+
+W = TypeVar("W", bound=ArmWatch)
+W_in = TypeVar("W_in", bound=ArmWatch, contravariant=True)
+
+
+class Source(Protocol[W_in]):
+    """A backend's side of the wait (lifecycle's processes, slurm's jobs)."""
+
+    def poll(self, watches: Sequence[W_in], max_bytes: int) -> None:
+        """One round trip: each watch's liveness and health, its log's new bytes fed."""
+
+    def gone(self, w: W_in) -> bool:
+        """The server has ended (its process exited, its job ended)."""
+
+    def serving(self, w: W_in) -> bool:
+        """Whatever the backend needs besides health 200 and the ready line (a running job)."""
+
+    def fail(self, w: W_in, elapsed: float) -> StepError:
+        """The failure of an arm that ended or logged a crash, with its crash excerpt."""
+
+    def not_ready(self, w: W_in, timeout_s: float) -> StepError:
+        """The failure of an arm still not ready at the deadline."""
+
+
+def drain(transport: Transport, w: ArmWatch) -> None:
+    """Read what is left of an ended server's log (bounded), so the excerpt is complete."""
+    for _ in range(16):
+        (c,) = read_new(transport, [(w.state.log_path, w.offset)], max_bytes=256 * 1024)
+        if not c.data:
+            return
+        w.feed(c.data)
+
+
+def loading_line(watches: Sequence[ArmWatch], elapsed: float) -> str:
+    """`baseline: Load weight end. ... | eagle3: Capture cuda graph begin` (the last log line of each)."""
+    parts = [f"{w.state.arm}: {w.last_line()[-80:]}" for w in watches if w.ready_after_s is None]
+    return f"{elapsed:.0f}s " + " | ".join(parts)
+
+
+def wait(transport: Transport, source: Source[W], watches: Sequence[W], timeout_s: float, poll_s: float, *,
+         max_bytes: int, on_progress: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Poll the arms not yet ready, at most `poll_s` (<= 1 s) apart, until every one is
+    (alive, health 200, ready line logged, `source.serving`). Returns seconds to ready per
+    arm. An ended server fails at once (its log drained first); a crash line fails after
+    CRASH_GRACE_S (polling faster meanwhile); the deadline fails with `source.not_ready`."""
+    poll_s = min(max(poll_s, 0.05), 1.0)
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    while True:
+        source.poll([w for w in watches if w.ready_after_s is None], max_bytes)
+        now = time.monotonic()
+        for w in watches:
+            if w.ready_after_s is not None:
+                continue
+            if source.gone(w):
+                drain(transport, w)
+                raise source.fail(w, now - t0)
+            if w.crash_due(now):
+                raise source.fail(w, now - t0)
+            if w.health == "200" and w.ready_line and source.serving(w):
+                w.ready_after_s = now - t0
+        if all(w.ready_after_s is not None for w in watches):
+            return {w.state.arm: w.ready_after_s for w in watches}  # type: ignore[misc]
+        if on_progress is not None:
+            on_progress(loading_line(watches, now - t0))
+        if now >= deadline:
+            raise source.not_ready(next(w for w in watches if w.ready_after_s is None), timeout_s)
+        crashing = any(w.ready_after_s is None and w.crash_at is not None for w in watches)
+        time.sleep(min(poll_s, 0.2) if crashing else min(poll_s, max(0.0, deadline - now)))
