@@ -17,7 +17,7 @@ from typing import Any
 from specops.bench import store
 from specops.bench.plots import figure, save_figure
 from specops.bench.report import Cell, HostSummary, summarize
-from specops.bench.summary_doc import settings_of
+from specops.bench.summary_doc import envelope_doc, settings_of, tax_doc
 from specops.errors import ConfigError
 
 #: Settings two runs must share for their points to be compared.
@@ -73,7 +73,7 @@ def load_series(run_dirs: list[Path]) -> tuple[list[Series], list[dict[str, Any]
         manifests.append(manifest)
         name = str(manifest.get("run_id") or run_dir.name)
         for host in summary.hosts:
-            label = f"{name}:{host.host}" if len(summary.hosts) > 1 else name
+            label = f"{name}:{host.label}" if len(summary.hosts) > 1 else name
             series.append(Series(label, run_dir, host, summary.headline, summary.simulated))
     return series, manifests
 
@@ -127,6 +127,7 @@ def render_markdown(comp: Comparison) -> str:
         out += [f"## {s.label}", f"`{s.run_dir}`", ""] + [f"- {line}" for line in s.headline] + [""]
     if comp.setting_differences:
         out += ["## Settings that differ (compared anyway)", ""] + [f"- {d}" for d in comp.setting_differences] + [""]
+    out += _adaptive_table(comp)
     head = "| concurrency | arm | " + " | ".join(comp.labels) + " |"
     out += ["## Output tok/s (median, min-max; ratio to the first run; * beyond the run-to-run spread)", "",
             head, "|---:|---|" + "---:|" * len(comp.labels)]
@@ -144,9 +145,29 @@ def render_markdown(comp: Comparison) -> str:
     return "\n".join(out) + "\n"
 
 
+def _adaptive_table(comp: Comparison) -> list[str]:
+    """Per run: how close adaptive came to the better arm, and its speculation tax."""
+    if all(s.host.envelope is None for s in comp.series):
+        return []
+    out = ["## Adaptive vs the better of baseline and EAGLE-3, and the speculation tax", "",
+           "| run | worst level | mean | speculation tax (adaptive / baseline, drafting off) |", "|---|---:|---:|---|"]
+    for s in comp.series:
+        env, tax = s.host.envelope, s.host.tax
+        worst = env.worst if env is not None else None
+        wtext = "-" if worst is None else f"{worst[1]:.3f}x at c={worst[0]}"
+        mtext = "-" if env is None or env.mean is None else f"{env.mean:.3f}x"
+        ttext = "-"
+        if tax is not None:
+            ttext = tax.text().split(": ", 1)[1]
+        out.append(f"| {s.label} | {wtext} | {mtext} | {ttext.replace('|', '/')} |")
+    return out + [""]
+
+
 def to_document(comp: Comparison) -> dict[str, Any]:
     return {"schema": "specops.compare/1", "runs": [{"label": s.label, "run_dir": str(s.run_dir),
-                                                     "headline": s.headline, "simulated": s.simulated}
+                                                     "headline": s.headline, "simulated": s.simulated,
+                                                     "envelope": envelope_doc(s.host),
+                                                     "speculation_tax": tax_doc(s.host)}
                                                     for s in comp.series],
             "setting_differences": comp.setting_differences, "points": [r.to_dict(comp.labels) for r in comp.rows]}
 

@@ -1,9 +1,12 @@
-"""The sweep order: arms x concurrency levels x repeats, repeats interleaved across arms.
+"""The sweep order: arms x context lengths x concurrency levels x repeats, repeats
+interleaved across arms.
 
 Repeat 0 runs the arms A B C, repeat 1 runs C B A, repeat 2 A B C again, and so on: a
 slow drift of the machine (thermals, a neighbour) or an adaptive controller's history
 then does not favour whichever arm always runs first. Within an arm's turn the levels
-run low to high. Consecutive points of the same arm form a group, so arms that share
+run low to high, one context length (input, output) after another, shortest first; a sweep
+of one length has no length in its points (`None`: the run's settings say it), as before
+lengths were an axis. Consecutive points of the same arm form a group, so arms that share
 GPUs are launched once per group (C ends repeat 0 and starts repeat 1: one launch).
 """
 
@@ -14,17 +17,29 @@ from typing import Iterable, Sequence
 
 from specops.errors import ConfigError
 
+#: one context length of a sweep: (input tokens, output tokens)
+Length = tuple[int, int]
+
 
 @dataclass(frozen=True, order=True)
 class Point:
-    """One benchmark point: which arm, at which concurrency, which repeat (0-based)."""
+    """One benchmark point: which arm, at which concurrency, which repeat (0-based), and at
+    which input/output length when the sweep has several (None: the run's one length)."""
 
     arm: str
     concurrency: int
     repeat: int
+    input_len: int | None = None
+    output_len: int | None = None
 
     def label(self) -> str:
-        return f"{self.arm} c={self.concurrency} r={self.repeat}"
+        length = "" if self.input_len is None else f" in={self.input_len} out={self.output_len}"
+        return f"{self.arm} c={self.concurrency}{length} r={self.repeat}"
+
+
+def length_pairs(input_lens: Sequence[int], output_lens: Sequence[int]) -> list[Length]:
+    """Every (input, output) pair of the two lists, shortest input first."""
+    return sorted({(i, o) for i in input_lens for o in output_lens})
 
 
 def _validate(arms: Sequence[str], levels: Sequence[int], repeats: int) -> None:
@@ -49,13 +64,18 @@ def arm_order(arms: Sequence[str], repeat: int) -> list[str]:
     return list(arms) if repeat % 2 == 0 else list(reversed(arms))
 
 
-def plan_points(arms: Sequence[str], levels: Sequence[int], repeats: int) -> list[Point]:
-    """Every point in run order: repeat, then arm (interleaved ABC/CBA), then level ascending."""
+def plan_points(arms: Sequence[str], levels: Sequence[int], repeats: int,
+                lengths: Sequence[Length] | None = None) -> list[Point]:
+    """Every point in run order: repeat, then arm (interleaved ABC/CBA), then context length
+    (shortest first; only when `lengths` has more than one), then level ascending."""
     _validate(arms, levels, repeats)
     ordered_levels = sorted(levels)
-    return [Point(arm, level, r)
+    many: list[tuple[int | None, int | None]] = (
+        [(i, o) for i, o in sorted(set(lengths))] if lengths and len(set(lengths)) > 1 else [(None, None)])
+    return [Point(arm, level, r, i, o)
             for r in range(repeats)
             for arm in arm_order(arms, r)
+            for i, o in many
             for level in ordered_levels]
 
 

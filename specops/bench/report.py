@@ -9,8 +9,12 @@ min-max spread; median TTFT and TPOT. The speculative/baseline ratio at a level 
 ratio of the medians; its spread is the min-max of the per-repeat ratios (repeat r of the
 arm over repeat r of baseline). Crossover: the first level whose EAGLE-3 ratio is below 1,
 interpolated linearly in log2(concurrency) between it and the level before. Threshold:
-the largest level L such that EAGLE-3's ratio is >= THRESHOLD_MARGIN at L and every level
-below it (a noisy win above a loss is not a reason to speculate there).
+bench/threshold.py's one rule (shared with `specops tune`), in the server's running-batch
+units where the records carry its running batch, else in concurrency units.
+
+Context length: a sweep of several input/output lengths (`--input-len 256,2048`) gets one
+HostSummary per host and length, so each length has its own tables, crossover and
+threshold, and the "Context length" section sets the crossovers side by side.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
 from specops.bench.schema import STATUS_OK
+from specops.bench.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo, point_goodput, slo_text
+from specops.bench.threshold import RULE as THRESHOLD_RULE
+from specops.bench.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
@@ -33,8 +40,8 @@ from specops.servers.fairness import fairness_warnings as fairness_warnings_for_
 BASELINE_ARM = "baseline"
 EAGLE_ARM = "eagle3"
 ADAPTIVE_ARM = "adaptive"
-THRESHOLD_MARGIN = 1.05      # EAGLE-3 must beat baseline by 5% for the threshold to include a level
 ADAPTIVE_TOLERANCE = 0.95    # adaptive should reach 95% of the better of baseline and EAGLE-3
+DRAFTING_OFF_SHARE = 0.9     # a level counts as "drafting off" when it was off for >= 90% of the point
 REPORT_MD = "report.md"
 
 
@@ -58,6 +65,20 @@ class Cell:
     running_p50: float | None = None     # the server's running batch (median over repeats)
     running_p90: float | None = None
     server_accept_length: float | None = None
+    drafting_off_share: float | None = None   # adaptive arms: share of the point with drafting off
+    goodput: float | None = None              # requests/s meeting the SLO (median over repeats)
+    attainment: float | None = None           # share of requests meeting it (median over repeats)
+    gpus: int = 1                             # GPUs the arm's server used (tp x dp), for per-GPU figures
+    cost_per_mtok: float | None = None        # $ per 1M output tokens at the host's GPU-hour price
+
+    @property
+    def tps_per_gpu(self) -> float:
+        return self.median_tps / max(1, self.gpus)
+
+    @property
+    def tps_per_user(self) -> float | None:
+        """Per-user decode speed, 1000 / TPOT ms."""
+        return 1000.0 / self.median_tpot_ms if self.median_tpot_ms else None
 
     def running_text(self) -> str:
         if self.running_p50 is None:
@@ -94,6 +115,86 @@ class Crossover:
         return "n/a (needs baseline and eagle3 results)"
 
 
+def _levels_text(levels: Sequence[int]) -> str:
+    return "c=" + ",".join(str(c) for c in levels)
+
+
+def _ratio_stats(ratios: dict[int, float]) -> str:
+    """`0.956x at c=16`, or `mean 0.960x, worst 0.950x at c=32, over c=16,32,64`."""
+    worst = min(ratios, key=lambda c: (ratios[c], c))
+    if len(ratios) == 1:
+        return f"{ratios[worst]:.3f}x at c={worst}"
+    return (f"mean {statistics.fmean(ratios.values()):.3f}x, worst {ratios[worst]:.3f}x at c={worst}, "
+            f"over {_levels_text(sorted(ratios))}")
+
+
+@dataclass
+class _PerLevel:
+    """Ratios per level, with their worst level and mean."""
+
+    ratios: dict[int, float]
+
+    @property
+    def worst(self) -> tuple[int, float] | None:
+        if not self.ratios:
+            return None
+        c = min(self.ratios, key=lambda k: (self.ratios[k], k))
+        return c, self.ratios[c]
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.ratios.values()) if self.ratios else None
+
+
+@dataclass
+class Envelope(_PerLevel):
+    """How close the adaptive arm came to what it is for: at each level, its median over the
+    better of baseline's and EAGLE-3's (1.0: it followed the envelope exactly)."""
+
+    objective: str = DEFAULT_OBJECTIVE
+
+    def text(self) -> str:
+        on = "" if self.objective == DEFAULT_OBJECTIVE else f" (on {self.objective})"
+        head = f"adaptive vs the better of baseline and EAGLE-3{on}: "
+        worst = self.worst
+        if worst is None:
+            return head + "n/a (no level with adaptive and another arm)"
+        return (head + f"worst {worst[1]:.3f}x at c={worst[0]}, "
+                f"mean {self.mean:.3f}x over {len(self.ratios)} level{'s' if len(self.ratios) > 1 else ''}")
+
+
+TAX_EVIDENCE = "drafting_off"        # the records say when drafting was off
+TAX_THRESHOLD = "above_threshold"    # they do not: levels above the arm's threshold stand in
+TAX_NONE = "none"
+
+
+@dataclass
+class Tax(_PerLevel):
+    """The speculation tax: what the adaptive arm still costs where its drafting is off
+    (adaptive / baseline there; below 1.0 is the price of carrying the draft model)."""
+
+    source: str = TAX_NONE           # TAX_EVIDENCE | TAX_THRESHOLD | TAX_NONE
+    threshold: int | None = None     # the arm's threshold (TAX_THRESHOLD)
+    unit: str | None = None          # what the threshold was compared with: running batch | concurrency
+    objective: str = DEFAULT_OBJECTIVE
+
+    def where(self) -> str:
+        if self.source == TAX_EVIDENCE:
+            return f"levels where the records say drafting was off for >= {DRAFTING_OFF_SHARE:.0%} of the point"
+        if self.source == TAX_THRESHOLD:
+            return f"{self.unit} above the arm's threshold {self.threshold}: no drafting-off evidence in the records"
+        return "no drafting-off evidence in the records, and no threshold for the adaptive arm in the manifest"
+
+    def text(self) -> str:
+        on = "" if self.objective == DEFAULT_OBJECTIVE else f", on {self.objective}"
+        head = f"speculation tax (adaptive / baseline where drafting is off{on}): "
+        if self.source == TAX_NONE:
+            return head + f"n/a ({self.where()})"
+        if not self.ratios:
+            return head + f"n/a: drafting was off at no level measured ({self.where()})"
+        return head + f"{_ratio_stats(self.ratios)} ({self.where()})"
+
+
 @dataclass
 class HostSummary:
     host: str
@@ -102,8 +203,23 @@ class HostSummary:
     cells: dict[tuple[str, int], Cell]
     ratios: dict[tuple[str, int], Ratio]
     crossover: Crossover
-    threshold: int | None
+    threshold_choice: ThresholdChoice
     adaptive_shortfalls: list[tuple[int, float | None]] | None   # None: no adaptive arm
+    envelope: Envelope | None = None     # None: no adaptive arm
+    tax: Tax | None = None
+    objective: str = DEFAULT_OBJECTIVE
+    length: tuple[int, int] | None = None   # (input, output) tokens in a several-length sweep
+
+    @property
+    def label(self) -> str:
+        """The host, and the context length where the sweep has several."""
+        if self.length is None:
+            return self.host
+        return f"{self.host + ' ' if self.host else ''}in={self.length[0]} out={self.length[1]}"
+
+    @property
+    def threshold(self) -> int | None:
+        return self.threshold_choice.threshold
 
     def rows(self) -> Iterator[tuple[int, str, Cell, Ratio | None]]:
         """(level, arm, cell, ratio to baseline) in table order: levels up, arms in order."""
@@ -116,12 +232,7 @@ class HostSummary:
     def threshold_text(self) -> str:
         if self.crossover.kind == "n/a":
             return "n/a (needs baseline and eagle3 results)"
-        if self.threshold is None:
-            return f"none: EAGLE-3 never beats baseline by {THRESHOLD_MARGIN:.2f}x; do not speculate"
-        top = max(lvl for lvl in self.levels if (EAGLE_ARM, lvl) in self.ratios)
-        if self.threshold == top:
-            return f"{self.threshold} (EAGLE-3 wins by >= {THRESHOLD_MARGIN:.2f}x up to the highest level measured)"
-        return f"{self.threshold} (speculate while the running batch is <= {self.threshold})"
+        return self.threshold_choice.text()
 
     def adaptive_text(self) -> str:
         if self.adaptive_shortfalls is None:
@@ -142,6 +253,8 @@ class ReportSummary:
     markdown: str
     report_path: Path | None = None
     plot_paths: list[Path] = field(default_factory=list)
+    objective: str = DEFAULT_OBJECTIVE
+    slo: Slo | None = None
     tuning: dict[str, Any] | None = None     # tune.json, when `specops tune` made the run
     servers: list[str] = field(default_factory=list)  # arms shared with other runs, restarted (same arguments)
 
@@ -169,14 +282,43 @@ def find_crossover(points: Sequence[tuple[int, float]]) -> Crossover:
     return Crossover("never")
 
 
-def recommend_threshold(points: Sequence[tuple[int, float]], margin: float = THRESHOLD_MARGIN) -> int | None:
-    """The largest level L with ratio >= margin at L and at every level below it."""
-    best = None
-    for c, r in sorted(points):
-        if r < margin:
-            break
-        best = c
-    return best
+def threshold_points(cells: dict[tuple[str, int], Cell], levels: Iterable[int],
+                     objective: str = DEFAULT_OBJECTIVE) -> list[LevelPoint]:
+    """What the crossover and the threshold rule read at each level where baseline and
+    EAGLE-3 were both measured: EAGLE-3 over baseline on the objective, and EAGLE-3's running
+    batch (the report and `specops tune` both build their points here)."""
+    out = []
+    for c in levels:
+        eagle = cells.get((EAGLE_ARM, c))
+        ratio = objective_ratio(score(eagle, objective), score(cells.get((BASELINE_ARM, c)), objective))
+        if eagle is not None and ratio is not None:
+            out.append(LevelPoint(c, ratio, eagle.running_p50, eagle.running_p90))
+    return out
+
+
+RATIO_CAP = 100.0   # a level where only one side has a non-zero objective counts as that far ahead
+
+
+def score(cell: Cell | None, objective: str = DEFAULT_OBJECTIVE) -> float | None:
+    """The cell's value on the objective, higher is better: output tok/s; goodput (req/s
+    meeting the SLO); or per-user decode speed 1000 / TPOT ms for `tpot`."""
+    if cell is None:
+        return None
+    if objective == "goodput":
+        return cell.goodput
+    if objective == "tpot":
+        return 1000.0 / cell.median_tpot_ms if cell.median_tpot_ms else None
+    return cell.median_tps
+
+
+def objective_ratio(mine: float | None, other: float | None) -> float | None:
+    """mine / other on a higher-is-better objective; None where neither side has a value
+    above zero (no evidence either way)."""
+    if mine is None or other is None:
+        return None
+    if other <= 0:
+        return None if mine <= 0 else RATIO_CAP
+    return min(mine / other, RATIO_CAP)
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -195,8 +337,64 @@ def _arm_order(arms: Iterable[str]) -> list[str]:
     return [a for a in known if a in arms] + sorted(arms - set(known))
 
 
-def summarize_host(host: str, records: Sequence[dict[str, Any]]) -> HostSummary:
-    """Cells, ratios, crossover, threshold and the adaptive check for one host's ok records."""
+def _drafting_off_share(rec: dict[str, Any]) -> float | None:
+    """A record's drafting-off evidence (`drafting_off_share` 0..1, or `drafting_off`), at the
+    top level or in its extra; None where it has none."""
+    extra = rec.get("extra")
+    for src in (rec, extra if isinstance(extra, dict) else {}):
+        share = src.get("drafting_off_share")
+        if isinstance(share, (int, float)) and not isinstance(share, bool) and math.isfinite(share):
+            return float(share)
+        off = src.get("drafting_off")
+        if isinstance(off, bool):
+            return 1.0 if off else 0.0
+    return None
+
+
+def _best(cells: dict[tuple[str, int], Cell], c: int, objective: str) -> float | None:
+    values = [v for v in (score(cells.get((a, c)), objective) for a in (BASELINE_ARM, EAGLE_ARM)) if v is not None]
+    return max(values) if values else None
+
+
+def envelope_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], arm: str = ADAPTIVE_ARM,
+                objective: str = DEFAULT_OBJECTIVE) -> Envelope:
+    """The arm over the better of baseline and EAGLE-3 on the objective, at each level with both."""
+    ratios = {}
+    for c in levels:
+        ratio = objective_ratio(score(cells.get((arm, c)), objective), _best(cells, c, objective))
+        if ratio is not None:
+            ratios[c] = ratio
+    return Envelope(ratios, objective)
+
+
+def tax_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], threshold: int | None,
+           arm: str = ADAPTIVE_ARM, objective: str = DEFAULT_OBJECTIVE) -> Tax:
+    """Adaptive / baseline where drafting is off: the levels the records say so, else the
+    levels whose running batch (or concurrency, where none was reported) is above the arm's
+    threshold."""
+    ratio = {c: objective_ratio(score(cells.get((arm, c)), objective), score(cells.get((BASELINE_ARM, c)), objective))
+             for c in levels}
+    mine = {c: cells[(arm, c)] for c in levels if ratio[c] is not None}
+    if any(cell.drafting_off_share is not None for cell in mine.values()):
+        off = [c for c, cell in mine.items() if (cell.drafting_off_share or 0.0) >= DRAFTING_OFF_SHARE]
+        source, unit = TAX_EVIDENCE, None
+    elif threshold is not None:
+        running = all(cell.running_p50 is not None for cell in mine.values())
+        off = [c for c, cell in mine.items()
+               if (cell.running_p50 if running and cell.running_p50 is not None else c) > threshold]
+        source, unit = TAX_THRESHOLD, ("running batch" if running else "concurrency")
+    else:
+        return Tax({}, TAX_NONE, objective=objective)
+    return Tax({c: float(ratio[c] or 0.0) for c in sorted(off)}, source, threshold, unit, objective)
+
+
+def summarize_host(host: str, records: Sequence[dict[str, Any]], adaptive_threshold: int | None = None,
+                   objective: str = DEFAULT_OBJECTIVE, slo: Slo | None = None,
+                   gpus: dict[str, int] | None = None, gpu_hour_cost: float | None = None) -> HostSummary:
+    """Cells, ratios, crossover, threshold and the adaptive check for one host's ok records
+    (`adaptive_threshold`: the adaptive arm's own threshold, from the manifest, for the tax
+    where the records carry no drafting-off evidence; `objective`: what the crossover,
+    threshold, envelope and tax compare; `slo`: the limits goodput counts against)."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         groups[(str(rec["arm"]), int(rec["concurrency"]))].append(rec)
@@ -213,7 +411,16 @@ def summarize_host(host: str, records: Sequence[dict[str, Any]]) -> HostSummary:
             running_p50=_median(r.get("running_req_p50") for r in recs),
             running_p90=_median(r.get("running_req_p90") for r in recs),
             server_accept_length=_median(r.get("server_accept_length") for r in recs),
+            drafting_off_share=_median(_drafting_off_share(r) for r in recs),
         )
+        cell = cells[(arm, c)]
+        cell.gpus = (gpus or {}).get(arm, 1)
+        if gpu_hour_cost is not None and cell.median_tps > 0:
+            cell.cost_per_mtok = gpu_hour_cost * cell.gpus * 1e6 / (3600.0 * cell.median_tps)
+        if slo:
+            good = [point_goodput(r, slo) for r in recs]
+            cells[(arm, c)].goodput = _median(g for g, _ in good)
+            cells[(arm, c)].attainment = _median(a for _, a in good)
     levels = sorted({c for _, c in cells})
     arms = _arm_order(a for a, _ in cells)
     ratios: dict[tuple[str, int], Ratio] = {}
@@ -225,21 +432,37 @@ def summarize_host(host: str, records: Sequence[dict[str, Any]]) -> HostSummary:
                if r in base.by_repeat and base.by_repeat[r] > 0]
         ratio = cell.median_tps / base.median_tps
         ratios[(arm, c)] = Ratio(arm, c, ratio, min(per, default=ratio), max(per, default=ratio), len(per))
-    eagle_points = [(c, ratios[(EAGLE_ARM, c)].ratio) for c in levels if (EAGLE_ARM, c) in ratios]
+    points = threshold_points(cells, levels, objective)
     shortfalls: list[tuple[int, float | None]] | None = None
+    envelope = tax = None
     if ADAPTIVE_ARM in arms:
+        envelope = envelope_of(cells, levels, objective=objective)
+        tax = tax_of(cells, levels, adaptive_threshold, objective=objective)
         shortfalls = []
         for c in levels:
-            best = max((cells[(a, c)].median_tps for a in (BASELINE_ARM, EAGLE_ARM) if (a, c) in cells), default=None)
-            if best is None:
+            if _best(cells, c, objective) is None:
                 continue
-            adaptive_cell = cells.get((ADAPTIVE_ARM, c))
-            if adaptive_cell is None:
+            if (ADAPTIVE_ARM, c) not in cells:
                 shortfalls.append((c, None))
-            elif adaptive_cell.median_tps < ADAPTIVE_TOLERANCE * best:
-                shortfalls.append((c, adaptive_cell.median_tps / best))
-    return HostSummary(host, levels, arms, cells, ratios, find_crossover(eagle_points),
-                       recommend_threshold(eagle_points), shortfalls)
+            elif c in envelope.ratios and envelope.ratios[c] < ADAPTIVE_TOLERANCE:
+                shortfalls.append((c, envelope.ratios[c]))
+    return HostSummary(host, levels, arms, cells, ratios, find_crossover([(p.level, p.ratio) for p in points]),
+                       choose(points), shortfalls, envelope, tax, objective)
+
+
+def adaptive_threshold_of(manifest: dict[str, Any], host: str) -> int | None:
+    """The adaptive arm's threshold as the run launched it (manifest: the host's arms, else
+    the top-level arms): `effective_threshold`, else `threshold`."""
+    hosts = manifest.get("hosts")
+    mine = hosts.get(host) if isinstance(hosts, dict) else None
+    for arms in (mine.get("arms") if isinstance(mine, dict) else None, manifest.get("arms")):
+        info = arms.get(ADAPTIVE_ARM) if isinstance(arms, dict) else None
+        if isinstance(info, dict):
+            for key in ("effective_threshold", "threshold"):
+                value = info.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+    return None
 
 
 # ---------------------------------------------------------------- fairness
@@ -269,9 +492,11 @@ def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, An
     return sets
 
 
-def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]] = ()) -> list[str]:
+def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]] = (),
+                      by_length: bool = False) -> list[str]:
     """Server args that differ between arms (the rule `deploy` uses too, from
-    `specops.servers.fairness`), and uneven client settings."""
+    `specops.servers.fairness`), and uneven client settings (`by_length`: a sweep of several
+    lengths, compared within each length)."""
     warnings: list[str] = []
     for label, arms in _manifest_arm_sets(manifest):
         parsed = {arm: _args_of(info) for arm, info in sorted(arms.items())}
@@ -280,11 +505,11 @@ def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]
         if missing:
             warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
         warnings += [label + w for w in fairness_warnings_for_args(known)]
-    settings: dict[tuple[str, int], set[tuple]] = defaultdict(set)
+    settings: dict[tuple[str, int, tuple[int, int] | None], set[tuple]] = defaultdict(set)
     for rec in records:
-        settings[(str(rec.get("host", "")), int(rec.get("concurrency", 0)))].add(
-            (rec.get("input_len"), rec.get("output_len"), rec.get("num_prompts")))
-    for (host, c), combos in sorted(settings.items()):
+        key = (str(rec.get("host", "")), int(rec.get("concurrency", 0)), record_length(rec) if by_length else None)
+        settings[key].add((rec.get("input_len"), rec.get("output_len"), rec.get("num_prompts")))
+    for (host, c, _), combos in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or (0, 0))):
         if len(combos) > 1:
             shown = "; ".join(f"in={i} out={o} n={n}" for i, o, n in sorted(combos, key=repr))
             warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at c={c}: {shown}")
@@ -340,7 +565,7 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 def _headline(summaries: Sequence[HostSummary]) -> list[str]:
     lines = []
     for s in summaries:
-        prefix = f"[{s.host}] " if len(summaries) > 1 else ""
+        prefix = f"[{s.label}] " if len(summaries) > 1 else ""
         if s.crossover.kind == "interpolated":
             cross = f"crossover at c≈{format_level(s.crossover.value)} (between {s.crossover.below} and {s.crossover.above})"
         else:
@@ -348,24 +573,118 @@ def _headline(summaries: Sequence[HostSummary]) -> list[str]:
         lines.append(prefix + cross)
         lines.append(prefix + "recommended threshold: " + s.threshold_text())
         lines.append(prefix + "adaptive: " + s.adaptive_text())
+        if s.envelope is not None:
+            lines.append(prefix + s.envelope.text())
+        if s.tax is not None:
+            lines.append(prefix + s.tax.text())
     return lines
+
+
+def _context_headline(summaries: Sequence[HostSummary]) -> list[str]:
+    """One line per host of a several-length sweep: its crossover at each length."""
+    hosts = sorted({s.host for s in summaries if s.length is not None})
+    lines = []
+    for host in hosts:
+        parts = [f"in={s.length[0]} out={s.length[1]}: {_crossover_cell(s.crossover)}"
+                 for s in summaries if s.host == host and s.length is not None]
+        lines.append(f"{'[' + host + '] ' if len(hosts) > 1 else ''}crossover by context length: " + "; ".join(parts))
+    return lines
+
+
+def arm_gpus(manifest: dict[str, Any], host: str) -> dict[str, int]:
+    """GPUs each arm's server used on the host: tensor x data parallel size from its
+    recorded server args (1 where unrecorded)."""
+    hosts = manifest.get("hosts")
+    mine = hosts.get(host) if isinstance(hosts, dict) else None
+    arms = mine.get("arms") if isinstance(mine, dict) else None
+    out = {}
+    for arm, info in (arms.items() if isinstance(arms, dict) else ()):
+        args = info.get("server_args") if isinstance(info, dict) else None
+        if not isinstance(args, dict):
+            continue
+        n = 1
+        for key in ("tp_size", "dp_size"):
+            value = args.get(key)
+            n *= value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+        out[str(arm)] = n
+    return out
+
+
+def gpu_hour_cost_of(manifest: dict[str, Any], host: str) -> float | None:
+    """The host's GPU-hour price as `bench` recorded it (manifest `bench.gpu_hour_cost`: a
+    number for every host, or {host: number})."""
+    bench = manifest.get("bench")
+    cost = bench.get("gpu_hour_cost") if isinstance(bench, dict) else None
+    if isinstance(cost, dict):
+        cost = cost.get(host)
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None
+
+
+def objective_of(manifest: dict[str, Any]) -> tuple[str, Slo | None]:
+    """The run's objective and SLO, as `bench` recorded them (manifest.json `bench`); a run
+    from before either existed: throughput, no SLO."""
+    bench = manifest.get("bench")
+    if not isinstance(bench, dict):
+        bench = {}
+    where = "manifest.json: bench"
+    slo = parse_slo(bench.get("slo"), where=where + ".slo")
+    objective = str(bench.get("objective") or DEFAULT_OBJECTIVE)
+    check_objective(objective, slo, where=where + ".objective")
+    return objective, slo
+
+
+def objective_line(objective: str, slo: Slo | None, summaries: Sequence[HostSummary]) -> str:
+    """What the crossover, threshold, envelope and tax were computed on, in words."""
+    missing = slo and not any(cell.goodput is not None for s in summaries for cell in s.cells.values())
+    no_latencies = "n/a, the records carry no per-request latencies (the builtin runner keeps them)"
+    if objective == "goodput" and slo:
+        return f"objective: goodput (requests/s meeting {slo_text(slo)})" + (f": {no_latencies}" if missing else "")
+    if objective == "tpot":
+        text = "objective: TPOT (compared as per-user decode speed, 1000 / TPOT ms: the lower TPOT wins)"
+    else:
+        text = "objective: throughput (output tok/s)"
+    if slo:
+        text += f"; SLO {slo_text(slo)}: " + (f"goodput {no_latencies}" if missing else "goodput and attainment per point")
+    return text
+
+
+def swept_lengths(manifest: dict[str, Any]) -> bool:
+    """True when the run swept several context lengths (a list in --input-len or
+    --output-len); a run of one length is reported as before lengths were an axis."""
+    bench = manifest.get("bench") or {}
+    return any(isinstance(bench.get(k), list) and len(bench[k]) > 1 for k in ("input_len", "output_len"))
+
+
+def record_length(rec: dict[str, Any]) -> tuple[int, int]:
+    """The (input, output) length a record measured (0 where it records none)."""
+    return int(rec.get("input_len") or 0), int(rec.get("output_len") or 0)
 
 
 def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None = None) -> ReportSummary:
     """Everything the report says, computed from records and the manifest."""
     manifest = manifest or {}
+    objective, slo = objective_of(manifest)
     effective = store.effective_records(records)
     ok = _ok_records(records)
-    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_host: dict[tuple[str, tuple[int, int] | None], list[dict[str, Any]]] = defaultdict(list)
+    lengths = swept_lengths(manifest)
     for rec in ok:
-        by_host[str(rec.get("host", ""))].append(rec)
-    summaries = [summarize_host(h, by_host[h]) for h in sorted(by_host)]
+        by_host[(str(rec.get("host", "")), record_length(rec) if lengths else None)].append(rec)
+    summaries = []
+    for h, length in sorted(by_host, key=lambda k: (k[0], k[1] or (0, 0))):
+        summary_h = summarize_host(h, by_host[(h, length)], adaptive_threshold_of(manifest, h), objective, slo,
+                                   arm_gpus(manifest, h), gpu_hour_cost_of(manifest, h))
+        summary_h.length = length
+        summaries.append(summary_h)
     failed = sorted((r for r in effective if r.get("status") != STATUS_OK),
                     key=lambda r: (str(r.get("host", "")), str(r.get("arm", "")), int(r.get("concurrency", 0)),
                                    int(r.get("repeat", 0))))
     simulated = any(bool(r.get("simulated")) for r in effective) or bool(manifest.get("simulated"))
-    summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok), _headline(summaries), "",
-                            servers=server_notes(ok))
+    headline = _headline(summaries) + _context_headline(summaries) + (
+        [objective_line(objective, slo, summaries)] if summaries else [])
+    summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok, by_length=lengths),
+                            headline, "",
+                            servers=server_notes(ok), objective=objective, slo=slo)
     summary.markdown = render_markdown(summary, manifest)
     return summary
 
@@ -378,19 +697,29 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_results(s: HostSummary) -> list[str]:
-    out = [f"## Results{' on ' + s.host if s.host else ''}", "",
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
+    costs = any(cell.cost_per_mtok is not None for cell in s.cells.values())
+    good = (" goodput req/s | SLO met |" if slo else "") + (" $ / 1M output tok |" if costs else "")
+    out = [f"## Results{' on ' + s.label if s.label else ''}", "",
            "| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
-           "| accept len | running batch p50/p90 | ratio to baseline (spread) |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| accept len | running batch p50/p90 | ratio to baseline (spread) |" + good,
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if slo else "") + ("---:|" if costs else "")]
     for c, arm, cell, ratio in s.rows():
         rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
+        gtext = f" {_fmt(cell.goodput, 2)} | {_pct(cell.attainment)} |" if slo else ""
+        gtext += f" {_fmt(cell.cost_per_mtok, 3)} |" if costs else ""
         out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
                    f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
                    f"{_fmt(cell.accept_length if cell.accept_length is not None else cell.server_accept_length, 2)}"
-                   f" | {cell.running_text()} | {rtext} |")
-    return out + ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
-                  f"- adaptive: {s.adaptive_text()}", ""]
+                   f" | {cell.running_text()} | {rtext} |" + gtext)
+    out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
+            f"- adaptive: {s.adaptive_text()}"]
+    out += [f"- {x.text()}" for x in (s.envelope, s.tax) if x is not None]
+    return out + [""]
 
 
 def _md_failed(failed: list[dict[str, Any]]) -> list[str]:
@@ -411,6 +740,48 @@ def _md_failed(failed: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+CONTEXT_PLOT = "crossover_context.png"
+
+
+@dataclass(frozen=True)
+class ContextRow:
+    """One host at one context length: its crossover and threshold."""
+
+    host: str
+    input_len: int
+    output_len: int
+    crossover: Crossover
+    threshold: int | None
+    threshold_text: str
+    unit: str | None
+
+
+def context_rows(summary: ReportSummary) -> list[ContextRow]:
+    """Per host and context length, shortest first; empty for a run of one length."""
+    return [ContextRow(s.host, s.length[0], s.length[1], s.crossover, s.threshold, s.threshold_text(),
+                       s.threshold_choice.unit) for s in summary.hosts if s.length is not None]
+
+
+def _crossover_cell(c: Crossover) -> str:
+    if c.kind == "interpolated":
+        return f"c≈{format_level(c.value)} ({c.below}-{c.above})"
+    return {"never": "never (EAGLE-3 wins at every level)", "every": "every level"}.get(c.kind, "n/a")
+
+
+def _md_context(summary: ReportSummary) -> list[str]:
+    rows = context_rows(summary)
+    if not rows:
+        return []
+    out = ["## Context length", "",
+           "The crossover and threshold at each context length swept (each length's own points; "
+           f"plot: plots/{CONTEXT_PLOT}).", "",
+           "| host | input len | output len | crossover | recommended threshold |", "|---|---:|---:|---|---|"]
+    for r in rows:
+        out.append(f"| {r.host} | {r.input_len} | {r.output_len} | {_crossover_cell(r.crossover)} | "
+                   f"{_md_escape(r.threshold_text)} |")
+    return out + [""]
+
+
 def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     """report.md text: deterministic for the same files."""
     out: list[str] = ["# specops bench report", ""]
@@ -418,6 +789,7 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
         out += [SIM_BANNER, ""]
     facts = []
     for key, label in (("run_id", "run"), ("sglang_version", "SGLang"), ("sglang_commit", "commit"),
+                       ("device", "device"), ("cpu", "CPU"),  # a CPU host (device cpu): no GPU line
                        ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"), ("dataset", "dataset"),
                        ("dataset_hash", "dataset hash"), ("input_len", "input len"), ("output_len", "output len")):
         if manifest.get(key) not in (None, ""):
@@ -427,8 +799,9 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
     out += ["## Headline", ""] + [f"- {line}" for line in summary.headline] + [""]
     if not summary.hosts:
         out += ["No successful results yet.", ""]
+    out += _md_context(summary)
     for s in summary.hosts:
-        out += _md_results(s)
+        out += _md_results(s, summary.slo)
     out += ["## Fairness", ""]
     out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings]
     if not _manifest_arm_sets(manifest):
@@ -440,16 +813,28 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
         out += ["## Servers", ""] + [f"- {_md_escape(line)}" for line in summary.servers] + [""]
     out += _md_failed(summary.failed)
     out += ["## Plots", "", "![output tok/s](plots/throughput.png)", "![ratio to baseline](plots/ratio.png)",
-            "![TTFT](plots/ttft.png)", "![TPOT](plots/tpot.png)", ""]
+            "![TTFT](plots/ttft.png)", "![TPOT](plots/tpot.png)",
+            "![tokens/s per GPU vs tokens/s per user](plots/pareto.png)"]
+    out += ([f"![crossover vs context length](plots/{CONTEXT_PLOT})"] if context_rows(summary) else []) + [""]
     out += ["## Method", "",
             "Medians over repeats; spread is min-max. The ratio is the arm's median over baseline's median; "
             "its spread is the min-max of per-repeat ratios. The crossover is the first level where EAGLE-3's "
             "ratio drops below 1, interpolated linearly in log2(concurrency) from the level before. The "
-            f"threshold is the largest level at which EAGLE-3's ratio is >= {THRESHOLD_MARGIN:.2f} there and "
-            f"at every lower level. The adaptive arm should reach {ADAPTIVE_TOLERANCE:.2f}x of the better of "
-            "baseline and EAGLE-3 at every level. The running batch is the server's own count of running "
-            "requests during the point (its `/metrics` gauge `sglang:num_running_reqs`, else its `#running-req` "
-            "log lines): median/p90 over the samples, median over repeats.", ""]
+            f"threshold (the rule `specops tune` uses too): {THRESHOLD_RULE}. The adaptive arm should reach "
+            f"{ADAPTIVE_TOLERANCE:.2f}x of the better of baseline and EAGLE-3 at every level; the envelope "
+            "line gives, over the levels, the worst and the mean of its median over the better arm's. The "
+            "speculation tax is the adaptive arm's median over baseline's where its drafting was off: the "
+            f"levels its records say so (drafting off for >= {DRAFTING_OFF_SHARE:.0%} of the point), else "
+            "the levels whose running batch is above the threshold the arm was launched with. The running "
+            "batch is the server's own count of running requests during the point (its `/metrics` gauge "
+            "`sglang:num_running_reqs`, else its `#running-req` log lines): median/p90 over the samples, "
+            "median over repeats. The objective names what the crossover, threshold, envelope and tax "
+            "compare: output throughput, goodput (requests per second whose TTFT, TPOT and E2E met every "
+            "limit of the SLO, from the client's per-request latencies; attainment is the share of the "
+            "point's requests that did, failed ones never do), or TPOT (compared as 1000 / TPOT ms). The Pareto plot puts each arm's levels at "
+            "tokens/s per user (1000 / TPOT ms) against tokens/s per GPU (output tok/s over the arm's "
+            "tensor x data parallel size); with a GPU-hour price, $ per 1M output tokens is that price x "
+            "GPUs / (3600 x output tok/s) x 1e6.", ""]
     return "\n".join(out)
 
 
@@ -462,7 +847,7 @@ def terminal_table(summary: ReportSummary, width: int = 80) -> Fitted:
     rows: list[list[fit.Cell]] = []
     for s in summary.hosts:
         for c, arm, cell, ratio in s.rows():
-            rows.append([s.host, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
+            rows.append([s.label, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
                          _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
                          "-" if ratio is None else f"{ratio.ratio:.3f}"])
     return fit_table(columns, rows, width=width, key_columns=3,

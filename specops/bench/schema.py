@@ -135,7 +135,15 @@ def format_cell(value: Any) -> str:
     return str(value)
 
 
-def point_key(record: dict[str, Any]) -> tuple[str, str, int, int]:
-    """The identity of a point in a run: (host, arm, concurrency, repeat)."""
-    return (str(record.get("host", "")), str(record.get("arm", "")),
-            int(record.get("concurrency", 0)), int(record.get("repeat", 0)))
+#: `extra` key of a record from a sweep of several context lengths: its length is part of its point
+CONTEXT_AXIS = "context_axis"
+
+
+def point_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    """The identity of a point in a run: (host, arm, concurrency, repeat), and its
+    (input_len, output_len) where the sweep had several lengths (CONTEXT_AXIS)."""
+    key: tuple[Any, ...] = (str(record.get("host", "")), str(record.get("arm", "")),
+                            int(record.get("concurrency", 0)), int(record.get("repeat", 0)))
+    if (record.get("extra") or {}).get(CONTEXT_AXIS):
+        key += (record.get("input_len"), record.get("output_len"))
+    return key

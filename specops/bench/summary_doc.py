@@ -4,24 +4,45 @@ The document is versioned (`schema`); a field is only ever added, never renamed,
 a major version. It is built from the same ReportSummary as report.md, so the two can
 never disagree, and like the report it is a function of the run directory's files alone.
 
-Shape (specops.summary/1):
+Shape (specops.summary/2; /2 added `objective`, `slo`, each host's `threshold_unit`, `envelope`
+and `speculation_tax`, and each point's `goodput`, `slo_attainment`, `gpus`,
+`output_throughput_per_gpu`, `tokens_per_s_per_user` and `cost_per_mtok`: a reader of /1 reads
+/2 unchanged; later /2 documents of a sweep of several context lengths add `contexts` and
+each host entry's `input_len`/`output_len`, one entry per host and length, and their
+settings' `input_len`/`output_len` are lists; a one-length run has none of these):
 
-    {"schema": "specops.summary/1", "run_id": str|null, "simulated": bool,
+    {"schema": "specops.summary/2", "run_id": str|null, "simulated": bool,
+     "objective": "throughput"|"goodput"|"tpot",   # what crossover, threshold, envelope and tax compare
+     "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (bench/slo.py)
      "settings": {"runner", "dataset", "input_len", "output_len", "num_prompts", "repeats",
-                  "concurrency", "arms", "seed"},             # what the client did
+                  "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost"},   # what the client did
      "sglang": {"version", "commit"}, "gpu": str|null, "gpu_count": int|null,
      "headline": [str], "warnings": [str],
      "servers": [str],        # arms restarted (same arguments) or shared with other runs
      "hosts": [{"host": str,
                 "crossover": {"kind": "interpolated"|"never"|"every"|"n/a", "value", "below", "above"},
                 "recommended_threshold": int|null, "threshold_text": str,
+                "threshold_unit": "running batch"|"concurrency"|null,   # bench/threshold.py
                 "adaptive": {"checked": bool, "ok": bool|null,
                              "shortfalls": [{"concurrency": int, "ratio": float|null}]},
+                # adaptive / max(baseline, EAGLE-3) per level; null without an adaptive arm
+                "envelope": {"levels": [{"concurrency", "ratio"}], "worst": {"concurrency", "ratio"}|null,
+                             "mean": float|null, "text": str}|null,
+                # adaptive / baseline where its drafting was off; source: "drafting_off" (the
+                # records say so), "above_threshold" (levels above the arm's threshold), "none"
+                "speculation_tax": {"levels": [{"concurrency", "ratio"}], "worst": {...}|null, "mean": float|null,
+                                    "source": str, "threshold": int|null, "unit": str|null, "text": str}|null,
                 "points": [{"arm", "concurrency", "repeats", "output_throughput": {"median", "min", "max"},
                             "median_ttft_ms", "median_tpot_ms", "accept_length",
+                            "goodput", "slo_attainment",        # req/s meeting the SLO, share; null without one
+                            "gpus", "output_throughput_per_gpu", "tokens_per_s_per_user",   # the Pareto plot's axes
+                            "cost_per_mtok",                    # $ per 1M output tokens; null without a price
                             "running_batch": {"p50", "p90", "server_accept_length"},   # the server's own count
                             "ratio_to_baseline": {"median", "low", "high", "pairs"}|null}]}],
      "failed_points": [{"host", "arm", "concurrency", "repeat", "error"}],
+     # only for a sweep of several context lengths (--input-len 256,2048): per host and length
+     "contexts": [{"host", "input_len", "output_len", "crossover": {...}, "recommended_threshold",
+                   "threshold_unit", "threshold_text"}],
      "tuning": {...}}          # only in runs made by `specops tune`: tune.json's result
 """
 
@@ -30,12 +51,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from specops.bench.report import ReportSummary
+from specops.bench.report import HostSummary, ReportSummary, context_rows
 
-SCHEMA = "specops.summary/1"
+SCHEMA = "specops.summary/2"
 SUMMARY_JSON = "summary.json"
 SETTING_KEYS = ("runner", "dataset", "input_len", "output_len", "num_prompts", "prompts_per_level", "repeats",
-                "concurrency", "arms", "seed")
+                "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost")
 
 
 def settings_of(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -43,6 +64,29 @@ def settings_of(manifest: dict[str, Any]) -> dict[str, Any]:
     bench = manifest.get("bench") or {}
     client = manifest.get("client") or {}
     return {k: bench.get(k, client.get(k)) for k in SETTING_KEYS if bench.get(k, client.get(k)) is not None}
+
+
+def _levels(ratios: dict[int, float]) -> list[dict[str, Any]]:
+    return [{"concurrency": c, "ratio": r} for c, r in sorted(ratios.items())]
+
+
+def _worst(worst: tuple[int, float] | None) -> dict[str, Any] | None:
+    return None if worst is None else {"concurrency": worst[0], "ratio": worst[1]}
+
+
+def envelope_doc(s: HostSummary) -> dict[str, Any] | None:
+    env = s.envelope
+    if env is None:
+        return None
+    return {"levels": _levels(env.ratios), "worst": _worst(env.worst), "mean": env.mean, "text": env.text()}
+
+
+def tax_doc(s: HostSummary) -> dict[str, Any] | None:
+    tax = s.tax
+    if tax is None:
+        return None
+    return {"levels": _levels(tax.ratios), "worst": _worst(tax.worst), "mean": tax.mean, "source": tax.source,
+            "threshold": tax.threshold, "unit": tax.unit, "text": tax.text()}
 
 
 def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -55,24 +99,31 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
                 "output_throughput": {"median": cell.median_tps, "min": cell.min_tps, "max": cell.max_tps},
                 "median_ttft_ms": cell.median_ttft_ms, "median_tpot_ms": cell.median_tpot_ms,
                 "accept_length": cell.accept_length,
+                "goodput": cell.goodput, "slo_attainment": cell.attainment,
+                "gpus": cell.gpus, "output_throughput_per_gpu": cell.tps_per_gpu,
+                "tokens_per_s_per_user": cell.tps_per_user, "cost_per_mtok": cell.cost_per_mtok,
                 "running_batch": {"p50": cell.running_p50, "p90": cell.running_p90,
                                   "server_accept_length": cell.server_accept_length},
                 "ratio_to_baseline": None if ratio is None else {
                     "median": ratio.ratio, "low": ratio.low, "high": ratio.high, "pairs": ratio.pairs},
             })
         shortfalls = s.adaptive_shortfalls
+        length = {} if s.length is None else {"input_len": s.length[0], "output_len": s.length[1]}
         hosts.append({
-            "host": s.host,
+            "host": s.host, **length,
             "crossover": {"kind": s.crossover.kind, "value": s.crossover.value,
                           "below": s.crossover.below, "above": s.crossover.above},
             "recommended_threshold": s.threshold, "threshold_text": s.threshold_text(),
+            "threshold_unit": s.threshold_choice.unit,
             "adaptive": {"checked": shortfalls is not None,
                          "ok": None if shortfalls is None else not shortfalls,
                          "shortfalls": [{"concurrency": c, "ratio": r} for c, r in (shortfalls or [])]},
+            "envelope": envelope_doc(s), "speculation_tax": tax_doc(s),
             "points": points,
         })
     return {
         "schema": SCHEMA, "run_id": manifest.get("run_id"), "simulated": summary.simulated,
+        "objective": summary.objective, "slo": summary.slo,
         "settings": settings_of(manifest),
         "sglang": {"version": manifest.get("sglang_version"), "commit": manifest.get("sglang_commit")},
         "gpu": manifest.get("gpu"), "gpu_count": manifest.get("gpu_count"),
@@ -80,7 +131,17 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
         "failed_points": [{k: r.get(k) for k in ("host", "arm", "concurrency", "repeat", "error")}
                           for r in summary.failed],
         **({"tuning": summary.tuning.get("result")} if summary.tuning else {}),
+        **({"contexts": contexts_doc(summary)} if context_rows(summary) else {}),
     }
+
+
+def contexts_doc(summary: ReportSummary) -> list[dict[str, Any]]:
+    """The crossover and threshold per host and context length (a several-length sweep)."""
+    return [{"host": r.host, "input_len": r.input_len, "output_len": r.output_len,
+             "crossover": {"kind": r.crossover.kind, "value": r.crossover.value,
+                           "below": r.crossover.below, "above": r.crossover.above},
+             "recommended_threshold": r.threshold, "threshold_unit": r.unit, "threshold_text": r.threshold_text}
+            for r in context_rows(summary)]
 
 
 def render_summary_json(summary: ReportSummary, manifest: dict[str, Any]) -> str:

@@ -22,11 +22,11 @@ from specops.bench.bench_serving import (
     parse_bench_serving_output,
     to_model_time,
 )
-from specops.bench.client import default_num_prompts, make_prompts, measure_point
-from specops.bench.matrix import Point, plan_points
+from specops.bench.matrix import Length, Point, length_pairs, plan_points
 from specops.bench.running import RunningSampler
-from specops.bench.schema import STATUS_FAILED, ResultRecord
-from specops.bench.store import append_result, load_manifest, missing_points, write_manifest
+from specops.bench.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
+from specops.bench.slo import check_cost, check_objective, parse_slo
+from specops.bench.store import append_result, load_manifest, load_results, missing_points, write_manifest
 from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
 from specops.errors import ConfigError, SpecopsError
@@ -50,13 +50,15 @@ from specops.transport.base import Transport
 from specops.transport.connect import open_transport
 from specops.transport.forward import reach
 from specops.transport.nvidia import read_gpus
+from specops.transport.probes import read_cpu
 
 RUNNERS = ("auto", "builtin", "sglang")
 #: The type of each bench setting, checked before the settings are built.
 _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "arms": list, "concurrency": list, "repeats": int, "num_prompts": int, "prompts_per_level": int,
-    "input_len": int, "output_len": int, "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
-    "ready_timeout": (int, float), "point_timeout": (int, float),
+    "input_len": (int, list), "output_len": (int, list), "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
+    "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
+    "gpu_hour_cost": (int, float, dict),
 }
 _MANIFEST_LOCK = threading.Lock()
 
@@ -70,14 +72,17 @@ class BenchSettings:
     repeats: int = 3
     num_prompts: int | None = None
     prompts_per_level: int | None = None
-    input_len: int = 256
-    output_len: int = 256
+    input_len: int | list[int] = 256    # a list: context length is an axis of the sweep
+    output_len: int | list[int] = 256
     dataset: str = "random"
     runner: str = "auto"
     seed: int = 1
     keep_servers: bool = False
     ready_timeout: float = 1800.0
     point_timeout: float = 1800.0
+    slo: dict[str, float] | None = None   # latency limits (bench/slo.py): goodput per point in the report
+    objective: str = "throughput"         # what the report's crossover and threshold compare
+    gpu_hour_cost: float | dict[str, float] | None = None   # $ per GPU-hour (or per host): $/1M tokens
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
@@ -87,22 +92,47 @@ class BenchSettings:
         check_keys(data, list(cls.__dataclass_fields__), what, where=where)
         for key, types in _SETTING_TYPES.items():
             optional(data, key, types, what, where=where)
-        for key in ("arms", "concurrency"):
+        for key in ("arms", "concurrency", "input_len", "output_len"):
             items = data.get(key)
             want = str if key == "arms" else int
+            if key in ("input_len", "output_len") and not isinstance(items, list):
+                continue
             if items is not None and not all(isinstance(v, want) and not isinstance(v, bool) for v in items):
                 raise invalid(data, key, f"'{key}' in {what} must be a list of {want.__name__}s, got {items!r}",
                               where=where)
         if data.get("runner") is not None:
             choice(data, "runner", RUNNERS, what, where=where)
         settings = cls(**{k: v for k, v in data.items() if v is not None})
-        for name in ("input_len", "output_len", "repeats", "num_prompts", "prompts_per_level"):
+        for name in ("input_len", "output_len"):
+            values = as_list(getattr(settings, name))
+            flag = f"--{name.replace('_', '-')}"
+            if not values or any(v < 1 for v in values):
+                raise invalid(data, name, f"{flag} must be at least 1, got {_shown(getattr(settings, name))}",
+                              where=where)
+            if len(set(values)) != len(values):
+                raise invalid(data, name, f"{flag} lists a length twice: {_shown(values)}", where=where)
+            setattr(settings, name, one_or_list(values))
+        for name in ("repeats", "num_prompts", "prompts_per_level"):
             if getattr(settings, name) is not None and int(getattr(settings, name)) < 1:
                 raise invalid(data, name, f"--{name.replace('_', '-')} must be at least 1", where=where)
         if settings.num_prompts is not None and settings.prompts_per_level is not None:
             raise invalid(data, None, "give --num-prompts or --prompts-per-level, not both", where=where)
         plan_points(settings.arms, settings.concurrency, settings.repeats)  # validates arms/levels
+        settings.gpu_hour_cost = check_cost(settings.gpu_hour_cost, where=where)
+        settings.slo = parse_slo(settings.slo, where=where)
+        check_objective(settings.objective, settings.slo, where=where)
         return settings
+
+    def lengths(self) -> list[Length]:
+        """The sweep's context lengths, (input, output) pairs, shortest first: one unless
+        --input-len or --output-len lists several."""
+        return length_pairs(as_list(self.input_len), as_list(self.output_len))
+
+    def length_of(self, point: Point) -> Length:
+        """The (input, output) length a point measures: its own, else the run's one length."""
+        if point.input_len is not None and point.output_len is not None:
+            return point.input_len, point.output_len
+        return self.lengths()[0]
 
     def prompts_for(self, concurrency: int) -> int:
         """Requests per point: explicit, else the client's default (at least 4x the concurrency)."""
@@ -110,6 +140,8 @@ class BenchSettings:
             return int(self.num_prompts)
         if self.prompts_per_level:
             return int(self.prompts_per_level)
+        from specops.bench.client import default_num_prompts  # (see _measure_builtin)
+
         return default_num_prompts(concurrency)
 
 
@@ -140,11 +172,26 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
 
 
 #: What `--resume DIR --extend` may add to a run; every other setting must match it.
-EXTENDABLE = ("concurrency", "repeats")
+EXTENDABLE = ("concurrency", "repeats", "input_len", "output_len")
+#: settings that are lists of levels: compared as sets, extended by union
+LISTS = ("concurrency", "input_len", "output_len")
 
 
 def _shown(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def as_list(value: Any) -> list[int]:
+    """A length setting (one int, or a list of them) as a list."""
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, list) else [int(value)]
+
+
+def one_or_list(values: list[int]) -> int | list[int]:
+    """One length stays an int (the manifest of a one-length run reads as before); several
+    stay a list, in the order given."""
+    return values[0] if len(values) == 1 else list(values)
 
 
 def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_dir: Path, *,
@@ -156,18 +203,22 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
     settings, notes = dict(manifest_settings), []
     for key, value in given.items():
         had = manifest_settings.get(key)
-        same = sorted(had) == sorted(value) if key == "concurrency" and isinstance(had, list) else had == value
+        if key in LISTS and had is not None:
+            same = sorted(as_list(had)) == sorted(as_list(value))
+        else:
+            same = had == value
         if same:
             continue
         flag = "--" + key.replace("_", "-")
         differs = f"{flag} {_shown(value)} differs from the run's {flag} {_shown(had)} (manifest.json)"
         if not extend:
-            extra = "add --extend to add levels or repeats to it, " if key in EXTENDABLE else ""
+            what = "lengths" if key in ("input_len", "output_len") else "levels or repeats"
+            extra = f"add --extend to add {what} to it, " if key in EXTENDABLE else ""
             raise ConfigError(f"--resume {run_dir}: {differs}", where="bench --resume",
                               hint=f"{extra}drop {flag} to fill the run's gaps, or start a new run with --out")
         if key not in EXTENDABLE:
             raise ConfigError(f"--resume {run_dir} --extend: {differs}; --extend adds only --concurrency levels "
-                              f"and --repeats", where="bench --extend",
+                              f"and --repeats (and --input-len/--output-len lengths)", where="bench --extend",
                               hint=f"drop {flag}, or start a new run with --out")
         if key == "concurrency" and isinstance(had, list):
             settings[key] = sorted(set(had) | set(value))
@@ -175,6 +226,13 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
             if kept:
                 notes.append(f"--extend keeps the run's points at concurrency {_shown(kept)} "
                              f"(not in --concurrency {_shown(value)})")
+        elif key in ("input_len", "output_len") and had is not None:
+            old, new = as_list(had), as_list(value)
+            settings[key] = one_or_list(old + [v for v in new if v not in old])
+            kept = [v for v in old if v not in new]
+            if kept:
+                notes.append(f"--extend keeps the run's points at {flag} {_shown(kept)} "
+                             f"(not in {flag} {_shown(value)})")
         elif key == "repeats" and isinstance(had, int) and isinstance(value, int):
             settings[key] = max(had, value)
             if value < had:
@@ -187,10 +245,12 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
 
 def dataset_hash(settings: BenchSettings) -> str:
     """A fingerprint of the prompts every arm receives, so runs can be compared honestly."""
-    prompts = make_prompts(4, input_len=settings.input_len, output_len=settings.output_len, seed=settings.seed,
-                           dataset=settings.dataset)
-    blob = json.dumps([settings.dataset, settings.input_len, settings.output_len, settings.seed,
-                       [p.text for p in prompts]])
+    from specops.bench.client import make_prompts  # (see _measure_builtin)
+
+    lengths = settings.lengths()
+    texts = [p.text for i, o in lengths
+             for p in make_prompts(4, input_len=i, output_len=o, seed=settings.seed, dataset=settings.dataset)]
+    blob = json.dumps([settings.dataset, settings.input_len, settings.output_len, settings.seed, texts])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -203,10 +263,13 @@ def update_manifest(run_dir: Path, update: Callable[[dict[str, Any]], None]) -> 
 
 
 def _gpus_share(plans: list[LaunchPlan]) -> bool:
-    """True when two arms would share a GPU: then they run one after another."""
+    """True when two arms would share a GPU, or the host's CPU (`device: cpu`: one measured
+    arm beside another's idle server would share its cores and memory): then they run one
+    after another."""
     seen: set[str] = set()
     for plan in plans:
-        devices = {d for d in plan.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d}
+        devices = ({"cpu"} if plan.device == "cpu" else
+                   {d for d in plan.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d})
         if not devices:
             continue
         if devices & seen:
@@ -331,7 +394,8 @@ class HostSweep:
                 server_args = {k: v for k, v in info.items() if k not in ("internal_states",)}
                 arms_part[arm] = {"command": state.command, "argv": state.argv, "mechanism": state.mechanism,
                                   "effective_threshold": state.effective_threshold, "notes": plan.notes,
-                                  "server_args": server_args, "simulated": bool(info.get("simulated"))}
+                                  "server_args": server_args, "simulated": bool(info.get("simulated")),
+                                  "device": plan.device}
                 if state.slurm:  # which job, node and GPU indices measured this arm
                     arms_part[arm]["slurm"] = {k: state.slurm.get(k) for k in ("job_id", "node", "gpus")}
         update_manifest(self.run_dir, update)
@@ -351,8 +415,9 @@ class HostSweep:
         # folder and its environment: bench_serving then imports the same SGLang
         plan = self.plans[point.arm]
         cwd = plan.cwd or state.workdir
-        argv = self._bench.argv(plan.argv[0], port=state.port, dataset=s.dataset, input_len=s.input_len,
-                                output_len=s.output_len, num_prompts=n, concurrency=point.concurrency,
+        input_len, output_len = s.length_of(point)
+        argv = self._bench.argv(plan.argv[0], port=state.port, dataset=s.dataset, input_len=input_len,
+                                output_len=output_len, num_prompts=n, concurrency=point.concurrency,
                                 output_file=out_file, seed=s.seed, model=state.model or None)
         self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir), cwd], timeout=30)
         self.transport.run(["rm", "-f", out_file], timeout=30)
@@ -380,10 +445,11 @@ class HostSweep:
     def _measure_builtin(self, point: Point, state: ServerState, n: int) -> dict[str, Any]:
         """Run the client beside the server (as bench_serving runs), else through a tunnel."""
         s = self.settings
+        input_len, output_len = s.length_of(point)
         if self._client_on_host():
             argv = [self.host.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
-                    "--concurrency", str(point.concurrency), "--num-prompts", str(n), "--input-len", str(s.input_len),
-                    "--output-len", str(s.output_len), "--seed", str(s.seed), "--dataset", s.dataset,
+                    "--concurrency", str(point.concurrency), "--num-prompts", str(n), "--input-len", str(input_len),
+                    "--output-len", str(output_len), "--seed", str(s.seed), "--dataset", s.dataset,
                     "--timeout", str(s.point_timeout)]
             result = self.transport.run(client_prefix(state) + argv, timeout=s.point_timeout + 60)
             line = result.stdout.strip().splitlines()[-1:]
@@ -401,9 +467,13 @@ class HostSweep:
             return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
                     "error": f"specops is not importable with {self.host.python} on the login node, so the client "
                              f"cannot run beside the server on its compute node; install specops there"}
+        # The client is imported where a point is measured: it brings aiohttp and asyncio
+        # (0.1-0.4 s), which `deploy` (this module through the bench step) never uses.
+        from specops.bench.client import measure_point
+
         with reach(self.transport, state.port) as base_url:
-            return measure_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=s.input_len,
-                             output_len=s.output_len, seed=s.seed, dataset=s.dataset, timeout_s=s.point_timeout)
+            return measure_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=input_len,
+                             output_len=output_len, seed=s.seed, dataset=s.dataset, timeout_s=s.point_timeout)
 
     def _crash_excerpt(self, arm: str) -> str:
         state = self.states[arm]
@@ -490,7 +560,7 @@ class HostSweep:
                    "error": f"server '{point.arm}' was restarted during the point (same arguments); not counted"}
         record = ResultRecord.from_dict({**raw, "host": self.host.name, "arm": point.arm,
                                          "mechanism": plan.mechanism, "concurrency": point.concurrency,
-                                         "repeat": point.repeat}).to_dict()
+                                         "repeat": point.repeat, **self._length_fields(point)}).to_dict()
         record.setdefault("started_at", started)
         if ident is not None:
             record["shared_with"] = ident.pop("shared_with")
@@ -512,6 +582,13 @@ class HostSweep:
         elif crashed:
             self._relaunch(point.arm)
         return written
+
+    def _length_fields(self, point: Point) -> dict[str, Any]:
+        """A point of a several-length sweep records the length it asked for (the report
+        and --resume group by it); a one-length sweep's records are as before."""
+        if point.input_len is None:
+            return {}
+        return {"input_len": point.input_len, "output_len": int(point.output_len or 0), CONTEXT_AXIS: True}
 
     def _relaunch(self, arm: str) -> None:
         if arm in self.relaunched:
@@ -605,8 +682,15 @@ class HostSweep:
 
 
 def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]:
-    """The points this host still has to run (all of them on a fresh run)."""
-    return missing_points(run_dir, plan_points(settings.arms, settings.concurrency, settings.repeats), host=host)
+    """The points this host still has to run (all of them on a fresh run). With several
+    lengths a point is done when an ok record of its arm, level, repeat and length exists
+    (records carry input_len/output_len), so `--extend` adding a length keeps the old points."""
+    matrix = plan_points(settings.arms, settings.concurrency, settings.repeats, settings.lengths())
+    if all(p.input_len is None for p in matrix):
+        return missing_points(run_dir, matrix, host=host)
+    done = {(str(r.get("arm")), int(r.get("concurrency", 0)), int(r.get("repeat", 0)), r.get("input_len"),
+             r.get("output_len")) for r in load_results(run_dir) if r.get("status") == "ok" and r.get("host") == host}
+    return [p for p in matrix if (p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) not in done]
 
 
 def settings_record(settings: BenchSettings) -> dict[str, Any]:
@@ -622,6 +706,19 @@ def gpu_facts(transport: Transport) -> dict[str, Any]:
     if inventory.error or not inventory.gpus:
         return {"gpu": "none (CPU host)", "gpu_count": 0}
     return {"gpu": inventory.gpus[0].name, "gpu_count": len(inventory.gpus), "gpus": inventory.to_dict()}
+
+
+#: the facts of device_facts that the manifest also keeps at its top (the report's header)
+HEADER_FACTS = ("gpu", "gpu_count", "device", "cpu", "cpu_cores")
+
+
+def device_facts(transport: Transport, device: str = "gpu") -> dict[str, Any]:
+    """What the manifest records of what the arms ran on: gpu_facts, or on a CPU host
+    (`device: cpu`) the CPU's model, cores and memory (never "GPU: none")."""
+    if device != "cpu":
+        return gpu_facts(transport)
+    cpu = read_cpu(transport)
+    return {"device": "cpu", "cpu": cpu.describe(), "cpu_cores": cpu.cores, "cpu_facts": cpu.to_dict()}
 
 
 def tree_commit(transport: Transport, tree: str) -> str | None:

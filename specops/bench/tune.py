@@ -8,8 +8,9 @@ directory, and writes `tune.json` beside results.jsonl:
    bracket the crossover: the last level where EAGLE-3 is at least as fast, the first
    where it is not;
 2. fine: both arms at every level inside the bracket;
-3. the threshold, in running-batch units (`THRESHOLD_RULE`), from the server's own running
-   batch measured during each point (bench/running.py);
+3. the threshold, in running-batch units (`THRESHOLD_RULE`, bench/threshold.py: the rule the
+   report uses too), from the server's own running batch measured during each point
+   (bench/running.py);
 4. verify: arm `adaptive-t<T>` (the adaptive profile with that threshold) at every level;
    accepted when it reaches `TOLERANCE` of the better of baseline and EAGLE-3 at each level
    and keeps `GAIN_KEPT` of EAGLE-3's gain at the lowest level; otherwise the neighbours;
@@ -38,8 +39,11 @@ from specops.bench.report import (
     _ok_records,
     find_crossover,
     summarize_host,
+    threshold_points,
 )
 from specops.bench.running import median_running, percentile
+from specops.bench.threshold import RULE as THRESHOLD_RULE
+from specops.bench.threshold import ThresholdChoice, choose
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.sim import model as M
@@ -49,10 +53,6 @@ GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
 MAX_FINE_LEVELS = 12  # a wide bracket is sampled at most this many levels
 TUNE_JSON = "tune.json"
 TIERS_ARM = "adaptive-tiers"
-THRESHOLD_RULE = ("threshold = p90 of the server's running batch at the highest level where EAGLE-3 is at least "
-                  "as fast as baseline there and at every lower level (rounded down), kept below the median "
-                  "running batch of the first level where it is slower; the adaptive arm speculates while its "
-                  "running batch is <= threshold")
 TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the highest median throughput; a new "
               "count's tier starts just above the running batch p90 of the last level of the count before, and "
               "no higher than the running-batch median of its own first level")
@@ -118,46 +118,9 @@ def fine_levels(below: int | None, above: int | None, measured: Sequence[int]) -
     return sorted({inside[int(i * step)] for i in range(MAX_FINE_LEVELS)})
 
 
-@dataclass
-class ThresholdChoice:
-    threshold: int | None
-    level: int | None           # the highest level where EAGLE-3 still wins
-    losing_level: int | None    # the first level where it does not
-    running_p90: float | None
-    losing_running_p50: float | None
-    reason: str
-
-
 def choose_threshold(lv: Levels) -> ThresholdChoice:
-    """Apply THRESHOLD_RULE to the measured cells."""
-    levels = lv.both()
-    win = None
-    lose = None
-    for c in levels:
-        if (lv.tps(EAGLE_ARM, c) or 0.0) >= (lv.tps(BASELINE_ARM, c) or 0.0):
-            win = c
-        else:
-            lose = c
-            break
-    if win is None:
-        return ThresholdChoice(None, None, lose, None, None,
-                               "EAGLE-3 is slower than baseline from the lowest level measured: do not speculate")
-    cell = lv.cells[(EAGLE_ARM, win)]
-    p90 = cell.running_p90 if cell.running_p90 is not None else cell.running_p50
-    if p90 is None:
-        p90 = float(win)
-        src = f"no running-batch samples at c={win}: the level itself stands in"
-    else:
-        src = f"running batch p90 {p90:g} at c={win}"
-    threshold = max(1, int(math.floor(p90)))
-    lose_p50 = None
-    if lose is not None:
-        lcell = lv.cells.get((EAGLE_ARM, lose))
-        lose_p50 = lcell.running_p50 if lcell and lcell.running_p50 is not None else float(lose)
-        if threshold >= lose_p50:
-            threshold = max(1, int(math.ceil(lose_p50)) - 1)
-            src += f", kept below the median running batch {lose_p50:g} at c={lose}"
-    return ThresholdChoice(threshold, win, lose, p90, lose_p50, src)
+    """THRESHOLD_RULE (bench/threshold.py, the rule the report uses) on the measured cells."""
+    return choose(threshold_points(lv.cells, lv.both()))
 
 
 def neighbours(threshold: int, tried: Sequence[int], limit: int = 2) -> list[int]:

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from specops.bench.artifacts import render_report
 from specops.bench.report import terminal_table
+from specops.bench.slo import OBJECTIVES, check_cost, parse_slo, slo_text
 from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
 from specops.bench.sweep import BenchSettings, check_for_hosts, check_resume
@@ -33,7 +34,7 @@ from specops.cli.options import (
     verbose,
     verbosity,
 )
-from specops.config.inventory import default_inventory_path, load_inventory
+from specops.config.inventory import Inventory, default_inventory_path, load_inventory
 from specops.config.playbook import load_playbook
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
@@ -53,6 +54,18 @@ def _ints(value: str, option: str) -> list[int]:
     except ValueError:
         raise ConfigError(f"{option} expects comma-separated integers, got '{value}'") from None
     return levels
+
+
+def _lengths(value: str, option: str) -> int | list[int]:
+    """--input-len / --output-len: one length (an int, as before lengths were an axis) or a
+    comma-separated list of positive lengths swept beside concurrency."""
+    lengths = _ints(value, option)
+    if not lengths:
+        raise ConfigError(f"{option} expects a length or comma-separated lengths, got '{value}'")
+    bad = [v for v in lengths if v < 1]
+    if bad:
+        raise ConfigError(f"{option} lengths must be at least 1, got {','.join(map(str, bad))} in '{value}'")
+    return lengths[0] if len(lengths) == 1 else lengths
 
 
 def _print_report(run_dir: Path) -> int:
@@ -109,6 +122,10 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         run_dir = out
         if run_dir is not None and (run_dir / "results.jsonl").exists():
             raise ConfigError(f"--out {run_dir} already holds results; use --resume {run_dir} to fill its gaps")
+    if settings.get("slo") is None and resume is None:
+        settings = {**settings, "slo": slo_var(inv, host_spec, extra_vars)}
+    if settings.get("gpu_hour_cost") is None and resume is None:
+        settings = {**settings, "gpu_hour_cost": cost_var(inv, host_spec, extra_vars)}
     checked = BenchSettings.from_dict(settings, where="specops bench")
     book_path = playbook or default_playbook("bench")
     book = load_playbook(book_path, KINDS)
@@ -120,7 +137,8 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     level = QUIET if as_json else verbosity()
     for note in notes:
         out_console.print(note, markup=False, highlight=False)
-    total = len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
+    total = (len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
+             * len(checked.lengths()))
     with _progress(total, out_console, enabled=level > QUIET) as on_point:
         report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
                               runs_dir=runs_dir, run_dir=run_dir, console=out_console,
@@ -133,6 +151,35 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     if report.ok and code != 0 and resume_command is not None:  # failed points: a resume runs them again
         print_resume(out_console, resume_command(report.run_dir))
     return 0 if report.ok and code == 0 else 1
+
+
+def slo_var(inv: Inventory, host_spec: str, extra_vars: dict[str, Any]) -> dict[str, float] | None:
+    """The hosts' `slo` var (hosts.yaml or --var), when --slo is not given: one SLO for the
+    run, so hosts that set different ones are refused."""
+    found: dict[str, dict[str, float]] = {}
+    for host in inv.select(host_spec):
+        value = extra_vars.get("slo", inv.host_vars(host).get("slo"))
+        slo = parse_slo(value, where=f"{inv.path}: vars.slo (host {host.name})")
+        if slo:
+            found[host.name] = slo
+    if len({json.dumps(v, sort_keys=True) for v in found.values()}) > 1:
+        shown = "; ".join(f"{h}: {slo_text(v)}" for h, v in found.items())
+        raise ConfigError(f"the hosts set different SLOs ({shown}); one run has one SLO", where=f"{inv.path}: vars.slo",
+                          hint="give --slo to set one for this run")
+    return next(iter(found.values()), None)
+
+
+def cost_var(inv: Inventory, host_spec: str, extra_vars: dict[str, Any]) -> dict[str, float] | None:
+    """The hosts' `gpu_hour_cost` var (hosts.yaml or --var) when --gpu-hour-cost is not given:
+    {host: $ per GPU-hour} for the hosts that set one."""
+    found = {}
+    for host in inv.select(host_spec):
+        value = extra_vars.get("gpu_hour_cost", inv.host_vars(host).get("gpu_hour_cost"))
+        if value is not None:
+            cost = check_cost(value, where=f"{inv.path}: vars.gpu_hour_cost (host {host.name})")
+            if isinstance(cost, float):
+                found[host.name] = cost
+    return found or None
 
 
 class _progress:
@@ -176,33 +223,45 @@ class _progress:
 @click.option("--repeats", default=3, show_default=True, type=int)
 @click.option("--num-prompts", type=int, help="requests per point (default: max(4 x concurrency, 16))")
 @click.option("--prompts-per-level", type=int, help="same as --num-prompts, by another name")
-@click.option("--input-len", default=256, show_default=True, type=int)
-@click.option("--output-len", default=256, show_default=True, type=int)
+@click.option("--input-len", default="256", show_default=True,
+              help="input tokens per prompt; a list (256,2048,8192) sweeps context length beside concurrency")
+@click.option("--output-len", default="256", show_default=True, help="output tokens per request; a list sweeps too")
 @click.option("--dataset", default="random", show_default=True, help="random | sharegpt | PATH")
 @click.option("--runner", default="auto", show_default=True, type=click.Choice(["auto", "sglang", "builtin"]),
               help="auto: sglang's bench_serving on SGLang hosts, the builtin client on simulated ones")
 @click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--slo", help="latency limits, e.g. ttft_ms=200,tpot_ms=50: goodput and attainment per point "
+                            "(default: the hosts' `slo` var)")
+@click.option("--objective", default="throughput", show_default=True, type=click.Choice(list(OBJECTIVES)),
+              help="what the crossover and threshold compare (goodput needs an SLO)")
+@click.option("--gpu-hour-cost", type=float, help="$ per GPU-hour: $ per 1M output tokens per arm and level "
+                                                   "(default: the hosts' `gpu_hour_cost` var)")
 @click.option("--threshold", type=click.IntRange(min=1),
               help="the adaptive arm's threshold (same as --var arms.adaptive.threshold=N)")
 @click.option("--out", type=click.Path(file_okay=False), help="run directory (default runs/<id>)")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True), help="a run directory: run only its missing points")
-@click.option("--extend", is_flag=True, help="with --resume: --concurrency and --repeats add levels or repeats to the run")
+@click.option("--extend", is_flag=True, help="with --resume: --concurrency, --input-len/--output-len and --repeats "
+                                              "add levels, lengths or repeats to the run")
 @click.option("--json", "as_json", is_flag=True, help="print summary.json (nothing else on stdout)")
 @click.option("--keep-servers", is_flag=True, help="leave servers this run launched running")
 @click.option("--runs-dir", type=click.Path(file_okay=False))
 @var_option
 @lease_options
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
-          repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: int, output_len: int,
-          dataset: str, runner: str, seed: int, threshold: int | None, out: str | None, resume: str | None,
+          repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
+          dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
+          threshold: int | None,
+          out: str | None, resume: str | None,
           extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
           wait: bool, wait_timeout: float, take_over: bool) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
     policy = lease_policy(wait, wait_timeout, take_over)
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
                 "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
-                "prompts_per_level": prompts_per_level, "input_len": input_len, "output_len": output_len,
-                "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers}
+                "prompts_per_level": prompts_per_level, "input_len": _lengths(input_len, "--input-len"),
+                "output_len": _lengths(output_len, "--output-len"),
+                "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
+                "slo": slo, "objective": objective, "gpu_hour_cost": gpu_hour_cost}
     extra_vars = parse_vars(var_items)
     ctx = click.get_current_context()
     given = {key: value for key, value in settings.items() if key != "keep_servers"
@@ -214,13 +273,17 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
         """`--resume DIR` once the sweep has a manifest; before that, the same sweep into DIR."""
         if (run_dir / "manifest.json").exists():
             added = (("--concurrency", concurrency if "concurrency" in given else None),
+                     ("--input-len", input_len if "input_len" in given else None),
+                     ("--output-len", output_len if "output_len" in given else None),
                      ("--repeats", repeats if "repeats" in given else None), ("--extend", True)) if extend else ()
             return command_line("bench", *common, ("--resume", str(run_dir)), *added)
         return command_line("bench", *common, ("--arms", arms), ("--concurrency", concurrency),
                             ("--repeats", repeats), ("--num-prompts", num_prompts),
                             ("--prompts-per-level", prompts_per_level), ("--input-len", input_len),
                             ("--output-len", output_len), ("--dataset", dataset), ("--runner", runner),
-                            ("--seed", seed), ("--keep-servers", keep_servers), ("--out", str(run_dir)))
+                            ("--seed", seed), ("--slo", slo), ("--objective", objective if "objective" in given else None),
+                            ("--gpu-hour-cost", gpu_hour_cost),
+                            ("--keep-servers", keep_servers), ("--out", str(run_dir)))
     if threshold is not None:
         extra_vars["arms.adaptive.threshold"] = threshold
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,

@@ -94,6 +94,13 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
     if from_dir is not None:
         reused, manifest = _reused_records(from_dir, host.name, ("baseline", "eagle3"))
         old = dict(manifest.get("bench") or {})
+        swept = {k: v for k, v in old.items() if k in ("input_len", "output_len") and isinstance(v, list) and len(v) > 1}
+        if swept:  # one threshold per context length is not what tune makes yet
+            shown = ", ".join(f"--{k.replace('_', '-')} {','.join(map(str, v))}" for k, v in swept.items())
+            raise ConfigError(f"--from {from_dir}: the run swept several context lengths ({shown}); tune takes "
+                              f"one length", where="tune --from",
+                              hint="its report gives a threshold per length; to tune one, run "
+                                   "`specops tune --input-len N --output-len M` without --from")
         for key in ("input_len", "output_len", "num_prompts", "prompts_per_level", "dataset", "seed", "repeats",
                     "runner"):
             if old.get(key) is not None:

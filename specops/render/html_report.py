@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specops.bench.report import ADAPTIVE_TOLERANCE, THRESHOLD_MARGIN, ReportSummary
+from specops.bench.report import ADAPTIVE_TOLERANCE, ReportSummary
+from specops.bench.threshold import RULE as THRESHOLD_RULE
 from specops.bench.tune import tune_markdown
 
 REPORT_HTML = "report.html"
@@ -64,10 +65,13 @@ def _cell(text: str, sort_value: float | None = None, left: bool = False) -> str
 def _results_table(summary: ReportSummary) -> list[str]:
     out = []
     for s in summary.hosts:
-        out.append(f"<h2>Results{' on ' + _e(s.host) if s.host else ''}</h2>")
+        costs = any(cell.cost_per_mtok is not None for cell in s.cells.values())
+        out.append(f"<h2>Results{' on ' + _e(s.label) if s.label else ''}</h2>")
         out.append('<table class="sortable"><thead><tr><th>concurrency</th><th class="l">arm</th>'
                    "<th>output tok/s</th><th>spread</th><th>repeats</th><th>TTFT ms</th><th>TPOT ms</th>"
-                   "<th>accept len</th><th>running batch p50/p90</th><th>ratio to baseline</th></tr></thead><tbody>")
+                   "<th>accept len</th><th>running batch p50/p90</th><th>ratio to baseline</th>"
+                   + ("<th>goodput req/s</th><th>SLO met</th>" if summary.slo else "")
+                   + ("<th>$ / 1M output tok</th>" if costs else "") + "</tr></thead><tbody>")
         short = {c for c, _ in (s.adaptive_shortfalls or [])}
         for c, arm, cell, ratio in s.rows():
             bad = arm == "adaptive" and c in short
@@ -81,11 +85,17 @@ def _results_table(summary: ReportSummary) -> list[str]:
                 _cell(cell.running_text(), cell.running_p50),
                 _cell("-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})",
                       None if ratio is None else ratio.ratio),
+                *([_cell(_num(cell.goodput, 2), cell.goodput),
+                   _cell("-" if cell.attainment is None else f"{cell.attainment:.0%}", cell.attainment)]
+                  if summary.slo else []),
+                *([_cell(_num(cell.cost_per_mtok, 3), cell.cost_per_mtok)] if costs else []),
             ]) + "</tr>")
         out.append("</tbody></table>")
         out.append(f"<ul><li>crossover: {_e(s.crossover.text())}</li>"
                    f"<li>recommended threshold: {_e(s.threshold_text())}</li>"
-                   f"<li>adaptive: {_e(s.adaptive_text())}</li></ul>")
+                   f"<li>adaptive: {_e(s.adaptive_text())}</li>"
+                   + "".join(f"<li>{_e(x.text())}</li>" for x in (s.envelope, s.tax) if x is not None)
+                   + "</ul>")
     return out
 
 
@@ -105,6 +115,7 @@ def render_html(summary: ReportSummary, manifest: dict[str, Any], plot_paths: Se
     """The whole page as one string: deterministic for the same files."""
     facts = [f"{label}: <code>{_e(manifest[key])}</code>"
              for key, label in (("run_id", "run"), ("sglang_version", "SGLang"), ("sglang_commit", "commit"),
+                                ("device", "device"), ("cpu", "CPU"),
                                 ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"),
                                 ("dataset", "dataset"), ("input_len", "input len"), ("output_len", "output len"))
              if manifest.get(key) not in (None, "")]
@@ -136,8 +147,10 @@ def render_html(summary: ReportSummary, manifest: dict[str, Any], plot_paths: Se
         out.append("</tbody></table>")
     out.append("<h2>Method</h2><p>Medians over repeats; spread is min-max. The ratio is the arm's median over "
                "baseline's; the crossover is the first level where EAGLE-3's ratio drops below 1, interpolated in "
-               f"log2(concurrency); the threshold is the largest level where EAGLE-3 wins by at least "
-               f"{THRESHOLD_MARGIN:.2f}x there and below; the adaptive arm should reach {ADAPTIVE_TOLERANCE:.2f}x of "
-               "the better arm at every level.</p>")
+               f"log2(concurrency); the threshold (the rule `specops tune` uses too): "
+               f"{_e(THRESHOLD_RULE)}; the adaptive arm should reach {ADAPTIVE_TOLERANCE:.2f}x of "
+               "the better arm at every level; the envelope line is the worst and the mean, over the levels, of its "
+               "median over the better arm's; the speculation tax is its median over baseline's where its drafting "
+               "was off (the levels its records say so, else those above the threshold it was launched with).</p>")
     out.append(f"<script>{_SCRIPT}</script></body></html>")
     return "\n".join(out) + "\n"

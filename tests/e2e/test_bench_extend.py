@@ -33,9 +33,9 @@ def test_extend_adds_levels_and_repeats_and_keeps_the_points_it_has(tmp_path: Pa
     assert refused.exit_code == 2, refused.output
     assert "--concurrency 1,2 differs from the run's --concurrency 1" in refused.output
     assert "add --extend to add levels or repeats" in refused.output
-    other = run_cli(*bench, "--resume", str(run), "--extend", "--concurrency", "2", "--input-len", "64")
+    other = run_cli(*bench, "--resume", str(run), "--extend", "--concurrency", "2", "--seed", "9")
     assert other.exit_code == 2, other.output
-    assert "--input-len 64 differs from the run's --input-len 32" in other.output
+    assert "--seed 9 differs from the run's --seed 1" in other.output
     assert "--extend adds only --concurrency levels and --repeats" in other.output
     alone = run_cli(*bench, "--extend", "--concurrency", "2")
     assert alone.exit_code == 2 and "give --resume DIR with it" in alone.output, alone.output

@@ -42,10 +42,10 @@ def _chromium(*args: str) -> subprocess.CompletedProcess:
 def test_report_html_is_self_contained_and_shows_the_plots(tmp_path):
     run = _run_dir(tmp_path)
     page = (run / "report.html").read_text()
-    assert "SIMULATED RESULTS" in page and page.count("data:image/png;base64,") == 4
+    assert "SIMULATED RESULTS" in page and page.count("data:image/png;base64,") == 5
     assert not re.search(r"""(src|href)=["']https?://""", page), "nothing may be fetched from the network"
     dom = _chromium("--dump-dom", (run / "report.html").as_uri()).stdout
-    assert 'data-plots-loaded="4"' in dom, dom[:500]  # the browser decoded all four plots
+    assert 'data-plots-loaded="5"' in dom, dom[:500]  # the browser decoded all five plots
     shot = tmp_path / "shot.png"
     _chromium(f"--screenshot={shot}", "--window-size=1200,2600", (run / "report.html").as_uri())
     pixels = imread(str(shot))

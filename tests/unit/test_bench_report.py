@@ -11,14 +11,13 @@ from specops.bench import store
 from specops.bench.artifacts import render_report
 from specops.bench.report import (
     SIM_BANNER,
-    THRESHOLD_MARGIN,
     fairness_warnings,
     find_crossover,
-    recommend_threshold,
     summarize,
     terminal_table,
 )
 from specops.bench.schema import ResultRecord
+from specops.errors import ConfigError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -52,15 +51,6 @@ def test_crossover_never_and_at_every_level():
     assert find_crossover([]).kind == "n/a"
 
 
-def test_threshold_needs_margin_at_the_level_and_every_level_below():
-    assert THRESHOLD_MARGIN == 1.05
-    assert recommend_threshold([(1, 1.3), (2, 1.2), (4, 1.04), (8, 0.9)]) == 2
-    # A noisy win above a loss does not extend the threshold.
-    assert recommend_threshold([(1, 1.3), (2, 0.95), (4, 1.2)]) == 1
-    assert recommend_threshold([(1, 1.01), (2, 1.3)]) is None
-    assert recommend_threshold([(1, 1.3), (2, 1.3)]) == 2
-
-
 def test_summary_medians_ratios_and_adaptive_check():
     records = _records({
         "baseline": {1: [100, 110, 90], 4: [300, 310, 290], 16: [700, 720, 680]},
@@ -80,7 +70,9 @@ def test_summary_medians_ratios_and_adaptive_check():
     # adaptive at c=4: 300 < 0.95 * 330 = 313.5 -> a shortfall; c=1 and c=16 pass.
     assert [c for c, _ in host.adaptive_shortfalls] == [4]
     assert summary.headline[0].startswith("crossover at c≈5.0 (between 4 and 16)")
-    assert "recommended threshold: 4" in summary.headline[1]
+    # no running batch in these records: the threshold is in concurrency units, and says so
+    assert summary.headline[1] == ("recommended threshold: 4 (speculate while concurrency is <= 4; "
+                                   "the server reported no running batch)")
     assert "c=4 (0.909x)" in summary.headline[2]
 
 
@@ -133,7 +125,7 @@ def test_render_report_from_files_is_byte_identical_and_has_plots(tmp_path):
     assert "adaptive: reached >= 0.95x of the better arm at every level" in first.headline[2]
     second = render_report(tmp_path)
     assert (tmp_path / "report.md").read_text() == text and second.markdown == first.markdown
-    assert [p.name for p in first.plot_paths] == ["throughput.png", "ratio.png", "ttft.png", "tpot.png"]
+    assert [p.name for p in first.plot_paths] == ["throughput.png", "ratio.png", "ttft.png", "tpot.png", "pareto.png"]
     for path in first.plot_paths:
         data = path.read_bytes()
         assert data[:8] == PNG_SIGNATURE and len(data) > 10_000, path
@@ -162,7 +154,7 @@ def test_summary_json_says_what_the_report_says(tmp_path):
     summary = render_report(tmp_path, plots=False)
     first = (tmp_path / "summary.json").read_bytes()
     doc = json.loads(first)
-    assert doc["schema"] == "specops.summary/1" and doc["run_id"] == "r1" and doc["simulated"] is True
+    assert doc["schema"] == "specops.summary/2" and doc["run_id"] == "r1" and doc["simulated"] is True
     assert doc["settings"] == {"input_len": 32, "output_len": 32, "repeats": 2, "arms": ["baseline"]}
     (host,) = doc["hosts"]
     assert host["crossover"]["kind"] == "interpolated" and (host["crossover"]["below"], host["crossover"]["above"]) == (4, 16)
@@ -176,3 +168,120 @@ def test_summary_json_says_what_the_report_says(tmp_path):
     assert doc["headline"] == summary.headline
     render_report(tmp_path, plots=False)
     assert (tmp_path / "summary.json").read_bytes() == first  # a function of the files alone
+
+
+def test_envelope_and_speculation_tax_from_drafting_off_evidence():
+    records = _records({
+        "baseline": {1: [100, 100], 4: [300, 300], 16: [700, 700]},
+        "eagle3":   {1: [150, 150], 4: [330, 330], 16: [350, 350]},
+        "adaptive": {1: [147, 147], 4: [297, 297], 16: [672, 686]},
+    })
+    for rec in records:   # the adaptive arm says when its drafting was off (another part writes this)
+        if rec["arm"] == "adaptive":
+            rec["extra"]["drafting_off_share"] = {1: 0.0, 4: 0.5, 16: 1.0}[rec["concurrency"]]
+    host = summarize(records, {}).hosts[0]
+    # adaptive over the better arm: 147/150, 297/330, 679/700
+    assert host.envelope.ratios == pytest.approx({1: 0.98, 4: 0.9, 16: 0.97})
+    assert host.envelope.worst == (4, pytest.approx(0.9))
+    assert host.envelope.mean == pytest.approx((0.98 + 0.9 + 0.97) / 3)
+    # drafting off for >= 90% of the point only at c=16: 679/700
+    assert host.tax.source == "drafting_off" and host.tax.ratios == pytest.approx({16: 0.97})
+    headline = summarize(records, {}).headline
+    assert headline[3] == "adaptive vs the better of baseline and EAGLE-3: worst 0.900x at c=4, mean 0.950x over 3 levels"
+    assert headline[4].startswith("speculation tax (adaptive / baseline where drafting is off): 0.970x at c=16 "
+                                  "(levels where the records say drafting was off for >= 90% of the point)")
+
+
+def test_speculation_tax_falls_back_to_levels_above_the_arms_threshold_and_says_so(tmp_path):
+    records = _records({"baseline": {1: [100], 4: [300], 16: [700], 32: [800]},
+                        "eagle3": {1: [150], 4: [330], 16: [350], 32: [360]},
+                        "adaptive": {1: [150], 4: [320], 16: [665], 32: [784]}})
+    manifest = {"hosts": {"local": {"arms": {"adaptive": {"effective_threshold": 8}}}}}
+    summary = summarize(records, manifest)
+    tax = summary.hosts[0].tax
+    assert (tax.source, tax.threshold, tax.unit) == ("above_threshold", 8, "concurrency")
+    assert tax.ratios == pytest.approx({16: 0.95, 32: 0.98})
+    assert summary.headline[4] == ("speculation tax (adaptive / baseline where drafting is off): mean 0.965x, "
+                                   "worst 0.950x at c=16, over c=16,32 (concurrency above the arm's threshold 8: "
+                                   "no drafting-off evidence in the records)")
+    assert "n/a" in summarize(records, {}).hosts[0].tax.text()   # no threshold recorded, no evidence
+    for rec in records:
+        store.append_result(tmp_path, rec, rewrite_csv=False)
+    store.write_manifest(tmp_path, {"run_id": "r", **manifest})
+    render_report(tmp_path, plots=False)
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    (host,) = doc["hosts"]
+    assert host["envelope"]["worst"] == {"concurrency": 16, "ratio": pytest.approx(0.95)}   # 665/700
+    assert host["envelope"]["mean"] == pytest.approx((1.0 + 320 / 330 + 0.95 + 0.98) / 4)
+    assert host["speculation_tax"]["source"] == "above_threshold"
+    assert host["speculation_tax"]["levels"] == [{"concurrency": 16, "ratio": pytest.approx(0.95)},
+                                                {"concurrency": 32, "ratio": pytest.approx(0.98)}]
+    html = (tmp_path / "report.html").read_text()
+    assert "speculation tax (adaptive / baseline where drafting is off): mean 0.965x" in html
+    assert "adaptive vs the better of baseline and EAGLE-3: worst 0.950x at c=16" in (tmp_path / "report.md").read_text()
+
+
+def test_an_old_run_directory_still_renders(tmp_path):
+    """Records written before envelopes, taxes and SLOs (no running batch, no extra): the
+    report renders, and the new lines say what they could not compute."""
+    old = [{"host": "h", "arm": arm, "concurrency": c, "repeat": 0, "status": "ok", "output_throughput": tps}
+           for arm, c, tps in (("baseline", 1, 100.0), ("eagle3", 1, 150.0), ("adaptive", 1, 140.0))]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    summary = render_report(tmp_path, plots=False)
+    assert summary.hosts[0].envelope.ratios == pytest.approx({1: 140 / 150})
+    assert "speculation tax (adaptive / baseline where drafting is off): n/a" in summary.headline[4]
+    assert json.loads((tmp_path / "summary.json").read_text())["hosts"][0]["speculation_tax"]["source"] == "none"
+    # an SLO over records without per-request latencies (SGLang's runner, or an old run): said, not guessed
+    with_slo = summarize(old, {"bench": {"slo": {"ttft_ms": 100}}})
+    assert with_slo.hosts[0].cells[("eagle3", 1)].goodput is None
+    assert with_slo.headline[-1] == ("objective: throughput (output tok/s); SLO TTFT <= 100 ms: goodput n/a, the "
+                                     "records carry no per-request latencies (the builtin runner keeps them)")
+
+
+def test_pareto_frontier_per_gpu_figures_and_cost_per_million_tokens(tmp_path):
+    from specops.bench.plots import frontier
+
+    assert frontier([(10, 100), (20, 80), (15, 90), (12, 70), (20, 60)]) == [(10, 100), (15, 90), (20, 80)]
+    records = _records({"baseline": {1: [100, 100], 4: [300, 300]}, "eagle3": {1: [150, 150], 4: [330, 330]}})
+    manifest = {"run_id": "r", "bench": {"gpu_hour_cost": {"local": 3.6}},
+                "hosts": {"local": {"arms": {"eagle3": {"server_args": {"tp_size": 2, "dp_size": 1}},
+                                             "baseline": {"server_args": {"tp_size": 1}}}}}}
+    host = summarize(records, manifest).hosts[0]
+    eagle4 = host.cells[("eagle3", 4)]
+    assert eagle4.gpus == 2 and eagle4.tps_per_gpu == 165.0
+    assert eagle4.tps_per_user == pytest.approx(1000 / (5.0 + 4))          # mean_tpot_ms = 5 + c
+    # $3.6 per GPU-hour x 2 GPUs at 330 tok/s: 7.2 / (3600 x 330) per token = 6.06 $ per 1M tokens
+    assert eagle4.cost_per_mtok == pytest.approx(3.6 * 2 * 1e6 / (3600 * 330))
+    assert host.cells[("baseline", 1)].cost_per_mtok == pytest.approx(3.6 * 1e6 / (3600 * 100))
+    for rec in records:
+        store.append_result(tmp_path, rec, rewrite_csv=False)
+    store.write_manifest(tmp_path, manifest)
+    summary = render_report(tmp_path)
+    point = next(p for p in json.loads((tmp_path / "summary.json").read_text())["hosts"][0]["points"]
+                 if p["arm"] == "eagle3" and p["concurrency"] == 4)
+    assert (point["gpus"], point["output_throughput_per_gpu"]) == (2, 165.0)
+    assert point["cost_per_mtok"] == pytest.approx(eagle4.cost_per_mtok)
+    assert "| $ / 1M output tok |" in summary.markdown and f"| {eagle4.cost_per_mtok:.3f} |" in summary.markdown
+    pareto = tmp_path / "plots" / "pareto.png"
+    assert pareto in summary.plot_paths and pareto.read_bytes()[:8] == PNG_SIGNATURE
+    assert "$ / 1M output tok" in (tmp_path / "report.html").read_text()
+    assert summarize(records, {}).hosts[0].cells[("eagle3", 4)].cost_per_mtok is None   # no price given
+
+
+def test_objective_tpot_moves_the_crossover_and_threshold_and_is_named():
+    records = _records({"baseline": {1: [100], 4: [300], 16: [700]}, "eagle3": {1: [150], 4: [330], 16: [350]}})
+    for rec in records:   # EAGLE-3 is faster per request at c=1 only; at c=4 it wins on throughput, not TPOT
+        if rec["arm"] == "eagle3":
+            rec["mean_tpot_ms"] = {1: 4.0, 4: 12.0, 16: 40.0}[rec["concurrency"]]
+        else:
+            rec["mean_tpot_ms"] = {1: 8.0, 4: 10.0, 16: 20.0}[rec["concurrency"]]
+    by_tps = summarize(records, {}).hosts[0]
+    assert (by_tps.crossover.below, by_tps.crossover.above, by_tps.threshold) == (4, 16, 4)
+    summary = summarize(records, {"bench": {"objective": "tpot"}})
+    host = summary.hosts[0]
+    # per-user speed 1000/TPOT: EAGLE-3 over baseline is 8/4 = 2.0 at c=1, 10/12 at c=4
+    assert (host.crossover.below, host.crossover.above, host.threshold) == (1, 4, 1)
+    assert host.crossover.value == pytest.approx(2 ** ((2.0 - 1) / (2.0 - 10 / 12) * 2))
+    assert summary.headline[-1].startswith("objective: TPOT")
+    with pytest.raises(ConfigError, match="needs an SLO"):
+        summarize(records, {"bench": {"objective": "goodput"}})

@@ -43,6 +43,21 @@ def test_compare_marks_only_differences_beyond_the_spread(tmp_path):
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_compare_shows_each_runs_envelope_and_speculation_tax(tmp_path):
+    a = _run(tmp_path, "before", {**BEFORE, "adaptive": {1: [147, 149], 8: [540, 550]}})
+    b = _run(tmp_path, "after", {**AFTER, "adaptive": {1: [150, 152], 8: [600, 610]}})
+    res = run_cli("compare", str(a), str(b), "--json")
+    assert res.exit_code == 0, res.output
+    before, after = json.loads(res.output)["runs"]
+    # before: adaptive 545 over the better arm's 605 at c=8 (148/151 at c=1)
+    assert before["envelope"]["worst"]["concurrency"] == 8
+    assert abs(before["envelope"]["worst"]["ratio"] - 545 / 605) < 1e-9
+    assert abs(after["envelope"]["mean"] - (151 / 152 + 605 / 610) / 2) < 1e-9
+    assert before["speculation_tax"]["source"] == "none"   # no evidence, no threshold in these manifests
+    md = (tmp_path / "compare-before-vs-after" / "compare.md").read_text()
+    assert "| before | 0.901x at c=8 | 0.940x | n/a (" in md
+
+
 def test_compare_refuses_runs_with_different_settings_unless_asked(tmp_path):
     a, b = _run(tmp_path, "short", BEFORE), _run(tmp_path, "long", AFTER, input_len=1024)
     res = run_cli("compare", str(a), str(b))
@@ -67,7 +82,7 @@ def test_report_json_and_report_of_two_runs_points_to_compare(tmp_path):
     res = run_cli("report", str(a), "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)  # stdout is the document and nothing else
-    assert doc["schema"] == "specops.summary/1" and doc["hosts"][0]["host"] == "gpu-a"
+    assert doc["schema"] == "specops.summary/2" and doc["hosts"][0]["host"] == "gpu-a"
     res = run_cli("report", str(a), str(b))
     assert res.exit_code == 2 and f"specops compare {a} {b}" in res.output
 
