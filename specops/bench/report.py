@@ -80,6 +80,9 @@ class Cell:
         """Per-user decode speed, 1000 / TPOT ms."""
         return 1000.0 / self.median_tpot_ms if self.median_tpot_ms else None
 
+    def drafting_text(self) -> str:
+        return "-" if self.drafting_off_share is None else f"off {self.drafting_off_share:.0%}"
+
     def running_text(self) -> str:
         if self.running_p50 is None:
             return "-"
@@ -706,8 +709,8 @@ def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
     good = (" goodput req/s | SLO met |" if slo else "") + (" $ / 1M output tok |" if costs else "")
     out = [f"## Results{' on ' + s.label if s.label else ''}", "",
            "| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
-           "| accept len | running batch p50/p90 | ratio to baseline (spread) |" + good,
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if slo else "") + ("---:|" if costs else "")]
+           "| accept len | running batch p50/p90 | drafting | ratio to baseline (spread) |" + good,
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if slo else "") + ("---:|" if costs else "")]
     for c, arm, cell, ratio in s.rows():
         rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
         gtext = f" {_fmt(cell.goodput, 2)} | {_pct(cell.attainment)} |" if slo else ""
@@ -715,7 +718,7 @@ def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
         out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
                    f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
                    f"{_fmt(cell.accept_length if cell.accept_length is not None else cell.server_accept_length, 2)}"
-                   f" | {cell.running_text()} | {rtext} |" + gtext)
+                   f" | {cell.running_text()} | {cell.drafting_text()} | {rtext} |" + gtext)
     out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
             f"- adaptive: {s.adaptive_text()}"]
     out += [f"- {x.text()}" for x in (s.envelope, s.tax) if x is not None]

@@ -13,7 +13,12 @@ needs it measured, per point, from the server:
   matching lines come back, never the whole log).
 
 The figures land in every result record: `running_req_p50`, `running_req_p90`,
-`server_accept_length`, `running_samples`, `running_source`.
+`server_accept_length`, `running_samples`, `running_source`. For an arm whose server logs
+drafting transitions (the dynamic-spec-disable patch, the simulator: `specops adaptive:
+drafting off|on ...`), the same log window gives `drafting_off` (was drafting off for any
+decode step of the point), `drafting_off_share` (the share of the point's `Decode batch`
+lines logged while it was off: exact with `--decode-log-interval 1`, a sample otherwise)
+and `drafting_transitions`; the state at the window's start is the last transition before it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from specops.servers.adaptive import TRANSITION_RE
 from specops.transport.base import Transport
 
 METRIC_RUNNING = "sglang:num_running_reqs"
@@ -32,6 +38,8 @@ METRIC_ACCEPT = "sglang:spec_accept_length"
 DECODE_RE = re.compile(r"Decode batch[^\n]*?#running-req: (\d+)(?:[^\n]*?accept len: ([0-9.]+))?")
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
 FIELDS = ("running_req_p50", "running_req_p90", "server_accept_length", "running_samples", "running_source")
+DRAFTING_FIELDS = ("drafting_off", "drafting_off_share", "drafting_transitions")
+_PRIOR = "specops-prior: "
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -83,9 +91,37 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def decode_lines_script(path: str, offset: int, length: int) -> str:
-    """Bash printing the `Decode batch` lines of bytes [offset, offset+length) of the log."""
+    """Bash printing the last drafting transition before `offset` (prefixed `specops-prior: `),
+    then the `Decode batch` and transition lines of bytes [offset, offset+length) of the log."""
     p = shlex.quote(path)
-    return f"tail -c +{int(offset) + 1} {p} 2>/dev/null | head -c {int(length)} | grep -a 'Decode batch' || true"
+    pattern = shlex.quote("Decode batch|specops adaptive: drafting")
+    prior = (f"head -c {int(offset)} {p} 2>/dev/null | grep -a 'specops adaptive: drafting' | tail -n 1 "
+             f"| sed 's/^/{_PRIOR}/'")
+    return (f"{{ {prior}; tail -c +{int(offset) + 1} {p} 2>/dev/null | head -c {int(length)} "
+            f"| grep -a -E {pattern}; }} || true")
+
+
+def drafting_evidence(text: str, logs_transitions: bool = False) -> dict[str, Any]:
+    """`drafting_off`, `drafting_off_share`, `drafting_transitions` from the lines
+    `decode_lines_script` printed. A server that `logs_transitions` (the patched adaptive
+    arm) drafts until its first "off" line; for any other arm, a log without a transition
+    line gives None for all three (nothing to say)."""
+    drafting, seen_any = True, logs_transitions
+    steps = off_steps = transitions = 0
+    for line in text.splitlines():
+        m = TRANSITION_RE.search(line)
+        if m:
+            seen_any = True
+            drafting = m["state"] == "on"
+            transitions += 0 if line.startswith(_PRIOR) else 1
+        elif DECODE_RE.search(line):
+            steps += 1
+            off_steps += 0 if drafting else 1
+    if not seen_any:
+        return dict.fromkeys(DRAFTING_FIELDS)
+    return {"drafting_off": off_steps > 0 or (steps == 0 and not drafting),
+            "drafting_off_share": round(off_steps / steps, 4) if steps else None,
+            "drafting_transitions": transitions}
 
 
 class RunningSampler:
@@ -96,8 +132,9 @@ class RunningSampler:
     too, and used when the metrics gave fewer than 3 samples."""
 
     def __init__(self, transport: Transport, log_path: str, base_url: str | None = None,
-                 interval_s: float = 0.2):
+                 interval_s: float = 0.2, logs_transitions: bool = False):
         self.transport, self.log_path, self.base_url, self.interval_s = transport, log_path, base_url, interval_s
+        self.logs_transitions = logs_transitions
         self._offset: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -128,26 +165,27 @@ class RunningSampler:
             self._thread.start()
 
     def stop(self) -> dict[str, Any]:
-        """Stop sampling; the point's running-batch figures (all None when nothing was seen)."""
+        """Stop sampling; the point's running-batch figures and drafting evidence (None
+        where nothing was seen)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        lines = self._log_lines()
         busy_metrics = [r for r in self._metrics.running if r > 0]
-        if len(busy_metrics) >= 3:
-            return self._metrics.to_record()
-        return self._from_log().to_record()
+        figures = self._metrics if len(busy_metrics) >= 3 else parse_decode_lines(lines)
+        return {**figures.to_record(), **drafting_evidence(lines, self.logs_transitions)}
 
-    def _from_log(self) -> RunningFigures:
+    def _log_lines(self) -> str:
         if self._offset is None:
-            return RunningFigures("log")
+            return ""
         try:
             end = self.transport.stat_size(self.log_path)
             if end is None or end <= self._offset:
-                return RunningFigures("log")
+                return ""
             res = self.transport.run(decode_lines_script(self.log_path, self._offset, end - self._offset), timeout=60)
-            return parse_decode_lines(res.stdout) if res.ok else RunningFigures("log")
+            return res.stdout if res.ok else ""
         except Exception:  # noqa: BLE001 - sampling must never fail a point
-            return RunningFigures("log")
+            return ""
 
 
 def median_running(records: Iterable[dict[str, Any]]) -> float | None:

@@ -21,7 +21,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "p99_itl_ms", "mean_e2e_ms", "p99_e2e_ms",
     "accept_length", "simulated", "status", "input_len", "output_len", "run_id",
-    "running_req_p50", "running_req_p90", "server_accept_length",
+    "running_req_p50", "running_req_p90", "server_accept_length", "drafting_off_share",
 )
 
 #: Whether a point counts: failed points are kept (with the error) but never averaged.
@@ -64,6 +64,10 @@ class ResultRecord:
     server_accept_length: float | None = None
     running_samples: int | None = None
     running_source: str | None = None   # "metrics" | "log"
+    # an arm whose server logs drafting transitions (bench/running.py): None elsewhere
+    drafting_off: bool | None = None
+    drafting_off_share: float | None = None  # of the point's decode steps (Decode batch lines)
+    drafting_transitions: int | None = None
     # --- kept in results.jsonl only ---
     status: PointStatus = STATUS_OK
     error: str | None = None          # failure text, with the server log excerpt if any

@@ -489,13 +489,14 @@ class HostSweep:
     def _measure_sampled(self, point: Point) -> dict[str, Any]:
         """`_measure` with the server's running batch sampled meanwhile (bench/running.py)."""
         state = self.states[point.arm]
+        logs = state.mechanism == "dynamic-spec-disable-patch"  # it logs its drafting transitions
         if "--enable-metrics" not in (state.argv or []):
-            sampler = RunningSampler(self.transport, state.log_path)
+            sampler = RunningSampler(self.transport, state.log_path, logs_transitions=logs)
             sampler.start()
             raw = self._measure(point)
             return {**raw, **sampler.stop()}
         with reach(self.transport, state.port) as base_url:
-            sampler = RunningSampler(self.transport, state.log_path, base_url)
+            sampler = RunningSampler(self.transport, state.log_path, base_url, logs_transitions=logs)
             sampler.start()
             raw = self._measure(point)
             return {**raw, **sampler.stop()}

@@ -178,6 +178,11 @@ def test_bench_with_real_bench_serving_reads_the_running_batch(host: Host) -> No
     assert all(r["status"] == "ok" and r["runner"] == "sglang" and not r.get("simulated") for r in records), records
     assert all(r["completed"] == 2 and r["output_throughput"] > 0 for r in records)
     assert all(r.get("running_req_p50") is not None for r in records), [r.get("running_req_p50") for r in records]
+    by = {(r["arm"], r["concurrency"]): r for r in records}
+    # the adaptive server's own log: drafting off at 2 in flight (threshold 1), on at 1
+    assert by["adaptive", 2]["drafting_off"] is True, by["adaptive", 2]
+    assert by["adaptive", 1]["drafting_off_share"] == 0.0, by["adaptive", 1]
+    assert by["eagle3", 2]["drafting_off"] is None
     summary = json.loads((out / "summary.json").read_text())
     assert summary and (out / "report.md").is_file()
     report = (out / "report.md").read_text()
