@@ -58,13 +58,49 @@ class SimProcess:
         return self.process.wait(timeout=timeout)
 
 
+#: Ports tests pick from: below the kernel's ephemeral range (32768-60999 by default), where
+#: every outgoing connection's source port and every bind(0) (SGLang's own NCCL/gloo port,
+#: /metrics polling) land; a port chosen from that range by bind(0) could be taken by any of
+#: them before the server under test binds it. Split between xdist workers so two workers
+#: never pick the same one, and walked in order within a worker so one never reuses a port
+#: it picked a moment ago.
+PORT_RANGE = (20000, 29999)
+_next_port: int | None = None
+
+
+def _worker_range() -> tuple[int, int]:
+    low, high = PORT_RANGE
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    span = (high - low + 1) // max(count, 1)
+    start = low + min(index, count - 1) * span
+    return start, start + span - 1
+
+
 def free_ports(n: int) -> list[int]:
     """`n` distinct loopback ports free right now (all sockets held until all are chosen):
-    the one port picker for tests, benchmarks and the simulator's helpers."""
-    socks = [socket.socket() for _ in range(n)]
+    the one port picker for tests, benchmarks and the simulator's helpers (PORT_RANGE says
+    where they come from and why)."""
+    global _next_port
+    low, high = _worker_range()
+    if _next_port is None or not low <= _next_port <= high:
+        _next_port = low + (os.getpid() * 7919) % (high - low + 1)
+    socks: list[socket.socket] = []
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
+        for _ in range(high - low + 1):
+            if len(socks) == n:
+                break
+            port, _next_port = _next_port, (low if _next_port >= high else _next_port + 1)
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        if len(socks) < n:
+            raise OSError(f"no {n} free loopback ports in {low}-{high}")
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:

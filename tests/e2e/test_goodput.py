@@ -70,18 +70,19 @@ def test_envelope_and_speculation_tax_match_results_jsonl(sim_run: Path) -> None
     worst = min(envelope, key=lambda c: envelope[c])
     assert host["envelope"]["worst"] == {"concurrency": worst, "ratio": pytest.approx(envelope[worst])}
     assert host["envelope"]["mean"] == pytest.approx(statistics.fmean(envelope.values()))
-    # no drafting-off evidence in these records: the levels whose running batch is above the
-    # arm's threshold (8, as launched) stand in, and the text says so
-    over = [c for c in (1, 4, 16) if median_of(recs, "adaptive", c, lambda r: r["running_req_p50"]) > 8]
-    assert over == [16]
+    # the adaptive arm's records carry its drafting evidence (the simulator logs the patched
+    # server's transition lines): the tax is taken where drafting was off for >= 90% of the point
+    off = [c for c in (1, 4, 16) if median_of(recs, "adaptive", c, lambda r: r["drafting_off_share"]) >= 0.9]
+    assert off == [16]
+    assert median_of(recs, "adaptive", 1, lambda r: r["drafting_off_share"]) == 0.0
     tax = median_of(recs, "adaptive", 16, tps) / median_of(recs, "baseline", 16, tps)
-    assert host["speculation_tax"]["source"] == "above_threshold" and host["speculation_tax"]["threshold"] == 8
+    assert host["speculation_tax"]["source"] == "drafting_off"
     assert host["speculation_tax"]["levels"] == [{"concurrency": 16, "ratio": pytest.approx(tax)}]
     report = (sim_run / "report.md").read_text()
     assert (f"adaptive vs the better of baseline and EAGLE-3: worst {envelope[worst]:.3f}x at c={worst}, "
             f"mean {statistics.fmean(envelope.values()):.3f}x over 3 levels") in report
-    assert (f"speculation tax (adaptive / baseline where drafting is off): {tax:.3f}x at c=16 (running batch "
-            "above the arm's threshold 8: no drafting-off evidence in the records)") in report
+    assert (f"speculation tax (adaptive / baseline where drafting is off): {tax:.3f}x at c=16 (levels where "
+            "the records say drafting was off for >= 90% of the point)") in report
     assert f"worst {envelope[worst]:.3f}x at c={worst}" in (sim_run / "report.html").read_text()
 
 

@@ -1,0 +1,23 @@
+"""The tests' port picker stays out of the kernel's ephemeral range (where client source
+ports and every bind(0), SGLang's own NCCL port among them, land) and splits its range
+between xdist workers: a Slurm test's arm port was taken by such a port in CI."""
+
+from __future__ import annotations
+
+from specops.sim import testing
+
+
+def test_ports_are_below_the_ephemeral_range_and_disjoint_per_worker(monkeypatch) -> None:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+        ephemeral_low = int(fh.read().split()[0])
+    seen: dict[str, set[int]] = {}
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        monkeypatch.setattr(testing, "_next_port", None)
+        low, high = testing._worker_range()
+        ports = set(testing.free_ports(5)) | {testing.free_port() for _ in range(20)}
+        assert all(low <= p <= high < ephemeral_low for p in ports), (worker, ports)
+        assert len(ports) == 25  # walked in order: no port picked twice
+        seen[worker] = ports
+    assert not seen["gw0"] & seen["gw1"]
