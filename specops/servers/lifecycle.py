@@ -364,6 +364,16 @@ def stop_arms(transport: Transport, workdir: str, arms: Sequence[str] | None = N
 
 # --- status ----------------------------------------------------------------------------
 
+def _host_time(text: str) -> float | None:
+    """`date +%s.%N` as the host printed it (a `date` without %N prints its seconds and a
+    literal N: the seconds are kept)."""
+    try:
+        return float(text)
+    except ValueError:
+        head = text.split(".")[0]
+        return float(head) if head.isdigit() else None
+
+
 def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
     """Per arm: pid, port, ready/starting/dead/stopped, uptime, mechanism, command; one
     round trip for all arms. Arms named in `arms` without a state file are "stopped"."""
@@ -371,7 +381,7 @@ def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None
     d = paths.servers_dir(wd)
     rl = q(READY_LINE)
     script = f"""
-echo "@@NOW $(date +%s)"
+echo "@@NOW $(date +%s.%N)"
 for f in {q(d)}/*.json; do
   [ -e "$f" ] || continue
   case "$f" in *.adaptive.json) continue;; esac
@@ -392,7 +402,7 @@ done
     jobs: list[ServerState] = []
     for line in res.stdout.splitlines():
         if line.startswith("@@NOW "):
-            now = float(line.split()[1])
+            now = _host_time(line.split()[1])
         elif line.startswith("@@ST "):
             _, a, h, r, blob = line.split(" ", 4)
             try:
@@ -410,7 +420,9 @@ done
                 state = "starting"
             found[st.arm] = ArmStatus(
                 st.arm, state, st.pid, st.port,
-                (now - st.started_at) if (now and a == "1") else None,
+                # the host's clock against the launch's; never negative (a clock of whole
+                # seconds read within the launch's second would make it so)
+                max(0.0, now - st.started_at) if (now and a == "1") else None,
                 st.mechanism, st.command, h, st.log_path, st.effective_threshold)
     if jobs:
         found.update(slurm.statuses(transport, jobs))

@@ -101,3 +101,13 @@ def test_the_config_hash_ignores_the_simulators_injected_faults_and_nothing_else
     assert plan("--sim-crash-after", "20").args_hash != clean.args_hash
     assert plan("--sim-time-scale", "0.5").config_hash != clean.config_hash
     assert plan("--max-running-requests", "32").config_hash != clean.config_hash
+
+
+def test_status_reads_the_hosts_clock_to_the_nanosecond_and_never_goes_negative() -> None:
+    """CI read an uptime below zero: `date +%s` truncates, so a status read within the
+    launch's second was earlier than the launch's float time."""
+    from specops.servers.lifecycle import _host_time
+
+    assert _host_time("1796150290.123456789") == 1796150290.123456789
+    assert _host_time("1796150290.N") == 1796150290.0  # a date without %N
+    assert _host_time("garbage") is None
