@@ -26,12 +26,11 @@ from specops.servers.logwatch import (
     failure_reason,
     parse_chunk_line,
     sigkill_note,
-    tail_lines,
 )
 from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult, read_state
 from specops.servers.records import where as _where
 from specops.servers.remote import FUNCS, q
-from specops.servers.watch import ArmWatch, loading_line, wait
+from specops.servers.watch import ArmWatch, loading_line, not_ready_error, wait
 from specops.sglang import paths
 from specops.transport.base import Transport
 
@@ -218,19 +217,7 @@ class _Processes:
         return _fail(self.transport, w, elapsed)
 
     def not_ready(self, w: _Watch, timeout_s: float) -> StepError:
-        try:
-            last = "\n".join(tail_lines(self.transport, w.state.log_path, 30))
-        except TransportError:
-            last = "(no log file)"
-        missing = []
-        if w.health != "200":
-            missing.append(f"{w.state.ready_path} answered {w.health}")
-        if not w.ready_line:
-            missing.append("ready line not logged")
-        return StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s "
-                         f"({', '.join(missing)}); last lines of {w.state.log_path}:\n{last}",
-                         where=_where(self.transport, w.state.arm),
-                         hint="raise the step's timeout if the model is large")
+        return not_ready_error(self.transport, w, timeout_s, w.state.ready_path)
 
 
 def _fail(transport: Transport, w: _Watch, elapsed: float) -> StepError:

@@ -34,12 +34,11 @@ from specops.servers.logwatch import (
     crash_blocks,
     crash_excerpt,
     parse_chunk_line,
-    tail_lines,
 )
 from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult
 from specops.servers.records import where as _where
 from specops.servers.remote import q
-from specops.servers.watch import ArmWatch, wait
+from specops.servers.watch import ArmWatch, not_ready_error, wait
 from specops.sglang import paths
 from specops.transport.base import Transport, command_line
 
@@ -385,18 +384,8 @@ class _Jobs:
                              f"(reason: {last_job.reason})", where=_where(self.transport, w.state.arm),
                              hint="the cluster has no free allocation of that size: ask for fewer GPUs, another "
                                   "partition, or raise the step's timeout")
-        try:
-            last = "\n".join(tail_lines(self.transport, w.state.log_path, 30))
-        except TransportError:
-            last = "(no log file)"
-        missing = []
-        if w.health != "200":
-            missing.append(f"/health on {(last_job.node if last_job else '') or '?'}:{w.state.port} answered {w.health}")
-        if not w.ready_line:
-            missing.append("ready line not logged")
-        return StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s ({', '.join(missing)}); "
-                         f"last lines of {w.state.log_path}:\n{last}", where=_where(self.transport, w.state.arm),
-                         hint="raise the step's timeout if the model is large")
+        return not_ready_error(self.transport, w, timeout_s,
+                               f"/health on {(last_job.node if last_job else '') or '?'}:{w.state.port}")
 
 
 def _record_running(transport: Transport, w: _Watch) -> None:

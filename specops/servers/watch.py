@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, TypeVar
 
-from specops.errors import StepError
-from specops.servers.logwatch import READY_LINE, find_signature, read_new
+from specops.errors import StepError, TransportError
+from specops.servers.logwatch import READY_LINE, find_signature, read_new, tail_lines
 from specops.servers.records import ServerState
+from specops.servers.records import where as _where
 from specops.transport.base import Transport
 
 #: The log text a watch keeps (the crash excerpt and the failure line are read from it).
@@ -137,3 +138,20 @@ def wait(transport: Transport, source: Source[W], watches: Sequence[W], timeout_
             raise source.not_ready(next(w for w in watches if w.ready_after_s is None), timeout_s)
         crashing = any(w.ready_after_s is None and w.crash_at is not None for w in watches)
         time.sleep(min(poll_s, 0.2) if crashing else min(poll_s, max(0.0, deadline - now)))
+
+
+def not_ready_error(transport: Transport, w: "ArmWatch", timeout_s: float, endpoint: str) -> StepError:
+    """A server alive but not ready at the timeout: what was missing (`endpoint`: the health
+    check as this backend reached it) and the log's last lines; one shape for both backends."""
+    try:
+        last = "\n".join(tail_lines(transport, w.state.log_path, 30))
+    except TransportError:
+        last = "(no log file)"
+    missing = []
+    if w.health != "200":
+        missing.append(f"{endpoint} answered {w.health}")
+    if not w.ready_line:
+        missing.append("ready line not logged")
+    return StepError(f"server '{w.state.arm}' not ready after {timeout_s:.0f}s ({', '.join(missing)}); "
+                     f"last lines of {w.state.log_path}:\n{last}", where=_where(transport, w.state.arm),
+                     hint="raise the step's timeout if the model is large")
