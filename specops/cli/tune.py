@@ -80,11 +80,7 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
 
     inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
     inv = load_inventory(inv_path)
-    hosts = inv.select(host_spec)
-    if len(hosts) != 1:
-        raise ConfigError(f"tune works on one host at a time; --host {host_spec} selects "
-                          f"{', '.join(h.name for h in hosts)}")
-    host = hosts[0]
+    host = inv.select_one(host_spec, "tune works on")
     variables = {**inv.host_vars(host), **extra_vars}
     arms_raw = variables.get("arms")
     arms_from_vars(variables, where=f"host {host.name}")  # typos stop here, before anything runs

@@ -13,7 +13,6 @@ from specops.bench.acceptance import verify as run_checks
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
 from specops.config.inventory import load_inventory
-from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
@@ -34,11 +33,7 @@ def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tok
            as_json: bool) -> None:
     """Check a deployed host: greedy token identity across the arms, drafting off above the threshold."""
     inv = load_inventory(inventory_path)
-    hosts = inv.select(host_spec)
-    if len(hosts) != 1:
-        raise ConfigError(f"verify checks one host at a time; --host {host_spec} selects "
-                          f"{', '.join(h.name for h in hosts)}")
-    host = hosts[0]
+    host = inv.select_one(host_spec, "verify checks")
     transport = open_transport(host)
     try:
         result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens)

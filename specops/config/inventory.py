@@ -111,6 +111,13 @@ class Inventory:
     groups: dict[str, list[str]]
     vars: dict[str, Any]
 
+    def select_one(self, spec: str, command: str) -> Host:
+        """`--host` for a command that works on one host (`command`: "tune works on"); more is bad input."""
+        hosts = self.select(spec)
+        if len(hosts) != 1:
+            raise ConfigError(f"{command} one host at a time; --host {spec} selects {', '.join(h.name for h in hosts)}")
+        return hosts[0]
+
     def select(self, spec: str) -> list[Host]:
         """`--host` value: names, groups, or a comma list of either; order kept, no repeats."""
         chosen: list[Host] = []
