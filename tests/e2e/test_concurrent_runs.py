@@ -1,7 +1,9 @@
 """Issue 15's Done-when: two `specops bench` runs on one host at once, as two terminals run
 them (real CLI processes, the simulator, one work directory). Run A is paused (SIGSTOP)
 after its first point while run B starts, so the two always overlap however loaded the
-machine is; A's heartbeat is silent meanwhile, which leases tolerate for EXPIRE_S."""
+machine is. A's heartbeat thread stops with it, so while A is paused the test beats for it
+(refreshes its lease files' mtime, as A's thread would): a pause longer than EXPIRE_S, which
+five CLI processes on a loaded CI machine can take, must not make A's lease look dead."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -80,14 +83,44 @@ def wait_for(check, what: str, timeout: float = 90) -> None:
         time.sleep(0.1)
 
 
+#: pid of a paused run -> the event that stops the test's beating for it
+_BEATING: dict[int, threading.Event] = {}
+
+
+def _beat_for(leases: Path, run_id: str, stop: threading.Event) -> None:
+    """Refresh the mtime of run `run_id`'s lease files every second until `stop`."""
+    while not stop.wait(1.0):
+        for path in leases.glob("*/*.json"):
+            try:
+                if json.loads(path.read_text()).get("run_id") == run_id:
+                    os.utime(path)
+            except (OSError, ValueError):
+                continue  # removed or being replaced: the next round sees the new file
+
+
 def paused_after_first_point(runs: Runs, levels: str) -> tuple[subprocess.Popen, Path]:
     """Run A, stopped (SIGSTOP) once its first point is written: it holds its lease and its
-    server, and has points left."""
+    server, and has points left. `resume(a)` continues it."""
     proc, out = runs.start(levels)
     wait_for(lambda: len(records(out)) >= 1 or proc.poll() is not None, "run A's first point")
     assert proc.poll() is None, Path(f"{out}.log").read_text()
     os.kill(proc.pid, signal.SIGSTOP)
+    stop = _BEATING[proc.pid] = threading.Event()
+    threading.Thread(target=_beat_for, args=(Path(paths.state_dir(str(runs.workdir)), "leases"), out.name, stop),
+                     daemon=True).start()
     return proc, out
+
+
+def stop_beating(proc: subprocess.Popen) -> None:
+    event = _BEATING.pop(proc.pid, None)
+    if event is not None:
+        event.set()
+
+
+def resume(proc: subprocess.Popen) -> None:
+    """Continue a paused run; its own heartbeat thread takes over again."""
+    stop_beating(proc)
+    os.kill(proc.pid, signal.SIGCONT)
 
 
 def one_config(recs: list[dict]) -> set[str]:
@@ -116,7 +149,7 @@ def test_identical_arguments_share_the_server_and_both_results_say_so(runs: Runs
     try:
         wait_for(lambda: len(records(b_out)) >= 1 or b.poll() is not None, "run B's first point")
     finally:
-        os.kill(a.pid, signal.SIGCONT)
+        resume(a)
     (rc_a, text_a), (rc_b, text_b) = runs.finish(a, a_out), runs.finish(b, b_out)
     assert rc_a == 0 and rc_b == 0, text_a + text_b
     ra, rb = records(a_out), records(b_out)
@@ -150,7 +183,7 @@ def test_other_arguments_are_refused_at_once_naming_the_holder_or_wait_for_it(ru
         waiting = f"waiting for arm baseline: in use by run {a_out.name} (user "
         wait_for(lambda: waiting in Path(f"{c_out}.log").read_text() or c.poll() is not None, "run C to wait")
     finally:
-        os.kill(a.pid, signal.SIGCONT)
+        resume(a)
     assert rc_b == 1, text_b
     assert f"arm baseline is in use by run {a_out.name} (user " in text_b, text_b
     assert "(--max-running-requests 64 -> 32)" in text_b and "--wait" in text_b and "--take-over" in text_b
@@ -181,7 +214,7 @@ def test_take_over_fails_the_holders_next_point_saying_so_never_with_a_503(runs:
     try:
         rc_b, text_b, b_out = runs.run("1,2", *OTHER, "--take-over")
     finally:
-        os.kill(a.pid, signal.SIGCONT)
+        resume(a)
     rc_a, text_a = runs.finish(a, a_out)
     assert rc_b == 0, text_b
     assert rc_a == 1, text_a
@@ -200,6 +233,7 @@ def test_take_over_fails_the_holders_next_point_saying_so_never_with_a_503(runs:
 
 def test_a_killed_holders_lease_does_not_block_the_next_run(runs: Runs) -> None:
     a, a_out = paused_after_first_point(runs, "1,2,4")
+    stop_beating(a)
     a.kill()  # SIGKILL: no cleanup, its lease file and its server stay behind
     a.wait()
     leases = Path(paths.leases_dir(str(runs.workdir), "baseline"))
@@ -216,7 +250,7 @@ def test_over_ssh_a_run_with_other_arguments_is_refused_naming_the_holder(runs: 
     try:
         rc_b, text_b, b_out = runs.run("1", *OTHER)
     finally:
-        os.kill(a.pid, signal.SIGCONT)
+        resume(a)
     rc_a, text_a = runs.finish(a, a_out)
     assert rc_b == 1 and f"arm baseline is in use by run {a_out.name} (user " in text_b, text_b
     assert rc_a == 0 and [r["status"] for r in records(a_out)] == ["ok", "ok"], text_a
