@@ -40,7 +40,10 @@ def _upstream(client: socket.socket, channel: paramiko.Channel) -> None:
     except _ssh_errors():
         pass
     finally:
-        channel.close()
+        try:
+            channel.close()
+        except _ssh_errors():
+            pass  # the transport is already gone (the host or the connection closed first)
 
 
 def _pump(client: socket.socket, channel: paramiko.Channel) -> None:
