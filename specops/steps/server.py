@@ -18,6 +18,7 @@ from specops.servers import (
     wait_ready_many,
 )
 from specops.servers.arms import arms_from_vars
+from specops.servers.eagle_heads import head_width_warning
 from specops.servers.launch import LaunchPlan
 from specops.servers.lease import join
 from specops.servers.lifecycle import LaunchOutcome, check_version
@@ -158,6 +159,7 @@ class Server(StepKind):
         for o in outcomes:  # the tree's SGLang answered, not some other install
             check_version(ctx.transport, o.state, infos[o.state.arm])
         warnings = fairness_warnings(infos)
+        warnings += [w for arm, info in infos.items() if (w := head_width_warning(ctx.transport, arm, info))]
         for w in warnings:
             ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=w)
         arms = {o.state.arm: {"mechanism": o.state.mechanism, "port": o.state.port, "action": o.action,
@@ -165,7 +167,7 @@ class Server(StepKind):
                               "effective_threshold": o.state.effective_threshold} for o in outcomes}
         summary = ", ".join(f"{a}: {v['action']} ({v['mechanism']})" for a, v in arms.items())
         return Outcome(changed=any(o.action not in ("reused", "shared") for o in outcomes), data={"arms": arms, "warnings": warnings},
-                       message=summary + (f"; {len(warnings)} fairness warning(s)" if warnings else ""))
+                       message=summary + (f"; {len(warnings)} warning(s)" if warnings else ""))
 
 
 def _job_event(ctx: StepContext, kind: str, data: dict[str, Any]) -> None:
