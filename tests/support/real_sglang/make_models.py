@@ -21,7 +21,14 @@ from pathlib import Path
 
 SEED = 1234
 HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS = 64, 128, 4, 4, 2
-DRAFT_HIDDEN, DRAFT_INTERMEDIATE = 32, 64
+#: The head is as wide as the target, as real EAGLE-3 heads are. SGLang <= 0.5.10.x assumes it:
+#: a verify that finishes every running request leaves an empty draft input sized by the
+#: TARGET's hidden_size (eagle_info.py, create_idle_input), and a request prefilled in that
+#: step is then merged into it (EagleDraftInput.merge_batch: torch.cat of 64 with 32 wide
+#: rows, the scheduler aborts). 0.5.11 sizes it by the draft's (`spec_hidden_size`). Measured
+#: with a 32-wide head on the unpatched 0.5.10.post1 tree and plain EAGLE-3: a request sent
+#: during the last decode step of the only running one aborted the server every time.
+DRAFT_HIDDEN, DRAFT_INTERMEDIATE = HIDDEN, INTERMEDIATE
 AUX_LAYERS = [0, 1, 2]  # SGLang's default capture layers do not fit a 4-layer target
 MAX_POSITIONS = 2048
 BOS, EOS, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"
@@ -105,7 +112,7 @@ def make_draft(out: Path, vocab: int, tokenizer) -> None:
         return (torch.randn(*shape, generator=gen) * 0.05).to(torch.float32)
 
     weights = {
-        "embed_tokens.weight": rand(vocab, DRAFT_HIDDEN),  # its own: SGLang then skips set_embed
+        "embed_tokens.weight": rand(vocab, DRAFT_HIDDEN),  # replaced by the target's (set_embed: as wide as it)
         "fc.weight": rand(DRAFT_HIDDEN, 3 * HIDDEN),
         "midlayer.input_layernorm.weight": torch.ones(DRAFT_HIDDEN),
         "midlayer.hidden_norm.weight": torch.ones(DRAFT_HIDDEN),

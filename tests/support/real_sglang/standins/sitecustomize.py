@@ -81,7 +81,44 @@ def _patch_record_stream(module: ModuleType) -> None:
     _announce(module, "torch.Tensor.record_stream on CPU tensors = no-op stand-in")
 
 
+def _patch_llama_embed_sharing(module: ModuleType) -> None:
+    """LlamaForCausalLM.set_embed / set_embed_and_head (the EAGLE-3 head takes the target's
+    embedding when it is as wide as the target, as real heads are) end with
+    torch.cuda.empty_cache() and torch.cuda.synchronize(), which raise without a CUDA driver.
+    Here they run with those two calls as no-ops; the sharing itself is SGLang's own code."""
+    import contextlib
+
+    import torch
+
+    cls = getattr(module, "LlamaForCausalLM", None)
+    if cls is None or torch.cuda.is_available():
+        return
+
+    @contextlib.contextmanager
+    def no_cuda_sync():
+        saved = torch.cuda.synchronize, torch.cuda.empty_cache
+        torch.cuda.synchronize = torch.cuda.empty_cache = lambda *a, **k: None  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize, torch.cuda.empty_cache = saved
+
+    for name in ("set_embed", "set_embed_and_head"):
+        original = getattr(cls, name, None)
+        if original is None or getattr(original, "_specops_standin", False):
+            continue
+
+        def shared(self, *args, _original=original, **kwargs):
+            with no_cuda_sync():
+                return _original(self, *args, **kwargs)
+
+        vars(shared)["_specops_standin"] = True
+        setattr(cls, name, shared)
+        _announce(module, f"LlamaForCausalLM.{name} without torch.cuda.synchronize/empty_cache = CPU stand-in")
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "sglang.srt.models.llama": _patch_llama_embed_sharing,
     "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
     "sglang.srt.speculative.eagle_info_v2": _patch_eagle_info_v2,
     "sglang.srt.managers.overlap_utils": _patch_record_stream,
