@@ -46,6 +46,30 @@ DEFAULT_DEVICE = "gpu"
 CPU_ENGINES = ("sglang", "sim")
 
 
+#: the container route's variables (servers.container): an image reference, and the runtime
+CONTAINER_RUNTIMES = ("podman", "docker")
+_IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+
+
+def container_var_problem(key: str, value: Any) -> str:
+    """'' when `sglang_image` / `container_runtime` (or any other key) is usable, else why not."""
+    if key == "sglang_image" and value not in (None, "") and not (isinstance(value, str) and _IMAGE_REF.match(value)):
+        return f"sglang_image must be an image reference such as lmsysorg/sglang:v0.5.10.post1-cu126, got {value!r}"
+    if key == "container_runtime" and value not in (None, "", *CONTAINER_RUNTIMES):
+        return (f"container_runtime must be one of {', '.join(CONTAINER_RUNTIMES)} (or unset: found on the host), "
+                f"got {value!r}{suggest(value, CONTAINER_RUNTIMES)}")
+    return ""
+
+
+def _check_container_vars(node: Any, what: str) -> None:
+    """A bad `sglang_image` or `container_runtime` in a vars mapping, at its file:line."""
+    for key in ("sglang_image", "container_runtime"):
+        if isinstance(node, dict) and key in node:
+            problem = container_var_problem(key, node[key])
+            if problem:
+                raise ConfigError(f"{what}: {problem}", where=where_of(node, key))
+
+
 @dataclass
 class Host:
     """One machine specops drives, as the inventory describes it."""
@@ -221,6 +245,7 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str, host
     if float(get("connect_timeout", (int, float), 10.0)) <= 0:
         raise ConfigError(f"{what}: connect_timeout must be positive", where=where_of(node, "connect_timeout"))
     host_vars = get("vars", dict, {})
+    _check_container_vars(host_vars, f"{what} vars")
     key = get("key", str, None)
     known_hosts = get("known_hosts", str, None)
     base = Path(source).parent
@@ -295,6 +320,7 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
             check_keys(gnode, GROUP_KEYS, f"group '{gname}'", required=["hosts"])
             members = expect(gnode, "hosts", list, f"group '{gname}'")
             gvars = expect(gnode, "vars", dict, f"group '{gname}'") if "vars" in gnode else {}
+            _check_container_vars(gvars, f"group '{gname}' vars")
         if gname in hosts:
             raise ConfigError(f"group '{gname}' has the same name as a host", where=where_of(groups_node, gname))
         for i, member in enumerate(members):
@@ -315,6 +341,7 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
     inv_vars = data.get("vars") or {}
     if "vars" in data and data["vars"] is not None:
         expect(data, "vars", dict, "the inventory")
+        _check_container_vars(inv_vars, "vars")
     top_secrets = parse_sources(data.get("secrets"), where_of(data, "secrets"), base=path.parent)
     for host in hosts.values():  # the top level is the weakest
         host.secrets = {**top_secrets, **host.secrets}

@@ -17,6 +17,7 @@ from typing import Mapping, Protocol, Sequence
 from specops.errors import ConfigError
 from specops.servers.adaptive import adaptive_config, tier_config
 from specops.servers.arms import ArmSpec
+from specops.servers.container import run_argv
 from specops.sglang import paths
 from specops.sglang.flags import FlagSet
 from specops.sglang.venv import neutral_cwd
@@ -69,10 +70,14 @@ class LaunchPlan:
     slurm: dict | None = None
     #: what the arm computes on: `gpu`, or `cpu` (SGLang's CPU serving: `--device cpu`, no GPUs)
     device: str = "gpu"
+    #: the arm as a container of `sglang_image` (servers.container.adapt_plan); None: a host process
+    container: dict | None = None
 
     @property
     def command(self) -> str:
-        """The full command line as a user would paste it (env first)."""
+        """The full command line as a user would paste it (env first; a container's run)."""
+        if self.container is not None:
+            return shlex.join(run_argv(self))
         prefix = [f"{k}={v}" for k, v in sorted(self.env.items())]
         return shlex.join(prefix + self.argv)
 
@@ -97,8 +102,11 @@ class LaunchPlan:
         return self._hash(argv)
 
     def _hash(self, argv: list[str]) -> str:
-        blob = json.dumps({"argv": argv, "env": sorted(self.env.items()),
-                           "config": self.config_json, "sglang_version": self.sglang_version}, sort_keys=True)
+        fields = {"argv": argv, "env": sorted(self.env.items()),
+                  "config": self.config_json, "sglang_version": self.sglang_version}
+        if self.container is not None:  # another image (or runtime, GPUs, mounts) is another server
+            fields["container"] = self.container
+        blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 

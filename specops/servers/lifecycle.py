@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import specops.servers.container as container
 import specops.servers.slurm as slurm
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
@@ -106,10 +107,14 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
     lp = q(plan.log_path)
     # the environment comes from 0600 files the starting process sources: no value in argv
     env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
-    loader = " ".join(q(a) for a in loader_argv(*env_files))
+    if plan.container is not None:  # the container's client is the arm's process; the env files are read inside
+        lines += container.launch_lines(plan)
+        argv = container.run_argv(plan)
+    else:
+        argv = loader_argv(*env_files) + plan.argv
     lines += [
         f"if [ -e {lp} ]; then mv -f {lp} {q(plan.log_path + '.1')}; fi",
-        f"setsid nohup {loader} {' '.join(q(a) for a in plan.argv)} > {lp} 2>&1 < /dev/null &",
+        f"setsid nohup {' '.join(q(a) for a in argv)} > {lp} 2>&1 < /dev/null &",
         "pid=$!",
         "echo \"@@PID $pid $(_start $pid)\"",
     ]
@@ -168,7 +173,8 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, la
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
         effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,
-        sglang_version=plan.sglang_version, launched_by=launched_by, ephemeral=ephemeral)
+        sglang_version=plan.sglang_version, launched_by=launched_by, ephemeral=ephemeral,
+        container=plan.container)
     transport.put(state.to_json(), plan.state_path)
     return LaunchOutcome(state, action)
 
@@ -314,6 +320,9 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
                                   port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
     if not states:
         return []
+    # a container is stopped by its runtime (stop -t GRACE, then rm): its client, the recorded
+    # process, then ends, and the process-group stop below finds it gone
+    boxed = container.stop_containers(transport, [st for st in states if st.container], grace_s)
     script = _stop_script(states, grace_s, port_wait_s, gpu_wait_s)
     res = _run(transport, script, timeout=grace_s + port_wait_s + gpu_wait_s + 30)
     rows = {int(p[1]): p for p in (ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@S "))}
@@ -323,6 +332,8 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
     problems = []
     for i, st in enumerate(states):
         _, _, sig, pf, ga, gpu = rows[i]
+        if st.arm in boxed and sig == "none":
+            sig = "TERM"  # the runtime's stop signal reached it
         r = StopResult(st.arm, st.pid, st.port, sig != "none", None if sig == "none" else sig,
                        pf == "1", None if gpu == "none" else gpu == "yes")
         results.append(r)

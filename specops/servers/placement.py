@@ -96,7 +96,8 @@ def check_gpus(inventory: GPUInventory, placements: Sequence[Placement], own_ses
     """Problems that must stop a launch, one line each, naming the GPU, the arm and the
     holder: a GPU the host does not have, or one held by a process specops did not
     launch (a compute process outside `own_sessions`, or memory in use with no process
-    of ours on it)."""
+    of ours on it), or one in MIG mode: CUDA sees its MIG instances, not the GPU by its
+    index, so `CUDA_VISIBLE_DEVICES=N` would give the server no device (or the wrong one)."""
     if inventory.error:
         return [f"{host}: {inventory.error}"]
     problems: list[str] = []
@@ -106,6 +107,11 @@ def check_gpus(inventory: GPUInventory, placements: Sequence[Placement], own_ses
             if gpu is None:
                 problems.append(f"arm '{p.arm}' asks for GPU {index}; {host} has GPUs "
                                 f"{','.join(map(str, inventory.indices)) or 'none'} ({inventory.describe()})")
+                continue
+            if gpu.mig == "Enabled":
+                problems.append(f"GPU {index} ({gpu.name}) for arm '{p.arm}' is in MIG mode: CUDA sees its MIG "
+                                f"instances, not GPU {index}; give the arm a GPU with MIG disabled "
+                                f"(nvidia-smi -i {index} -mig 0)")
                 continue
             apps = inventory.apps_on(index)
             foreign = [a for a in apps if a.sid is None or a.sid not in own_sessions]

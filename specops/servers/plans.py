@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from specops.config.inventory import Host
 from specops.errors import ConfigError, StepError
+from specops.servers import container
 from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
@@ -107,6 +108,13 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
     if host.secrets:  # loaded by the process that starts each server (the engine sent the file)
         for plan in plans:
             plan.secrets_file = paths.secrets_env(workdir)
+    image = container.ContainerSettings.from_vars(variables, where=where)
+    if image is not None:  # each arm a container of the image, the tree mounted over its sglang
+        if host.slurm is not None:
+            raise ConfigError("sglang_image on a Slurm host is not supported (pyxis/enroot containers are not "
+                              "built yet)", where=f"host {host.name}", hint="drop sglang_image for that host")
+        facts = container.image_facts(transport, image, tree)
+        plans = [container.adapt_plan(p, facts, tree, engine=engine, home=transport.home) for p in plans]
     if host.slurm is not None:  # each arm becomes a batch job on the cluster behind the login node
         plans = [adapt_plan(p, host.slurm) for p in plans]
     return plans

@@ -42,6 +42,8 @@ class ServerState:
     #: is done (a sweep's own servers) or stays up (deploy, --keep-servers)
     launched_by: str | None = None
     ephemeral: bool = False
+    #: an arm run as a container (servers.container): runtime, image, image id, digest, name
+    container: dict | None = None
 
     @property
     def address(self) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from specops.errors import SpecopsError, StepError
 from specops.patching import PatchError, load_patchset, run_verify
+from specops.servers import container
 from specops.sglang import cuda
 from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
@@ -225,9 +226,29 @@ class SGLangInstall(StepKind):
     def _stamp_path(self, ctx: StepContext) -> str:
         return posixpath.join(self._paths(ctx)[1], STAMP)
 
+    def _image(self, ctx: StepContext) -> container.ContainerSettings | None:
+        """`sglang_image`: the image replaces the environment (servers.container)."""
+        return container.ContainerSettings.from_vars(ctx.vars, where=f"{ctx.step.where}: {ctx.step.label}")
+
+    def _check_image(self, ctx: StepContext, image: container.ContainerSettings) -> Outcome:
+        """The image route's install: the image is on the host (pulled when missing), and with
+        the tree mounted over its `sglang`, that package is the tree's (its files' hashes)."""
+        tree = ctx.path(str(ctx.args["tree"]))
+        facts = container.image_facts(ctx.transport, image, tree, pull=True, timeout=ctx.timeout)
+        ctx.facts["container"] = facts.manifest()
+        version, _ = tree_version(TransportTreeFiles(ctx.transport, tree))
+        return Outcome(changed=False, data={**container.facts_dict(facts), "version": version},
+                       message=f"image {facts.image} ({facts.image_id[:19]}) via {facts.runtime}: sglang "
+                               f"{version} from {tree}/python mounted over {facts.sglang_dir}")
+
     # ----- the contract -------------------------------------------------------------------
 
     def describe(self, ctx: StepContext) -> list[str]:
+        image = self._image(ctx)
+        if image is not None:
+            tree = ctx.path(str(ctx.args["tree"]))
+            return [f"{image.runtime or 'podman (else docker)'}: image {image.image} on the host (pulled if missing); "
+                    f"with {tree}/python/sglang mounted over the image's sglang, the container sees the tree's files"]
         tree, venv, python = self._paths(ctx)
         runtime = self._settings(ctx).runtime
         base = ctx.path(runtime) if runtime else ctx.host.python
@@ -240,6 +261,8 @@ class SGLangInstall(StepKind):
             f"check from {self._neutral(ctx)}: {python} finds sglang under {tree}/python at the tree's version"]
 
     def is_done(self, ctx: StepContext) -> bool | None:
+        if self._image(ctx) is not None:
+            return False  # the check is the step (one round trip)
         stamp_path = self._stamp_path(ctx)
         if ctx.transport.stat_size(stamp_path) is None:
             return False
@@ -258,6 +281,9 @@ class SGLangInstall(StepKind):
             return False  # apply says why (no tree yet, a broken environment)
 
     def apply(self, ctx: StepContext) -> Outcome:
+        image = self._image(ctx)
+        if image is not None:
+            return self._check_image(ctx, image)
         s = self._settings(ctx)
         tree, venv, python = self._paths(ctx)
         check_cuda(ctx, tree, s)  # a release the driver cannot run is refused before anything is made
@@ -299,6 +325,8 @@ class SGLangInstall(StepKind):
                                           "runtime": runtime, "runtime_pth": linked}, message=message)
 
     def verify(self, ctx: StepContext, outcome: Outcome) -> tuple[bool, str]:
+        if self._image(ctx) is not None:
+            return True, ""  # image_facts proved the mount
         problem = self._judge(ctx, self._probe(ctx))
         if problem:
             return False, problem + " (another sglang shadows the tree: remove it from that environment)"
