@@ -6,14 +6,20 @@ directory, and writes `tune.json` beside results.jsonl:
 
 1. coarse: baseline and EAGLE-3 at the coarse levels (or the points of an existing run)
    bracket the crossover: the last level where EAGLE-3 is at least as fast, the first
-   where it is not;
-2. fine: both arms at every level inside the bracket;
+   where it is not; points already in the run directory (reused from an earlier run of the
+   same configuration, bench/reuse.py) are not measured again;
+2. fine: both arms at every level inside the bracket, or, when the bracket holds
+   `BISECT_FROM` levels or more, a bisection of it: one level at a time (the geometric middle
+   of the bracket), the bracket narrowed by each, until its ends are neighbours;
 3. the threshold, in running-batch units (`THRESHOLD_RULE`, bench/threshold.py: the rule the
    report uses too), from the server's own running batch measured during each point
    (bench/running.py);
 4. verify: arm `adaptive-t<T>` (the adaptive profile with that threshold) at every level;
    accepted when it reaches `TOLERANCE` of the better of baseline and EAGLE-3 at each level
-   and keeps `GAIN_KEPT` of EAGLE-3's gain at the lowest level; otherwise the neighbours;
+   and keeps `GAIN_KEPT` of EAGLE-3's gain at the lowest level; otherwise the neighbours.
+   Levels are measured one at a time, nearest the threshold first (`VERIFY_ORDER`), with the
+   candidate's server kept up between them, and a candidate is rejected at its first level
+   below `TOLERANCE`: the rest are not measured;
 5. tiers (native adaptive trees, 0.5.14+): arms `eagle3-k<k>` measure other draft-step
    counts; per level the fastest count (0 = baseline) gives a tier config, verified as
    `adaptive-tiers` the same way.
@@ -51,11 +57,22 @@ from specops.sim import model as M
 TOLERANCE = 0.95      # adaptive >= 0.95x of the better arm at every level
 GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
 MAX_FINE_LEVELS = 12  # a wide bracket is sampled at most this many levels
+BISECT_FROM = 4       # a bracket with at least this many levels inside is bisected, not swept
+VERIFY_ORDER = ("nearest the threshold first (|log2 c - log2(T + 0.5)|, lower first on a tie): the levels "
+                "where the adaptive arm stops speculating are where a wrong threshold shows")
 TUNE_JSON = "tune.json"
 TIERS_ARM = "adaptive-tiers"
 TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the highest median throughput; a new "
               "count's tier starts just above the running batch p90 of the last level of the count before, and "
               "no higher than the running-batch median of its own first level")
+
+
+REUSED_FROM = "reused_from"   # a record copied from another run (bench/reuse.py, `tune --from`): its run
+
+
+def is_reused(rec: dict[str, Any]) -> bool:
+    """A record copied from another run, not measured by this one."""
+    return bool(rec.get(REUSED_FROM) or (rec.get("extra") or {}).get(REUSED_FROM))
 
 
 def candidate_arm(threshold: int) -> str:
@@ -118,6 +135,25 @@ def fine_levels(below: int | None, above: int | None, measured: Sequence[int]) -
     return sorted({inside[int(i * step)] for i in range(MAX_FINE_LEVELS)})
 
 
+def bisect_level(below: int | None, above: int | None, measured: Sequence[int]) -> int | None:
+    """The next level a bisection of the bracket measures: the unmeasured level inside it
+    nearest its geometric middle (the crossover is interpolated in log2 c); None when the
+    bracket's ends are neighbours (or it has no two ends)."""
+    if below is None or above is None:
+        return None
+    inside = [c for c in range(below + 1, above) if c not in set(measured)]
+    if not inside:
+        return None
+    mid = math.log2(below * above) / 2
+    return min(inside, key=lambda c: (abs(math.log2(c) - mid), c))
+
+
+def verify_order(levels: Sequence[int], threshold: int) -> list[int]:
+    """VERIFY_ORDER: the levels a candidate is measured at, riskiest first."""
+    pivot = math.log2(threshold + 0.5)
+    return sorted(levels, key=lambda c: (abs(math.log2(c) - pivot), c))
+
+
 def choose_threshold(lv: Levels) -> ThresholdChoice:
     """THRESHOLD_RULE (bench/threshold.py, the rule the report uses) on the measured cells."""
     return choose(threshold_points(lv.cells, lv.both()))
@@ -141,6 +177,7 @@ class Verdict:
     shortfalls: list[int]
     gain_kept: float | None                  # share of EAGLE-3's gain kept at the lowest level
     missing: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)   # not measured: rejected at an earlier level
 
     def text(self) -> str:
         if self.ok:
@@ -152,11 +189,15 @@ class Verdict:
         parts += [f"c={c} missing" for c in self.missing]
         if self.gain_kept is not None and self.gain_kept < GAIN_KEPT:
             parts.append(f"keeps {self.gain_kept:.0%} of EAGLE-3's gain at the lowest level (< {GAIN_KEPT:.0%})")
+        if self.skipped:
+            parts.append(f"stopped there: c={','.join(map(str, sorted(self.skipped)))} not measured")
         return f"{self.arm}: rejected: " + ", ".join(parts)
 
 
-def verify(lv: Levels, arm: str, levels: Sequence[int]) -> Verdict:
-    """The acceptance rule for one adaptive candidate at the given levels."""
+def verify(lv: Levels, arm: str, levels: Sequence[int], lowest: int | None = None) -> Verdict:
+    """The acceptance rule for one adaptive candidate at the given levels. `lowest`: the
+    level the gain is judged at (default the lowest of `levels`); where it is not among
+    `levels` (a verification under way), the gain is not judged yet."""
     ratios: dict[int, float | None] = {}
     short, missing = [], []
     for c in levels:
@@ -169,8 +210,8 @@ def verify(lv: Levels, arm: str, levels: Sequence[int]) -> Verdict:
         if best > 0 and mine < TOLERANCE * best:
             short.append(c)
     gain = None
-    low = min(levels) if levels else None
-    if low is not None:
+    low = lowest if lowest is not None else (min(levels) if levels else None)
+    if low is not None and low in levels:
         base, eagle, mine = lv.tps(BASELINE_ARM, low), lv.tps(EAGLE_ARM, low), lv.tps(arm, low)
         if base is not None and eagle is not None and mine is not None and eagle > base:
             gain = (mine - base) / (eagle - base)
@@ -231,6 +272,7 @@ class Phase:
     arms: list[str]
     levels: list[int]
     repeats: int
+    keep: bool = False   # leave the servers up for the next phase (the Tuner stops them after)
 
     @property
     def points(self) -> int:
@@ -247,8 +289,10 @@ class TuneResult:
     rule: str = THRESHOLD_RULE
     coarse_levels: list[int] = field(default_factory=list)
     reused_from: str | None = None
+    reuse: str | None = None                # what the automatic reuse found (bench/reuse.py), as said
     bracket: list[int | None] = field(default_factory=lambda: [None, None])
     fine_levels: list[int] = field(default_factory=list)
+    bisected: bool = False                  # the fine levels came from a bisection of the bracket
     choice: dict[str, Any] | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)
     threshold: int | None = None
@@ -262,6 +306,10 @@ class TuneResult:
     budget_s: float | None = None
     elapsed_s: float = 0.0
     written: str | None = None
+    measured_points: int = 0                # points this tune ran (ok or failed): the GPU time it spent
+    reused_points: int = 0                  # points it took from earlier runs instead
+    input_len: int | None = None
+    output_len: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -278,12 +326,15 @@ class TuneResult:
         out = []
         if self.reused_from:
             out.append(f"coarse points reused from {self.reused_from}")
+        if self.reuse:
+            out.append(self.reuse)
         b0, b1 = self.bracket
         if b0 is not None or b1 is not None:
             out.append(f"bracket: EAGLE-3 wins up to c={b0 if b0 is not None else '-'}, "
                        f"loses from c={b1 if b1 is not None else '- (never)'}")
         if self.fine_levels:
-            out.append(f"fine levels: {', '.join(str(c) for c in self.fine_levels)}")
+            how = "bisection levels" if self.bisected else "fine levels"
+            out.append(f"{how}: {', '.join(str(c) for c in self.fine_levels)}")
         if self.choice:
             out.append(f"rule: {self.rule}")
             if self.choice.get("threshold") is not None:
@@ -300,7 +351,11 @@ class TuneResult:
             if self.default_comparison:
                 out.append(self.default_comparison["text"])
         out.append(f"result: {self.status}: {self.message}")
+        out.append(self.points_text())
         return out
+
+    def points_text(self) -> str:
+        return f"points: {self.measured_points} measured, {self.reused_points} reused"
 
 
 def tune_markdown(doc: dict[str, Any]) -> list[str]:
@@ -329,17 +384,21 @@ def load_tune(run_dir: Path) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- running the phases
 
 RunPhase = Callable[[Phase, dict[str, Any]], None]   # run the phase's points; arms = the arms dict to use
+Release = Callable[[list[str]], None]                # stop the servers of these arms that phases kept up
 
 
 class Tuner:
     """The tune loop on one host. `run_phase` runs one bench sweep (the CLI passes the bench
-    playbook); `records` reads the run's results; `say` prints a line."""
+    playbook); `records` reads the run's results; `say` prints a line; `release` stops the
+    servers a phase with `keep` left up (None: phases never keep them); `keep_ok`: baseline
+    and EAGLE-3 may stay up together between bisection rounds (they share no GPU)."""
 
     def __init__(self, *, host: str, arms: dict[str, Any], settings: dict[str, Any], coarse: list[int],
                  run_phase: RunPhase, records: Callable[[], list[dict[str, Any]]], say: Callable[[str], None],
                  time_scale: float | None, budget_s: float | None, native: bool | None,
                  tier_steps: Sequence[int] = (0, 1, 3), reused: list[dict[str, Any]] | None = None,
-                 reused_from: str | None = None, max_candidates: int = 3, ports: Sequence[int] = ()):
+                 reused_from: str | None = None, max_candidates: int = 3, ports: Sequence[int] = (),
+                 release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM):
         self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
         self.base_arms = {k: dict(v or {}) for k, v in arms.items()}
         for need in (BASELINE_ARM, EAGLE_ARM, "adaptive"):
@@ -351,6 +410,8 @@ class Tuner:
         self.eagle_steps = int(self.base_arms[EAGLE_ARM].get("num_steps") or 3)
         self.tier_steps = sorted(set(tier_steps))
         self.reused, self.max_candidates = reused or [], max_candidates
+        self.release, self.keep_ok, self.bisect_from = release, keep_ok and release is not None, bisect_from
+        self.kept: set[str] = set()
         self.result = TuneResult(host=host, reused_from=reused_from, budget_s=budget_s)
         self.started = time.monotonic()
         self.pace: float | None = None   # measured wall seconds per point
@@ -376,65 +437,99 @@ class Tuner:
             return int(arm[len("eagle3-k"):])
         return self.eagle_steps
 
-    def estimate(self, phase: Phase) -> float:
+    def _todo(self, phase: Phase) -> list[tuple[str, int]]:
+        """(arm, level) of each point of the phase with no ok record yet (one per repeat missing):
+        what the bench step will measure (it skips the points the run directory already has)."""
+        done: dict[tuple[str, int], set[int]] = {}
+        for r in self.records():
+            if r.get("status") == "ok" and str(r.get("host", "")) == self.host:
+                done.setdefault((str(r.get("arm")), int(r.get("concurrency", 0))), set()).add(int(r.get("repeat", 0)))
+        return [(a, c) for a in phase.arms for c in phase.levels for rep in range(phase.repeats)
+                if rep not in done.get((a, c), set())]
+
+    def estimate(self, phase: Phase, todo: Sequence[tuple[str, int]] | None = None) -> float:
+        """Seconds the phase needs: its points still to measure (all of them when `todo` is
+        None), plus a launch per arm."""
         launch = 4.0 if self.time_scale is not None else 120.0
+        pairs = list(todo) if todo is not None else [(a, c) for a in phase.arms for c in phase.levels] * phase.repeats
         if self.pace is not None:
-            return phase.points * self.pace + launch * len(phase.arms)
+            return len(pairs) * self.pace + launch * len(phase.arms)
         per = sum(estimate_point_seconds(self._arm_steps(a), c, self._prompts(c), int(self.settings.get("input_len", 256)),
                                          int(self.settings.get("output_len", 256)), self.time_scale)
-                  for a in phase.arms for c in phase.levels) * phase.repeats
+                  for a, c in pairs)
         return per + launch * len(phase.arms)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def fits(self, phase: Phase) -> bool:
+    def fits(self, phase: Phase, todo: Sequence[tuple[str, int]] | None = None) -> bool:
         if self.budget_s is None:
             return True
-        return self.elapsed() + self.estimate(phase) <= self.budget_s
+        return self.elapsed() + self.estimate(phase, todo) <= self.budget_s
 
     def _run(self, phase: Phase, arms: dict[str, Any]) -> bool:
-        """Run a phase if it fits the budget; False (and a partial result) when it does not."""
+        """Run a phase if it fits the budget; False (and a partial result) when it does not.
+        Points the run directory already has (reused) are not measured again."""
         if not phase.points:
             return True
-        est = self.estimate(phase)
-        if not self.fits(phase):
+        todo = self._todo(phase)
+        if not todo:
+            self.say(f"{phase.name}: all {phase.points} points already measured (reused); nothing to run")
+            return True
+        est = self.estimate(phase, todo)
+        if not self.fits(phase, todo):
             left = (self.budget_s or 0) - self.elapsed()
             self.result.status = "partial"
-            self.result.message = (f"budget reached: the {phase.name} phase ({phase.points} points, ~{est:.0f} s) "
+            self.result.message = (f"budget reached: the {phase.name} phase ({len(todo)} points, ~{est:.0f} s) "
                                    f"does not fit the {max(0.0, left):.0f} s left; nothing was changed")
             self.say(f"stop: {self.result.message}")
             return False
-        self.say(f"{phase.name}: {phase.points} points ({', '.join(phase.arms)} x c={','.join(map(str, phase.levels))}"
-                 f" x {phase.repeats}), ~{est:.0f} s")
+        have = phase.points - len(todo)
+        self.say(f"{phase.name}: {len(todo)} point{'s' if len(todo) > 1 else ''} ({', '.join(phase.arms)} x c={','.join(map(str, phase.levels))}"
+                 f" x {phase.repeats}{f', {have} already measured' if have else ''}), ~{est:.0f} s")
         t0 = time.monotonic()
+        if phase.keep:
+            self.kept |= set(phase.arms)
         self.run_phase(phase, arms)
         took = time.monotonic() - t0
-        self.spent_points += phase.points
-        self.pace = took / phase.points if self.pace is None else \
-            (self.pace * (self.spent_points - phase.points) + took) / self.spent_points
+        self.spent_points += len(todo)
+        self.pace = took / len(todo) if self.pace is None else \
+            (self.pace * (self.spent_points - len(todo)) + took) / self.spent_points
         self.result.phases.append({"name": phase.name, "arms": phase.arms, "levels": phase.levels,
-                                   "repeats": phase.repeats, "points": phase.points, "seconds": round(took, 1)})
+                                   "repeats": phase.repeats, "points": len(todo), "seconds": round(took, 1)})
         return True
+
+    def _release(self, arms: Sequence[str]) -> None:
+        """Stop the servers of `arms` that kept phases left up."""
+        mine = sorted(self.kept & set(arms))
+        if mine and self.release is not None:
+            self.kept -= set(mine)
+            self.release(mine)
 
     def plan_text(self) -> tuple[int, float, int, float]:
         """(points, seconds) when the first threshold verifies and no tiers are tuned, then
         (points, seconds) at most: the line printed before anything starts."""
         coarse = Phase("coarse", [BASELINE_ARM, EAGLE_ARM], [] if self.reused else self.coarse, self._repeats())
+        coarse_todo = self._todo(coarse)
         gaps = [b - a - 1 for a, b in zip(self.coarse, self.coarse[1:], strict=False)]
-        fine_n = min(MAX_FINE_LEVELS, max(gaps, default=0))
+        widest = max(gaps, default=0)
+        if self.bisect_from is not None and widest >= self.bisect_from:
+            fine_n = max(1, math.ceil(math.log2(widest + 1)))
+        else:
+            fine_n = min(MAX_FINE_LEVELS, widest)
         mid = self.coarse[len(self.coarse) // 2] if self.coarse else 4
         fine = Phase("fine", [BASELINE_ARM, EAGLE_ARM], [mid] * fine_n, self._repeats())
         verify_levels = self.coarse + [mid] * fine_n
         one = Phase("verify", ["adaptive"], verify_levels, self._repeats())
-        likely = [coarse, fine, one]
-        phases = [coarse, fine] + [one] * self.max_candidates
+        likely = [fine, one]
+        phases = [fine] + [one] * self.max_candidates
         if self.native is not False:
             extra = [k for k in self.tier_steps if k not in (0, self.eagle_steps)]
             phases.append(Phase("steps", [steps_arm(k) for k in extra], verify_levels, self._repeats()))
             phases.append(Phase("tiers", [TIERS_ARM], verify_levels, self._repeats()))
-        return (sum(p.points for p in likely), sum(self.estimate(p) for p in likely),
-                sum(p.points for p in phases), sum(self.estimate(p) for p in phases))
+        first = (len(coarse_todo), self.estimate(coarse, coarse_todo) if coarse_todo else 0.0)
+        return (first[0] + sum(p.points for p in likely), first[1] + sum(self.estimate(p) for p in likely),
+                first[0] + sum(p.points for p in phases), first[1] + sum(self.estimate(p) for p in phases))
 
     # ----- arms
 
@@ -457,8 +552,74 @@ class Tuner:
         try:
             self._loop()
         finally:
-            res.elapsed_s = round(self.elapsed(), 1)
+            try:
+                self._release(sorted(self.kept))
+            finally:
+                res.elapsed_s = round(self.elapsed(), 1)
+                recs = [r for r in self.records() if str(r.get("host", "")) == self.host]
+                res.reused_points = sum(1 for r in recs if is_reused(r))
+                res.measured_points = len(recs) - res.reused_points
         return res
+
+    def _narrow(self, reps: int) -> bool:
+        """Phase 2: every level inside the bracket, or a bisection of it when it holds
+        BISECT_FROM levels or more. False when the budget stopped it."""
+        res = self.result
+        lv = Levels.of(self.records(), self.host)
+        below, above = bracket(lv)
+        res.bracket = [below, above]
+        inside = fine_levels(below, above, lv.both())
+        wide = (below is not None and above is not None and self.bisect_from is not None
+                 and above - below - 1 >= self.bisect_from)
+        if not wide or below is None or above is None:
+            res.fine_levels = inside
+            self.say(f"bracket: EAGLE-3 wins up to c={below if below is not None else '-'}, loses from "
+                     f"c={above if above is not None else '- (never)'}; fine levels: {', '.join(map(str, inside)) or 'none'}")
+            return self._run(Phase("fine", [BASELINE_ARM, EAGLE_ARM], inside, reps), self._arms())
+        res.bisected = True
+        self.say(f"bracket: EAGLE-3 wins up to c={below}, loses from c={above}: {above - below - 1} levels inside, "
+                 f"bisected (one level at a time, the bracket's geometric middle)")
+        tried: list[int] = []
+        try:
+            while True:
+                lv = Levels.of(self.records(), self.host)
+                below, above = bracket(lv)
+                level = bisect_level(below, above, list(lv.both()) + tried)
+                if level is None:
+                    break
+                tried.append(level)
+                res.fine_levels = sorted(tried)
+                if not self._run(Phase(f"bisect c={level}", [BASELINE_ARM, EAGLE_ARM], [level], reps,
+                                       keep=self.keep_ok), self._arms()):
+                    return False
+        finally:
+            self._release([BASELINE_ARM, EAGLE_ARM])
+        res.bracket = [below, above]
+        self.say(f"bisection: EAGLE-3 wins up to c={below if below is not None else '-'}, loses from "
+                 f"c={above if above is not None else '- (never)'}; measured c={','.join(map(str, sorted(tried)))}")
+        return True
+
+    def _verify(self, name: str, arm: str, spec: dict[str, Any], levels: Sequence[int], threshold: int,
+                reps: int) -> Verdict | None:
+        """Measure one candidate level by level (VERIFY_ORDER), its server kept up between
+        levels, and stop at its first level below TOLERANCE. None: the budget stopped it."""
+        order = verify_order(levels, threshold)
+        lowest = min(levels)
+        measured: list[int] = []
+        arms = self._arms(**{arm: spec})
+        try:
+            for c in order:
+                if not self._run(Phase(f"{name} c={c}", [arm], [c], reps, keep=self.release is not None), arms):
+                    return None
+                measured.append(c)
+                lv = Levels.of(self.records(), self.host)
+                so_far = verify(lv, arm, measured, lowest=lowest)
+                if not so_far.ok and len(measured) < len(order):
+                    so_far.skipped = [x for x in order if x not in measured]
+                    return so_far
+        finally:
+            self._release([arm])
+        return verify(Levels.of(self.records(), self.host), arm, levels)
 
     def _loop(self) -> None:
         res, reps = self.result, self._repeats()
@@ -466,14 +627,7 @@ class Tuner:
         if not self._run(Phase("coarse", [BASELINE_ARM, EAGLE_ARM],
                                [] if self.reused else self.coarse, reps), self._arms()):
             return
-        lv = Levels.of(self.records(), self.host)
-        below, above = bracket(lv)
-        res.bracket = [below, above]
-        fine = fine_levels(below, above, lv.both())
-        res.fine_levels = fine
-        self.say(f"bracket: EAGLE-3 wins up to c={below if below is not None else '-'}, loses from "
-                 f"c={above if above is not None else '- (never)'}; fine levels: {', '.join(map(str, fine)) or 'none'}")
-        if not self._run(Phase("fine", [BASELINE_ARM, EAGLE_ARM], fine, reps), self._arms()):
+        if not self._narrow(reps):
             self._provisional(Levels.of(self.records(), self.host))
             return
         lv = Levels.of(self.records(), self.host)
@@ -492,14 +646,12 @@ class Tuner:
             t = queue.pop(0)
             tried.append(t)
             arm = candidate_arm(t)
-            if not self._run(Phase(f"verify threshold {t}", [arm], levels, reps),
-                             self._arms(**{arm: self._adaptive_with(threshold=t)})):
+            verdict = self._verify(f"verify threshold {t}", arm, self._adaptive_with(threshold=t), levels, t, reps)
+            if verdict is None:
                 break
-            lv = Levels.of(self.records(), self.host)
-            verdict = verify(lv, arm, levels)
             res.candidates.append({"threshold": t, "arm": arm, "ok": verdict.ok, "text": verdict.text(),
                                    "ratios": {str(c): r for c, r in verdict.ratios.items()},
-                                   "gain_kept": verdict.gain_kept})
+                                   "gain_kept": verdict.gain_kept, "skipped": verdict.skipped})
             self.say(verdict.text())
             worst = min((r for r in verdict.ratios.values() if r is not None), default=0.0)
             if best is None or worst > best[0]:
@@ -550,13 +702,13 @@ class Tuner:
         res.tiers, res.tiers_rule = tiers, TIERS_RULE
         self.say("tiers (running batch: draft steps): " + ", ".join(f"{b}+: {s}" for b, s in tiers.items()))
         tier_arm = self._adaptive_with(threshold=res.threshold, tiers={b: s for b, s in tiers.items()})
-        if not self._run(Phase("verify tiers", [TIERS_ARM], levels, reps), self._arms(**{TIERS_ARM: tier_arm})):
+        verdict = self._verify("verify tiers", TIERS_ARM, tier_arm, levels, int(res.threshold or 1), reps)
+        if verdict is None:
             res.message += "; tiers measured but not verified (budget)"
             return
         lv = Levels.of(self.records(), self.host)
-        verdict = verify(lv, TIERS_ARM, levels)
         res.tiers_verdict = {"ok": verdict.ok, "text": verdict.text(),
-                             "ratios": {str(c): r for c, r in verdict.ratios.items()}}
+                             "ratios": {str(c): r for c, r in verdict.ratios.items()}, "skipped": verdict.skipped}
         self.say(verdict.text())
         thr = candidate_arm(int(res.threshold or 0))
         gains = {c: (lv.tps(TIERS_ARM, c) or 0) / (lv.tps(thr, c) or 1) for c in levels
@@ -572,6 +724,54 @@ class Tuner:
 
 def write_tune(run_dir: Path, result: TuneResult, settings: dict[str, Any]) -> None:
     doc = {"schema": "specops.tune/1", "settings": settings, "result": result.to_dict()}
+    atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+
+
+# ---------------------------------------------------------------- several context lengths
+
+FOR_LENGTH_RULE = ("the adaptive arm takes one threshold: with several lengths, --write puts in the threshold "
+                   "of --for-length L (an input length tuned), else of the first length given; the other "
+                   "lengths' thresholds are in tune.json and the table")
+
+
+def length_dir(input_len: int, output_len: int) -> str:
+    """A length's run directory inside a several-length tune."""
+    return f"in{input_len}-out{output_len}"
+
+
+def _length_row(res: TuneResult) -> dict[str, Any]:
+    return {"input_len": res.input_len, "output_len": res.output_len, "status": res.status,
+            "threshold": res.threshold, "bracket": res.bracket, "measured_points": res.measured_points,
+            "reused_points": res.reused_points, "message": res.message}
+
+
+def lengths_table(results: Sequence[TuneResult], chosen: tuple[int, int]) -> list[str]:
+    """The per-length recommendation, one row per length (the terminal's table)."""
+    head = ("input", "output", "status", "threshold", "bracket", "measured", "reused")
+    rows = [head]
+    for r in results:
+        b0, b1 = r.bracket
+        mark = " *" if (r.input_len, r.output_len) == chosen else ""
+        rows.append((str(r.input_len), str(r.output_len), r.status,
+                     (str(r.threshold) if r.threshold is not None else "-") + mark,
+                     f"{b0 if b0 is not None else '-'}..{b1 if b1 is not None else '-'}",
+                     str(r.measured_points), str(r.reused_points)))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(head))]
+    out = ["per context length (threshold in the server's running-batch units):"]
+    out += ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    out.append(f"  * the length --write is for: {FOR_LENGTH_RULE}")
+    return out
+
+
+def write_lengths(run_dir: Path, items: Sequence[tuple[Path, TuneResult]], chosen: tuple[int, int],
+                  written: str | None) -> None:
+    """tune.json of a several-length tune: one row per length (its own run directory holds
+    its full tune.json and report), which length --write is for, and what was written."""
+    doc = {"schema": "specops.tune-lengths/1", "rule": THRESHOLD_RULE, "for_length_rule": FOR_LENGTH_RULE,
+           "for_length": {"input_len": chosen[0], "output_len": chosen[1]}, "written": written,
+           "lengths": [{**_length_row(res), "run_dir": str(d)} for d, res in items],
+           "measured_points": sum(res.measured_points for _, res in items),
+           "reused_points": sum(res.reused_points for _, res in items)}
     atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
 
 

@@ -98,7 +98,8 @@ def test_tune_from_a_run_reuses_its_points_and_a_small_budget_stops_partial(tmp_
     res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), "--budget-minutes", "0.05",
                   "--write", "--out", str(out))
     assert res.exit_code == 1, res.output
-    assert "budget reached: the fine phase" in res.output and "not written" in res.output
+    # the bracket [4, 16] holds 11 levels: bisected, and its first round does not fit the budget
+    assert "budget reached: the bisect c=8 phase" in res.output and "not written" in res.output
     result = tune_doc(out)["result"]
     assert result["status"] == "partial" and result["reused_from"] == str(run)
     assert result["phases"] == [] and result["bracket"] == [4, 16]

@@ -26,6 +26,7 @@ from specops.bench.tune import (
     fine_levels,
     neighbours,
     verify,
+    verify_order,
 )
 from specops.config.writeback import write_adaptive
 from specops.errors import ConfigError
@@ -149,7 +150,11 @@ def test_from_scratch_finds_the_models_threshold_and_verifies_it() -> None:
     res = tuner(fake).run()
     assert res.bracket == [4, 8] and res.fine_levels == [5, 6, 7]
     assert res.threshold == M.implied_threshold() == 5 and res.status == "verified", res.lines()
-    assert [p.name for p in fake.phases] == ["coarse", "fine", "verify threshold 5"]
+    levels = [1, 2, 4, 5, 6, 7, 8, 16, 32, 64]
+    # verified level by level, nearest the threshold first
+    assert [p.name for p in fake.phases] == ["coarse", "fine"] + [f"verify threshold 5 c={c}"
+                                                                  for c in verify_order(levels, 5)]
+    assert verify_order(levels, 5)[:3] == [6, 5, 7] and res.measured_points == 2 * 10 + 10
     assert res.candidates[0]["arm"] == candidate_arm(5) and res.candidates[0]["ok"]
     assert "running batch" in res.rule and "p90" in res.rule
 
@@ -189,6 +194,71 @@ def test_a_rejected_threshold_tries_its_neighbours() -> None:
     assert [(c["threshold"], c["ok"]) for c in res.candidates] == [(4, False), (3, False), (5, True)]
     assert res.threshold == 5 and res.status == "verified"
     assert neighbours(5, [5]) == [4, 6, 3, 7]
+
+
+def test_a_wide_bracket_is_bisected_to_the_exhaustive_threshold_with_fewer_levels() -> None:
+    """Coarse levels 1,2,16,64 leave 13 levels inside the bracket [2, 16]: the exhaustive way
+    measures all of them, the bisection a few, and both choose the model's threshold."""
+    coarse = [1, 2, 16, 64]
+    full, bis = FakeHost(), FakeHost()
+    exhaustive = tuner(full, coarse=coarse, bisect_from=None).run()
+    bisected = tuner(bis, coarse=coarse).run()
+    assert exhaustive.bracket == [2, 16] and not exhaustive.bisected
+    assert len(exhaustive.fine_levels) == 12 and set(exhaustive.fine_levels) < set(range(3, 16))  # MAX_FINE_LEVELS
+    assert bisected.bisected and bisected.bracket == [5, 6]          # narrowed to neighbours
+    assert bisected.threshold == exhaustive.threshold == M.implied_threshold()
+    assert bisected.choice and exhaustive.choice and bisected.choice["threshold"] == exhaustive.choice["threshold"]
+    assert len(bisected.fine_levels) <= 4 < len(exhaustive.fine_levels)
+    assert [p.name for p in bis.phases if p.name.startswith("bisect")] == \
+        [f"bisect c={c}" for c in (6, 3, 4, 5)]                     # the bracket's geometric middle each time
+    fine_points = sum(p.points for p in full.phases if p.name == "fine")
+    bisect_points = sum(p.points for p in bis.phases if p.name.startswith("bisect"))
+    assert bisect_points == 2 * 4 and fine_points == 2 * 12
+    assert bisected.measured_points < exhaustive.measured_points
+
+
+def test_verification_stops_at_the_first_level_below_the_ratio() -> None:
+    """Threshold 3 loses c=4 (adaptive no longer speculates there, EAGLE-3 still 1.14x ahead):
+    verified riskiest first, it is rejected after the levels up to that one, the rest unmeasured."""
+    fake = FakeHost()
+    t = tuner(fake, coarse=[1, 2, 4, 8], max_candidates=1)
+    orig = fake.run_phase
+
+    def low_running(phase: Phase, arms: dict[str, Any]) -> None:
+        """EAGLE-3's running batch reads 3 at c=4 and c=5: the rule then picks 3."""
+        orig(phase, arms)
+        for r in fake.records:
+            if r["arm"] == "eagle3" and r["concurrency"] in (4, 5):
+                r["running_req_p50"] = r["running_req_p90"] = 3.0
+    t.run_phase = low_running  # type: ignore[method-assign]
+    res = t.run()
+    assert res.choice and res.choice["threshold"] == 3
+    cand = res.candidates[0]
+    assert cand["threshold"] == 3 and not cand["ok"] and res.status == "unverified"
+    measured = [p.levels[0] for p in fake.phases if p.arms == [candidate_arm(3)]]
+    order = verify_order([1, 2, 4, 5, 6, 7, 8], 3)
+    assert measured == order[:order.index(4) + 1]                   # stopped at c=4, its first shortfall
+    assert sorted(cand["skipped"]) == sorted(set(order) - set(measured)) and cand["skipped"]
+    assert "stopped there" in cand["text"] and "c=4" in cand["text"]
+    # the exhaustive verdict on every level agrees: 3 is rejected at c=4
+    full = model_records("baseline", order) + model_records("eagle3", order)
+    full += model_records(candidate_arm(3), order, threshold=3)
+    assert 4 in verify(Levels.of(full, "h"), candidate_arm(3), order).shortfalls
+
+
+def test_points_already_in_the_run_are_not_measured_again() -> None:
+    """Reused points (bench/reuse.py copies them into the run directory) count as measured
+    levels: the coarse phase runs only the levels and repeats still missing."""
+    have = model_records("baseline", [1, 2, 4]) + model_records("eagle3", [1, 2, 4])
+    for r in have:
+        r["extra"] = {"reused_from": "runs/old"}
+    fake = FakeHost(have)
+    res = tuner(fake, coarse=[1, 2, 4, 8, 16]).run()
+    coarse = next(p for p in res.phases if p["name"] == "coarse")
+    assert coarse["points"] == 2 * 2                                # c=8 and c=16, both arms
+    assert res.reused_points == 6 and res.threshold == 5
+    assert res.measured_points == len(fake.records) - 6
+    assert "points: " in res.points_text() and "6 reused" in res.lines()[-1]
 
 
 def test_verdicts_need_every_level_and_the_gain_at_concurrency_one() -> None:
