@@ -12,19 +12,22 @@ from pathlib import Path
 from specops.bench import store
 from specops.bench.plots import write_plots
 from specops.bench.report import REPORT_MD, ReportSummary, summarize
+from specops.bench.slo import Slo
 from specops.bench.summary_doc import SUMMARY_JSON, render_summary_json
 from specops.bench.tune import load_tune, tune_markdown
 from specops.errors import ConfigError
 from specops.render.html_report import REPORT_HTML, render_html
 
 
-def render_report(run_dir: Path, *, plots: bool = True) -> ReportSummary:
-    """Re-render the report files from results.jsonl + manifest.json; return the summary."""
+def render_report(run_dir: Path, *, plots: bool = True, objective: str | None = None,
+                  slo: Slo | None = None) -> ReportSummary:
+    """Re-render the report files from results.jsonl + manifest.json; return the summary
+    (`objective`, `slo`: in place of the bench's own, for `specops report --objective`)."""
     run_dir = Path(run_dir)
     records = store.load_results(run_dir)
     manifest = store.load_manifest(run_dir)
     try:
-        summary = summarize(records, manifest)
+        summary = summarize(records, manifest, objective=objective, slo=slo)
     except ConfigError as exc:  # points of one arm under different server arguments: name the file
         raise ConfigError(exc.message, where=str(run_dir / store.RESULTS_JSONL), hint=exc.hint) from None
     tuning = load_tune(run_dir)

@@ -8,6 +8,18 @@ mean/median/p99 of TTFT, TPOT and ITL plus mean/median/p99 E2E latency
 `total_throughput`; 0.5.14 adds p90/p95 for TTFT and TPOT. Older releases (0.2/0.3) lack
 p99, ITL and some E2E keys; a missing key is None. Python's json accepts the `NaN` and
 `Infinity` that numpy statistics produce on empty lists; they become None here.
+
+Per-request latencies (what an SLO is checked against, bench/slo.py) come from the
+`result_details` arrays that `--output-details` adds to the same line (every cached release,
+0.4.10 to 0.5.23): `ttfts` (s), `itls` (s, one list per request: the sglang backend spreads a
+chunk's gap over its tokens), `output_lens` (0 for a failed request), `errors` ("" when it
+succeeded), `input_lens`, `generated_texts`. The arrays hold no end-to-end latency, so a
+request's E2E is its TTFT plus its ITLs (the time of its last token; bench_serving's own
+figure also waits for the closing `[DONE]` line) and its TPOT is its ITLs over
+`output_len - 1`, bench_serving's own definition on the same times. They are kept as the
+builtin client keeps them (`extra.request_latencies_ms`); the arrays themselves, generated
+text included, are dropped from `raw`. A line without them says why in
+`extra.request_latencies_missing`, and the point has no goodput (never a zero).
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from specops.bench.schema import clean_number
+from specops.bench.slo import LATENCIES_KEY, MISSING_KEY
 from specops.errors import ConfigError, SpecopsError
 from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version
 from specops.sglang.layout import BENCH_MODULES, bench_module
@@ -51,6 +64,12 @@ _INT_FIELDS = {"completed", "total_input_tokens", "total_output_tokens", "max_co
 # it downloads, and GPU hosts are often offline.
 DATASET_NAMES = {"random": "random-ids", "random-ids": "random-ids", "random-text": "random", "sharegpt": "sharegpt"}
 
+#: the flag that makes bench_serving append its per-request arrays to the result line
+DETAILS_FLAG = "--output-details"
+#: the keys of bench_serving's `result_details` (`cached_tokens*` only with --cache-report)
+DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors",
+               "cached_tokens", "cached_tokens_details")
+
 
 def bench_serving_argv(
     python: str,
@@ -69,6 +88,7 @@ def bench_serving_argv(
     tokenizer: str | None = None,
     warmup_requests: int | None = None,
     flush_cache: bool = True,
+    output_details: bool = False,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The argument list for one point of `python -m <module>` (`sglang.bench_serving`, or
@@ -76,8 +96,9 @@ def bench_serving_argv(
 
     `dataset` is random / random-ids / random-text / sharegpt, or a path (a ShareGPT
     JSON file, passed as --dataset-path). Warm-up defaults to `concurrency` requests;
-    `--flush-cache` runs after the warm-up, before the measured run. bench_serving
-    appends to `output_file`, so give each point its own file.
+    `--flush-cache` runs after the warm-up, before the measured run; `output_details` adds
+    `--output-details` (per-request latencies in the result line). bench_serving appends
+    to `output_file`, so give each point its own file.
     """
     if (port is None) == (base_url is None):
         raise SpecopsError("give exactly one of port and base_url", where="bench_serving_argv")
@@ -113,6 +134,8 @@ def bench_serving_argv(
     ]
     if flush_cache:
         argv.append("--flush-cache")
+    if output_details:
+        argv.append(DETAILS_FLAG)
     argv += list(extra)
     return argv
 
@@ -125,9 +148,16 @@ class BenchCommand:
     flags: FlagSet
     version: str | None
 
+    @property
+    def details(self) -> bool:
+        """Whether this benchmark writes per-request latencies (`--output-details`)."""
+        return self.flags.has_flag(DETAILS_FLAG)
+
     def argv(self, python: str, **kwargs: Any) -> list[str]:
-        """bench_serving_argv for this tree, refused (naming the flag and the version) when
-        the tree's benchmark would reject or find a flag ambiguous."""
+        """bench_serving_argv for this tree, with `--output-details` where the tree's
+        benchmark has it; refused (naming the flag and the version) when the tree's
+        benchmark would reject or find a flag ambiguous."""
+        kwargs.setdefault("output_details", self.details)
         argv = bench_serving_argv(python, module=self.module, **kwargs)
         refusal = self.flags.check(argv[3:])
         if refusal:
@@ -169,6 +199,9 @@ def to_model_time(record: dict[str, Any], time_scale: Any) -> dict[str, Any]:
             out[name] = out[name] * time_scale
     extra = dict(out.get("extra") or {})
     extra["duration_wall_s"] = record.get("duration_s")
+    if isinstance(extra.get(LATENCIES_KEY), list):
+        extra[LATENCIES_KEY] = [[None if v is None else round(v / time_scale, 3) for v in one]
+                                for one in extra[LATENCIES_KEY]]
     out.update(sim_time_scale=float(time_scale), simulated=True, extra=extra)
     return out
 
@@ -194,8 +227,9 @@ def parse_bench_serving_line(line: str, *, num_prompts: int | None = None) -> di
 
     Missing keys and NaN/Infinity values become None. `failed` is `num_prompts -
     completed` when `num_prompts` is given (bench_serving does not count failures).
-    The line itself is kept under `raw`. Raises SpecopsError on text that is not a
-    JSON object.
+    The line itself is kept under `raw` (less bench_serving's per-request arrays, which
+    become `extra.request_latencies_ms`). Raises SpecopsError on text that is not a JSON
+    object.
     """
     text = line.strip()
     try:
@@ -206,7 +240,9 @@ def parse_bench_serving_line(line: str, *, num_prompts: int | None = None) -> di
     if not isinstance(data, dict):
         raise SpecopsError(f"bench_serving output is not a JSON object: {text[:200]!r}",
                            where="bench_serving output file")
-    out: dict[str, Any] = {"runner": "sglang", "raw": text}
+    details = [k for k in DETAIL_KEYS if k in data]
+    raw = json.dumps({k: v for k, v in data.items() if k not in details}) if details else text
+    out: dict[str, Any] = {"runner": "sglang", "raw": raw}
     for field, keys in _KEY_MAP.items():
         value = None
         for key in keys:
@@ -224,7 +260,43 @@ def parse_bench_serving_line(line: str, *, num_prompts: int | None = None) -> di
     out["num_prompts"] = num_prompts
     out["tag"] = data.get("tag")
     out["dataset_name"] = data.get("dataset_name")
+    latencies, why = request_latencies(data)
+    out["extra"] = {LATENCIES_KEY: latencies} if latencies is not None else {MISSING_KEY: why}
     return out
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return clean_number(float(value))
+
+
+def request_latencies(data: dict[str, Any]) -> tuple[list[list[float | None]] | None, str]:
+    """[TTFT, TPOT, E2E] ms per completed request from bench_serving's `--output-details`
+    arrays (see the module docstring), or (None, why not)."""
+    ttfts, itls, lens, errors = (data.get(k) for k in ("ttfts", "itls", "output_lens", "errors"))
+    if not isinstance(ttfts, list) or not isinstance(itls, list) or not isinstance(lens, list):
+        return None, (f"bench_serving wrote no per-request latencies (no ttfts/itls/output_lens: its "
+                      f"{DETAILS_FLAG} is missing from this SGLang release): goodput and SLO attainment "
+                      "are unavailable for this point")
+    if not isinstance(errors, list):
+        errors = [""] * len(ttfts)
+    if not len(ttfts) == len(itls) == len(lens) == len(errors):
+        return None, (f"bench_serving's per-request arrays differ in length (ttfts {len(ttfts)}, itls "
+                      f"{len(itls)}, output_lens {len(lens)}, errors {len(errors)}): goodput and SLO "
+                      "attainment are unavailable for this point")
+    out: list[list[float | None]] = []
+    for ttft_s, gaps, n, error in zip(ttfts, itls, lens, errors, strict=True):
+        if error:
+            continue  # a failed request: counted in `failed`, never meets an SLO
+        ttft = _seconds(ttft_s)
+        ttft = ttft if ttft is not None and ttft > 0 else None   # 0.0: no token arrived
+        decode = sum(g for g in (_seconds(x) for x in (gaps if isinstance(gaps, list) else [])) if g is not None)
+        tokens = n if isinstance(n, int) and not isinstance(n, bool) else 0
+        tpot = round(decode * 1000 / (tokens - 1), 3) if tokens > 1 else None
+        out.append([None if ttft is None else round(ttft * 1000, 3), tpot,
+                    None if ttft is None else round((ttft + decode) * 1000, 3)])
+    return out, ""
 
 
 def _accept_from_server_info(info: Any) -> float | None:

@@ -82,3 +82,13 @@ def plan_points(arms: Sequence[str], levels: Sequence[int], repeats: int,
 def points_for_arm(points: Iterable[Point], arm: str) -> list[Point]:
     """One arm's points in order: arms on their own GPUs/hosts sweep independently."""
     return [p for p in points if p.arm == arm]
+
+
+def point_groups(points: Iterable[Point]) -> list[list[Point]]:
+    """The points grouped by what arms measured side by side share (repeat, length, level),
+    in the order each group first appears: the same repeat-major order, each arm's point of
+    a group at once."""
+    groups: dict[tuple[int, int | None, int | None, int], list[Point]] = {}
+    for p in points:
+        groups.setdefault((p.repeat, p.input_len, p.output_len, p.concurrency), []).append(p)
+    return list(groups.values())

@@ -27,8 +27,17 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
+from specops.bench.scheduling import lines as scheduling_lines
 from specops.bench.schema import STATUS_OK
-from specops.bench.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo, point_goodput, slo_text
+from specops.bench.slo import (
+    DEFAULT_OBJECTIVE,
+    Slo,
+    check_objective,
+    latencies_missing,
+    parse_slo,
+    point_goodput,
+    slo_text,
+)
 from specops.bench.threshold import RULE as THRESHOLD_RULE
 from specops.bench.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
@@ -636,10 +645,21 @@ def objective_of(manifest: dict[str, Any]) -> tuple[str, Slo | None]:
     return objective, slo
 
 
-def objective_line(objective: str, slo: Slo | None, summaries: Sequence[HostSummary]) -> str:
-    """What the crossover, threshold, envelope and tax were computed on, in words."""
+def objective_line(objective: str, slo: Slo | None, summaries: Sequence[HostSummary], why: str | None = None,
+                   recorded: str | None = None) -> str:
+    """What the crossover, threshold, envelope and tax were computed on, in words (`why`: the
+    records' own reason for having no per-request latencies; `recorded`: the bench's own
+    objective, said when `specops report --objective` chose another)."""
+    text = _objective_words(objective, slo, summaries, why)
+    if recorded is not None and recorded != objective:
+        text += f" (chosen by specops report; the bench ran with objective {recorded})"
+    return text
+
+
+def _objective_words(objective: str, slo: Slo | None, summaries: Sequence[HostSummary], why: str | None) -> str:
     missing = slo and not any(cell.goodput is not None for s in summaries for cell in s.cells.values())
-    no_latencies = "n/a, the records carry no per-request latencies (the builtin runner keeps them)"
+    no_latencies = (f"n/a: {why}" if why else
+                    "n/a, the records carry no per-request latencies (the builtin runner keeps them)")
     if objective == "goodput" and slo:
         return f"objective: goodput (requests/s meeting {slo_text(slo)})" + (f": {no_latencies}" if missing else "")
     if objective == "tpot":
@@ -663,10 +683,15 @@ def record_length(rec: dict[str, Any]) -> tuple[int, int]:
     return int(rec.get("input_len") or 0), int(rec.get("output_len") or 0)
 
 
-def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None = None) -> ReportSummary:
-    """Everything the report says, computed from records and the manifest."""
+def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None = None, *,
+              objective: str | None = None, slo: Slo | None = None) -> ReportSummary:
+    """Everything the report says, computed from records and the manifest (`objective`,
+    `slo`: `specops report`'s own, in place of those the bench recorded)."""
     manifest = manifest or {}
-    objective, slo = objective_of(manifest)
+    recorded, recorded_slo = objective_of(manifest)
+    slo = recorded_slo if slo is None else slo
+    objective = objective or recorded
+    check_objective(objective, slo, where="report --objective")
     effective = store.effective_records(records)
     ok = _ok_records(records)
     by_host: dict[tuple[str, tuple[int, int] | None], list[dict[str, Any]]] = defaultdict(list)
@@ -683,8 +708,9 @@ def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None
                     key=lambda r: (str(r.get("host", "")), str(r.get("arm", "")), int(r.get("concurrency", 0)),
                                    int(r.get("repeat", 0))))
     simulated = any(bool(r.get("simulated")) for r in effective) or bool(manifest.get("simulated"))
+    why = next((w for w in map(latencies_missing, ok) if w), None)
     headline = _headline(summaries) + _context_headline(summaries) + (
-        [objective_line(objective, slo, summaries)] if summaries else [])
+        [objective_line(objective, slo, summaries, why, recorded)] if summaries else [])
     summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok, by_length=lengths),
                             headline, "",
                             servers=server_notes(ok), objective=objective, slo=slo)
@@ -799,6 +825,8 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
             facts.append(f"{label}: `{manifest[key]}`")
     if facts:
         out += ["- " + " · ".join(facts), ""]
+    out += [f"- {_md_escape(line)}" for line in scheduling_lines(manifest)] + (
+        [""] if scheduling_lines(manifest) else [])
     out += ["## Headline", ""] + [f"- {line}" for line in summary.headline] + [""]
     if not summary.hosts:
         out += ["No successful results yet.", ""]

@@ -3,10 +3,12 @@
 Serving teams decide under a latency SLO: a request counts only if its time to first token
 and its time per output token stay within limits. Goodput is the requests per second that
 met every limit; attainment is the share of the point's requests that did (a failed
-request never does). Both are computed at report time from the per-request latencies the
-builtin client keeps in each record (`extra.request_latencies_ms`: [TTFT, TPOT, E2E] per
-completed request, model milliseconds on the simulator), so `specops report` gives the same
-figures from the files alone; a record without them (SGLang's own runner) has none.
+request never does). Both are computed at report time from the per-request latencies both
+runners keep in each record (`extra.request_latencies_ms`: [TTFT, TPOT, E2E] per completed
+request, model milliseconds on the simulator; the builtin client measures them, the `sglang`
+runner reads them from bench_serving's `--output-details`), so `specops report` gives the
+same figures from the files alone. A record without them has no goodput, never a zero; one
+from a bench_serving without the details says why in `extra.request_latencies_missing`.
 
 The objective (`--objective`) is what the crossover, the threshold, the envelope and the
 tax compare: output throughput (the default), goodput (needs an SLO), or TPOT (lower is
@@ -25,6 +27,7 @@ OBJECTIVES = ("throughput", "goodput", "tpot")
 DEFAULT_OBJECTIVE = "throughput"
 LIMITS = ("ttft_ms", "tpot_ms", "e2e_ms")      # in the order of a request's latencies
 LATENCIES_KEY = "request_latencies_ms"
+MISSING_KEY = "request_latencies_missing"     # why a record has no per-request latencies
 _LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
 
 Slo = dict[str, float]
@@ -81,6 +84,13 @@ def request_latencies(record: Mapping[str, Any]) -> list[list[float | None]] | N
     extra = record.get("extra")
     lat = extra.get(LATENCIES_KEY) if isinstance(extra, Mapping) else None
     return lat if isinstance(lat, list) else None
+
+
+def latencies_missing(record: Mapping[str, Any]) -> str | None:
+    """Why the record has no per-request latencies, where its runner said so."""
+    extra = record.get("extra")
+    why = extra.get(MISSING_KEY) if isinstance(extra, Mapping) and request_latencies(record) is None else None
+    return why if isinstance(why, str) and why else None
 
 
 def meets(latencies: list[float | None], slo: Mapping[str, float]) -> bool:

@@ -15,7 +15,7 @@ settings' `input_len`/`output_len` are lists; a one-length run has none of these
      "objective": "throughput"|"goodput"|"tpot",   # what crossover, threshold, envelope and tax compare
      "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (bench/slo.py)
      "settings": {"runner", "dataset", "input_len", "output_len", "num_prompts", "repeats",
-                  "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost"},   # what the client did
+                  "repeats_auto" (only when true: --repeats auto, repeats is then its MAX), "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost"},   # what the client did
      "sglang": {"version", "commit"}, "gpu": str|null, "gpu_count": int|null,
      "headline": [str], "warnings": [str],
      "servers": [str],        # arms restarted (same arguments) or shared with other runs
@@ -56,14 +56,16 @@ from specops.bench.report import HostSummary, ReportSummary, context_rows
 SCHEMA = "specops.summary/2"
 SUMMARY_JSON = "summary.json"
 SETTING_KEYS = ("runner", "dataset", "input_len", "output_len", "num_prompts", "prompts_per_level", "repeats",
-                "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost")
+                "repeats_auto", "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost")
 
 
 def settings_of(manifest: dict[str, Any]) -> dict[str, Any]:
     """The client settings a comparison must agree on, from the manifest."""
     bench = manifest.get("bench") or {}
     client = manifest.get("client") or {}
-    return {k: bench.get(k, client.get(k)) for k in SETTING_KEYS if bench.get(k, client.get(k)) is not None}
+    values = {k: bench.get(k, client.get(k)) for k in SETTING_KEYS}
+    # `repeats_auto` only where it is on (`--repeats auto[:MAX]`: then `repeats` is the MAX)
+    return {k: v for k, v in values.items() if v is not None and not (k == "repeats_auto" and not v)}
 
 
 def _levels(ratios: dict[int, float]) -> list[dict[str, Any]]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,8 +24,11 @@ from specops.bench.bench_serving import (
     parse_bench_serving_output,
     to_model_time,
 )
-from specops.bench.matrix import Length, Point, length_pairs, plan_points
+from specops.bench.matrix import Length, Point, length_pairs, plan_points, point_groups
+from specops.bench.repeats import RepeatRule, level_key, parse_repeats, settled, throughputs
 from specops.bench.running import RunningSampler
+from specops.bench.scheduling import AT_ONCE, ONE_AT_A_TIME, Scheduling, compare, decide, median, probe_level
+from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
 from specops.bench.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
 from specops.bench.slo import check_cost, check_objective, parse_slo
 from specops.bench.store import append_result, load_manifest, load_results, missing_points, write_manifest
@@ -40,6 +45,7 @@ from specops.servers import (
     stop_states,
     wait_ready_many,
 )
+from specops.servers.container import image_manifest
 from specops.servers.lease import LeaseBook, TakenOver, join
 from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
@@ -55,10 +61,10 @@ from specops.transport.probes import read_cpu
 RUNNERS = ("auto", "builtin", "sglang")
 #: The type of each bench setting, checked before the settings are built.
 _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
-    "arms": list, "concurrency": list, "repeats": int, "num_prompts": int, "prompts_per_level": int,
+    "arms": list, "concurrency": list, "repeats": (int, str), "repeats_auto": bool, "num_prompts": int, "prompts_per_level": int,
     "input_len": (int, list), "output_len": (int, list), "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
     "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
-    "gpu_hour_cost": (int, float, dict),
+    "gpu_hour_cost": (int, float, dict), "scheduling": str,
 }
 _MANIFEST_LOCK = threading.Lock()
 
@@ -69,7 +75,8 @@ class BenchSettings:
 
     arms: list[str] = field(default_factory=lambda: ["baseline", "eagle3", "adaptive"])
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
-    repeats: int = 3
+    repeats: int = 3                     # with repeats_auto: the most (bench/repeats.py)
+    repeats_auto: bool = False           # --repeats auto[:MAX]: stop a point when it is settled
     num_prompts: int | None = None
     prompts_per_level: int | None = None
     input_len: int | list[int] = 256    # a list: context length is an axis of the sweep
@@ -83,6 +90,7 @@ class BenchSettings:
     slo: dict[str, float] | None = None   # latency limits (bench/slo.py): goodput per point in the report
     objective: str = "throughput"         # what the report's crossover and threshold compare
     gpu_hour_cost: float | dict[str, float] | None = None   # $ per GPU-hour (or per host): $/1M tokens
+    scheduling: str = "auto"              # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
@@ -102,7 +110,12 @@ class BenchSettings:
                               where=where)
         if data.get("runner") is not None:
             choice(data, "runner", RUNNERS, what, where=where)
+        if data.get("scheduling") is not None:
+            choice(data, "scheduling", SCHEDULING_CHOICES, what, where=where)
+        rule = _repeats_of(data, where)
         settings = cls(**{k: v for k, v in data.items() if v is not None})
+        if rule is not None:
+            settings.repeats, settings.repeats_auto = rule.most, rule.auto or settings.repeats_auto
         for name in ("input_len", "output_len"):
             values = as_list(getattr(settings, name))
             flag = f"--{name.replace('_', '-')}"
@@ -112,7 +125,7 @@ class BenchSettings:
             if len(set(values)) != len(values):
                 raise invalid(data, name, f"{flag} lists a length twice: {_shown(values)}", where=where)
             setattr(settings, name, one_or_list(values))
-        for name in ("repeats", "num_prompts", "prompts_per_level"):
+        for name in ("num_prompts", "prompts_per_level"):
             if getattr(settings, name) is not None and int(getattr(settings, name)) < 1:
                 raise invalid(data, name, f"--{name.replace('_', '-')} must be at least 1", where=where)
         if settings.num_prompts is not None and settings.prompts_per_level is not None:
@@ -122,6 +135,10 @@ class BenchSettings:
         settings.slo = parse_slo(settings.slo, where=where)
         check_objective(settings.objective, settings.slo, where=where)
         return settings
+
+    def repeat_rule(self) -> RepeatRule:
+        """--repeats as a rule: a fixed count, or auto (at least 2, at most MAX)."""
+        return RepeatRule(self.repeats_auto, self.repeats)
 
     def lengths(self) -> list[Length]:
         """The sweep's context lengths, (input, output) pairs, shortest first: one unless
@@ -174,7 +191,19 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
 #: What `--resume DIR --extend` may add to a run; every other setting must match it.
 EXTENDABLE = ("concurrency", "repeats", "input_len", "output_len")
 #: settings that are lists of levels: compared as sets, extended by union
+#: settings a resumed run takes from the command line whatever the run was started with
+OVERRIDES = ("scheduling",)
 LISTS = ("concurrency", "input_len", "output_len")
+
+
+def _repeats_of(data: dict[str, Any], where: str) -> RepeatRule | None:
+    """`repeats`: a count, or "auto[:MAX]" (from --repeats or a playbook); None when absent."""
+    if data.get("repeats") is None:
+        return None
+    try:
+        return parse_repeats(data["repeats"])
+    except ConfigError as exc:
+        raise invalid(data, "repeats", exc.message, where=where, hint=exc.hint) from None
 
 
 def _shown(value: Any) -> str:
@@ -203,6 +232,16 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
     settings, notes = dict(manifest_settings), []
     for key, value in given.items():
         had = manifest_settings.get(key)
+        if key in OVERRIDES:  # how the run is scheduled, not what it measures: the option wins
+            settings[key] = value
+            continue
+        if key == "repeats_auto":
+            if bool(had) != bool(value):
+                run_rule = RepeatRule(bool(had), int(manifest_settings.get("repeats") or 1)).text()
+                raise ConfigError(f"--resume {run_dir}: --repeats {'auto' if value else 'N'} differs from the run's "
+                                  f"--repeats {run_rule} (manifest.json)", where="bench --resume",
+                                  hint="drop --repeats to fill the run's gaps, or start a new run with --out")
+            continue
         if key in LISTS and had is not None:
             same = sorted(as_list(had)) == sorted(as_list(value))
         else:
@@ -300,6 +339,7 @@ class HostSweep:
         self.runner = settings.runner if settings.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
         self.time_scales: dict[str, Any] = {}  # per arm, /server_info's sim_time_scale (a scaled clock)
         self._bench: BenchCommand | None = None
+        self.scheduling: Scheduling | None = None  # how the arms were scheduled (bench/scheduling.py)
 
     # ----- servers ---------------------------------------------------------------------
 
@@ -398,6 +438,12 @@ class HostSweep:
                                   "device": plan.device}
                 if state.slurm:  # which job, node and GPU indices measured this arm
                     arms_part[arm]["slurm"] = {k: state.slurm.get(k) for k in ("job_id", "node", "gpus")}
+                if state.container:  # which image (id and registry digest) measured this arm
+                    arms_part[arm]["container"] = {k: state.container.get(k)
+                                                   for k in ("runtime", "image", "image_id", "digest")}
+            images = image_manifest([self.states[a] for a in self.states])
+            if images is not None:
+                host_part["container"] = images
         update_manifest(self.run_dir, update)
         return infos
 
@@ -576,7 +622,8 @@ class HostSweep:
             record["log_excerpt"] = excerpt
         written = append_result(self.run_dir, record)
         self.log("point", {"arm": point.arm, "concurrency": point.concurrency, "repeat": point.repeat,
-                           "status": written.get("status"), "output_throughput": written.get("output_throughput")})
+                           "status": written.get("status"), "output_throughput": written.get("output_throughput"),
+                           "t0": round(started, 3), "wall_s": round(time.time() - started, 3)})
         self.progress({"host": self.host.name, **written})
         if taken is not None:
             self._end_arm(point.arm, taken)
@@ -608,23 +655,171 @@ class HostSweep:
             self.claim(needed)
             if any(p.slurm is not None for p in self.plans.values()):
                 return self._run_jobs(points)
-            if _gpus_share(list(self.plans.values())):
+            shares = _gpus_share(list(self.plans.values()))
+            sched = decide(self.settings.scheduling, arms=len(needed), shares_gpu=shares,
+                           cores=self._client_cores() if self.settings.scheduling == "auto" and not shares
+                           and len(needed) > 1 else None)
+            if shares:
+                self._record_scheduling(sched)
                 # Arms that share GPUs cannot be up together: launch, sweep, stop, one arm at a time.
                 for arm in needed:
                     self._up([arm])
                     for point in points:
-                        if point.arm == arm and arm not in self.taken_over:
+                        if point.arm == arm and self._wanted(point):
                             self.run_point(point)
                     self._down([arm])
-            else:
-                if needed:
-                    self._up(needed)
-                for point in points:
-                    if point.arm not in self.taken_over:
-                        self.run_point(point)
+                return None
+            if needed:
+                self._up(needed)
+            if sched.mode == AT_ONCE:
+                return self._run_side_by_side(points, sched)
+            self._record_scheduling(sched)
+            for point in points:
+                if self._wanted(point):
+                    self.run_point(point)
         finally:
             self.stop_launched()
+        return None
 
+    # ----- scheduling: side by side, one arm at a time (bench/scheduling.py) -------------
+
+    def _wanted(self, point: Point) -> bool:
+        """The point still runs: its arm was not taken over, and with --repeats auto its arm
+        and level are not settled yet (bench/repeats.py)."""
+        if point.arm in self.taken_over:
+            return False
+        if not self.settings.repeat_rule().auto:
+            return True
+        return bool(unsettled(self.settings, [point], load_results(self.run_dir), self.host.name))
+
+    def _client_cores(self) -> int | None:
+        """CPU cores where the clients run: the host's (bench_serving, or the builtin client
+        beside the server), else this machine's (the builtin client through a tunnel)."""
+        if self.runner == "builtin" and not self._client_on_host():
+            return os.cpu_count()
+        try:
+            return read_cpu(self.transport).cores
+        except SpecopsError:
+            return None
+
+    def _record_scheduling(self, sched: Scheduling) -> None:
+        self.scheduling = sched
+
+        def update(manifest: dict[str, Any]) -> None:
+            manifest.setdefault("hosts", {}).setdefault(self.host.name, {})["scheduling"] = sched.to_dict()
+
+        update_manifest(self.run_dir, update)
+        self.log("scheduling", {"mode": sched.mode, "reason": sched.reason})
+
+    def _connected(self, owner: "HostSweep | None" = None) -> "HostSweep":
+        """A copy of the sweep for another thread: it shares states, launched, relaunched and
+        taken_over, not the connection (a transport is not shared between threads)."""
+        mine = copy.copy(owner or self)
+        mine.transport = open_transport(self.host)
+        return mine
+
+    def _probe(self, points: list[Point]) -> list[Point]:
+        """The fairness check's point on each arm: the first pending group at the sweep's
+        median level (else the first group with two arms or more); [] when no group has two."""
+        groups = [g for g in point_groups(points) if len({p.arm for p in g}) > 1]
+        level = probe_level(self.settings.concurrency)
+        at_level = [g for g in groups if g[0].concurrency == level]
+        return (at_level or groups or [[]])[0]
+
+    def _measure_together(self, workers: dict[str, "HostSweep"], probe: list[Point]) -> dict[str, float | None]:
+        """The probe measured on every arm at once; output tok/s per arm (None: it failed).
+        Not written as results: the fairness check's figures go to the manifest."""
+        got: dict[str, float | None] = {}
+
+        def one(point: Point) -> None:
+            try:
+                raw = workers[point.arm]._measure_sampled(point)
+            except SpecopsError as exc:
+                raw = {"status": STATUS_FAILED, "error": str(exc)}
+            tput = raw.get("output_throughput") if raw.get("status") != STATUS_FAILED else None
+            got[point.arm] = float(tput) if isinstance(tput, (int, float)) else None
+
+        errors = _in_threads([(f"fair-{p.arm}", functools.partial(one, p)) for p in probe])
+        if errors:
+            raise errors[0]
+        return got
+
+    def _run_side_by_side(self, points: list[Point], sched: Scheduling) -> None:
+        """Every arm measures the same point (level, repeat, length) at once, each with its own
+        client and connection, then the next point. A fairness check first (the probe alone,
+        then side by side: a failure interleaves the rest) and at the end (a failure measures
+        the side-by-side points again, one arm at a time)."""
+        workers = {arm: self._connected() for arm in self.settings.arms if any(p.arm == arm for p in points)}
+        try:
+            probe = self._probe(points)
+            alone = {p.arm: _tps(self.run_point(p)) for p in probe}
+            rest = [p for p in points if p not in probe]
+            if probe:
+                self._fairness(sched, "start", alone, self._measure_together(workers, probe))
+            self._record_scheduling(sched)
+            if sched.mode != AT_ONCE:
+                for point in rest:
+                    if self._wanted(point):
+                        self.run_point(point)
+                return
+            together = self._groups_at_once(workers, rest)
+            if probe and together:
+                # the probe side by side once more, with the level's repeats measured side by side:
+                # their median against the alone figure, within their spread
+                last = self._measure_together(workers, probe)
+                side = {p.arm: self._side_figures(p, together) + [v for v in [last.get(p.arm)] if v is not None]
+                        for p in probe}
+                fair = self._fairness(sched, "end", alone, {a: median(v) for a, v in side.items()}, side,
+                                      redo=len(together))
+                self._record_scheduling(sched)
+                if not fair:
+                    for point in together:
+                        if point.arm not in self.taken_over:
+                            self.run_point(point)
+        finally:
+            for worker in workers.values():
+                worker.transport.close()
+
+    def _side_figures(self, probe: Point, together: list[Point]) -> list[float]:
+        """Output tok/s of the probe's arm and level at the repeats measured side by side."""
+        measured = {(p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) for p in together}
+        figures = []
+        for rec in load_results(self.run_dir):
+            key = (rec.get("arm"), rec.get("concurrency"), rec.get("repeat"), probe.input_len, probe.output_len)
+            tput = _tps(rec)
+            if (rec.get("host") == self.host.name and key in measured and level_key(rec) == level_key(probe)
+                    and tput is not None):
+                figures.append(tput)
+        return figures
+
+    def _fairness(self, sched: Scheduling, phase: str, alone: dict[str, float | None],
+                  together: dict[str, float | None], spread: dict[str, list[float]] | None = None,
+                  redo: int = 0) -> bool:
+        """Record one fairness check; on a failure the sweep goes on one arm at a time, saying why."""
+        check = compare(phase, alone, together, spread)
+        sched.fairness.append(check)
+        if not check["ok"]:
+            sched.mode = ONE_AT_A_TIME
+            then = (f"the {redo} points measured side by side were measured again one arm at a time" if redo
+                    else "fell back to one arm at a time")
+            sched.reason = f"fairness check failed at the {phase} ({check['why']}): {then}"
+        return bool(check["ok"])
+
+    def _groups_at_once(self, workers: dict[str, "HostSweep"], points: list[Point]) -> list[Point]:
+        """Each group of points (bench/matrix.point_groups) on its arms at once, one group after
+        another; the points measured side by side."""
+        together: list[Point] = []
+        for group in point_groups(points):
+            now = [p for p in group if self._wanted(p)]
+            if len(now) == 1:
+                self.run_point(now[0])
+                continue
+            errors = _in_threads([(f"sweep-{self.host.name}-{p.arm}", functools.partial(workers[p.arm].run_point, p))
+                                  for p in now])
+            together += now
+            if errors:
+                raise errors[0]
+        return together
 
     def _run_jobs(self, points: list[Point]) -> None:
         """Slurm arms: each arm is its own job, on whatever node and GPUs the scheduler
@@ -633,39 +828,35 @@ class HostSweep:
         cancelled when its points are done. The first error is raised once all have ended.
         A transport is not shared between threads: each arm gets a connection of its own.
         With `nodes: N`, allocations 2..N run the same sweep at once as hosts `H#2`..`H#N`."""
-        errors: list[BaseException] = []
         sweeps = [self] + [self._replica(k) for k in range(2, replicas(next(iter(self.plans.values()))) + 1)]
 
         def arm_sweep(owner: HostSweep, arm: str, arm_points: list[Point]) -> None:
-            mine = copy.copy(owner)  # shares states, launched, relaunched; not the connection
-            mine.transport = open_transport(self.host)
+            mine = self._connected(owner)
+            failed: BaseException | None = None
             try:
                 mine._up([arm])
                 for point in arm_points:
-                    if arm not in mine.taken_over:
+                    if mine._wanted(point):
                         mine.run_point(point)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the step's thread
-                errors.append(exc)
+            except BaseException as exc:  # noqa: BLE001 - the sweep's error wins over the stop's
+                failed = exc
+            try:
+                mine._down([arm])
+            except BaseException as exc:  # noqa: BLE001
+                failed = failed or exc
             finally:
-                try:
-                    mine._down([arm])
-                except BaseException as exc:  # noqa: BLE001
-                    errors.append(exc)
                 mine.transport.close()
+            if failed is not None:
+                raise failed
 
-        threads = []
+        tasks: list[tuple[str, Callable[[], object]]] = []
         for owner in sweeps:
             for arm in self.settings.arms:
                 arm_points = [p for p in points if p.arm == arm]
                 if arm_points:
-                    threads.append(threading.Thread(target=arm_sweep, args=(owner, arm, arm_points), daemon=True,
-                                                    name=f"sweep-{owner.host.name}-{arm}"))
+                    tasks.append((f"sweep-{owner.host.name}-{arm}", functools.partial(arm_sweep, owner, arm, arm_points)))
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.5)
+            errors = _in_threads(tasks)
         finally:
             for owner in sweeps:
                 owner.stop_launched()
@@ -682,16 +873,53 @@ class HostSweep:
         return twin
 
 
+def _tps(record: dict[str, Any]) -> float | None:
+    """An ok record's output tok/s; None for a failed point."""
+    tput = record.get("output_throughput") if record.get("status") == "ok" else None
+    return float(tput) if isinstance(tput, (int, float)) else None
+
+
+def _in_threads(tasks: list[tuple[str, Callable[[], object]]]) -> list[BaseException]:
+    """Run each (name, task) in a thread of its own and wait for all; the errors they raised,
+    for the caller to raise in the step's thread (one shape for Slurm arms and side-by-side points)."""
+    errors: list[BaseException] = []
+
+    def guarded(task: Callable[[], object]) -> None:
+        try:
+            task()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller, in the step's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(task,), daemon=True, name=name) for name, task in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)
+    return errors
+
+
 def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]:
     """The points this host still has to run (all of them on a fresh run). With several
     lengths a point is done when an ok record of its arm, level, repeat and length exists
     (records carry input_len/output_len), so `--extend` adding a length keeps the old points."""
-    matrix = plan_points(settings.arms, settings.concurrency, settings.repeats, settings.lengths())
+    rule = settings.repeat_rule()
+    matrix = plan_points(settings.arms, settings.concurrency, rule.most, settings.lengths())
     if all(p.input_len is None for p in matrix):
-        return missing_points(run_dir, matrix, host=host)
-    done = {(str(r.get("arm")), int(r.get("concurrency", 0)), int(r.get("repeat", 0)), r.get("input_len"),
-             r.get("output_len")) for r in load_results(run_dir) if r.get("status") == "ok" and r.get("host") == host}
-    return [p for p in matrix if (p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) not in done]
+        missing = missing_points(run_dir, matrix, host=host)
+    else:
+        done = {(str(r.get("arm")), int(r.get("concurrency", 0)), int(r.get("repeat", 0)), r.get("input_len"),
+                 r.get("output_len")) for r in load_results(run_dir) if r.get("status") == "ok" and r.get("host") == host}
+        missing = [p for p in matrix if (p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) not in done]
+    return unsettled(settings, missing, load_results(run_dir), host) if rule.auto else missing
+
+
+def unsettled(settings: BenchSettings, points: list[Point], records: list[dict[str, Any]], host: str) -> list[Point]:
+    """With `--repeats auto`: the points whose arm and level still need a repeat
+    (bench/repeats.py); the rest are settled by the records so far."""
+    rule = settings.repeat_rule()
+    values = throughputs(records, host)
+    return [p for p in points if p.repeat < rule.least or settled(rule, values, settings.arms, p.arm, level_key(p)) is None]
 
 
 def settings_record(settings: BenchSettings) -> dict[str, Any]:

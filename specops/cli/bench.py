@@ -13,8 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specops.bench.artifacts import render_report
-from specops.bench.report import terminal_table
-from specops.bench.slo import OBJECTIVES, check_cost, parse_slo, slo_text
+from specops.bench.repeats import parse_repeats
+from specops.bench.report import objective_of, terminal_table
+from specops.bench.slo import OBJECTIVES, check_cost, check_objective, parse_slo, slo_text
 from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
 from specops.bench.sweep import BenchSettings, check_for_hosts, check_resume
@@ -68,10 +69,10 @@ def _lengths(value: str, option: str) -> int | list[int]:
     return lengths[0] if len(lengths) == 1 else lengths
 
 
-def _print_report(run_dir: Path) -> int:
+def _print_report(run_dir: Path, objective: str | None = None, slo: dict[str, float] | None = None) -> int:
     """Render report.md and plots from the run directory; print the table (not with
-    `specops -q`; full values with `-v`) and the headline."""
-    summary = render_report(run_dir)
+    `specops -q`; full values with `-v`) and the headline (`objective`, `slo`: `report`'s own)."""
+    summary = render_report(run_dir, objective=objective, slo=slo)
     if not quiet():
         terminal_table(summary, console.width).print(console, full=verbose())
     for line in summary.headline:
@@ -220,7 +221,11 @@ class _progress:
 @click.option("--playbook", "-p", type=click.Path(dir_okay=False), help="default playbooks/bench.yaml")
 @click.option("--arms", default="baseline,eagle3,adaptive", show_default=True)
 @click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True)
-@click.option("--repeats", default=3, show_default=True, type=int)
+@click.option("--repeats", default="3", show_default=True,
+              help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)")
+@click.option("--arms-at-once/--one-arm-at-a-time", "arms_at_once", default=None,
+              help="measure each point on every arm at once (arms on distinct GPUs), or one arm at a time "
+                   "(default: at once where the arms have their own GPUs and the host 2 CPU cores per arm)")
 @click.option("--num-prompts", type=int, help="requests per point (default: max(4 x concurrency, 16))")
 @click.option("--prompts-per-level", type=int, help="same as --num-prompts, by another name")
 @click.option("--input-len", default="256", show_default=True,
@@ -248,7 +253,7 @@ class _progress:
 @var_option
 @lease_options
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
-          repeats: int, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
+          repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
           dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
           threshold: int | None,
           out: str | None, resume: str | None,
@@ -256,16 +261,20 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
           wait: bool, wait_timeout: float, take_over: bool) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
     policy = lease_policy(wait, wait_timeout, take_over)
+    rule = parse_repeats(repeats)
+    scheduling = "auto" if arms_at_once is None else ("arms-at-once" if arms_at_once else "one-arm-at-a-time")
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
-                "concurrency": _ints(concurrency, "--concurrency"), "repeats": repeats, "num_prompts": num_prompts,
+                "concurrency": _ints(concurrency, "--concurrency"), "repeats": rule.most,
+                "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": _lengths(input_len, "--input-len"),
                 "output_len": _lengths(output_len, "--output-len"),
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
                 "slo": slo, "objective": objective, "gpu_hour_cost": gpu_hour_cost}
     extra_vars = parse_vars(var_items)
     ctx = click.get_current_context()
+    sources = {"repeats_auto": "repeats", "scheduling": "arms_at_once"}  # settings of another option's name
     given = {key: value for key, value in settings.items() if key != "keep_servers"
-             and ctx.get_parameter_source(key) not in (ParameterSource.DEFAULT, None)}
+             and ctx.get_parameter_source(sources.get(key, key)) not in (ParameterSource.DEFAULT, None)}
     common = (("--host", host_spec), ("-i", inventory_path), ("--playbook", playbook),
               *(("--var", v) for v in var_items), ("--threshold", threshold), ("--runs-dir", runs_dir))
 
@@ -279,6 +288,8 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
             return command_line("bench", *common, ("--resume", str(run_dir)), *added)
         return command_line("bench", *common, ("--arms", arms), ("--concurrency", concurrency),
                             ("--repeats", repeats), ("--num-prompts", num_prompts),
+                            *((("--arms-at-once" if arms_at_once else "--one-arm-at-a-time", True),)
+                              if arms_at_once is not None else ()),
                             ("--prompts-per-level", prompts_per_level), ("--input-len", input_len),
                             ("--output-len", output_len), ("--dataset", dataset), ("--runner", runner),
                             ("--seed", seed), ("--slo", slo), ("--objective", objective if "objective" in given else None),
@@ -295,21 +306,27 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
 @click.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--json", "as_json", is_flag=True, help="print summary.json (the report for machines)")
-def report(run_dirs: tuple[str, ...], as_json: bool) -> None:
+@click.option("--objective", type=click.Choice(list(OBJECTIVES)),
+              help="what the crossover and threshold compare (default: the bench's own; goodput needs an SLO)")
+@click.option("--slo", help="latency limits, e.g. ttft_ms=200,tpot_ms=50, in place of the bench's own")
+def report(run_dirs: tuple[str, ...], as_json: bool, objective: str | None, slo: str | None) -> None:
     """Re-render report.md, report.html, summary.json, results.csv and plots/ from a run
-    directory's files alone."""
+    directory's files alone (under another objective or SLO with --objective / --slo)."""
     if len(run_dirs) > 1:
         raise ConfigError(f"report takes one run directory; to put runs side by side: "
                           f"specops compare {' '.join(run_dirs)}")
     path = Path(run_dirs[0])
     if not (path / "results.jsonl").exists():
         raise ConfigError(f"{path} has no results.jsonl (not a bench run directory)")
+    limits = parse_slo(slo, where="report --slo")
+    recorded, recorded_slo = objective_of(load_manifest(path))
+    check_objective(objective or recorded, limits or recorded_slo, where="report --objective")
     write_csv(path)
     if as_json:
-        summary = render_report(path)
+        summary = render_report(path, objective=objective, slo=limits)
         click.echo((path / SUMMARY_JSON).read_text(), nl=False)
         exit_with(not summary.failed)
-    raise SystemExit(_print_report(path))
+    raise SystemExit(_print_report(path, objective, limits))
 
 
 @click.command()

@@ -25,7 +25,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "patch": LazyCommand("specops.cli.patch:patch", "Syntax-tree anchored patch sets for SGLang trees."),
     "report": LazyCommand("specops.cli.bench:report",
                           "Re-render report.md, report.html, summary.json, results.csv and plots/ from a run "
-                          "directory's files alone."),
+                          "directory's files alone (under another objective or SLO with --objective / --slo)."),
     "status": LazyCommand("specops.cli.servers:status",
                           "Per arm: pid, port, state (ready/starting/dead/stopped), uptime, mechanism, command."),
     "stop": LazyCommand("specops.cli.servers:stop",

@@ -116,6 +116,9 @@ def test_deploy_status_logs_bench_and_stop_through_containers(tmp_path, podman_s
                         "--repeats", "1", "--input-len", "16", "--output-len", "8", "--out", str(out))
         assert bench.exit_code == 0, bench.output
         assert len((out / "results.jsonl").read_text().splitlines()) >= 2
+        manifest = json.loads((out / "manifest.json").read_text())["hosts"]["gpu"]
+        assert manifest["arms"]["baseline"]["container"]["image"] == image
+        assert manifest["container"]["images"][0]["image_id"] == state["container"]["image_id"]
     finally:
         stopped = run_cli("stop", "--host", "gpu", "-i", str(inv))
     assert stopped.exit_code == 0, stopped.output

@@ -89,9 +89,9 @@ def test_wrong_type_and_bad_choice_read_the_same_everywhere(tmp_path: Path) -> N
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text("hosts:\n  a: {address: x, port: '22'}\n")
     assert _error(load_inventory, inventory).endswith(":2: 'port' in host 'a' must be an integer, got a string")
-    bench = load_text("repeats: '3'\n", "bench.yaml")
-    assert _error(BenchSettings.from_dict, bench) == "bench.yaml:1: 'repeats' in bench settings must be an integer, " \
-                                                    "got a string"
+    bench = load_text("num_prompts: '3'\n", "bench.yaml")  # (repeats takes a string too: auto[:MAX])
+    assert _error(BenchSettings.from_dict, bench) == "bench.yaml:1: 'num_prompts' in bench settings must be an " \
+                                                    "integer, got a string"
     edit = PATCHSET.replace("op: insert_after", "op: insert_afer")
     assert _error(parse_patchset, edit, "s.yaml") == ("s.yaml:5: 'op' in edit 'field' must be one of insert_after, "
                                                      "insert_before, replace, delete, diff, got 'insert_afer' "
