@@ -338,7 +338,7 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def _ok_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def ok_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in store.effective_records(records)
             if r.get("status") == STATUS_OK and isinstance(r.get("output_throughput"), (int, float))]
 
@@ -693,7 +693,7 @@ def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None
     objective = objective or recorded
     check_objective(objective, slo, where="report --objective")
     effective = store.effective_records(records)
-    ok = _ok_records(records)
+    ok = ok_records(records)
     by_host: dict[tuple[str, tuple[int, int] | None], list[dict[str, Any]]] = defaultdict(list)
     lengths = swept_lengths(manifest)
     for rec in ok:

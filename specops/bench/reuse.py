@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 
 from specops.bench.schema import CONTEXT_AXIS, STATUS_OK
 from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
-from specops.bench.sweep import BenchSettings, _gpus_share, dataset_hash
+from specops.bench.sweep import BenchSettings, dataset_hash, gpus_share
 from specops.bench.tune import REUSED_FROM
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import load_playbook
@@ -75,7 +75,7 @@ def config_hashes(inventory: Inventory, playbook_path: Path, host: Host, extra_v
             return None
     finally:
         transport.close()
-    return {p.arm: p.config_hash for p in plans}, not _gpus_share(plans)
+    return {p.arm: p.config_hash for p in plans}, not gpus_share(plans)
 
 
 def run_dirs(runs_dir: Path, exclude: Iterable[Path] = ()) -> list[Path]:

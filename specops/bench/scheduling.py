@@ -3,7 +3,7 @@ once, each with its own client) or one arm at a time (interleaved, ABC/CBA).
 
 Side by side needs three things, else the sweep interleaves:
 
-- the arms do not share a GPU (sweep._gpus_share; a CPU host's arms share its cores);
+- the arms do not share a GPU (sweep.gpus_share; a CPU host's arms share its cores);
 - the host has at least `CORES_PER_ARM` (2) CPU cores per arm measured at once: one for
   the client, one for its server's CPU side (SGLang's scheduler process keeps a core busy).
   Measured on the 2-core CI machine against the simulator at the `local` host's time scale

@@ -301,7 +301,7 @@ def update_manifest(run_dir: Path, update: Callable[[dict[str, Any]], None]) -> 
         write_manifest(run_dir, manifest)
 
 
-def _gpus_share(plans: list[LaunchPlan]) -> bool:
+def gpus_share(plans: list[LaunchPlan]) -> bool:
     """True when two arms would share a GPU, or the host's CPU (`device: cpu`: one measured
     arm beside another's idle server would share its cores and memory): then they run one
     after another."""
@@ -655,7 +655,7 @@ class HostSweep:
             self.claim(needed)
             if any(p.slurm is not None for p in self.plans.values()):
                 return self._run_jobs(points)
-            shares = _gpus_share(list(self.plans.values()))
+            shares = gpus_share(list(self.plans.values()))
             sched = decide(self.settings.scheduling, arms=len(needed), shares_gpu=shares,
                            cores=self._client_cores() if self.settings.scheduling == "auto" and not shares
                            and len(needed) > 1 else None)

@@ -42,8 +42,8 @@ from specops.bench.report import (
     BASELINE_ARM,
     EAGLE_ARM,
     Cell,
-    _ok_records,
     find_crossover,
+    ok_records,
     summarize_host,
     threshold_points,
 )
@@ -94,7 +94,7 @@ class Levels:
 
     @classmethod
     def of(cls, records: Sequence[dict[str, Any]], host: str) -> "Levels":
-        mine = [r for r in _ok_records(records) if str(r.get("host", "")) == host]
+        mine = [r for r in ok_records(records) if str(r.get("host", "")) == host]
         s = summarize_host(host, mine)
         return cls(s.cells, s.levels)
 

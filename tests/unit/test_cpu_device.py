@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specops.bench.report import render_markdown, summarize
-from specops.bench.sweep import _gpus_share, device_facts
+from specops.bench.sweep import device_facts, gpus_share
 from specops.config.inventory import load_inventory
 from specops.errors import ConfigError
 from specops.render.hosts import device_cell
@@ -184,7 +184,7 @@ def test_cpu_arms_on_one_host_run_one_after_another_in_a_sweep():
     layout = detect_layout(LocalTreeFiles(ensure_tree("0.5.10.post1")))
     cpu = [build_launch(_arm("cpu", port=p), layout, workdir="/w") for p in (30000, 30001)]
     gpu = [build_launch(_arm(gpus=[g], port=30000 + g), layout, workdir="/w") for g in (0, 1)]
-    assert _gpus_share(cpu) and not _gpus_share(gpu) and not _gpus_share(cpu[:1] + gpu)
+    assert gpus_share(cpu) and not gpus_share(gpu) and not gpus_share(cpu[:1] + gpu)
 
 
 # ----- the CPU probe and what is reported ---------------------------------------------

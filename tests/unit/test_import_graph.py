@@ -94,3 +94,15 @@ def test_no_import_cycles():
 def test_imports_inside_functions_are_only_the_listed_ones():
     _, lazy = _graph()
     assert lazy == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A `_name` is its module's own: another module that needs it gets a public name (issue 22).
+    `import x as _y` aliases are fine (the alias is private, not the name)."""
+    crossing = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("specops"):
+                crossing += [f"{name} imports {node.module}.{a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]
+    assert crossing == []
