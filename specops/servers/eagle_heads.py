@@ -39,23 +39,24 @@ def hidden_size(transport: Transport, model_dir: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def affected(version: str) -> bool:
+    """Whether this release sizes the empty draft input by the target's width (before FIXED_IN)."""
+    return versions.try_parse(version) is not None and versions.compare(version, FIXED_IN) < 0
+
+
 def width_problem(version: str, target: int | None, draft: int | None) -> bool:
     """Whether this release with these widths has the abort described above."""
-    if target is None or draft is None or target == draft:
-        return False
-    parsed = versions.try_parse(version)
-    return parsed is not None and versions.compare(version, FIXED_IN) < 0
+    return target is not None and draft is not None and target != draft and affected(version)
 
 
 def head_width_warning(transport: Transport, arm: str, info: dict[str, Any]) -> str | None:
     """One line for an EAGLE arm (its `/server_info`) whose head and target widths differ on a
-    release before FIXED_IN; None otherwise (also when either width cannot be read)."""
+    release before FIXED_IN; None otherwise (also when either width cannot be read). The
+    models' config.json are read only for an affected release."""
     draft_path = info.get("speculative_draft_model_path")
     model_path = info.get("model_path")
     version = str(info.get("version") or "")
-    if not draft_path or not model_path or not version or versions.try_parse(version) is None:
-        return None
-    if versions.compare(version, FIXED_IN) >= 0:
+    if not draft_path or not model_path or not affected(version):
         return None
     target, draft = hidden_size(transport, str(model_path)), hidden_size(transport, str(draft_path))
     if not width_problem(version, target, draft):
