@@ -45,7 +45,7 @@ from specops.servers import (
     stop_states,
     wait_ready_many,
 )
-from specops.servers.container import image_manifest
+from specops.servers.container import image_manifest, image_record
 from specops.servers.lease import LeaseBook, TakenOver, join
 from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
@@ -439,8 +439,7 @@ class HostSweep:
                 if state.slurm:  # which job, node and GPU indices measured this arm
                     arms_part[arm]["slurm"] = {k: state.slurm.get(k) for k in ("job_id", "node", "gpus")}
                 if state.container:  # which image (id and registry digest) measured this arm
-                    arms_part[arm]["container"] = {k: state.container.get(k)
-                                                   for k in ("runtime", "image", "image_id", "digest")}
+                    arms_part[arm]["container"] = image_record(state.container)
             images = image_manifest([self.states[a] for a in self.states])
             if images is not None:
                 host_part["container"] = images

@@ -113,7 +113,16 @@ class ImageFacts:
 
     def manifest(self) -> dict[str, Any]:
         """The manifest's `container` entry: the image as the run used it."""
-        return {"runtime": self.runtime, "image": self.image, "image_id": self.image_id, "digest": self.digest}
+        return image_record(asdict(self))
+
+
+#: what a manifest keeps of an image: the same four fields wherever it is written
+IMAGE_KEYS = ("runtime", "image", "image_id", "digest")
+
+
+def image_record(box: dict[str, Any]) -> dict[str, Any]:
+    """An arm's container record (or ImageFacts as a dict) as the manifest keeps it."""
+    return {k: box.get(k) for k in IMAGE_KEYS}
 
 
 _SCRIPT = r"""
@@ -294,8 +303,7 @@ def image_manifest(states: Sequence[Any]) -> dict[str, Any] | None:
     boxes = [st.container for st in states if getattr(st, "container", None)]
     if not boxes:
         return None
-    keep = ("runtime", "image", "image_id", "digest")
-    images = {b["image_id"]: {k: b.get(k) for k in keep} for b in boxes}
+    images = {b["image_id"]: image_record(b) for b in boxes}
     arms = {st.arm: st.container["image_id"] for st in states if getattr(st, "container", None)}
     return {"images": list(images.values()), "arms": arms}
 
