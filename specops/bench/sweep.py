@@ -781,13 +781,12 @@ class HostSweep:
 
     def _side_figures(self, probe: Point, together: list[Point]) -> list[float]:
         """Output tok/s of the probe's arm and level at the repeats measured side by side."""
-        measured = {(p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) for p in together}
+        repeats = {p.repeat for p in together if p.arm == probe.arm and level_key(p) == level_key(probe)}
         figures = []
         for rec in load_results(self.run_dir):
-            key = (rec.get("arm"), rec.get("concurrency"), rec.get("repeat"), probe.input_len, probe.output_len)
             tput = _tps(rec)
-            if (rec.get("host") == self.host.name and key in measured and level_key(rec) == level_key(probe)
-                    and tput is not None):
+            if (rec.get("host") == self.host.name and rec.get("arm") == probe.arm and rec.get("repeat") in repeats
+                    and level_key(rec) == level_key(probe) and tput is not None):
                 figures.append(tput)
         return figures
 
