@@ -89,6 +89,15 @@ class Cell:
         """Per-user decode speed, 1000 / TPOT ms."""
         return 1000.0 / self.median_tpot_ms if self.median_tpot_ms else None
 
+    def shown_accept_length(self) -> float | None:
+        """The accept length the report shows: the server's /server_info figure, except for a
+        point during which drafting was off (a patched adaptive server). SGLang counts a
+        one-token step as a speculative one, which dilutes that figure, so such a point shows
+        the figure from its decode lines instead, which leave those steps out (none: "-")."""
+        if self.drafting_off_share:
+            return self.server_accept_length
+        return self.accept_length if self.accept_length is not None else self.server_accept_length
+
     def drafting_text(self) -> str:
         return "-" if self.drafting_off_share is None else f"off {self.drafting_off_share:.0%}"
 
@@ -743,7 +752,7 @@ def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
         gtext += f" {_fmt(cell.cost_per_mtok, 3)} |" if costs else ""
         out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
                    f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
-                   f"{_fmt(cell.accept_length if cell.accept_length is not None else cell.server_accept_length, 2)}"
+                   f"{_fmt(cell.shown_accept_length(), 2)}"
                    f" | {cell.running_text()} | {cell.drafting_text()} | {rtext} |" + gtext)
     out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
             f"- adaptive: {s.adaptive_text()}"]

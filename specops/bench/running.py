@@ -30,7 +30,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from specops.servers.adaptive import TRANSITION_RE
+from specops.servers.adaptive import MIXED_RE, TRANSITION_RE
 from specops.transport.base import Transport
 
 METRIC_RUNNING = "sglang:num_running_reqs"
@@ -68,11 +68,15 @@ class RunningFigures:
 
 
 def parse_decode_lines(text: str) -> RunningFigures:
-    """Running requests and accept lengths from SGLang's `Decode batch` log lines."""
+    """Running requests and accept lengths from SGLang's `Decode batch` log lines. A patched
+    adaptive server's line over steps some of which did not draft says so (MIXED_RE): its
+    accept figures mix the two paths, so they are left out (a line over no drafting step
+    carries none)."""
     figs = RunningFigures("log")
     for m in DECODE_RE.finditer(text):
         figs.running.append(float(m.group(1)))
-        if m.group(2):
+        line_end = text.find("\n", m.end())
+        if m.group(2) and not MIXED_RE.search(text, m.end(), len(text) if line_end < 0 else line_end):
             figs.accept.append(float(m.group(2)))
     return figs
 

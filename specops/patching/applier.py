@@ -17,11 +17,13 @@ import shlex
 import subprocess
 import tempfile
 import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
+from specops.patching.checks import CHECKS
 from specops.patching.model import Edit, PatchError, PatchSet, diff_files
 from specops.sglang.layout import SGLangLayout, detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
@@ -426,10 +428,34 @@ def _render(cmd: list[str] | str, values: dict[str, str], file_list: list[str]) 
 
 
 def verify_commands(patchset: PatchSet, files: TreeFiles, python: str, tree: str) -> list[list[str] | str]:
-    """The set's verify commands as they will run (in `tree`), in order."""
+    """The set's verify commands as they will run (in `tree`), in order; a built-in check
+    (specops reads the tree's files itself) is shown as a bash comment naming it."""
     touched = [f"{tree.rstrip('/')}/{rel}" for rel in patchset.files
                if rel.endswith(".py") and files.exists(rel)]
-    return [_render(v.run, {"tree": tree, "python": python}, touched) for v in patchset.verify]
+    return [_render(v.run, {"tree": tree, "python": python}, touched) if v.run is not None
+            else check_line(v.check or "") for v in patchset.verify]
+
+
+CHECK_PREFIX = "# specops check "
+
+
+def check_line(check: str) -> str:
+    """How a built-in check stands among the verify commands (describe, journal, report)."""
+    return f"{CHECK_PREFIX}{check} (reads the tree's files; runs nothing on the host)"
+
+
+def is_check_line(cmd: list[str] | str) -> bool:
+    return isinstance(cmd, str) and cmd.startswith(CHECK_PREFIX)
+
+
+def _run_check(patchset: PatchSet, name: str, check: str, files: TreeFiles, host: str) -> CommandResult:
+    started = time.monotonic()
+    ok, lines = CHECKS[check](files)
+    result = CommandResult(check_line(check), 0 if ok else 1, "\n".join(lines), "", time.monotonic() - started)
+    if not ok:
+        raise PatchError(f"patch set {patchset.name}: verify '{name}' failed: " + "; ".join(lines[:3]),
+                         where=f"host {host}", hint="every file of the set was restored")
+    return result
 
 
 #: How a verify command treats an SGLang runtime it cannot import (env SPECOPS_SGLANG_RUNTIME):
@@ -445,6 +471,9 @@ def run_verify(patchset: PatchSet, files: TreeFiles, transport: Transport, pytho
         raise ValueError(f"runtime must be one of {RUNTIME_MODES}, not {runtime!r}")
     done: list[CommandResult] = []
     for v, cmd in zip(patchset.verify, verify_commands(patchset, files, python, tree), strict=True):
+        if v.check is not None:
+            done.append(_run_check(patchset, v.name, v.check, files, transport.name))
+            continue
         res = transport.run(cmd, timeout=v.timeout, cwd=tree, env={"SPECOPS_SGLANG_RUNTIME": runtime})
         if not res.ok:
             why = "timed out" if res.timed_out else f"exit {res.rc}"

@@ -33,6 +33,7 @@ from specops.config.schema import check_keys, choice, expect, invalid, optional,
 from specops.config.yamlfile import load_text, read_text
 from specops.data import shipped_patches
 from specops.errors import ConfigError, SpecopsError
+from specops.patching.checks import CHECKS
 from specops.sglang.treefiles import outside_tree
 from specops.sglang.version import try_parse
 
@@ -102,9 +103,13 @@ class Edit:
 
 @dataclass
 class VerifyCommand:
+    """One verify entry: a command the host runs in the tree (`run`), or a check specops
+    makes itself on the tree's files (`check`, one of patching.checks.CHECKS)."""
+
     name: str
-    run: list[str] | str
+    run: list[str] | str | None
     timeout: float = 120.0
+    check: str | None = None
 
 
 @dataclass
@@ -271,7 +276,17 @@ def _parse_verify(raw: Any, index: int, where: str) -> VerifyCommand:
     if isinstance(raw, (str, list)):
         node = {"run": raw}
     else:
-        check_keys(raw, ("name", "run", "timeout"), what, required=("run",), where=where)
+        check_keys(raw, ("name", "run", "check", "timeout"), what, where=where)
+        if ("run" in raw) == ("check" in raw):
+            raise ConfigError(f"{what} needs exactly one of 'run' (a command) and 'check' (a built-in "
+                              f"check: {', '.join(CHECKS)})", where=where)
+        if "check" in raw:
+            check = expect(raw, "check", str, what, where=where)
+            if check not in CHECKS:
+                raise invalid(raw, "check", f"'check' in {what}: unknown check {check!r}{suggest(check, list(CHECKS))}; "
+                                            f"known: {', '.join(CHECKS)}", where=where)
+            name = optional(raw, "name", (str, int), what, where=where) or check
+            return VerifyCommand(str(name), None, 0.0, check)
     run = node["run"]
     if isinstance(run, list):
         if not run or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in run):

@@ -81,7 +81,7 @@ def _results_table(summary: ReportSummary) -> list[str]:
                 _cell(f"{cell.min_tps:.1f}-{cell.max_tps:.1f}", cell.max_tps - cell.min_tps),
                 _cell(str(cell.repeats), cell.repeats), _cell(_num(cell.median_ttft_ms), cell.median_ttft_ms),
                 _cell(_num(cell.median_tpot_ms, 2), cell.median_tpot_ms),
-                _cell(_num(cell.accept_length, 2), cell.accept_length),
+                _cell(_num(cell.shown_accept_length(), 2), cell.shown_accept_length()),
                 _cell(cell.running_text(), cell.running_p50),
                 _cell("-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})",
                       None if ratio is None else ratio.ratio),

@@ -206,6 +206,23 @@ TRANSITION_RE = re.compile(r"specops adaptive: drafting (?P<state>on|off) \(runn
                            r"(?:>|<=) threshold (?P<threshold>\d+)\)")
 
 
+#: What such a server's `Decode batch` line says of the steps since the previous line: in place
+#: of SGLang's accept figures when every one decoded through the one-token verify (SGLang
+#: would count it as a speculative step and divide by the draft-token count), and after them
+#: when only some did. The patch set writes these strings too (a unit test holds them equal).
+ALL_OFF_NOTE = "drafting off (one-token verify, no accept figures), "
+MIXED_NOTE = "specops drafting off: {off} of {steps} steps, "
+MIXED_RE = re.compile(r"specops drafting off: (?P<off>\d+) of (?P<steps>\d+) steps")
+
+
+def decode_line_note(off: int, steps: int) -> str | None:
+    """The note for a `Decode batch` line over `steps` decode steps, `off` of them without
+    drafting: None when all drafted (the line stays as SGLang writes it)."""
+    if off <= 0:
+        return None
+    return ALL_OFF_NOTE if off >= steps else MIXED_NOTE.format(off=off, steps=steps)
+
+
 @dataclass(frozen=True)
 class Transition:
     """One transition line: drafting switched on or off at a running batch of `batch`."""

@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from specops.servers.adaptive import transition_line
+from specops.servers.adaptive import decode_line_note, transition_line
 from specops.sim import model as M
 from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
 
@@ -105,6 +105,7 @@ class Scheduler:
         self._log_model_t0 = 0.0
         self._acc_tokens = 0
         self._acc_steps = 0
+        self._interval_steps = [0, 0]  # decode steps since the last Decode batch line: [all, not drafting]
         self.total_accepted = 0
         self.total_verify = 0
         self.last_gen_throughput = 0.0
@@ -245,6 +246,8 @@ class Scheduler:
         self.last_running, self.last_steps = batch, k
         self._log_transition(batch, speculating)
         self.steps_by_batch.setdefault(batch, [0, 0])[0 if speculating else 1] += 1
+        self._interval_steps[0] += 1
+        self._interval_steps[1] += 0 if speculating else 1
         if self.decode_steps % self.cfg.decode_log_interval == 0:
             rel = M.NOISE_REL if self.cfg.noise is None else self.cfg.noise
             self._noise = max(0.85, min(1.15, self.rng.gauss(1.0, rel))) if rel > 0 else 1.0
@@ -270,13 +273,18 @@ class Scheduler:
         if self.decode_steps % self.cfg.decode_log_interval == 0:
             self._log_decode(batch)
 
+    def _logs_transitions(self) -> bool:
+        """Whether this arm is what a dynamic-spec-disable server is (an adaptive arm with a
+        threshold and no tiers): it logs transitions and notes drafting on its decode lines."""
+        arm = self.cfg.arm
+        return arm.arm == "adaptive" and arm.tiers is None and bool(arm.threshold)
+
     def _log_transition(self, batch: int, speculating: bool) -> None:
         """The line a dynamic-spec-disable server logs when drafting switches (never per step)."""
-        arm = self.cfg.arm
-        if arm.arm != "adaptive" or arm.tiers is not None or not arm.threshold or speculating == self.drafting:
+        if not self._logs_transitions() or speculating == self.drafting:
             return
         self.drafting = speculating
-        self.log.info(transition_line(speculating, batch, arm.threshold), rank=True)
+        self.log.info(transition_line(speculating, batch, self.cfg.arm.threshold or 0), rank=True)
 
     def _emit(self, r: SimRequest, n: int) -> int:
         n = max(0, min(n, r.max_new_tokens - r.generated))
@@ -311,6 +319,9 @@ class Scheduler:
             acc = self._acc_tokens / self._acc_steps if self._acc_steps else 1.0
             self.last_accept_length = acc
             self._acc_tokens = self._acc_steps = 0
+        steps, off = self._interval_steps
+        self._interval_steps = [0, 0]
+        note = decode_line_note(off, steps) if self._logs_transitions() else None
         used, usage = self.token_usage()
         self.log.info(decode_batch_line(batch, used, usage, acc, batch <= self.cfg.cuda_graph_max_bs,
-                                        self.last_gen_throughput, len(self.waiting)), rank=True)
+                                        self.last_gen_throughput, len(self.waiting), note), rank=True)

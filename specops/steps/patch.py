@@ -14,7 +14,7 @@ from typing import Any
 from specops.config.playbook import Step
 from specops.errors import ConfigError
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
-from specops.patching.applier import verify_commands
+from specops.patching.applier import is_check_line, verify_commands
 from specops.patching.model import resolve_patchset_path
 from specops.sglang.layout import detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR
@@ -136,7 +136,8 @@ class Patch(StepKind):
         if p.blocked or not p.new_contents:
             return lines + ["# nothing to write" if not p.blocked else "# blocked: apply will stop, changing nothing"]
         lines += [put_line(f"{tree.rstrip('/')}/{rel}", new) for rel, new in p.new_contents.items()]
-        lines += [shown(cmd, tree) for cmd in verify_commands(patchset, files, self._runtime(ctx)[0], tree)]
+        lines += [cmd if isinstance(cmd, str) and is_check_line(cmd) else shown(cmd, tree)
+                  for cmd in verify_commands(patchset, files, self._runtime(ctx)[0], tree)]
         lines.append(f"# (backups and the manifest go under {tree}/{PATCH_STATE_DIR}/{patchset.name})")
         return lines + ["# diff:\n" + p.diff]
 
@@ -159,8 +160,8 @@ class Patch(StepKind):
         report = apply(patchset, _JournaledFiles(ctx, files, patchset), transport=ctx.transport,
                        python=python, tree=tree, runtime=runtime, before_write=ctx.guard_sglang)
         for result in report.verify:  # they ran in the tree: journal them as describe shows them
-            ctx.journal.command(ctx.host.name, ctx.step.name,
-                                replace(result, command=f"cd {shlex.quote(tree)} && {result.command}"))
+            line = result.command if is_check_line(result.command) else f"cd {shlex.quote(tree)} && {result.command}"
+            ctx.journal.command(ctx.host.name, ctx.step.name, replace(result, command=line))
         return Outcome(changed=report.changed, message=report.summary().splitlines()[0],
                        data={"patchset": patchset.name, "changed_files": report.changed_files,
                              "edits": {r.edit: r.status for r in report.results}})

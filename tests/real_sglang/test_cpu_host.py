@@ -31,7 +31,7 @@ from tests.support.arms import free_port
 from tests.support.deploy import events, run_cli, write_yaml
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
-from tests.support.real_sglang.server import STANDINS, arm_profile
+from tests.support.real_sglang.server import STANDINS, arm_extra_args, arm_profile
 from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
@@ -256,6 +256,31 @@ def test_a_real_crash_fails_the_step_quoting_sglangs_reason(host: Host, tmp_path
     for arm, p in host.ports.items():  # the other arms are as they were
         with urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=120) as resp:
             assert resp.status == 200, arm
+
+
+def test_an_attention_backend_the_patch_is_not_made_for_is_refused_at_launch(host: Host, tmp_path: Path,
+                                                                            sshd) -> None:
+    """Issue 28: with a threshold, the patched worker refuses a target attention backend its
+    one-token verify is not made correct for, at start, saying which and what to use (here
+    torch_native, which SGLang itself would refuse for EAGLE only later, in the draft worker)."""
+    models = host.models
+    arm = {**arm_profile("adaptive", models.target, port=free_port(), draft=models.draft), "threshold": THRESHOLD,
+           "extra_args": arm_extra_args("adaptive", attention="torch_native")}
+    inv = _inventory(tmp_path, sshd, models, ensure_runtime().python, {}, arms={"unproven": arm})
+    data = json.loads(json.dumps(__import__("yaml").safe_load(inv.read_text())))
+    data["hosts"]["cpu"]["workdir"] = str(host.workdir)  # the same host and patched tree
+    write_yaml(inv, data)
+    pb = write_yaml(tmp_path / "launch.yaml", {"steps": [
+        {"name": "launch", "server": {"arms": ["unproven"], "tree": str(host.workdir / "sglang")}, "timeout": 600}]})
+    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
+    assert res.exit_code == 1, res.output
+    fail = [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+    assert ("--speculative-disable-batch-threshold: the target's attention backend is TorchNativeAttnBackend; "
+            "specops dynamic-spec-disable makes its one-token verify correct for the triton, fa3 and flashinfer "
+            "attention backends only") in fail["error"], fail["error"]
+    log = (host.workdir / ".specops" / "logs" / "unproven.log").read_text(errors="replace")
+    assert "EAGLE is not supported" not in log  # refused by the set, before SGLang's own draft-backend check
+    assert not parse_transitions(log)
 
 
 def test_verify_passes_the_same_checks_against_real_sglang(host: Host, tmp_path: Path) -> None:

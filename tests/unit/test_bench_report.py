@@ -13,6 +13,7 @@ from specops.bench.report import (
     SIM_BANNER,
     fairness_warnings,
     find_crossover,
+    render_markdown,
     summarize,
     terminal_table,
 )
@@ -285,3 +286,27 @@ def test_objective_tpot_moves_the_crossover_and_threshold_and_is_named():
     assert summary.headline[-1].startswith("objective: TPOT")
     with pytest.raises(ConfigError, match="needs an SLO"):
         summarize(records, {"bench": {"objective": "goodput"}})
+
+
+def test_points_where_drafting_was_off_show_the_decode_lines_accept_length(tmp_path):
+    """Issue 28: SGLang's /server_info accept length counts a one-token (no drafting) step as
+    a speculative step of 1, so an adaptive point where drafting was off shows the figure from
+    its decode lines, which leave those steps out; "-" where no step drafted."""
+    records = _records({"baseline": {1: [100], 16: [700]}, "eagle3": {1: [150], 16: [350]},
+                        "adaptive": {1: [147], 4: [300], 16: [690]}})
+    for rec in records:
+        if rec["arm"] != "baseline":
+            rec["accept_length"] = {1: 2.6, 4: 1.4, 16: 1.1}[rec["concurrency"]]  # /server_info: diluted
+        if rec["arm"] == "adaptive":
+            off = {1: 0.0, 4: 0.5, 16: 1.0}[rec["concurrency"]]
+            rec["extra"].update({"drafting_off_share": off, "drafting_off": off > 0})
+            rec["server_accept_length"] = {1: 2.6, 4: 2.5, 16: None}[rec["concurrency"]]
+    cells = summarize(records, {}).hosts[0].cells
+    assert cells[("adaptive", 1)].shown_accept_length() == 2.6   # drafting throughout: the server's figure
+    assert cells[("adaptive", 4)].shown_accept_length() == 2.5   # half off: drafting steps only
+    assert cells[("adaptive", 16)].shown_accept_length() is None  # all off: no accept length to show
+    assert cells[("eagle3", 16)].shown_accept_length() == 1.1     # an arm without the evidence: as reported
+    text = render_markdown(summarize(records, {}), {})
+    rows = {(ln.split("|")[1].strip(), ln.split("|")[2].strip()): ln.split("|")[8].strip()
+            for ln in text.splitlines() if ln.startswith("| ") and "| adaptive |" in ln}
+    assert rows == {("1", "adaptive"): "2.60", ("4", "adaptive"): "2.50", ("16", "adaptive"): "-"}

@@ -16,15 +16,20 @@ import asyncio
 import builtins
 import dataclasses
 import io
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from specops.bench.running import parse_decode_lines
 from specops.patching import apply, load_patchset
 from specops.servers.adaptive import (
+    ALL_OFF_NOTE,
     DRAFTING_OFF_LINE,
     DRAFTING_ON_LINE,
+    MIXED_NOTE,
     Transition,
     parse_transitions,
     transition_line,
@@ -40,14 +45,18 @@ W2 = f"{SPEC}/eagle_worker_v2.py"
 RUNNER = "python/sglang/srt/model_executor/model_runner.py"
 #: v1 only, v1 + v2, v1 with its 0.5.12 verify(batch) signature, v2 only
 VERSIONS = ["0.4.10.post2", "0.5.4", "0.5.10.post1", "0.5.12", "0.5.13"]
-SHARED = ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "should_speculate", "specops_drafting",
-          "specops_verify_input", "specops_root_tokens", "specops_one_token_verify_input",
-          "specops_one_token_backend")
+SHARED = ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "SPECOPS_ALL_OFF_NOTE", "SPECOPS_MIXED_NOTE",
+          "SPECOPS_STEPS", "should_speculate", "specops_drafting", "SpecopsDecodeLine",
+          "specops_annotate_decode_lines", "specops_verify_input", "specops_root_tokens",
+          "specops_one_token_verify_input", "SPECOPS_ONE_TOKEN_BACKENDS", "specops_backend_problem",
+          "specops_worker_start", "specops_refuse_unproven_backend", "specops_one_token_backend")
 OWN = {W1: ("specops_trivial_verify_input", "specops_trivial_verify"),
        W2: ("SpecopsTrivialVerifyInput", "specops_v2_trivial_verify_input")}
 #: worker method -> the helper its first statement calls
-HOOKS = {W1: {"EAGLEWorker.draft": "specops_drafting", "EAGLEWorker.verify": "specops_trivial_verify"},
-         W2: {"EagleDraftWorker.draft": "specops_v2_trivial_verify_input"}}
+HOOKS = {W1: {"EAGLEWorker.__init__": "specops_worker_start", "EAGLEWorker.draft": "specops_drafting",
+              "EAGLEWorker.verify": "specops_trivial_verify"},
+         W2: {"EagleDraftWorker.__init__": "specops_worker_start",
+              "EagleDraftWorker.draft": "specops_v2_trivial_verify_input"}}
 
 
 @pytest.fixture(scope="module")
@@ -195,9 +204,11 @@ def test_the_release_api_the_block_relies_on(patched, version):
 def test_transition_strings_match_specops(patched, version):
     tree = patched[version]
     for rel in _workers(tree):
-        env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON"))
+        env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "SPECOPS_ALL_OFF_NOTE",
+                                "SPECOPS_MIXED_NOTE"))
         assert env["SPECOPS_DRAFTING_OFF"] == DRAFTING_OFF_LINE
         assert env["SPECOPS_DRAFTING_ON"] == DRAFTING_ON_LINE
+        assert env["SPECOPS_ALL_OFF_NOTE"] == ALL_OFF_NOTE and env["SPECOPS_MIXED_NOTE"] == MIXED_NOTE
 
 
 class _Logger:
@@ -219,7 +230,7 @@ def test_the_decision_logs_transitions_only(patched, version):
     tree = patched[version]
     for rel in _workers(tree):
         log = _Logger()
-        env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "should_speculate",
+        env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "SPECOPS_STEPS", "should_speculate",
                                 "specops_drafting"), logger=log)
         worker = _Worker(threshold=2)
         batches = [1, 2, 3, 3, 5, 2, 2, 1, 4, 4]
@@ -288,10 +299,94 @@ def test_one_token_backend_is_built_once_with_one_draft_token(patched, version):
     assert (args.speculative_num_draft_tokens, args.speculative_eagle_topk) == (4, 2)  # also when it fails
 
 
-def _sim_log(arm: M.ArmModel, jobs: list[int]) -> str:
+def _backend(name: str, **attrs: Any) -> Any:
+    """An object whose class is called `name` (the guard reads class names, as SGLang's are)."""
+    return type(name, (), attrs)()
+
+
+@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.10.post1", "0.5.13"])
+def test_a_backend_the_one_token_verify_is_not_made_for_is_refused_at_worker_start(patched, version):
+    tree = patched[version]
+    for rel in _workers(tree):
+        env = _load(tree, rel, ("SPECOPS_ONE_TOKEN_BACKENDS", "specops_backend_problem", "specops_worker_start",
+                                "specops_refuse_unproven_backend"),
+                    specops_annotate_decode_lines=lambda: None)
+        problem = env["specops_backend_problem"]
+        for ok in (_backend("TritonAttnBackend"), _backend("FlashAttentionBackend", fa_impl_ver=3),
+                   _backend("FlashAttentionBackend"), _backend("FlashInferAttnBackend"),
+                   _backend("HybridAttnBackend", prefill_backend=_backend("FlashInferAttnBackend"),
+                            decode_backend=_backend("TritonAttnBackend"))):
+            assert problem(ok) is None, type(ok).__name__
+        assert problem(_backend("TorchNativeAttnBackend")) == "the target's attention backend is TorchNativeAttnBackend"
+        assert "fa4" in problem(_backend("FlashAttentionBackend", fa_impl_ver=4))
+        assert "FlashMLABackend" in problem(_backend("HybridAttnBackend", prefill_backend=_backend("TritonAttnBackend"),
+                                                     decode_backend=_backend("FlashMLABackend")))
+        assert "HybridLinearAttnBackend" in problem(_backend("HybridLinearAttnBackend"))
+
+        def start(threshold: int, backend: Any, worker_start: Any = env["specops_worker_start"]) -> None:
+            args = type("Args", (), {"speculative_disable_batch_threshold": threshold})()
+            target = type("Target", (), {"model_runner": type("Runner", (), {"attn_backend": backend})()})()
+            worker_start({"self": None, "server_args": args, "target_worker": target})
+
+        with pytest.raises(ValueError, match=r"^--speculative-disable-batch-threshold: the target's attention "
+                                             r"backend is TorchNativeAttnBackend; .* triton, fa3 and flashinfer"):
+            start(1, _backend("TorchNativeAttnBackend"))
+        start(0, _backend("TorchNativeAttnBackend"))  # no threshold: the set stays out of the way
+        start(4, _backend("TritonAttnBackend"))
+
+
+@pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.10.post1", "0.5.13"])
+def test_decode_lines_say_when_their_steps_did_not_draft(patched, version):
+    """The filter on a real logging setup: a child logger's `Decode batch` line (as SGLang's
+    scheduler logs it) reaches the root handler rewritten; specops reads it back."""
+    tree = patched[version]
+    rel = _workers(tree)[0]
+    log = _Logger()
+    env = _load(tree, rel, ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "SPECOPS_ALL_OFF_NOTE",
+                            "SPECOPS_MIXED_NOTE", "SPECOPS_STEPS", "should_speculate", "specops_drafting",
+                            "SpecopsDecodeLine", "specops_annotate_decode_lines"),
+                logging=logging, re=re, logger=log)
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("[t] %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    scheduler = logging.getLogger("sglang.srt.observability.scheduler_metrics_mixin")
+    scheduler.setLevel(logging.INFO)
+    try:
+        env["specops_annotate_decode_lines"]()
+        env["specops_annotate_decode_lines"]()  # once per handler
+        assert sum(isinstance(f, env["SpecopsDecodeLine"]) for f in handler.filters) == 1
+        worker = _Worker(threshold=2)
+        line = ("Decode batch, #running-req: {b}, #token: 40, token usage: 0.02, accept len: {a}, "
+                "accept rate: 0.33, cpu graph: False, gen throughput (token/s): 5.00, #queue-req: 0, ")
+        for batches, accept in (([1, 2], "2.50"), ([3, 4], "1.00"), ([4, 2], "1.75")):
+            for b in batches:
+                env["specops_drafting"](worker, b)
+            scheduler.info(line.format(b=batches[-1], a=accept))
+        scheduler.info("Prefill batch, #new-seq: 1, accept len: 9.99, ")  # other lines untouched
+    finally:
+        root.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[t] " + line.format(b=2, a="2.50")
+    assert lines[1] == ("[t] Decode batch, #running-req: 4, #token: 40, token usage: 0.02, " + ALL_OFF_NOTE
+                        + "cpu graph: False, gen throughput (token/s): 5.00, #queue-req: 0, ")
+    assert lines[2] == "[t] " + line.format(b=2, a="1.75").replace("accept rate: 0.33, ", "accept rate: 0.33, "
+                                                                   + MIXED_NOTE.format(off=1, steps=2))
+    assert lines[3] == "[t] Prefill batch, #new-seq: 1, accept len: 9.99, "
+    # specops's reader: the running batch from every line, accept figures only where every
+    # step drafted
+    text = "\n".join(log.lines[:1] + lines[:3])
+    figures = parse_decode_lines(text)
+    assert figures.running == [2.0, 4.0, 2.0] and figures.accept == [2.5]
+    assert log.lines == [transition_line(False, 3, 2), transition_line(True, 2, 2)]
+
+
+def _sim_log(arm: M.ArmModel, jobs: list[int], decode_log_interval: int = M.DECODE_LOG_INTERVAL) -> str:
     """Run the simulator's scheduler loop on requests of `jobs` output tokens; its log."""
     out = io.StringIO()
-    sched = Scheduler(EngineConfig(arm=arm, max_running=16, time_scale=0.0, noise=0.0), SimLog(out))
+    sched = Scheduler(EngineConfig(arm=arm, max_running=16, time_scale=0.0, noise=0.0,
+                                   decode_log_interval=decode_log_interval), SimLog(out))
 
     async def go() -> None:
         task = asyncio.create_task(sched.run())
@@ -311,3 +406,56 @@ def test_simulator_logs_the_patched_servers_transition_lines():
     assert parse_transitions(log) == [Transition(False, 4, 2), Transition(True, 1, 2)]
     assert transition_line(False, 4, 2) in log and transition_line(True, 1, 2) in log
     assert parse_transitions(_sim_log(M.ArmModel("eagle3", num_steps=3), [4, 4, 4, 30])) == []
+
+
+def test_simulator_notes_drafting_on_its_decode_lines_as_the_patched_server_does():
+    """Four requests, threshold 2, a line every 2 steps: steps at batch 4 do not draft, the
+    long request's steps alone do; the line over the crossing says 1 of 2 steps were off."""
+    log = _sim_log(M.ArmModel("adaptive", threshold=2, num_steps=3), [3, 3, 3, 12], decode_log_interval=2)
+    decode = [ln for ln in log.splitlines() if "Decode batch" in ln]
+    notes = ["all off" if ALL_OFF_NOTE in ln else "mixed" if "specops drafting off:" in ln else "drafting"
+             for ln in decode]
+    assert notes[0] == "all off" and "drafting" in notes and notes[-1] == "drafting", decode
+    assert all("accept len" not in ln for ln, n in zip(decode, notes, strict=True) if n == "all off")
+    figures = parse_decode_lines(log)
+    assert len(figures.running) == len(decode) and len(figures.accept) == notes.count("drafting")
+    eagle = [ln for ln in _sim_log(M.ArmModel("eagle3", num_steps=3), [3, 3, 3, 12], 2).splitlines()
+             if "Decode batch" in ln]
+    assert eagle and all("accept len" in ln and "specops" not in ln for ln in eagle)
+
+
+class _PastTheGuard(Exception):
+    """Raised by the stand-in objects once can_run reads anything beyond the set's guard."""
+
+
+class _Strict:
+    """Attributes given, and _PastTheGuard for any other (can_run's own body)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, name: str) -> Any:
+        raise _PastTheGuard(name)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_one_token_verify_never_replays_a_captured_verify_graph(patched, version):
+    """The captured TARGET_VERIFY graphs hold speculative_num_draft_tokens tokens per request:
+    CudaGraphRunner.can_run (the release's own method, patched) says no for a one-token verify
+    before reading anything else, and leaves every other batch to the release's own checks."""
+    rel = "python/sglang/srt/model_executor/cuda_graph_runner.py"
+    mod = ast.parse((patched[version] / rel).read_text())
+    env: dict[str, Any] = {}
+    exec(compile(ast.Module([_method(mod, "CudaGraphRunner.can_run")], []), rel, "exec"), env)
+    can_run = env["can_run"]
+
+    def batch(verify: bool, tokens: int) -> _Strict:
+        mode = _Strict(is_target_verify=lambda: verify)
+        return _Strict(forward_mode=mode, spec_info=_Strict(draft_token_num=tokens))
+
+    assert can_run(_Strict(num_tokens_per_bs=3), batch(True, 1)) is False
+    for runner, forward in ((_Strict(num_tokens_per_bs=3), batch(True, 3)),  # a drafting verify
+                            (_Strict(num_tokens_per_bs=1), batch(True, 1)),  # graphs captured for one token
+                            (_Strict(num_tokens_per_bs=3), batch(False, 1))):  # not a verify
+        with pytest.raises(_PastTheGuard):
+            can_run(runner, forward)

@@ -1,6 +1,6 @@
 """The dynamic-spec-disable patch set on a real SGLang server on this CPU.
 
-    python -m tests.support.real_sglang.adaptive_check [--version 0.5.10.post1] [--spec-v2]
+    python -m tests.support.real_sglang.adaptive_check [--version 0.5.10.post1] [--spec-v2 | --both-workers]
         [--threshold 1] [--patch-set NAME|PATH] [--overlay DIR] [--workdir DIR]
 
 Three servers get the same requests: `plain` (no speculation), `eagle3` (EAGLE-3 on the
@@ -12,7 +12,8 @@ draft state the trivial steps kept); then NARROW = one request (drafting on).
 
 Checks: every `output_ids` of adaptive and eagle3 equals plain's, token for token; the
 adaptive log has transition lines only (off first, then alternating, each on the right side
-of T, never one per step) and no crash; in NARROW adaptive drafts exactly as eagle3 does
+of T, never one per step) and no crash; its `Decode batch` lines logged while drafting was
+off say so in place of the accept figures (eagle3's carry no note); in NARROW adaptive drafts exactly as eagle3 does
 (same spec_verify_ct and accepted draft tokens). So that drafting is visible in those
 counts, both EAGLE servers use an "echo" draft: the tiny EAGLE-3 head rewired to always
 propose the token the plain server repeats most, so drafting accepts tokens wherever the
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.patching import apply, load_patchset
-from specops.servers.adaptive import parse_transitions
+from specops.servers.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.real_sglang import server as real
@@ -53,6 +54,11 @@ PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model", "Hell
 SHORT, LONG, NARROW = 6, 14, 10  # max_new_tokens
 READY_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0
+#: SGLang logs "Decode batch" every 40 decode steps by default; these requests make at most 14
+LOG_EVERY_STEP = ["--decode-log-interval", "1"]
+#: what 0.5.x logs when SGLANG_ENABLE_SPEC_V2 turns the overlap scheduler on (the v2 worker
+#: runs exactly then: speculative/spec_info.py picks it on `enable_overlap`)
+OVERLAP_ON_LINE = "overlap schedule is turned on"
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
 
@@ -196,74 +202,115 @@ def _repeated_token(plain: dict[str, Any], phases: list[str]) -> int:
     return counts.most_common(1)[0][0]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--version", default="0.5.10.post1")
-    ap.add_argument("--threshold", type=int, default=1)
-    ap.add_argument("--spec-v2", action="store_true", help="EAGLE v2 worker (SGLANG_ENABLE_SPEC_V2=1)")
-    ap.add_argument("--patch-set", default=PATCH_SET, help="a set name or YAML path (to reproduce an old set)")
-    ap.add_argument("--overlay", type=Path, help="extra packages for a newer release (pip install --target DIR)")
-    ap.add_argument("--workdir", type=Path, help="keep trees and logs here (default: a temp dir, removed on success)")
-    args = ap.parse_args(argv)
-    try:
-        python = runtime_python()
-        models = ensure_models()
-    except RuntimeBuildError as exc:
-        print(f"adaptive_check: {exc}", file=sys.stderr)
-        return 2
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="specops-adaptive-check-"))
+def check_decode_notes(log: str, name: str) -> list[str]:
+    """The adaptive log's `Decode batch` lines logged while drafting was off (between an off
+    transition and the next on) say so, in place of the accept figures (`--decode-log-interval 1`:
+    one step a line); an unpatched arm's lines carry no note."""
+    lines = [ln for ln in log.splitlines() if "Decode batch" in ln or "specops adaptive:" in ln]
+    noted = [ln for ln in lines if ALL_OFF_NOTE in ln or MIXED_RE.search(ln)]
+    if name != "adaptive":
+        return [f"{name}: a decode line carries specops's note: {noted[0]}"] if noted else []
+    problems, drafting, off_lines = [], True, 0
+    for ln in lines:
+        found = parse_transitions(ln)
+        if found:
+            drafting = found[0].drafting
+            continue
+        if not drafting:
+            off_lines += 1
+            if ALL_OFF_NOTE not in ln and not MIXED_RE.search(ln):
+                problems.append(f"adaptive: a decode line logged while drafting was off has no note: {ln.strip()}")
+        elif ALL_OFF_NOTE in ln:
+            problems.append(f"adaptive: a decode line logged while drafting was on says all steps were off: {ln.strip()}")
+    if not off_lines:
+        problems.append("adaptive: no decode line was logged while drafting was off")
+    return problems
+
+
+def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (False,), patch_set: str = PATCH_SET,
+              overlay: Path | None = None, work: Path | None = None) -> dict[str, Any]:
+    """The three servers' run (see the module's docstring) for each EAGLE worker in `workers`
+    (False: v1, True: the v2 worker with the overlap scheduler), sharing one plain server;
+    a summary whose `problems` lists every check that failed (`ok` when none)."""
+    python = runtime_python()
+    models = ensure_models()
+    work = work or Path(tempfile.mkdtemp(prefix="specops-adaptive-check-"))
     work.mkdir(parents=True, exist_ok=True)
-    n = args.threshold + 2
+    n = threshold + 2
     phases = {"wide": [(p, LONG if i == 0 else SHORT) for i, p in enumerate(PROMPTS[:n])],
               "narrow": [(PROMPTS[0], NARROW)]}
-    summary: dict[str, Any] = {"version": args.version, "threshold": args.threshold, "spec_v2": args.spec_v2,
-                               "patch_set": args.patch_set, "phases": phases, "workdir": str(work)}
+    summary: dict[str, Any] = {"version": version, "threshold": threshold, "patch_set": patch_set,
+                               "phases": phases, "workdir": str(work)}
     problems: list[str] = []
     try:
-        pristine = copy_tree(args.version, work / f"sglang-{args.version}-pristine")
-        patched = patched_tree(args.version, work / f"sglang-{args.version}-patched", python, args.patch_set)
-        arms: dict[str, dict[str, Any]] = {}
-        arms["plain"] = run_arm("plain", python, pristine, models.target, None, [], phases, work, args.spec_v2,
-                                 args.overlay)
-        if "error" in arms["plain"]:
-            raise RuntimeError(f"the plain server failed: {arms['plain']['error']}")
-        token = _repeated_token(arms["plain"], list(phases))
+        pristine = copy_tree(version, work / f"sglang-{version}-pristine")
+        patched = patched_tree(version, work / f"sglang-{version}-patched", python, patch_set)
+        plain = run_arm("plain", python, pristine, models.target, None, LOG_EVERY_STEP, phases, work, False, overlay)
+        plain.pop("log")
+        summary["plain"] = plain
+        if "error" in plain:
+            raise RuntimeError(f"the plain server failed: {plain['error']}")
+        token = _repeated_token(plain, list(phases))
         draft = echo_draft(python, models.draft, work / "echo-draft", token)
         summary["echo_token"] = token
-        arms["eagle3"] = run_arm("eagle3", python, pristine, models.target, draft, [], phases, work, args.spec_v2,
-                                  args.overlay)
-        arms["adaptive"] = run_arm("adaptive", python, patched, models.target, draft,
-                                   ["--speculative-disable-batch-threshold", str(args.threshold)], phases, work,
-                                   args.spec_v2, args.overlay)
-        for name, arm in arms.items():
-            log = arm.pop("log")
-            summary[name] = arm
-            if "error" in arm or not arm.get("alive_after"):
-                problems.append(f"{name}: {arm.get('error', 'server died')}")
-            if name == "adaptive":
-                summary["transition_lines"] = [ln.strip() for ln in log.splitlines() if "specops adaptive:" in ln]
-                problems += [f"adaptive log has {m!r}" for m in FAILURE_MARKERS if m in log]
-                problems += check_transitions(log, args.threshold)
-            elif parse_transitions(log):
-                problems.append(f"{name} logged transition lines")
-        for phase in phases:
-            want = [a.get("ids") for a in arms["plain"].get(phase, [])]
-            if len(want) != len(phases[phase]) or not all(isinstance(x, list) and x for x in want):
-                problems.append(f"plain answered {phase} incompletely: {want}")
-            for name in ("eagle3", "adaptive"):
-                if [a.get("ids") for a in arms[name].get(phase, [])] != want:
-                    problems.append(f"{name} output_ids differ from plain's in phase {phase}")
-        spec = [(a.get("verify_ct"), a.get("accepted")) for a in arms["eagle3"].get("narrow", [])]
-        if [(a.get("verify_ct"), a.get("accepted")) for a in arms["adaptive"].get("narrow", [])] != spec:
-            problems.append("below the threshold adaptive did not draft as eagle3 does (verify_ct, accepted differ)")
+        for spec_v2 in workers:
+            worker = "v2" if spec_v2 else "v1"
+            arms = {"eagle3": run_arm(f"eagle3-{worker}", python, pristine, models.target, draft, LOG_EVERY_STEP,
+                                      phases, work, spec_v2, overlay),
+                    "adaptive": run_arm(f"adaptive-{worker}", python, patched, models.target, draft,
+                                        [*LOG_EVERY_STEP, "--speculative-disable-batch-threshold", str(threshold)],
+                                        phases, work, spec_v2, overlay)}
+            for name, arm in arms.items():
+                log = arm.pop("log")
+                summary[f"{name}-{worker}"] = arm
+                if "error" in arm or not arm.get("alive_after"):
+                    problems.append(f"{name} ({worker}): {arm.get('error', 'server died')}")
+                arm["overlap"] = OVERLAP_ON_LINE in log
+                if name == "adaptive":
+                    arm["transition_lines"] = [ln.strip() for ln in log.splitlines() if "specops adaptive:" in ln]
+                    problems += [f"adaptive ({worker}) log has {m!r}" for m in FAILURE_MARKERS if m in log]
+                    problems += [f"{p} ({worker})" for p in check_transitions(log, threshold)]
+                elif parse_transitions(log):
+                    problems.append(f"{name} ({worker}) logged transition lines")
+                problems += [f"{p} ({worker})" for p in check_decode_notes(log, name)]
+            for phase in phases:
+                want = [a.get("ids") for a in plain.get(phase, [])]
+                if len(want) != len(phases[phase]) or not all(isinstance(x, list) and x for x in want):
+                    problems.append(f"plain answered {phase} incompletely: {want}")
+                for name, arm in arms.items():
+                    if [a.get("ids") for a in arm.get(phase, [])] != want:
+                        problems.append(f"{name} ({worker}) output_ids differ from plain's in phase {phase}")
+            spec = [(a.get("verify_ct"), a.get("accepted")) for a in arms["eagle3"].get("narrow", [])]
+            if [(a.get("verify_ct"), a.get("accepted")) for a in arms["adaptive"].get("narrow", [])] != spec:
+                problems.append(f"below the threshold adaptive ({worker}) did not draft as eagle3 does "
+                                "(verify_ct, accepted differ)")
     except Exception as exc:  # noqa: BLE001 - one summary, whatever broke
         problems.append(f"{type(exc).__name__}: {exc}")
     summary["problems"] = problems
     summary["ok"] = not problems
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", default="0.5.10.post1")
+    ap.add_argument("--threshold", type=int, default=1)
+    ap.add_argument("--spec-v2", action="store_true", help="EAGLE v2 worker only (SGLANG_ENABLE_SPEC_V2=1)")
+    ap.add_argument("--both-workers", action="store_true", help="v1, then the v2 worker, sharing the plain server")
+    ap.add_argument("--patch-set", default=PATCH_SET, help="a set name or YAML path (to reproduce an old set)")
+    ap.add_argument("--overlay", type=Path, help="extra packages for a newer release (pip install --target DIR)")
+    ap.add_argument("--workdir", type=Path, help="keep trees and logs here (default: a temp dir, removed on success)")
+    args = ap.parse_args(argv)
+    workers = (False, True) if args.both_workers else (args.spec_v2,)
+    try:
+        summary = run_check(args.version, args.threshold, workers, args.patch_set, args.overlay, args.workdir)
+    except RuntimeBuildError as exc:
+        print(f"adaptive_check: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, indent=1))
-    if not (args.workdir or problems):
-        shutil.rmtree(work, ignore_errors=True)
-    return 0 if not problems else 1
+    if not (args.workdir or summary["problems"]):
+        shutil.rmtree(summary["workdir"], ignore_errors=True)
+    return 0 if summary["ok"] else 1
 
 
 if __name__ == "__main__":
