@@ -16,6 +16,7 @@ from specops.bench.slo import Slo
 from specops.bench.summary_doc import SUMMARY_JSON, render_summary_json
 from specops.bench.tune import load_tune, tune_markdown
 from specops.errors import ConfigError
+from specops.fsutil import atomic_write
 from specops.render.html_report import REPORT_HTML, render_html
 
 
@@ -36,9 +37,9 @@ def render_report(run_dir: Path, *, plots: bool = True, objective: str | None = 
         section = "\n".join(tune_markdown(tuning))
         summary.markdown = summary.markdown.replace("## Fairness", section + "\n## Fairness", 1)
     summary.report_path = run_dir / REPORT_MD
-    store.atomic_write(summary.report_path, summary.markdown)
-    store.atomic_write(run_dir / SUMMARY_JSON, render_summary_json(summary, manifest))
+    atomic_write(summary.report_path, summary.markdown)
+    atomic_write(run_dir / SUMMARY_JSON, render_summary_json(summary, manifest))
     if plots:
         summary.plot_paths = write_plots(summary, run_dir / "plots")
-    store.atomic_write(run_dir / REPORT_HTML, render_html(summary, manifest, summary.plot_paths))
+    atomic_write(run_dir / REPORT_HTML, render_html(summary, manifest, summary.plot_paths))
     return summary

@@ -206,7 +206,7 @@ def to_model_time(record: dict[str, Any], time_scale: Any) -> dict[str, Any]:
     return out
 
 
-def _number(value: Any, field: str) -> Any:
+def _number(value: Any, field: str) -> float | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

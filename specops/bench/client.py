@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import aiohttp
 
@@ -199,7 +199,7 @@ class _TokenCounter:
         new, self.last, self.total = count - self.last, count, count
         return new
 
-    def new_tokens(self, data: dict) -> float | None:
+    def new_tokens(self, data: dict[str, Any]) -> float | None:
         if self.api == "generate":
             meta = data.get("meta_info") or {}
             if "completion_tokens" in meta:
@@ -306,7 +306,7 @@ class _LoopLagProbe:
     def __init__(self, period: float = 0.005):
         self.period = period
         self.lags: list[float] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
         while True:
@@ -401,7 +401,7 @@ async def _model_name(session: aiohttp.ClientSession, base_url: str, timeout_s: 
         async with session.get(base_url + "/v1/models", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status == 200:
                 data = await resp.json(content_type=None)
-                return data["data"][0]["id"]
+                return cast(str, data["data"][0]["id"])  # the server's JSON
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, IndexError, TypeError):
         pass
     return None

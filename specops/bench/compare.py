@@ -19,6 +19,7 @@ from specops.bench.plots import figure, save_figure
 from specops.bench.report import Cell, HostSummary, summarize
 from specops.bench.summary_doc import envelope_doc, settings_of, tax_doc
 from specops.errors import ConfigError
+from specops.fsutil import atomic_write
 
 #: Settings two runs must share for their points to be compared.
 MUST_MATCH = ("runner", "dataset", "input_len", "output_len", "num_prompts", "prompts_per_level")
@@ -196,6 +197,6 @@ def write_plot(comp: Comparison, path: Path) -> Path:
 def write_comparison(comp: Comparison, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     md, js = out_dir / "compare.md", out_dir / "compare.json"
-    store.atomic_write(md, render_markdown(comp))
-    store.atomic_write(js, json.dumps(to_document(comp), indent=1, sort_keys=True) + "\n")
+    atomic_write(md, render_markdown(comp))
+    atomic_write(js, json.dumps(to_document(comp), indent=1, sort_keys=True) + "\n")
     return [md, js, write_plot(comp, out_dir / "compare.png")]

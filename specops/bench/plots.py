@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specops.bench.report import CONTEXT_PLOT, HostSummary, ReportSummary, context_rows
-from specops.bench.store import atomic_write
+from specops.fsutil import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

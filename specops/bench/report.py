@@ -526,7 +526,7 @@ def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]
         if missing:
             warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
         warnings += [label + w for w in fairness_warnings_for_args(known)]
-    settings: dict[tuple[str, int, tuple[int, int] | None], set[tuple]] = defaultdict(set)
+    settings: dict[tuple[str, int, tuple[int, int] | None], set[tuple[Any, ...]]] = defaultdict(set)
     for rec in records:
         key = (str(rec.get("host", "")), int(rec.get("concurrency", 0)), record_length(rec) if by_length else None)
         settings[key].add((rec.get("input_len"), rec.get("output_len"), rec.get("num_prompts")))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 CSV_COLUMNS: tuple[str, ...] = (
     "host", "arm", "mechanism", "concurrency", "repeat", "completed", "failed",
@@ -120,7 +120,10 @@ class ResultRecord:
         return cls(**kwargs)
 
 
-def clean_number(value: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def clean_number(value: _T) -> _T | None:
     """NaN and +-Infinity become None; everything else passes through."""
     if isinstance(value, float) and not math.isfinite(value):
         return None

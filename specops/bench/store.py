@@ -118,7 +118,7 @@ def load_results(run_dir: Path) -> list[dict[str, Any]]:
 
 def effective_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per point: its latest ok record, else its latest failure; first-seen order."""
-    chosen: dict[tuple, dict[str, Any]] = {}
+    chosen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for rec in records:
         key = point_key(rec)
         current = chosen.get(key)

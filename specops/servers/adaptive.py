@@ -15,7 +15,7 @@ import ast
 import bisect
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 
 #: SGLang's speculative capture list (0.5.4 .. 0.5.14 `_generate_*cuda_graph_batch_sizes`,
@@ -103,7 +103,7 @@ def buckets_from_source(source: str, max_bs: int) -> list[int] | None:
 class AdaptivePlan:
     """The generated config and what it means at run time."""
 
-    config: dict
+    config: dict[str, dict[str, Any]]  # the JSON given to --speculative-adaptive-config
     threshold: int  # what the user asked for
     effective_threshold: int  # largest batch size that still speculates
     buckets: list[int]
@@ -122,7 +122,8 @@ def pad_to_bucket(batch_size: int, buckets: list[int]) -> int:
     return buckets[idx] if idx < len(buckets) else batch_size
 
 
-def route_steps(config: dict, batch_size: int, buckets: list[int]) -> list[int]:
+def route_steps(config: Mapping[str, Mapping[str, Any]], batch_size: int,
+                buckets: list[int]) -> list[int]:
     """Candidate steps SGLang would use at `batch_size` (mirrors `_route`); for tests and reports."""
     keys = sorted(int(k) for k in config if k.isdigit())
     padded = pad_to_bucket(batch_size, buckets)
@@ -160,7 +161,7 @@ def adaptive_config(threshold: int, num_steps: int, max_bs: int,
 class TierPlan:
     """A measured tier config: from each running batch size up, the draft steps to run."""
 
-    config: dict
+    config: dict[str, dict[str, Any]]  # the JSON given to --speculative-adaptive-config
     tiers: dict[int, list[int]]
     effective_threshold: int | None  # largest batch that still drafts while all smaller ones do
     buckets: list[int]
@@ -180,7 +181,7 @@ def tier_config(tiers: dict[int, list[int]], max_bs: int,
         sources = {"server_args.py": sources}
     buckets, _ = buckets_from_sources(sources or {}, max_bs)
     tier = {"up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}
-    config: dict[str, dict] = {}
+    config: dict[str, dict[str, Any]] = {}
     for start, steps in sorted(tiers.items()):
         key = 1 if start <= 1 else pad_to_bucket(start - 1, buckets) + 1
         config[str(key)] = {"candidate_steps": list(steps), **tier}

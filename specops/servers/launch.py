@@ -12,7 +12,7 @@ import json
 import posixpath
 import shlex
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from specops.errors import ConfigError
 from specops.servers.adaptive import adaptive_config, tier_config
@@ -67,11 +67,11 @@ class LaunchPlan:
     #: the host's secrets file, loaded into the server's environment at start (None: no secrets)
     secrets_file: str | None = None
     #: a Slurm host's request for this arm (servers.slurm.SlurmSettings as a dict); None elsewhere
-    slurm: dict | None = None
+    slurm: dict[str, Any] | None = None
     #: what the arm computes on: `gpu`, or `cpu` (SGLang's CPU serving: `--device cpu`, no GPUs)
     device: str = "gpu"
     #: the arm as a container of `sglang_image` (servers.container.adapt_plan); None: a host process
-    container: dict | None = None
+    container: dict[str, Any] | None = None
 
     @property
     def command(self) -> str:

@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from specops.errors import SpecopsError
 from specops.servers.lifecycle import ServerState, probe
@@ -110,7 +110,7 @@ class ArmView:
     revoked markers, the server's state file."""
 
     leases: list[Lease]
-    revoked: dict[str, dict]
+    revoked: dict[str, dict[str, Any]]  # key -> the marker file's JSON
     state: ServerState | None
 
     def live(self, here: str | None = None) -> list[Lease]:
@@ -543,7 +543,7 @@ def join(book: LeaseBook, transport: Transport, host: str, arm: str, args_hash: 
         time.sleep(0.5)
 
 
-def taken_over_text(arm: str, marker: dict) -> str:
+def taken_over_text(arm: str, marker: dict[str, Any]) -> str:
     by = marker.get("by") or "another run"
     who = f" (user {marker['user']} on {marker['cli_host']})" if marker.get("user") and marker.get("cli_host") else ""
     if marker.get("reason") == "expired":

@@ -13,7 +13,7 @@ import json
 import posixpath
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import specops.servers.container as container
 import specops.servers.slurm as slurm
@@ -28,12 +28,16 @@ from specops.servers.logwatch import (
     parse_chunk_line,
     sigkill_note,
 )
-from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult, read_state
+from specops.servers.records import ArmStatus as ArmStatus
+from specops.servers.records import LaunchOutcome as LaunchOutcome
+from specops.servers.records import ServerState as ServerState
+from specops.servers.records import StopResult as StopResult
+from specops.servers.records import read_state
 from specops.servers.records import where as _where
 from specops.servers.remote import FUNCS, q
 from specops.servers.watch import ArmWatch, loading_line, not_ready_error, wait
 from specops.sglang import paths
-from specops.transport.base import Transport
+from specops.transport.base import CommandResult, Transport
 
 _RUN_TIMEOUT = 60.0
 
@@ -42,7 +46,7 @@ def _looks_local(path: str) -> bool:
     return path.startswith(("/", "~", "./", "../"))
 
 
-def _run(transport: Transport, script: str, timeout: float = _RUN_TIMEOUT, **kw):
+def _run(transport: Transport, script: str, timeout: float = _RUN_TIMEOUT, **kw: Any) -> CommandResult:
     return transport.run(FUNCS + script, timeout=timeout, **kw)
 
 
@@ -428,20 +432,20 @@ done
     return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 
 
-def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict:
+def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict[str, Any]:
     """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang)."""
     for path in ("/server_info", "/get_server_info"):
         res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{state.address}:{state.port}{path}"],
                             timeout=timeout + 5)
         if res.ok and res.stdout.strip():
             try:
-                return json.loads(res.stdout)
+                return cast(dict[str, Any], json.loads(res.stdout))  # the server's JSON
             except ValueError:
                 continue
     raise StepError(f"no /server_info from port {state.port}", where=_where(transport, state.arm))
 
 
-def check_version(transport: Transport, state: ServerState, info: dict) -> None:
+def check_version(transport: Transport, state: ServerState, info: dict[str, Any]) -> None:
     """The server that answered must be the tree's SGLang: `/server_info`'s version equals
     the tree's. A server launched with another python (or from a folder that shadows the
     package) answers with another version, and results would be credited to the wrong code."""

@@ -314,7 +314,7 @@ def failure_reason(text: str) -> str | None:
     memory, a segfault, the OOM killer; then an abort, the exception that killed a process,
     a process's death message; never a `File "...", line N` frame); else the last line that
     is not a frame; None for an empty log."""
-    found = _ARGPARSE_ERROR.findall(text)
+    found: list[str] = _ARGPARSE_ERROR.findall(text)  # no groups: whole matches
     if found:
         return found[-1].strip()[:_MAX_REASON]
     lines = text.splitlines()

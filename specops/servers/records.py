@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from specops.sglang import paths
 from specops.transport.base import Transport
@@ -37,13 +38,13 @@ class ServerState:
     ready_path: str = "/health"
     sglang_version: str | None = None
     #: on a Slurm host: job_id, node, gpus (IDX), conf; servers.lifecycle hands such arms to servers.slurm
-    slurm: dict | None = None
+    slurm: dict[str, Any] | None = None
     #: the run that started this server, and whether it is stopped once the last run leasing it
     #: is done (a sweep's own servers) or stays up (deploy, --keep-servers)
     launched_by: str | None = None
     ephemeral: bool = False
     #: an arm run as a container (servers.container): runtime, image, image id, digest, name
-    container: dict | None = None
+    container: dict[str, Any] | None = None
 
     @property
     def address(self) -> str:

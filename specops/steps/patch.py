@@ -160,8 +160,12 @@ class Patch(StepKind):
         report = apply(patchset, _JournaledFiles(ctx, files, patchset), transport=ctx.transport,
                        python=python, tree=tree, runtime=runtime, before_write=ctx.guard_sglang)
         for result in report.verify:  # they ran in the tree: journal them as describe shows them
-            line = result.command if is_check_line(result.command) else f"cd {shlex.quote(tree)} && {result.command}"
-            ctx.journal.command(ctx.host.name, ctx.step.name, replace(result, command=line))
+            if is_check_line(result.command):  # specops's own reading of the tree: not a host command
+                ctx.journal.event("check", host=ctx.host.name, step=ctx.step.name, check=result.command,
+                                  ok=result.ok, lines=result.stdout.splitlines())
+                continue
+            ctx.journal.command(ctx.host.name, ctx.step.name,
+                                replace(result, command=f"cd {shlex.quote(tree)} && {result.command}"))
         return Outcome(changed=report.changed, message=report.summary().splitlines()[0],
                        data={"patchset": patchset.name, "changed_files": report.changed_files,
                              "edits": {r.edit: r.status for r in report.results}})

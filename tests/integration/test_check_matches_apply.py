@@ -130,3 +130,7 @@ def test_patch(tmp_path: Path, sshd: Any, sglang_tree: Any) -> None:
     assert any(c.startswith(f"cd {tree} && ") for c in commands), "the set's verify commands"
     assert any("+    speculative_disable_batch_threshold: int = 0" in line for line in planned)
     assert _ran(tmp_path, inv, book)["dsd"] == commands
+    # the check specops makes on the tree itself is in --check's plan and in the journal
+    assert any(line.startswith("# specops check eagle-attention-backends") for line in planned)
+    (check,) = [e for e in events(_newest(tmp_path / "runs")) if e["event"] == "check"]
+    assert check["ok"] and check["step"] == "dsd" and any("triton (TritonAttnBackend): ok" in ln for ln in check["lines"])

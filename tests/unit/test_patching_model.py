@@ -81,7 +81,7 @@ def _err(doc: str) -> ConfigError:
     ("name: x\n" + EDIT + "verify:\n  - {run: x, timeout: 0}\n", 's.yaml:9', "'timeout' in verify #1 must be positive, got 0", None),
     ("name: x\n" + EDIT + "verify:\n  - {run: x, timeout: true}\n", 's.yaml:9',
      "'timeout' in verify #1 must be an integer or a number, got a boolean", None),
-    ("name: x\n" + EDIT + "verify:\n  - {run: x, tmeout: 3}\n", 's.yaml:9', "unknown key 'tmeout' in verify #1 (did you mean 'timeout'?); allowed: name, run, timeout",
+    ("name: x\n" + EDIT + "verify:\n  - {run: x, tmeout: 3}\n", 's.yaml:9', "unknown key 'tmeout' in verify #1 (did you mean 'timeout'?); allowed: name, run, check, timeout",
      None),
     ("name: x\napplies_to: {requires: eagle_workers}\n" + EDIT, 's.yaml:2',
      "'requires' in applies_to names unknown layout feature 'eagle_workers' (did you mean 'eagle_worker'?); known: eagle_worker, adaptive, adaptive_zero_steps, dynamic_spec_disable_applied",
