@@ -64,8 +64,7 @@ def config_hashes(inventory: Inventory, playbook_path: Path, host: Host, extra_v
     when the host has no SGLang tree yet (nothing can have measured these servers there)."""
     playbook = load_playbook(playbook_path, KINDS)
     me = dataclasses.replace(host)
-    transport = open_transport(me)
-    try:
+    with open_transport(me) as transport:
         me.expand_on_host(transport.expand)
         variables = resolve_vars(inventory, playbook, me, extra_vars, transport.expand(me.workdir))
         tree = str(variables.get("sglang_dir") or f"{variables['workdir']}/sglang")
@@ -73,8 +72,6 @@ def config_hashes(inventory: Inventory, playbook_path: Path, host: Host, extra_v
             plans = plan_arms(transport, me, variables, list(arm_names), tree, where=f"host {host.name}")
         except SpecopsError:
             return None
-    finally:
-        transport.close()
     return {p.arm: p.config_hash for p in plans}, not gpus_share(plans)
 
 

@@ -351,7 +351,8 @@ def demo(inventory_path: str | None, quick: bool) -> None:
                      extra_vars={})
 
     host = inv.hosts["local"]
-    stopped = stop_arms(open_transport(host), host.workdir)
+    with open_transport(host) as transport:
+        stopped = stop_arms(transport, host.workdir)
     console.print(f"demo done; stopped the simulated servers ({', '.join(r.arm for r in stopped) or 'none'})",
                   markup=False, highlight=False)
     raise SystemExit(code)

@@ -105,14 +105,11 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     rebooted: dict[str, set[str]] = {}
     held: dict[str, dict[str, list[Lease]]] = {}
     for host in _hosts(inventory_path, host_spec):
-        transport = open_transport(host)
-        try:
+        with open_transport(host) as transport:
             rows[host.name] = server_status(transport, host.workdir)
             held[host.name] = holders(transport, host.workdir)
             gone = [s.arm for s in rows[host.name] if s.state == "dead" and not s.job_id]
             rebooted[host.name] = launched_before_boot(transport, host.workdir, gone)
-        finally:
-            transport.close()
     if as_json:
         console.print_json(json.dumps({h: [{**vars(s), "leases": [_lease_doc(x) for x in held[h].get(s.arm, [])]}
                                                for s in st] for h, st in rows.items()}))
@@ -214,13 +211,10 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None, as_json
     failed = False
     stopped: dict[str, list[dict]] = {}
     for host in _hosts(inventory_path, host_spec):
-        transport = open_transport(host)
-        try:
+        with open_transport(host) as transport:
             t0 = time.monotonic()
             check_arm_names(_arms(server), read_states(transport, host.workdir), host.name)
             results = stop_arms(transport, host.workdir, _arms(server))
-        finally:
-            transport.close()
         stopped[host.name] = [vars(r) for r in results]
         failed |= any(not r.port_free or r.gpu_released is False for r in results)
         if as_json:

@@ -88,11 +88,8 @@ _FREE_PORTS = ("import socket\nsocks = [socket.socket() for _ in range({n})]\n"
 def _free_ports(host: Any, n: int) -> list[int]:
     """Ports free on the host right now, for the arms tune adds (adaptive-t*, eagle3-k*):
     the profiles' own ports may be held by deployed servers, the next ones by anybody."""
-    transport = open_transport(host)
-    try:
+    with open_transport(host) as transport:
         res = transport.run([host.python, "-c", _FREE_PORTS.format(n=n)], timeout=60)
-    finally:
-        transport.close()
     try:
         ports = [int(p) for p in res.stdout.split()] if res.ok else []
     except ValueError:
@@ -112,14 +109,11 @@ def _release(host: Any, run_id: str) -> Callable[[list[str]], None]:
     """Stop the named arms' servers that this run launched and a phase kept up (a server
     someone else launched, e.g. by `specops deploy`, is left alone)."""
     def release(arms: list[str]) -> None:
-        transport = open_transport(host)
-        try:
+        with open_transport(host) as transport:
             states = read_states(transport, host.workdir)
             mine = [states[a] for a in arms if a in states and states[a].launched_by == run_id]
             if mine:
                 stop_states(transport, mine)
-        finally:
-            transport.close()
     return release
 
 

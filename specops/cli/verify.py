@@ -34,11 +34,8 @@ def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tok
     """Check a deployed host: greedy token identity across the arms, drafting off above the threshold."""
     inv = load_inventory(inventory_path)
     host = inv.select_one(host_spec, "verify checks")
-    transport = open_transport(host)
-    try:
+    with open_transport(host) as transport:
         result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens)
-    finally:
-        transport.close()
     path = out or default_runs_dir(inv.path) / new_run_id("verify") / "verify.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, report_markdown(result) + "\n")

@@ -56,20 +56,18 @@ def _gpu_holders(inventory: GPUInventory) -> list[str]:
 
 def _facts(host: Host) -> HostFacts:
 
-    transport = open_transport(host)
-    try:
-        host.expand_on_host(transport.expand)  # `python: ~/...` is the host's home
-        facts = gather_facts(transport, host.workdir, python=host.python)
-        facts.device = host.device
-        if host.slurm is not None and facts.reachable:  # a login node: the GPUs are the cluster's
-            facts.gpus = cluster_gpus(transport, host.slurm)
-        elif facts.reachable and host.engine == "sglang" and host.device != "cpu":
-            facts.gpus += _gpu_holders(read_gpus(transport))
-        return facts
-    except SpecopsError as exc:
-        return HostFacts(reachable=False, error=str(exc))
-    finally:
-        transport.close()
+    with open_transport(host) as transport:
+        try:
+            host.expand_on_host(transport.expand)  # `python: ~/...` is the host's home
+            facts = gather_facts(transport, host.workdir, python=host.python)
+            facts.device = host.device
+            if host.slurm is not None and facts.reachable:  # a login node: the GPUs are the cluster's
+                facts.gpus = cluster_gpus(transport, host.slurm)
+            elif facts.reachable and host.engine == "sglang" and host.device != "cpu":
+                facts.gpus += _gpu_holders(read_gpus(transport))
+            return facts
+        except SpecopsError as exc:
+            return HostFacts(reachable=False, error=str(exc))
 
 
 def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bool = False,

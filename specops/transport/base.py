@@ -156,6 +156,13 @@ class Transport(Protocol):
         """Release the connection; commands still running through it are ended."""
         ...
 
+    def __enter__(self) -> "Transport":
+        """`with open_transport(host) as t:` closes `t` on the way out, whatever happened."""
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        ...
+
 
 @dataclass
 class HostFacts:

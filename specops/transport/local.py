@@ -152,3 +152,9 @@ class LocalTransport:
             groups = list(self._running)
         for pgid in groups:
             _kill_group(pgid, grace_s=2.0)
+
+    def __enter__(self) -> "LocalTransport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
