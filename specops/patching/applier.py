@@ -62,6 +62,9 @@ class PatchPlan:
     new_contents: dict[str, bytes]  # only files whose bytes change
     records: list[dict] = field(default_factory=list)  # manifest entries for new edits
     layout: SGLangLayout | None = None
+    #: planned from the pristine backups: the tree carries another version of this set
+    #: (an older specops's), which the new one replaces whole
+    replaces_earlier: bool = False
 
     @property
     def blocked(self) -> list[EditResult]:
@@ -388,6 +391,46 @@ def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = Non
         if reason:
             raise _refuse(patchset, layout, reason)
     manifest = _read_manifest(files, patchset)
+    current = _plan_on(patchset, files, {}, manifest, layout)
+    if manifest and _earlier_version(current, manifest):
+        pristine = _pristine_backups(patchset, files, manifest)
+        if pristine is not None:
+            fresh = _plan_on(patchset, files, pristine, None, layout)
+            if not fresh.blocked:
+                return fresh
+    return current
+
+
+def _earlier_version(current: PatchPlan, manifest: dict[str, Any]) -> bool:
+    """Whether the tree carries another version of the set than this one: the plain plan is
+    blocked, or an edit the manifest says was applied is gone from the set or would now be
+    applied again (its text or anchor changed). A set that only grew is not another version:
+    its new edits go on top."""
+    status = {r.edit: r.status for r in current.results}
+    return bool(current.blocked) or any(status.get(rec.get("edit"), NEW) not in (APPLIED, SKIPPED)
+                                        for rec in manifest.get("edits", []))
+
+
+def _pristine_backups(patchset: PatchSet, files: TreeFiles, manifest: dict[str, Any]) -> dict[str, bytes] | None:
+    """The originals of every file the manifest records, when each file is still exactly as
+    that apply left it and its backup is intact: then the set (in whatever version it now
+    is) can be planned from them. None when any file was changed since, or a backup is gone."""
+    sdir = state_dir(patchset)
+    out: dict[str, bytes] = {}
+    for rel, entry in manifest.get("files", {}).items():
+        backup = files.read(entry.get("backup", f"{sdir}/backups/{rel}"))
+        current = files.read(rel)
+        if backup is None or current is None or _sha(backup) != entry.get("original_sha256") \
+                or _sha(current) != entry.get("patched_sha256"):
+            return None
+        out[rel] = backup
+    return out or None
+
+
+def _plan_on(patchset: PatchSet, files: TreeFiles, pristine: dict[str, bytes], manifest: dict | None,
+             layout: SGLangLayout | None) -> PatchPlan:
+    """The plan against the tree's files, or, for the files in `pristine`, against those
+    originals (a file an earlier version patched and this one does not is restored)."""
     results: list[EditResult] = []
     originals: dict[str, bytes | None] = {}
     new_contents: dict[str, bytes] = {}
@@ -398,13 +441,21 @@ def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = Non
     order = {e.name: i for i, e in enumerate(patchset.edits)}
     for rel, edits in by_file.items():
         originals[rel] = files.read(rel)
-        res, new, recs = _plan_file(patchset, rel, edits, originals[rel], manifest)
+        base = pristine.get(rel, originals[rel])
+        res, new, recs = _plan_file(patchset, rel, edits, base, manifest)
         results += res
         records += recs
-        if new is not None:
+        if new is None and base != originals[rel] and base is not None:
+            new = base  # no edit of the set applies here any more: the original comes back
+        if new is not None and new != originals[rel]:
             new_contents[rel] = new
+    for rel, data in pristine.items():
+        if rel not in by_file:
+            originals[rel] = files.read(rel)
+            if data != originals[rel]:
+                new_contents[rel] = data
     results.sort(key=lambda r: order[r.edit])
-    return PatchPlan(patchset, results, originals, new_contents, records, layout)
+    return PatchPlan(patchset, results, originals, new_contents, records, layout, replaces_earlier=bool(pristine))
 
 
 # --------------------------------------------------------------------------- apply / revert
@@ -508,6 +559,9 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
                          f"{first.reason}{others}; nothing was changed",
                          where=patchset.source or patchset.name)
     report = PatchReport(patchset.name, "apply", p.results, list(p.new_contents))
+    if p.replaces_earlier:
+        report.notes.append("the tree carried another version of this set: planned from the originals "
+                            "its apply kept, so the new version replaces it whole")
     if not p.new_contents:
         report.notes.append("already applied; nothing to do")
         return report
@@ -518,6 +572,7 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
     manifest: dict[str, Any] = json.loads(old_manifest_bytes) if old_manifest_bytes else {"set": patchset.name, "files": {}, "edits": []}
     created: list[str] = []
     written: list[str] = []
+    retired: list[str] = []  # backups of files restored whole, removed once all went well
     try:
         for rel, new in p.new_contents.items():
             entry = manifest["files"].get(rel)
@@ -528,6 +583,11 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
                 entry = {"original_sha256": _sha(p.originals[rel]), "backup": backup}
             entry["patched_sha256"] = _sha(new)
             manifest["files"][rel] = entry
+        if p.replaces_earlier:  # the earlier version's records and the files it alone patched go
+            manifest["edits"] = []
+            for rel in [r for r in manifest["files"] if not any(e.file == r for e in patchset.edits)]:
+                entry = manifest["files"].pop(rel)
+                retired.append(entry.get("backup", f"{sdir}/backups/{rel}"))
         manifest["edits"] = [r for r in manifest["edits"] if r["edit"] not in {x["edit"] for x in p.records}]
         manifest["edits"] += p.records
         files.write(f"{sdir}/manifest.json", json.dumps(manifest, indent=1).encode())
@@ -546,6 +606,8 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
             else:
                 files.remove(path)
         raise
+    for path in retired:
+        files.remove(path)
     return report
 
 
