@@ -134,6 +134,13 @@ def loader_argv(*env_files: str) -> list[str]:
 
 # ----- masking ------------------------------------------------------------------------
 
+#: The redaction registry: process-wide on purpose, not run state (issue 22 weighed moving
+#: it onto run.state.Run). A value must be masked on every path out of the process, and
+#: most of them have no run at hand: the CLI's console and its error lines (printed after
+#: a run ended, or for a bad inventory before one began), values remembered while hosts.yaml
+#: and the arms load (before any Run exists), and the writers below the run (journal,
+#: results, manifest, server state files). Two runs in one process sharing it only mask
+#: more in each other's output, never less: the safe direction for this registry.
 _known: set[str] = set()
 _lock = threading.Lock()
 _pattern: re.Pattern[str] | None = None

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecopsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(record, default=str))
+    print(json.dumps(record.to_dict(), default=str))
     return 0
 
 

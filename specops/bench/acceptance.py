@@ -24,9 +24,9 @@ from specops.bench.client import accept_length_from_info
 from specops.config.inventory import Host, Inventory
 from specops.errors import ConfigError, StepError
 from specops.secrets import redact
+from specops.servers import ServerState, read_states, server_status
 from specops.servers.adaptive import TRANSITION_RE, parse_transitions
 from specops.servers.arms import arms_from_vars
-from specops.servers.lifecycle import ServerState, read_states, server_status
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 from specops.transport.nvidia import read_gpus

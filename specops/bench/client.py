@@ -422,8 +422,8 @@ async def measure_point_async(
     dataset: str = "random",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     model: str | None = None,
-) -> dict[str, Any]:
-    """One benchmark point; returns a normalized record dict (host/arm/repeat left blank)."""
+) -> ResultRecord:
+    """One benchmark point; returns its normalized record (host/arm/repeat left blank)."""
     if api not in APIS:
         raise ConfigError(f"unknown api {api!r}; expected one of {', '.join(APIS)}", where="builtin runner")
     if not isinstance(concurrency, int) or concurrency < 1:
@@ -520,9 +520,9 @@ async def measure_point_async(
     record.extra["request_latencies_ms"] = [
         [round(r.ttft * ms, 3), round((r.e2e - r.ttft) * ms / (r.output_tokens - 1), 3) if r.output_tokens > 1
          else None, round(r.e2e * ms, 3)] for r in ok if r.ttft is not None and r.e2e is not None]
-    return record.to_dict()
+    return record
 
 
-def measure_point(base_url: str, **kwargs: Any) -> dict[str, Any]:
+def measure_point(base_url: str, **kwargs: Any) -> ResultRecord:
     """Synchronous wrapper: `asyncio.run(measure_point_async(...))`. See measure_point_async."""
     return asyncio.run(measure_point_async(base_url, **kwargs))

@@ -25,6 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from specops.bench.matrix import Point
+from specops.bench.schema import CONTEXT_AXIS, ResultRecord
 from specops.errors import ConfigError
 
 AUTO_MIN = 2
@@ -92,23 +94,23 @@ def cv(values: list[float]) -> float | None:
     return statistics.stdev(values) / mean if mean > 0 else math.inf
 
 
-def level_key(rec: dict[str, Any] | Any) -> LevelKey:
-    """The level (and length) of a record or a Point."""
-    get = rec.get if isinstance(rec, dict) else lambda k: getattr(rec, k, None)
-    if isinstance(rec, dict) and not (rec.get("extra") or {}).get("context_axis"):
-        return int(get("concurrency") or 0), None, None
-    return int(get("concurrency") or 0), get("input_len"), get("output_len")
+def level_key(rec: ResultRecord | Point) -> LevelKey:
+    """The level (and length) of a record or a Point (a record's length only where the
+    sweep had several: CONTEXT_AXIS)."""
+    if isinstance(rec, ResultRecord) and not rec.extra.get(CONTEXT_AXIS):
+        return int(rec.concurrency or 0), None, None
+    return int(rec.concurrency or 0), rec.input_len, rec.output_len
 
 
-def throughputs(records: Iterable[dict[str, Any]], host: str | None = None) -> dict[tuple[str, LevelKey], list[float]]:
+def throughputs(records: Iterable[ResultRecord], host: str | None = None) -> dict[tuple[str, LevelKey], list[float]]:
     """ok output tok/s per (arm, level), one value per repeat (the latest ok record)."""
     latest: dict[tuple[str, LevelKey, int], float] = {}
     for rec in records:
-        if rec.get("status") != "ok" or (host is not None and rec.get("host") != host):
+        if not rec.ok or (host is not None and rec.host != host):
             continue
-        tput = rec.get("output_throughput")
+        tput = rec.output_throughput
         if isinstance(tput, (int, float)):
-            latest[(str(rec.get("arm")), level_key(rec), int(rec.get("repeat") or 0))] = float(tput)
+            latest[(str(rec.arm), level_key(rec), int(rec.repeat or 0))] = float(tput)
     out: dict[tuple[str, LevelKey], list[float]] = defaultdict(list)
     for (arm, key, _r), tput in sorted(latest.items(), key=lambda kv: kv[0][2]):
         out[(arm, key)].append(tput)

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
 from specops.bench.scheduling import lines as scheduling_lines
-from specops.bench.schema import STATUS_OK
+from specops.bench.schema import STATUS_OK, ResultRecord
 from specops.bench.slo import (
     DEFAULT_OBJECTIVE,
     Slo,
@@ -268,7 +268,7 @@ class HostSummary:
 class ReportSummary:
     hosts: list[HostSummary]
     simulated: bool
-    failed: list[dict[str, Any]]
+    failed: list[ResultRecord]
     warnings: list[str]
     headline: list[str]
     markdown: str
@@ -347,9 +347,9 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def ok_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def ok_records(records: Iterable[ResultRecord]) -> list[ResultRecord]:
     return [r for r in store.effective_records(records)
-            if r.get("status") == STATUS_OK and isinstance(r.get("output_throughput"), (int, float))]
+            if r.status == STATUS_OK and isinstance(r.output_throughput, (int, float))]
 
 
 def _arm_order(arms: Iterable[str]) -> list[str]:
@@ -358,15 +358,13 @@ def _arm_order(arms: Iterable[str]) -> list[str]:
     return [a for a in known if a in arms] + sorted(arms - set(known))
 
 
-def _drafting_off_share(rec: dict[str, Any]) -> float | None:
+def _drafting_off_share(rec: ResultRecord) -> float | None:
     """A record's drafting-off evidence (`drafting_off_share` 0..1, or `drafting_off`), at the
     top level or in its extra; None where it has none."""
-    extra = rec.get("extra")
-    for src in (rec, extra if isinstance(extra, dict) else {}):
-        share = src.get("drafting_off_share")
+    for share, off in ((rec.drafting_off_share, rec.drafting_off),
+                       (rec.extra.get("drafting_off_share"), rec.extra.get("drafting_off"))):
         if isinstance(share, (int, float)) and not isinstance(share, bool) and math.isfinite(share):
             return float(share)
-        off = src.get("drafting_off")
         if isinstance(off, bool):
             return 1.0 if off else 0.0
     return None
@@ -409,29 +407,29 @@ def tax_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], threshold:
     return Tax({c: float(ratio[c] or 0.0) for c in sorted(off)}, source, threshold, unit, objective)
 
 
-def summarize_host(host: str, records: Sequence[dict[str, Any]], adaptive_threshold: int | None = None,
+def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshold: int | None = None,
                    objective: str = DEFAULT_OBJECTIVE, slo: Slo | None = None,
                    gpus: dict[str, int] | None = None, gpu_hour_cost: float | None = None) -> HostSummary:
     """Cells, ratios, crossover, threshold and the adaptive check for one host's ok records
     (`adaptive_threshold`: the adaptive arm's own threshold, from the manifest, for the tax
     where the records carry no drafting-off evidence; `objective`: what the crossover,
     threshold, envelope and tax compare; `slo`: the limits goodput counts against)."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, int], list[ResultRecord]] = defaultdict(list)
     for rec in records:
-        groups[(str(rec["arm"]), int(rec["concurrency"]))].append(rec)
+        groups[(str(rec.arm), int(rec.concurrency))].append(rec)
     cells: dict[tuple[str, int], Cell] = {}
     for (arm, c), recs in groups.items():
-        tps = [float(r["output_throughput"]) for r in recs]
+        tps = [float(r.output_throughput or 0.0) for r in recs]  # ok_records: all numbers
         cells[(arm, c)] = Cell(
             arm=arm, concurrency=c, repeats=len(recs),
             median_tps=statistics.median(tps), min_tps=min(tps), max_tps=max(tps),
-            median_ttft_ms=_median(r.get("mean_ttft_ms") for r in recs),
-            median_tpot_ms=_median(r.get("mean_tpot_ms") for r in recs),
-            accept_length=_median(r.get("accept_length") for r in recs),
-            by_repeat={int(r.get("repeat", 0)): float(r["output_throughput"]) for r in recs},
-            running_p50=_median(r.get("running_req_p50") for r in recs),
-            running_p90=_median(r.get("running_req_p90") for r in recs),
-            server_accept_length=_median(r.get("server_accept_length") for r in recs),
+            median_ttft_ms=_median(r.mean_ttft_ms for r in recs),
+            median_tpot_ms=_median(r.mean_tpot_ms for r in recs),
+            accept_length=_median(r.accept_length for r in recs),
+            by_repeat={int(r.repeat): float(r.output_throughput or 0.0) for r in recs},
+            running_p50=_median(r.running_req_p50 for r in recs),
+            running_p90=_median(r.running_req_p90 for r in recs),
+            server_accept_length=_median(r.server_accept_length for r in recs),
             drafting_off_share=_median(_drafting_off_share(r) for r in recs),
         )
         cell = cells[(arm, c)]
@@ -513,7 +511,7 @@ def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, An
     return sets
 
 
-def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]] = (),
+def fairness_warnings(manifest: dict[str, Any], records: Sequence[ResultRecord] = (),
                       by_length: bool = False) -> list[str]:
     """Server args that differ between arms (the rule `deploy` uses too, from
     `specops.servers.fairness`), and uneven client settings (`by_length`: a sweep of several
@@ -528,8 +526,8 @@ def fairness_warnings(manifest: dict[str, Any], records: Sequence[dict[str, Any]
         warnings += [label + w for w in fairness_warnings_for_args(known)]
     settings: dict[tuple[str, int, tuple[int, int] | None], set[tuple[Any, ...]]] = defaultdict(set)
     for rec in records:
-        key = (str(rec.get("host", "")), int(rec.get("concurrency", 0)), record_length(rec) if by_length else None)
-        settings[key].add((rec.get("input_len"), rec.get("output_len"), rec.get("num_prompts")))
+        key = (str(rec.host), int(rec.concurrency), record_length(rec) if by_length else None)
+        settings[key].add((rec.input_len, rec.output_len, rec.num_prompts))
     for (host, c, _), combos in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or (0, 0))):
         if len(combos) > 1:
             shown = "; ".join(f"in={i} out={o} n={n}" for i, o, n in sorted(combos, key=repr))
@@ -543,33 +541,34 @@ def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
-def server_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+def server_notes(records: Sequence[ResultRecord]) -> list[str]:
     """What the report says about the server instances its ok points measured (each
     point's `server`, written by the sweep): an arm restarted with the same arguments, an
     arm whose server other runs shared. Raises ConfigError when one arm's points were
     measured under different launch arguments (the config hash: the args hash less the
     simulator's injected faults): those cannot be one curve."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
     for rec in records:
-        if isinstance(rec.get("server"), dict):
-            groups[(str(rec.get("host", "")), str(rec.get("arm", "")))].append(rec)
+        if isinstance(rec.server, dict):
+            groups[(str(rec.host), str(rec.arm))].append(rec)
     several_hosts = len({h for h, _ in groups}) > 1
     notes = []
     for (host, arm), recs in sorted(groups.items()):
         name = f"{arm} on {host}" if several_hosts else arm
         hashes: dict[str, int] = defaultdict(int)
         for r in recs:
-            hashes[str(r["server"].get("config_hash") or r["server"].get("args_hash"))] += 1
+            server = r.server or {}
+            hashes[str(server.get("config_hash") or server.get("args_hash"))] += 1
         if len(hashes) > 1:
             counts = ", ".join(f"{h[:12]}: {n} point{'s' if n > 1 else ''}" for h, n in sorted(hashes.items()))
             raise ConfigError(f"arm {arm} on host {host}: its points were measured on servers started with different "
                               f"launch arguments (config hash {counts}); one report cannot combine them",
                               hint="each point's `server` in results.jsonl says which; keep one configuration's "
                                    "points, or measure the other in a run of its own (--out)")
-        instances = {(r["server"].get("pid"), r["server"].get("proc_start")) for r in recs}
+        instances = {((r.server or {}).get("pid"), (r.server or {}).get("proc_start")) for r in recs}
         if len(instances) > 1:
             notes.append(f"{name} restarted {_times(len(instances) - 1)} (same arguments)")
-        shared = sorted({str(x) for r in recs for x in (r.get("shared_with") or [])})
+        shared = sorted({str(x) for r in recs for x in (r.shared_with or [])})
         if shared:
             runs = ", ".join(shared)
             notes.append(f"{name} shared its server with run{'s' if len(shared) > 1 else ''} {runs} (identical "
@@ -687,12 +686,12 @@ def swept_lengths(manifest: dict[str, Any]) -> bool:
     return any(isinstance(bench.get(k), list) and len(bench[k]) > 1 for k in ("input_len", "output_len"))
 
 
-def record_length(rec: dict[str, Any]) -> tuple[int, int]:
+def record_length(rec: ResultRecord) -> tuple[int, int]:
     """The (input, output) length a record measured (0 where it records none)."""
-    return int(rec.get("input_len") or 0), int(rec.get("output_len") or 0)
+    return int(rec.input_len or 0), int(rec.output_len or 0)
 
 
-def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None = None, *,
+def summarize(records: Sequence[ResultRecord], manifest: dict[str, Any] | None = None, *,
               objective: str | None = None, slo: Slo | None = None) -> ReportSummary:
     """Everything the report says, computed from records and the manifest (`objective`,
     `slo`: `specops report`'s own, in place of those the bench recorded)."""
@@ -703,20 +702,20 @@ def summarize(records: Sequence[dict[str, Any]], manifest: dict[str, Any] | None
     check_objective(objective, slo, where="report --objective")
     effective = store.effective_records(records)
     ok = ok_records(records)
-    by_host: dict[tuple[str, tuple[int, int] | None], list[dict[str, Any]]] = defaultdict(list)
+    by_host: dict[tuple[str, tuple[int, int] | None], list[ResultRecord]] = defaultdict(list)
     lengths = swept_lengths(manifest)
     for rec in ok:
-        by_host[(str(rec.get("host", "")), record_length(rec) if lengths else None)].append(rec)
+        by_host[(str(rec.host), record_length(rec) if lengths else None)].append(rec)
     summaries = []
     for h, length in sorted(by_host, key=lambda k: (k[0], k[1] or (0, 0))):
         summary_h = summarize_host(h, by_host[(h, length)], adaptive_threshold_of(manifest, h), objective, slo,
                                    arm_gpus(manifest, h), gpu_hour_cost_of(manifest, h))
         summary_h.length = length
         summaries.append(summary_h)
-    failed = sorted((r for r in effective if r.get("status") != STATUS_OK),
-                    key=lambda r: (str(r.get("host", "")), str(r.get("arm", "")), int(r.get("concurrency", 0)),
-                                   int(r.get("repeat", 0))))
-    simulated = any(bool(r.get("simulated")) for r in effective) or bool(manifest.get("simulated"))
+    failed = sorted((r for r in effective if r.status != STATUS_OK),
+                    key=lambda r: (str(r.host), str(r.arm), int(r.concurrency),
+                                   int(r.repeat)))
+    simulated = any(bool(r.simulated) for r in effective) or bool(manifest.get("simulated"))
     why = next((w for w in map(latencies_missing, ok) if w), None)
     headline = _headline(summaries) + _context_headline(summaries) + (
         [objective_line(objective, slo, summaries, why, recorded)] if summaries else [])
@@ -760,20 +759,20 @@ def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
     return out + [""]
 
 
-def _md_failed(failed: list[dict[str, Any]]) -> list[str]:
+def _md_failed(failed: list[ResultRecord]) -> list[str]:
     if not failed:
         return []
     out = ["## Failed points", "", "| host | arm | concurrency | repeat | error |", "|---|---|---:|---:|---|"]
     for r in failed:
-        err = _md_escape(str(r.get("error") or "unknown error"))
-        out.append(f"| {r.get('host', '')} | {r.get('arm', '')} | {r.get('concurrency', '')} | "
-                   f"{r.get('repeat', '')} | {err[:300]} |")
+        err = _md_escape(str(r.error or "unknown error"))
+        out.append(f"| {r.host} | {r.arm} | {r.concurrency} | "
+                   f"{r.repeat} | {err[:300]} |")
     out.append("")
     for r in failed:
-        excerpt = r.get("log_excerpt") or (r.get("extra") or {}).get("log_excerpt")
+        excerpt = r.extra.get("log_excerpt")
         if excerpt:
-            out += [f"Server log at the failure of {r.get('host', '')} {r.get('arm', '')} "
-                    f"c={r.get('concurrency', '')} repeat {r.get('repeat', '')}:", "", "```",
+            out += [f"Server log at the failure of {r.host} {r.arm} "
+                    f"c={r.concurrency} repeat {r.repeat}:", "", "```",
                     str(excerpt).rstrip(), "```", ""]
     return out
 

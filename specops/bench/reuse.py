@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from specops.bench.schema import CONTEXT_AXIS, STATUS_OK
+from specops.bench.schema import CONTEXT_AXIS, STATUS_OK, ResultRecord
 from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
 from specops.bench.sweep import BenchSettings, dataset_hash, gpus_share
 from specops.bench.tune import REUSED_FROM
@@ -45,7 +45,7 @@ TEMPERATURE = 0   # the builtin client and the sglang runner both sample greedil
 class Reuse:
     """What a search found: the records to copy (renumbered, tagged) and from which runs."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[ResultRecord] = field(default_factory=list)
     runs: dict[str, int] = field(default_factory=dict)   # run directory -> points taken from it
     looked_in: int = 0                                   # run directories read
     note: str = ""                                       # why nothing could be reused, when so
@@ -106,18 +106,18 @@ def _same_prompts(manifest: dict[str, Any], settings: BenchSettings, cache: dict
     return bool(cache[key]) and cache[key] == bench["dataset_hash"]
 
 
-def _matches(rec: dict[str, Any], host: str, hashes: dict[str, str], settings: BenchSettings, runner: str) -> bool:
-    arm = str(rec.get("arm", ""))
-    server = rec.get("server")
+def _matches(rec: ResultRecord, host: str, hashes: dict[str, str], settings: BenchSettings, runner: str) -> bool:
+    arm = str(rec.arm)
+    server = rec.server
     if not isinstance(server, dict):
         return False
     length = settings.lengths()[0]
-    return (rec.get("status") == STATUS_OK and isinstance(rec.get("output_throughput"), (int, float))
-            and rec.get("host") == host and arm in hashes
+    return (rec.status == STATUS_OK and isinstance(rec.output_throughput, (int, float))
+            and rec.host == host and arm in hashes
             and (server.get("config_hash") or server.get("args_hash")) == hashes[arm]
-            and (rec.get("input_len"), rec.get("output_len")) == length
-            and rec.get("num_prompts") == settings.prompts_for(int(rec.get("concurrency", 0)))
-            and rec.get("runner") == runner)
+            and (rec.input_len, rec.output_len) == length
+            and rec.num_prompts == settings.prompts_for(int(rec.concurrency))
+            and rec.runner == runner)
 
 
 def find_reusable(runs_dir: Path, *, host: str, hashes: dict[str, str], settings: BenchSettings, runner: str,
@@ -138,13 +138,13 @@ def find_reusable(runs_dir: Path, *, host: str, hashes: dict[str, str], settings
         for rec in records:
             if not _matches(rec, host, hashes, settings, runner):
                 continue
-            key = (str(rec["arm"]), int(rec["concurrency"]))
+            key = (str(rec.arm), int(rec.concurrency))
             n = taken.get(key, 0)
             if n >= int(settings.repeats):
                 continue
             taken[key] = n + 1
-            extra = {k: v for k, v in dict(rec.get("extra") or {}).items() if k != CONTEXT_AXIS}
-            extra.update({REUSED_FROM: str(run), "reused_repeat": rec.get("repeat")})
-            out.records.append({**rec, "repeat": n, "extra": extra})
+            extra = {k: v for k, v in rec.extra.items() if k != CONTEXT_AXIS}
+            extra.update({REUSED_FROM: str(run), "reused_repeat": rec.repeat})
+            out.records.append(dataclasses.replace(rec, repeat=n, extra=extra))
             out.runs[str(run)] = out.runs.get(str(run), 0) + 1
     return out

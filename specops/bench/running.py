@@ -30,6 +30,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from specops.bench.schema import ResultRecord
 from specops.servers.adaptive import MIXED_RE, TRANSITION_RE
 from specops.transport.base import Transport
 
@@ -192,9 +193,9 @@ class RunningSampler:
             return ""
 
 
-def median_running(records: Iterable[dict[str, Any]]) -> float | None:
+def median_running(records: Iterable[ResultRecord]) -> float | None:
     """Median over repeats of the points' running-batch medians."""
-    vals = sorted(float(r["running_req_p50"]) for r in records if isinstance(r.get("running_req_p50"), (int, float)))
+    vals = sorted(float(r.running_req_p50) for r in records if isinstance(r.running_req_p50, (int, float)))
     if not vals:
         return None
     mid = len(vals) // 2

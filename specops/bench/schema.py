@@ -101,6 +101,19 @@ class ResultRecord:
     raw: Any = None                   # the runner's own output (bench_serving's JSON line)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def failed_point(cls, error: str, *, requests: int = 0, runner: str = "", **fields_: Any) -> "ResultRecord":
+        """The one shape of a point that measured nothing: `error` says why, `requests`
+        (the point's prompts) all count as failed; `fields_` name the point and add context
+        (host, arm, concurrency, repeat, lengths, server, ...). Unknown names go to `extra`."""
+        return cls.from_dict({**fields_, "status": STATUS_FAILED, "completed": 0, "failed": requests,
+                              "runner": runner, "error": error})
+
+    @property
+    def ok(self) -> bool:
+        """Whether the point counts (failed points are kept but never averaged)."""
+        return self.status == STATUS_OK
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for results.jsonl; non-finite floats become None."""
         return {k: clean_number(v) for k, v in asdict(self).items()}
@@ -115,7 +128,7 @@ class ResultRecord:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         unknown = {k: v for k, v in data.items() if k not in known}
-        if unknown:
+        if unknown or "extra" in kwargs:
             kwargs["extra"] = {**dict(kwargs.get("extra") or {}), **unknown}
         return cls(**kwargs)
 
@@ -146,11 +159,10 @@ def format_cell(value: Any) -> str:
 CONTEXT_AXIS = "context_axis"
 
 
-def point_key(record: dict[str, Any]) -> tuple[Any, ...]:
+def point_key(record: ResultRecord) -> tuple[Any, ...]:
     """The identity of a point in a run: (host, arm, concurrency, repeat), and its
     (input_len, output_len) where the sweep had several lengths (CONTEXT_AXIS)."""
-    key: tuple[Any, ...] = (str(record.get("host", "")), str(record.get("arm", "")),
-                            int(record.get("concurrency", 0)), int(record.get("repeat", 0)))
-    if (record.get("extra") or {}).get(CONTEXT_AXIS):
-        key += (record.get("input_len"), record.get("output_len"))
+    key: tuple[Any, ...] = (record.host, record.arm, record.concurrency, record.repeat)
+    if record.extra.get(CONTEXT_AXIS):
+        key += (record.input_len, record.output_len)
     return key

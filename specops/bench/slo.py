@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from specops.bench.schema import ResultRecord
 from specops.config.schema import suggest
 from specops.errors import ConfigError
 
@@ -80,16 +81,14 @@ def check_objective(objective: str, slo: Slo | None, where: str = "bench --objec
                           where=where, hint="give --slo ttft_ms=...,tpot_ms=... (or the hosts.yaml var `slo`)")
 
 
-def request_latencies(record: Mapping[str, Any]) -> list[list[float | None]] | None:
-    extra = record.get("extra")
-    lat = extra.get(LATENCIES_KEY) if isinstance(extra, Mapping) else None
+def request_latencies(record: ResultRecord) -> list[list[float | None]] | None:
+    lat = record.extra.get(LATENCIES_KEY)
     return lat if isinstance(lat, list) else None
 
 
-def latencies_missing(record: Mapping[str, Any]) -> str | None:
+def latencies_missing(record: ResultRecord) -> str | None:
     """Why the record has no per-request latencies, where its runner said so."""
-    extra = record.get("extra")
-    why = extra.get(MISSING_KEY) if isinstance(extra, Mapping) and request_latencies(record) is None else None
+    why = record.extra.get(MISSING_KEY) if request_latencies(record) is None else None
     return why if isinstance(why, str) and why else None
 
 
@@ -105,15 +104,15 @@ def meets(latencies: list[float | None], slo: Mapping[str, float]) -> bool:
     return True
 
 
-def point_goodput(record: Mapping[str, Any], slo: Mapping[str, float] | None) -> tuple[float | None, float | None]:
+def point_goodput(record: ResultRecord, slo: Mapping[str, float] | None) -> tuple[float | None, float | None]:
     """(goodput in requests/s, attainment 0..1) of one point; (None, None) without an SLO or
     without per-request latencies."""
     lat = request_latencies(record)
-    duration = record.get("duration_s")
+    duration = record.duration_s
     if not slo or lat is None or not isinstance(duration, (int, float)) or duration <= 0:
         return None, None
     met = sum(1 for one in lat if isinstance(one, list) and meets(one, slo))
-    failed = record.get("failed")
+    failed = record.failed
     total = len(lat) + (failed if isinstance(failed, int) and failed > 0 else 0)
     return met / float(duration), (met / total if total else None)
 

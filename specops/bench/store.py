@@ -18,11 +18,12 @@ import json
 import logging
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from specops.bench.matrix import Point
-from specops.bench.schema import CSV_COLUMNS, STATUS_OK, ResultRecord, point_key
+from specops.bench.schema import CSV_COLUMNS, ResultRecord, point_key
 from specops.errors import ConfigError
 from specops.fsutil import WriteError, append_whole, atomic_write, write_error
 from specops.secrets import redact
@@ -38,10 +39,9 @@ MANIFEST_JSON = "manifest.json"
 _WRITE_LOCK = threading.Lock()
 
 
-def _record_dict(record: ResultRecord | dict[str, Any]) -> dict[str, Any]:
+def _record_dict(record: ResultRecord) -> dict[str, Any]:
     """The stored form of a point: schema-shaped, secrets masked (errors quote server logs)."""
-    data = record.to_dict() if isinstance(record, ResultRecord) else ResultRecord.from_dict(record).to_dict()
-    return dict(redact(data))
+    return dict(redact(record.to_dict()))
 
 
 def _cut_torn_tail(path: Path) -> None:
@@ -67,8 +67,9 @@ def _cut_torn_tail(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def append_result(run_dir: Path, record: ResultRecord | dict[str, Any], *, rewrite_csv: bool = True) -> dict[str, Any]:
-    """Append one point to results.jsonl (open-append-fsync), then refresh results.csv."""
+def append_result(run_dir: Path, record: ResultRecord, *, rewrite_csv: bool = True) -> ResultRecord:
+    """Append one point to results.jsonl (open-append-fsync), then refresh results.csv;
+    returns the record as stored (secrets masked)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RESULTS_JSONL
@@ -82,15 +83,15 @@ def append_result(run_dir: Path, record: ResultRecord | dict[str, Any], *, rewri
         try:
             append_whole(path, line.encode())
         except WriteError as exc:
-            raise WriteError(f"{exc.message}; this point ({data.get('arm')} c={data.get('concurrency')} "
-                             f"repeat {data.get('repeat')}) was measured but not saved",
+            raise WriteError(f"{exc.message}; this point ({record.arm} c={record.concurrency} "
+                             f"repeat {record.repeat}) was measured but not saved",
                              hint=f"{exc.hint} with --resume: it runs only the missing points") from None
         if rewrite_csv:
             write_csv(run_dir)
-    return data
+    return ResultRecord.from_dict(data)
 
 
-def load_results(run_dir: Path) -> list[dict[str, Any]]:
+def load_results(run_dir: Path) -> list[ResultRecord]:
     """Every record in results.jsonl, in file order. A torn last line is skipped with a warning."""
     path = Path(run_dir) / RESULTS_JSONL
     if not path.exists():
@@ -98,7 +99,7 @@ def load_results(run_dir: Path) -> list[dict[str, Any]]:
     text = path.read_bytes().decode("utf-8", errors="replace")
     lines = text.split("\n")
     torn_possible = not text.endswith("\n")
-    records: list[dict[str, Any]] = []
+    records: list[ResultRecord] = []
     for index, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -112,31 +113,33 @@ def load_results(run_dir: Path) -> list[dict[str, Any]]:
                 continue
             raise ConfigError(f"corrupt result line: {exc}", where=f"{path}:{index}",
                                hint="fix or delete that line; every other line is one point") from None
-        records.append(obj)
+        try:
+            records.append(ResultRecord.from_dict(obj))
+        except TypeError as exc:  # a key of the schema with a value of no use (e.g. "extra": [])
+            raise ConfigError(f"result line does not fit the record schema: {exc}", where=f"{path}:{index}",
+                               hint="fix or delete that line; every other line is one point") from None
     return records
 
 
-def effective_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def effective_records(records: Iterable[ResultRecord]) -> list[ResultRecord]:
     """One record per point: its latest ok record, else its latest failure; first-seen order."""
-    chosen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    chosen: dict[tuple[Any, ...], ResultRecord] = {}
     for rec in records:
         key = point_key(rec)
         current = chosen.get(key)
-        if current is None or rec.get("status") == STATUS_OK or current.get("status") != STATUS_OK:
+        if current is None or rec.ok or not current.ok:
             chosen[key] = rec
     return list(chosen.values())
 
 
-def render_csv(records: Iterable[dict[str, Any]], run_id: str | None = None) -> str:
+def render_csv(records: Iterable[ResultRecord], run_id: str | None = None) -> str:
     """The results.csv text for these records (one row per point); rows from several runs
     concatenate cleanly because each carries its run id."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for rec in effective_records(records):
-        row = ResultRecord.from_dict(rec)
-        row.run_id = row.run_id or run_id
-        writer.writerow(row.csv_row())
+        writer.writerow(replace(rec, run_id=rec.run_id or run_id).csv_row())
     return buf.getvalue()
 
 
@@ -172,11 +175,8 @@ def done_points(run_dir: Path, *, host: str | None = None) -> set[Point]:
     """Points with an ok record (for `host`, when given)."""
     done: set[Point] = set()
     for rec in load_results(run_dir):
-        if rec.get("status") != STATUS_OK:
-            continue
-        if host is not None and rec.get("host") != host:
-            continue
-        done.add(Point(str(rec["arm"]), int(rec["concurrency"]), int(rec["repeat"])))
+        if rec.ok and (host is None or rec.host == host):
+            done.add(Point(rec.arm, rec.concurrency, rec.repeat))
     return done
 
 

@@ -130,7 +130,8 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
         "sglang": {"version": manifest.get("sglang_version"), "commit": manifest.get("sglang_commit")},
         "gpu": manifest.get("gpu"), "gpu_count": manifest.get("gpu_count"),
         "headline": summary.headline, "warnings": summary.warnings, "servers": summary.servers, "hosts": hosts,
-        "failed_points": [{k: r.get(k) for k in ("host", "arm", "concurrency", "repeat", "error")}
+        "failed_points": [{"host": r.host, "arm": r.arm, "concurrency": r.concurrency, "repeat": r.repeat,
+                           "error": r.error}
                           for r in summary.failed],
         **({"tuning": summary.tuning.get("result")} if summary.tuning else {}),
         **({"contexts": contexts_doc(summary)} if context_rows(summary) else {}),

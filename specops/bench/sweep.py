@@ -12,11 +12,12 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from specops import __version__
+from specops.bench.armpool import ArmPool
 from specops.bench.bench_serving import (
     DATASET_NAMES,
     BenchCommand,
@@ -36,20 +37,12 @@ from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
 from specops.errors import ConfigError, SpecopsError
 from specops.secrets import loader_argv
-from specops.servers import (
-    LaunchPlan,
-    ServerState,
-    launch_arm,
-    server_info,
-    server_status,
-    stop_states,
-    wait_ready_many,
-)
+from specops.servers import LaunchPlan, ServerState, client_prefix, end_reason, server_info, server_status
 from specops.servers.container import image_manifest, image_record
-from specops.servers.lease import LeaseBook, TakenOver, join
-from specops.servers.lifecycle import LaunchOutcome, check_version
+from specops.servers.lease import LeaseBook, TakenOver
+from specops.servers.lifecycle import check_version
 from specops.servers.logwatch import crash_blocks, tail_lines
-from specops.servers.slurm import client_prefix, job_end, replica_plan, replicas
+from specops.servers.slurm import replica_plan, replicas
 from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
@@ -322,20 +315,20 @@ class HostSweep:
 
     def __init__(self, *, host: Host, transport: Transport, plans: list[LaunchPlan], settings: BenchSettings,
                  run_dir: Path, tree: str, log: Callable[[str, dict[str, Any]], None],
-                 progress: Callable[[dict[str, Any]], None] | None = None, leases: LeaseBook | None = None,
+                 progress: Callable[[ResultRecord], None] | None = None, leases: LeaseBook | None = None,
                  on_wait: Callable[[str], None] | None = None):
         self.host, self.transport, self.settings, self.run_dir, self.tree = host, transport, settings, run_dir, tree
         self.plans = {p.arm: p for p in plans}
         self.log = log
         self.progress = progress or (lambda _e: None)
-        self.states: dict[str, ServerState] = {}
-        self.launched: set[str] = set()
-        self.relaunched: set[str] = set()
         #: this run's arm leases (servers.lease); None: no leasing (a sweep driven by hand)
         self.leases = leases
-        self.on_wait = on_wait
-        self.leaders: dict[str, bool] = {}  # per leased arm: this run starts its server (else joins one)
-        self.taken_over: dict[str, str] = {}  # arm -> what ended it: another run took it over
+        #: the arms' servers (claim, up, down, relaunch, taken over), one pool shared by the
+        #: sweep's threads (bench/armpool.py)
+        self.pool = ArmPool(host.name, self.plans, leases=leases,
+                            run_id=leases.run_id if leases is not None else run_dir.name,
+                            ready_timeout=settings.ready_timeout, keep_servers=settings.keep_servers, log=log,
+                            on_wait=on_wait)
         self.runner = settings.runner if settings.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
         self.time_scales: dict[str, Any] = {}  # per arm, /server_info's sim_time_scale (a scaled clock)
         self._bench: BenchCommand | None = None
@@ -343,78 +336,39 @@ class HostSweep:
 
     # ----- servers ---------------------------------------------------------------------
 
+    @property
+    def states(self) -> dict[str, ServerState]:
+        """Per arm, the server it measures (the pool's)."""
+        return self.pool.states
+
+    @property
+    def launched(self) -> set[str]:
+        """The arms whose servers this sweep launched: the pool's live set (run.state reads it)."""
+        return self.pool.launched
+
+    @property
+    def taken_over(self) -> dict[str, str]:
+        """arm -> what ended it: another run took it over."""
+        return self.pool.taken_over()
+
     def _leased(self, arm: str) -> bool:
-        return self.leases is not None and self.leases.held(self.host.name, arm) is not None
+        return self.pool.leased(arm)
 
     def claim(self, arms: list[str]) -> None:
-        """Lease every arm this sweep will use before anything starts: another run holding one
-        with other arguments refuses this sweep at once (or it waits, or takes the arm over)."""
-        if self.leases is None:
-            return
-        for arm in arms:
-            plan = self.plans[arm]
-            claim = self.leases.claim(self.transport, self.host.name, plan.workdir, arm, plan.args_hash, plan.argv,
-                                      on_wait=self.on_wait)
-            self.leaders[arm] = claim.lead
-            self.log("lease", {"arm": arm, "lead": claim.lead, "shared_with": claim.shared_with})
-
-    def _start(self, arm: str, avoid: tuple[int, str] | None = None) -> LaunchOutcome:
-        """Launch or reuse the arm's server; a run sharing the arm with an earlier run of the
-        same arguments joins that run's server instead (never restarting it while it starts)."""
-        plan = self.plans[arm]
-        if self._leased(arm) and not self.leaders.get(arm, True):
-            assert self.leases is not None
-            state = join(self.leases, self.transport, self.host.name, arm, plan.args_hash,
-                         timeout_s=self.settings.ready_timeout, avoid=avoid)
-            if state is not None:
-                return LaunchOutcome(state, "shared")
-            self.leaders[arm] = True  # nobody left to start it: this run does
-        run_id = self.leases.run_id if self.leases is not None else self.run_dir.name
-        return launch_arm(self.transport, plan, reuse=True, launched_by=run_id,
-                          ephemeral=not self.settings.keep_servers)
+        self.pool.claim(self.transport, arms)
 
     def _up(self, arms: list[str], avoid: tuple[int, str] | None = None) -> None:
-        outcomes = []
-        for arm in arms:
-            outcome = self._start(arm, avoid)
-            self.states[arm] = outcome.state
-            if outcome.action not in ("reused", "shared"):
-                self.launched.add(arm)
-            self.log("server", {"arm": arm, "action": outcome.action, "pid": outcome.state.pid,
-                                "mechanism": outcome.state.mechanism})
-            outcomes.append(outcome)
-        try:
-            wait_ready_many(self.transport, [o.state for o in outcomes], timeout_s=self.settings.ready_timeout,
-                            poll_s=0.5, on_event=self.log)
-        except SpecopsError:
-            for arm in arms:  # a server killed by a take-over is not a crash: say what happened
-                if self._leased(arm):
-                    assert self.leases is not None
-                    self.leases.check(self.transport, self.host.name, arm)
-            raise
+        self.pool.up(self.transport, arms, avoid)
         infos = self._record_arms(arms)
         for arm in arms:  # results are credited to the tree only when the tree's SGLang answered
             if "error" not in infos[arm]:
                 check_version(self.transport, self.states[arm], infos[arm])
 
     def _down(self, arms: list[str]) -> None:
-        """Release the arms' leases; stop the servers this sweep is the last user of and that
-        it launched (or that a run it shared them with launched for a sweep)."""
-        stop = []
-        for arm in arms:
-            others = self.leases.release(self.host.name, arm) if self.leases is not None else []
-            launched = arm in self.launched
-            self.launched.discard(arm)
-            state = self.states.get(arm)
-            if state is None or others or arm in self.taken_over or self.settings.keep_servers:
-                continue
-            if launched or (state.ephemeral and arm in self.leaders):
-                stop.append(state)
-        if stop:
-            stop_states(self.transport, stop)
+        self.pool.down(self.transport, arms)
 
     def stop_launched(self) -> None:
-        self._down(sorted(self.launched | {a for a in self.leaders if self._leased(a)}))
+        self.pool.stop_launched(self.transport)
 
     def _record_arms(self, arms: list[str]) -> dict[str, dict[str, Any]]:
         """Each arm's /server_info into the manifest (command, args, mechanism); returned."""
@@ -448,7 +402,7 @@ class HostSweep:
 
     # ----- points ----------------------------------------------------------------------
 
-    def _measure(self, point: Point) -> dict[str, Any]:
+    def _measure(self, point: Point) -> ResultRecord:
         s, state = self.settings, self.states[point.arm]
         n = s.prompts_for(point.concurrency)
         if self.runner == "builtin":
@@ -470,11 +424,11 @@ class HostSweep:
         env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
         result = self.transport.run(client_prefix(state) + loader_argv(*env_files) + argv, timeout=s.point_timeout, cwd=cwd)
         if not result.ok:
-            return {"status": STATUS_FAILED, "completed": 0, "failed": n,
-                    "error": f"bench_serving exited {result.rc}: {result.tail(8)}", "runner": "sglang"}
+            return ResultRecord.failed_point(f"bench_serving exited {result.rc}: {result.tail(8)}", requests=n,
+                                             runner="sglang")
         record = parse_bench_serving_output(self.transport.get(out_file).decode(errors="replace"), num_prompts=n)
         record["runner"] = "sglang"
-        return to_model_time(record, self.time_scales.get(point.arm))
+        return ResultRecord.from_dict(to_model_time(record, self.time_scales.get(point.arm)))
 
     def _client_on_host(self) -> bool:
         """Whether the host can run the builtin client itself (specops importable there)."""
@@ -487,7 +441,7 @@ class HostSweep:
                                            "is included in TTFT/ITL"})
         return self._on_host
 
-    def _measure_builtin(self, point: Point, state: ServerState, n: int) -> dict[str, Any]:
+    def _measure_builtin(self, point: Point, state: ServerState, n: int) -> ResultRecord:
         """Run the client beside the server (as bench_serving runs), else through a tunnel."""
         s = self.settings
         input_len, output_len = s.length_of(point)
@@ -505,13 +459,13 @@ class HostSweep:
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
-                        "error": f"builtin client exited {result.rc}: {result.tail(6)[-2000:]}"}
-            return record
+                return ResultRecord.failed_point(f"builtin client exited {result.rc}: {result.tail(6)[-2000:]}",
+                                                 requests=n, runner="builtin")
+            return ResultRecord.from_dict(record)
         if state.slurm:
-            return {"status": STATUS_FAILED, "completed": 0, "failed": n, "runner": "builtin",
-                    "error": f"specops is not importable with {self.host.python} on the login node, so the client "
-                             f"cannot run beside the server on its compute node; install specops there"}
+            return ResultRecord.failed_point(
+                f"specops is not importable with {self.host.python} on the login node, so the client "
+                f"cannot run beside the server on its compute node; install specops there", requests=n, runner="builtin")
         # The client is imported where a point is measured: it brings aiohttp and asyncio
         # (0.1-0.4 s), which `deploy` (this module through the bench step) never uses.
         from specops.bench.client import measure_point
@@ -531,7 +485,7 @@ class HostSweep:
         statuses = {st.arm: st for st in server_status(self.transport, self.states[arm].workdir, [name])}
         return name in statuses and statuses[name].state == "dead"
 
-    def _measure_sampled(self, point: Point) -> dict[str, Any]:
+    def _measure_sampled(self, point: Point) -> ResultRecord:
         """`_measure` with the server's running batch sampled meanwhile (bench/running.py)."""
         state = self.states[point.arm]
         logs = state.mechanism == "dynamic-spec-disable-patch"  # it logs its drafting transitions
@@ -539,12 +493,12 @@ class HostSweep:
             sampler = RunningSampler(self.transport, state.log_path, logs_transitions=logs)
             sampler.start()
             raw = self._measure(point)
-            return {**raw, **sampler.stop()}
+            return replace(raw, **sampler.stop())
         with reach(self.transport, state.port) as base_url:
             sampler = RunningSampler(self.transport, state.log_path, base_url, logs_transitions=logs)
             sampler.start()
             raw = self._measure(point)
-            return {**raw, **sampler.stop()}
+            return replace(raw, **sampler.stop())
 
     def _server(self, arm: str, before: dict[str, Any] | None = None) -> dict[str, Any]:
         """The identity of the server a point measures (pid, start, args hash, who launched
@@ -562,7 +516,8 @@ class HostSweep:
                     raise TakenOver(f"arm {arm} restarted with other launch arguments by "
                                     f"{'run ' + now.launched_by if now.launched_by else 'another process'}",
                                     where=f"host {self.host.name}, arm '{arm}'")
-                self.states[arm] = state = now  # restarted with the same arguments (by a run sharing it)
+                state = now  # restarted with the same arguments (by a run sharing it)
+                self.pool.restarted(arm, now)
             shared = sorted({x.run_id for x in view.live(self.leases.cli_host)
                              if x.key != self.leases.key and x.args_hash == state.args_hash})
         ident = {"pid": state.pid, "proc_start": state.proc_start, "args_hash": state.args_hash,
@@ -576,13 +531,9 @@ class HostSweep:
 
     def _end_arm(self, arm: str, exc: TakenOver) -> None:
         """Another run took the arm over: its server is theirs now; this sweep leaves it alone."""
-        self.taken_over[arm] = exc.message
-        self.launched.discard(arm)
-        if self.leases is not None:
-            self.leases.release(self.host.name, arm)
-        self.log("taken_over", {"arm": arm, "message": exc.message})
+        self.pool.end(arm, exc)
 
-    def run_point(self, point: Point) -> dict[str, Any]:
+    def run_point(self, point: Point) -> ResultRecord:
         """Measure one point and write it; on a crashed server record the failure with the log
         excerpt and relaunch the arm once. Where another run took the arm over (checked on
         the host before and after the point), the point fails saying so, and the arm ends."""
@@ -590,61 +541,55 @@ class HostSweep:
         started = time.time()
         taken: TakenOver | None = None
         ident: dict[str, Any] | None = None
-        raw: dict[str, Any] = {}
+        raw = ResultRecord()
         try:
             ident = self._server(point.arm)
             try:
                 raw = self._measure_sampled(point)
             except SpecopsError as exc:
-                raw = {"status": STATUS_FAILED, "error": str(exc)}
+                raw = ResultRecord.failed_point(str(exc))
             ident = self._server(point.arm, ident)
         except TakenOver as exc:
             taken = exc
-            raw = {"status": STATUS_FAILED, "completed": 0, "error": exc.message}
-        if ident is not None and ident.pop("restarted", None) is not None and raw.get("status") != STATUS_FAILED:
-            raw = {**raw, "status": STATUS_FAILED,
-                   "error": f"server '{point.arm}' was restarted during the point (same arguments); not counted"}
-        record = ResultRecord.from_dict({**raw, "host": self.host.name, "arm": point.arm,
-                                         "mechanism": plan.mechanism, "concurrency": point.concurrency,
-                                         "repeat": point.repeat, **self._length_fields(point)}).to_dict()
-        record.setdefault("started_at", started)
+            raw = ResultRecord.failed_point(exc.message)
+        if ident is not None and ident.pop("restarted", None) is not None and raw.status != STATUS_FAILED:
+            raw = replace(raw, status=STATUS_FAILED,
+                          error=f"server '{point.arm}' was restarted during the point (same arguments); not counted")
+        record = replace(raw, host=self.host.name, arm=point.arm, mechanism=plan.mechanism,
+                         concurrency=point.concurrency, repeat=point.repeat, extra=dict(raw.extra))
+        self._set_length(record, point)
         if ident is not None:
-            record["shared_with"] = ident.pop("shared_with")
-            record["server"] = ident
-        crashed = taken is None and record.get("status") == STATUS_FAILED and self._arm_dead(point.arm)
+            record.shared_with = ident.pop("shared_with")
+            record.server = ident
+        crashed = taken is None and record.status == STATUS_FAILED and self._arm_dead(point.arm)
         if crashed:
             excerpt = self._crash_excerpt(point.arm)
-            record["error"] = f"server '{point.arm}' crashed during the point: {record.get('error') or ''}".strip()
-            ended = job_end(self.transport, self.states[point.arm])
+            record.error = f"server '{point.arm}' crashed during the point: {record.error or ''}".strip()
+            ended = end_reason(self.transport, self.states[point.arm])
             if ended:  # a Slurm arm: the job's end state and reason (FAILED, CANCELLED, TIMEOUT, ...)
-                record["error"] = f"server '{point.arm}' {ended} during the point: {raw.get('error') or ''}".strip()
-            record["log_excerpt"] = excerpt
+                record.error = f"server '{point.arm}' {ended} during the point: {raw.error or ''}".strip()
+            record.extra["log_excerpt"] = excerpt
         written = append_result(self.run_dir, record)
         self.log("point", {"arm": point.arm, "concurrency": point.concurrency, "repeat": point.repeat,
-                           "status": written.get("status"), "output_throughput": written.get("output_throughput"),
+                           "status": written.status, "output_throughput": written.output_throughput,
                            "t0": round(started, 3), "wall_s": round(time.time() - started, 3)})
-        self.progress({"host": self.host.name, **written})
+        self.progress(written)
         if taken is not None:
             self._end_arm(point.arm, taken)
         elif crashed:
             self._relaunch(point.arm)
         return written
 
-    def _length_fields(self, point: Point) -> dict[str, Any]:
+    @staticmethod
+    def _set_length(record: ResultRecord, point: Point) -> None:
         """A point of a several-length sweep records the length it asked for (the report
         and --resume group by it); a one-length sweep's records are as before."""
-        if point.input_len is None:
-            return {}
-        return {"input_len": point.input_len, "output_len": int(point.output_len or 0), CONTEXT_AXIS: True}
+        if point.input_len is not None:
+            record.input_len, record.output_len = point.input_len, int(point.output_len or 0)
+            record.extra[CONTEXT_AXIS] = True
 
     def _relaunch(self, arm: str) -> None:
-        if arm in self.relaunched:
-            raise SpecopsError(f"server '{arm}' crashed again after its relaunch; stopping this host's sweep",
-                               where=f"host {self.host.name}")
-        self.relaunched.add(arm)
-        self.log("relaunch", {"arm": arm})
-        dead = self.states[arm]
-        self._up([arm], avoid=(dead.pid, dead.proc_start))  # a run sharing the arm may relaunch it first
+        self._up([arm], avoid=self.pool.relaunch(arm))  # a run sharing the arm may relaunch it first
 
     # ----- the sweep -------------------------------------------------------------------
 
@@ -685,7 +630,7 @@ class HostSweep:
     def _wanted(self, point: Point) -> bool:
         """The point still runs: its arm was not taken over, and with --repeats auto its arm
         and level are not settled yet (bench/repeats.py)."""
-        if point.arm in self.taken_over:
+        if self.pool.taken(point.arm):
             return False
         if not self.settings.repeat_rule().auto:
             return True
@@ -711,8 +656,9 @@ class HostSweep:
         self.log("scheduling", {"mode": sched.mode, "reason": sched.reason})
 
     def _connected(self, owner: "HostSweep | None" = None) -> "HostSweep":
-        """A copy of the sweep for another thread: it shares states, launched, relaunched and
-        taken_over, not the connection (a transport is not shared between threads)."""
+        """A copy of the sweep for another thread: it shares the arm pool (one object, its
+        state behind its lock) and the measuring caches, not the connection (a transport is
+        not shared between threads)."""
         mine = copy.copy(owner or self)
         mine.transport = open_transport(self.host)
         return mine
@@ -734,8 +680,8 @@ class HostSweep:
             try:
                 raw = workers[point.arm]._measure_sampled(point)
             except SpecopsError as exc:
-                raw = {"status": STATUS_FAILED, "error": str(exc)}
-            tput = raw.get("output_throughput") if raw.get("status") != STATUS_FAILED else None
+                raw = ResultRecord.failed_point(str(exc))
+            tput = raw.output_throughput if raw.status != STATUS_FAILED else None
             got[point.arm] = float(tput) if isinstance(tput, (int, float)) else None
 
         errors = _in_threads([(f"fair-{p.arm}", functools.partial(one, p)) for p in probe])
@@ -773,7 +719,7 @@ class HostSweep:
                 self._record_scheduling(sched)
                 if not fair:
                     for point in together:
-                        if point.arm not in self.taken_over:
+                        if not self.pool.taken(point.arm):
                             self.run_point(point)
         finally:
             for worker in workers.values():
@@ -785,7 +731,7 @@ class HostSweep:
         figures = []
         for rec in load_results(self.run_dir):
             tput = _tps(rec)
-            if (rec.get("host") == self.host.name and rec.get("arm") == probe.arm and rec.get("repeat") in repeats
+            if (rec.host == self.host.name and rec.arm == probe.arm and rec.repeat in repeats
                     and level_key(rec) == level_key(probe) and tput is not None):
                 figures.append(tput)
         return figures
@@ -867,13 +813,13 @@ class HostSweep:
         twin = copy.copy(self)
         twin.host = dataclasses.replace(self.host, name=f"{self.host.name}#{k}")
         twin.plans = {arm: replica_plan(plan, k) for arm, plan in self.plans.items()}
-        twin.states, twin.launched, twin.relaunched = {}, set(), set()
+        twin.pool = self.pool.replica(twin.host.name, twin.plans)
         return twin
 
 
-def _tps(record: dict[str, Any]) -> float | None:
+def _tps(record: ResultRecord) -> float | None:
     """An ok record's output tok/s; None for a failed point."""
-    tput = record.get("output_throughput") if record.get("status") == "ok" else None
+    tput = record.output_throughput if record.ok else None
     return float(tput) if isinstance(tput, (int, float)) else None
 
 
@@ -906,13 +852,13 @@ def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]
     if all(p.input_len is None for p in matrix):
         missing = missing_points(run_dir, matrix, host=host)
     else:
-        done = {(str(r.get("arm")), int(r.get("concurrency", 0)), int(r.get("repeat", 0)), r.get("input_len"),
-                 r.get("output_len")) for r in load_results(run_dir) if r.get("status") == "ok" and r.get("host") == host}
+        done = {(r.arm, r.concurrency, r.repeat, r.input_len, r.output_len)
+                for r in load_results(run_dir) if r.ok and r.host == host}
         missing = [p for p in matrix if (p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) not in done]
     return unsettled(settings, missing, load_results(run_dir), host) if rule.auto else missing
 
 
-def unsettled(settings: BenchSettings, points: list[Point], records: list[dict[str, Any]], host: str) -> list[Point]:
+def unsettled(settings: BenchSettings, points: list[Point], records: list[ResultRecord], host: str) -> list[Point]:
     """With `--repeats auto`: the points whose arm and level still need a repeat
     (bench/repeats.py); the rest are settled by the records so far."""
     rule = settings.repeat_rule()

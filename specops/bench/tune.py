@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from specops.bench.repeats import LevelKey, RepeatRule, parse_repeats, settled, throughputs
 from specops.bench.report import (
     BASELINE_ARM,
     EAGLE_ARM,
@@ -48,6 +49,7 @@ from specops.bench.report import (
     threshold_points,
 )
 from specops.bench.running import median_running, percentile
+from specops.bench.schema import ResultRecord
 from specops.bench.threshold import RULE as THRESHOLD_RULE
 from specops.bench.threshold import ThresholdChoice, choose
 from specops.errors import ConfigError
@@ -70,9 +72,9 @@ TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the hig
 REUSED_FROM = "reused_from"   # a record copied from another run (bench/reuse.py, `tune --from`): its run
 
 
-def is_reused(rec: dict[str, Any]) -> bool:
+def is_reused(rec: ResultRecord) -> bool:
     """A record copied from another run, not measured by this one."""
-    return bool(rec.get(REUSED_FROM) or (rec.get("extra") or {}).get(REUSED_FROM))
+    return bool(rec.extra.get(REUSED_FROM))
 
 
 def candidate_arm(threshold: int) -> str:
@@ -93,8 +95,8 @@ class Levels:
     levels: list[int]
 
     @classmethod
-    def of(cls, records: Sequence[dict[str, Any]], host: str) -> "Levels":
-        mine = [r for r in ok_records(records) if str(r.get("host", "")) == host]
+    def of(cls, records: Sequence[ResultRecord], host: str) -> "Levels":
+        mine = [r for r in ok_records(records) if r.host == host]
         s = summarize_host(host, mine)
         return cls(s.cells, s.levels)
 
@@ -271,8 +273,18 @@ class Phase:
     name: str
     arms: list[str]
     levels: list[int]
-    repeats: int
+    rule: RepeatRule
     keep: bool = False   # leave the servers up for the next phase (the Tuner stops them after)
+
+    @property
+    def repeats(self) -> int:
+        """Repeats each point gets at least (auto: its minimum; the sweep decides the rest)."""
+        return self.rule.least
+
+    @property
+    def repeats_setting(self) -> int | str:
+        """What the phase's bench step is given: the count, or "auto:MAX"."""
+        return self.rule.text() if self.rule.auto else self.rule.most
 
     @property
     def points(self) -> int:
@@ -394,9 +406,9 @@ class Tuner:
     and EAGLE-3 may stay up together between bisection rounds (they share no GPU)."""
 
     def __init__(self, *, host: str, arms: dict[str, Any], settings: dict[str, Any], coarse: list[int],
-                 run_phase: RunPhase, records: Callable[[], list[dict[str, Any]]], say: Callable[[str], None],
+                 run_phase: RunPhase, records: Callable[[], list[ResultRecord]], say: Callable[[str], None],
                  time_scale: float | None, budget_s: float | None, native: bool | None,
-                 tier_steps: Sequence[int] = (0, 1, 3), reused: list[dict[str, Any]] | None = None,
+                 tier_steps: Sequence[int] = (0, 1, 3), reused: list[ResultRecord] | None = None,
                  reused_from: str | None = None, max_candidates: int = 3, ports: Sequence[int] = (),
                  release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM):
         self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
@@ -423,8 +435,10 @@ class Tuner:
 
     # ----- estimates and budget
 
-    def _repeats(self) -> int:
-        return int(self.settings.get("repeats") or 1)
+    def _repeats(self) -> RepeatRule:
+        """`tune --repeats`: a count, or auto[:MAX] (bench/repeats.py), which every phase's
+        sweep applies: a point stops once its spread, or the decision at its level, is settled."""
+        return parse_repeats(self.settings.get("repeats") or 1, "tune --repeats")
 
     def _prompts(self, c: int) -> int:
         n = self.settings.get("num_prompts") or self.settings.get("prompts_per_level")
@@ -439,13 +453,24 @@ class Tuner:
 
     def _todo(self, phase: Phase) -> list[tuple[str, int]]:
         """(arm, level) of each point of the phase with no ok record yet (one per repeat missing):
-        what the bench step will measure (it skips the points the run directory already has)."""
-        done: dict[tuple[str, int], set[int]] = {}
-        for r in self.records():
-            if r.get("status") == "ok" and str(r.get("host", "")) == self.host:
-                done.setdefault((str(r.get("arm")), int(r.get("concurrency", 0))), set()).add(int(r.get("repeat", 0)))
-        return [(a, c) for a in phase.arms for c in phase.levels for rep in range(phase.repeats)
-                if rep not in done.get((a, c), set())]
+        what the bench step will measure (it skips the points the run directory already has).
+        Under auto repeats a point its records already settle (bench/repeats.py, judged among
+        the phase's arms, as its sweep judges) needs nothing; an unsettled one needs at least
+        one more repeat."""
+        values: dict[tuple[str, LevelKey], list[float]] = {}
+        for (arm, key), tps in throughputs(self.records(), self.host).items():   # one length per tune run
+            values.setdefault((arm, (key[0], None, None)), []).extend(tps)
+        todo: list[tuple[str, int]] = []
+        for a in phase.arms:
+            for c in phase.levels:
+                key = (c, None, None)
+                have = len(values.get((a, key), []))
+                if phase.rule.auto:
+                    if settled(phase.rule, values, phase.arms, a, key) is None:
+                        todo += [(a, c)] * max(1, phase.rule.least - have)
+                else:
+                    todo += [(a, c)] * max(0, phase.rule.most - have)
+        return todo
 
     def estimate(self, phase: Phase, todo: Sequence[tuple[str, int]] | None = None) -> float:
         """Seconds the phase needs: its points still to measure (all of them when `todo` is
@@ -484,9 +509,9 @@ class Tuner:
                                    f"does not fit the {max(0.0, left):.0f} s left; nothing was changed")
             self.say(f"stop: {self.result.message}")
             return False
-        have = phase.points - len(todo)
+        have = max(0, phase.points - len(todo))
         self.say(f"{phase.name}: {len(todo)} point{'s' if len(todo) > 1 else ''} ({', '.join(phase.arms)} x c={','.join(map(str, phase.levels))}"
-                 f" x {phase.repeats}{f', {have} already measured' if have else ''}), ~{est:.0f} s")
+                 f" x {phase.rule.text()}{f', {have} already measured' if have else ''}), ~{est:.0f} s")
         t0 = time.monotonic()
         if phase.keep:
             self.kept |= set(phase.arms)
@@ -496,7 +521,7 @@ class Tuner:
         self.pace = took / len(todo) if self.pace is None else \
             (self.pace * (self.spent_points - len(todo)) + took) / self.spent_points
         self.result.phases.append({"name": phase.name, "arms": phase.arms, "levels": phase.levels,
-                                   "repeats": phase.repeats, "points": len(todo), "seconds": round(took, 1)})
+                                   "repeats": phase.repeats_setting, "points": len(todo), "seconds": round(took, 1)})
         return True
 
     def _release(self, arms: Sequence[str]) -> None:
@@ -556,12 +581,12 @@ class Tuner:
                 self._release(sorted(self.kept))
             finally:
                 res.elapsed_s = round(self.elapsed(), 1)
-                recs = [r for r in self.records() if str(r.get("host", "")) == self.host]
+                recs = [r for r in self.records() if r.host == self.host]
                 res.reused_points = sum(1 for r in recs if is_reused(r))
                 res.measured_points = len(recs) - res.reused_points
         return res
 
-    def _narrow(self, reps: int) -> bool:
+    def _narrow(self, reps: RepeatRule) -> bool:
         """Phase 2: every level inside the bracket, or a bisection of it when it holds
         BISECT_FROM levels or more. False when the budget stopped it."""
         res = self.result
@@ -600,7 +625,7 @@ class Tuner:
         return True
 
     def _verify(self, name: str, arm: str, spec: dict[str, Any], levels: Sequence[int], threshold: int,
-                reps: int) -> Verdict | None:
+                reps: RepeatRule) -> Verdict | None:
         """Measure one candidate level by level (VERIFY_ORDER), its server kept up between
         levels, and stop at its first level below TOLERANCE. None: the budget stopped it."""
         order = verify_order(levels, threshold)
@@ -670,7 +695,7 @@ class Tuner:
         res.status, res.message = "verified", f"threshold {res.threshold} verified at {len(levels)} levels"
         native = self.native
         if native is None:
-            mech = {r.get("mechanism") for r in self.records() if r.get("arm") == candidate_arm(res.threshold)}
+            mech = {r.mechanism for r in self.records() if r.arm == candidate_arm(res.threshold)}
             native = "native-adaptive" in mech
         if native:
             self._tiers(levels)
@@ -775,8 +800,8 @@ def write_lengths(run_dir: Path, items: Sequence[tuple[Path, TuneResult]], chose
     atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
 
 
-def running_summary(records: Sequence[dict[str, Any]], arm: str, c: int) -> tuple[float | None, float | None]:
+def running_summary(records: Sequence[ResultRecord], arm: str, c: int) -> tuple[float | None, float | None]:
     """(median running batch, p90) of one arm at one level over its repeats (for tests and reports)."""
-    recs = [r for r in records if r.get("arm") == arm and int(r.get("concurrency", 0)) == c]
-    return median_running(recs), percentile([float(r["running_req_p90"]) for r in recs
-                                             if isinstance(r.get("running_req_p90"), (int, float))], 50)
+    recs = [r for r in records if r.arm == arm and r.concurrency == c]
+    return median_running(recs), percentile([float(r.running_req_p90) for r in recs
+                                             if isinstance(r.running_req_p90, (int, float))], 50)

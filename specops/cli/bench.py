@@ -9,16 +9,15 @@ from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specops.bench.artifacts import render_report
+from specops.bench.hostops import stop_all
 from specops.bench.repeats import parse_repeats
 from specops.bench.report import objective_of, terminal_table
-from specops.bench.slo import OBJECTIVES, check_cost, check_objective, parse_slo, slo_text
+from specops.bench.slo import OBJECTIVES, check_objective, parse_slo
 from specops.bench.store import load_manifest, write_csv
 from specops.bench.summary_doc import SUMMARY_JSON
-from specops.bench.sweep import BenchSettings, check_for_hosts, check_resume
+from specops.bench.sweep import BenchSettings, check_for_hosts
 from specops.cli.exits import exit_with
 from specops.cli.options import (
     QUIET,
@@ -35,18 +34,17 @@ from specops.cli.options import (
     verbose,
     verbosity,
 )
-from specops.config.inventory import Inventory, default_inventory_path, load_inventory
+from specops.config.inventory import default_inventory_path, load_inventory
 from specops.config.playbook import load_playbook
+from specops.config.settings import cost_var, slo_var
 from specops.data import default_playbook, shipped_inventory
 from specops.errors import ConfigError
-from specops.render.progress import plain, point_line
+from specops.render.bar import PointBar
 from specops.run.engine import RunReport, resolve_vars
 from specops.run.play import print_resume, report_dict, run_playbook
-from specops.run.state import PointCallback
-from specops.servers import stop_arms
+from specops.run.resume import bench_start
 from specops.servers.lease import LeasePolicy
 from specops.steps import KINDS
-from specops.transport.connect import open_transport
 
 
 def _ints(value: str, option: str) -> list[int]:
@@ -82,8 +80,8 @@ def _print_report(run_dir: Path, objective: str | None = None, slo: dict[str, fl
     for line in summary.servers:
         console.print(f"note: {line}", markup=False, highlight=False)
     for rec in summary.failed:
-        console.print(f"failed point: {rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} "
-                      f"repeat {rec.get('repeat')}: {rec.get('error') or 'unknown error'}", markup=False, highlight=False)
+        console.print(f"failed point: {rec.host} {rec.arm} c={rec.concurrency} "
+                      f"repeat {rec.repeat}: {rec.error or 'unknown error'}", markup=False, highlight=False)
     console.print(f"report: {summary.report_path}", markup=False, highlight=False, soft_wrap=True)
     return 1 if summary.failed else 0
 
@@ -108,24 +106,11 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     on stdout, failures and the resume command on stderr, no progress. `policy`: --wait /
     --take-over (servers.lease)."""
     inv = load_inventory(inventory_path)
-    notes: list[str] = []
-    if extend and resume is None:
-        raise ConfigError("--extend adds levels or repeats to an existing run: give --resume DIR with it",
-                          where="bench --extend")
-    if resume is not None:
-        if not (resume / "manifest.json").exists():
-            raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
-        settings = dict(load_manifest(resume).get("bench") or {})
-        settings.pop("dataset_hash", None)
-        settings, notes = check_resume(settings, given or {}, resume, extend=extend)
-        run_dir: Path | None = resume
-    else:
-        run_dir = out
-        if run_dir is not None and (run_dir / "results.jsonl").exists():
-            raise ConfigError(f"--out {run_dir} already holds results; use --resume {run_dir} to fill its gaps")
-    if settings.get("slo") is None and resume is None:
+    start = bench_start(settings, out=out, resume=resume, given=given, extend=extend)
+    settings, run_dir, notes = start.settings, start.run_dir, start.notes
+    if settings.get("slo") is None and not start.resumed:
         settings = {**settings, "slo": slo_var(inv, host_spec, extra_vars)}
-    if settings.get("gpu_hour_cost") is None and resume is None:
+    if settings.get("gpu_hour_cost") is None and not start.resumed:
         settings = {**settings, "gpu_hour_cost": cost_var(inv, host_spec, extra_vars)}
     checked = BenchSettings.from_dict(settings, where="specops bench")
     book_path = playbook or default_playbook("bench")
@@ -140,7 +125,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         out_console.print(note, markup=False, highlight=False)
     total = (len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
              * len(checked.lengths()))
-    with _progress(total, out_console, enabled=level > QUIET) as on_point:
+    with PointBar(total, out_console, enabled=level > QUIET) as on_point:
         report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
                               runs_dir=runs_dir, run_dir=run_dir, console=out_console,
                               keep_servers=checked.keep_servers, label="bench", on_point=on_point,
@@ -152,67 +137,6 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     if report.ok and code != 0 and resume_command is not None:  # failed points: a resume runs them again
         print_resume(out_console, resume_command(report.run_dir))
     return 0 if report.ok and code == 0 else 1
-
-
-def slo_var(inv: Inventory, host_spec: str, extra_vars: dict[str, Any]) -> dict[str, float] | None:
-    """The hosts' `slo` var (hosts.yaml or --var), when --slo is not given: one SLO for the
-    run, so hosts that set different ones are refused."""
-    found: dict[str, dict[str, float]] = {}
-    for host in inv.select(host_spec):
-        value = extra_vars.get("slo", inv.host_vars(host).get("slo"))
-        slo = parse_slo(value, where=f"{inv.path}: vars.slo (host {host.name})")
-        if slo:
-            found[host.name] = slo
-    if len({json.dumps(v, sort_keys=True) for v in found.values()}) > 1:
-        shown = "; ".join(f"{h}: {slo_text(v)}" for h, v in found.items())
-        raise ConfigError(f"the hosts set different SLOs ({shown}); one run has one SLO", where=f"{inv.path}: vars.slo",
-                          hint="give --slo to set one for this run")
-    return next(iter(found.values()), None)
-
-
-def cost_var(inv: Inventory, host_spec: str, extra_vars: dict[str, Any]) -> dict[str, float] | None:
-    """The hosts' `gpu_hour_cost` var (hosts.yaml or --var) when --gpu-hour-cost is not given:
-    {host: $ per GPU-hour} for the hosts that set one."""
-    found = {}
-    for host in inv.select(host_spec):
-        value = extra_vars.get("gpu_hour_cost", inv.host_vars(host).get("gpu_hour_cost"))
-        if value is not None:
-            cost = check_cost(value, where=f"{inv.path}: vars.gpu_hour_cost (host {host.name})")
-            if isinstance(cost, float):
-                found[host.name] = cost
-    return found or None
-
-
-class _progress:
-    """A rich progress bar that fills as points are written (one callback per point); on a
-    pipe, a plain line per point; nothing when not `enabled`."""
-
-    def __init__(self, total: int, console: Console, enabled: bool = True):
-        self.total, self.console, self.enabled = total, console, enabled
-
-    def __enter__(self) -> PointCallback:
-        console = self.console
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), console=console, transient=True,
-                                 disable=not console.is_terminal or not self.enabled)
-        self.progress.__enter__()
-        self.task = self.progress.add_task("sweep", total=self.total)
-
-        def on_point(rec: dict[str, Any]) -> None:
-            if not self.enabled:
-                return
-            if not console.is_terminal:  # a pipe: one plain line per point, as it is written
-                plain(console, point_line(rec))
-                return
-            tput = rec.get("output_throughput")
-            desc = (f"{rec.get('host')} {rec.get('arm')} c={rec.get('concurrency')} r={rec.get('repeat')}: "
-                    + (f"{tput:.0f} tok/s" if isinstance(tput, (int, float)) else str(rec.get("status"))))
-            self.progress.update(self.task, advance=1, description=desc)
-
-        return on_point
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
 
 
 @click.command()
@@ -350,9 +274,7 @@ def demo(inventory_path: str | None, quick: bool) -> None:
     code = run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
                      extra_vars={})
 
-    host = inv.hosts["local"]
-    with open_transport(host) as transport:
-        stopped = stop_arms(transport, host.workdir)
-    console.print(f"demo done; stopped the simulated servers ({', '.join(r.arm for r in stopped) or 'none'})",
+    stopped = stop_all(inv.hosts["local"])
+    console.print(f"demo done; stopped the simulated servers ({', '.join(stopped) or 'none'})",
                   markup=False, highlight=False)
     raise SystemExit(code)

@@ -13,6 +13,7 @@ from specops.patching.applier import BLOCKED, apply, plan, revert
 from specops.patching.model import load_patchset
 from specops.sglang.layout import detect_layout, layout_summary
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 
 _TREE = click.option("--tree", "tree", required=True, type=click.Path(file_okay=False, path_type=Path),
                      help="A local SGLang checkout (the folder holding python/sglang).")
@@ -64,7 +65,9 @@ def apply_cmd(patchset: str, tree: Path, python: str) -> None:
     """Apply PATCHSET to the tree, all or nothing, then run its verify commands."""
     try:
         ps = load_patchset(patchset)
-        report = apply(ps, _files(tree), python=python)
+        files = _files(tree)
+        with LocalTransport() as here:  # the tree is on this machine: its verify runs here
+            report = apply(ps, files, here, python=python)
     except SpecopsError as exc:
         raise _fail(exc) from exc
     click.echo(report.summary())

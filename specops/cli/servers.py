@@ -8,6 +8,7 @@ import shlex
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import click
 from rich.text import Text
@@ -15,18 +16,18 @@ from rich.text import Text
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
 from specops.cli.options import verbose as verbose_output
-from specops.config.inventory import load_inventory
+from specops.config.inventory import Host, load_inventory
 from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
 from specops.render.logs import collect, show, sources_for
-from specops.servers import read_states, server_status, stop_arms
+from specops.servers import read_states, stop_arms, supervisor_for
 from specops.servers.lease import Lease, holders
 from specops.servers.lifecycle import ArmStatus, launched_before_boot
 from specops.transport.connect import open_transport
 
 
-def _hosts(inventory_path: str | None, host_spec: str):
+def _hosts(inventory_path: str | None, host_spec: str) -> list[Host]:
     return load_inventory(inventory_path).select(host_spec)
 
 
@@ -104,12 +105,12 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
     rows = {}
     rebooted: dict[str, set[str]] = {}
     held: dict[str, dict[str, list[Lease]]] = {}
-    for host in _hosts(inventory_path, host_spec):
-        with open_transport(host) as transport:
-            rows[host.name] = server_status(transport, host.workdir)
-            held[host.name] = holders(transport, host.workdir)
-            gone = [s.arm for s in rows[host.name] if s.state == "dead" and not s.job_id]
-            rebooted[host.name] = launched_before_boot(transport, host.workdir, gone)
+    for each in _hosts(inventory_path, host_spec):
+        with open_transport(each) as transport:
+            rows[each.name] = supervisor_for(each).status(transport, each.workdir)
+            held[each.name] = holders(transport, each.workdir)
+            gone = [s.arm for s in rows[each.name] if s.state == "dead" and not s.job_id]
+            rebooted[each.name] = launched_before_boot(transport, each.workdir, gone)
     if as_json:
         console.print_json(json.dumps({h: [{**vars(s), "leases": [_lease_doc(x) for x in held[h].get(s.arm, [])]}
                                                for s in st] for h, st in rows.items()}))
@@ -149,7 +150,7 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
         exit_with(False)
 
 
-def _lease_doc(lease: Lease) -> dict:
+def _lease_doc(lease: Lease) -> dict[str, Any]:
     return {"run_id": lease.run_id, "user": lease.user, "cli_host": lease.cli_host, "pid": lease.pid,
             "since": lease.since, "args_hash": lease.args_hash}
 
@@ -164,7 +165,7 @@ def _gone_line(host: str, s: ArmStatus, rebooted: bool) -> str:
             f"`specops logs --host {host} --server {s.arm} --errors` shows why")
 
 
-def job_cell(s) -> str:
+def job_cell(s: ArmStatus) -> str:
     """`12 RUNNING on node1 gpus 0,1 left 0:59:10`, or `13 PENDING (Resources)`."""
     if not s.job_id:
         return ""
@@ -209,7 +210,7 @@ def _short_args(command: str) -> str:
 def stop(host_spec: str, inventory_path: str | None, server: str | None, as_json: bool) -> None:
     """Stop servers: TERM the process group, KILL after a grace period, wait for the port."""
     failed = False
-    stopped: dict[str, list[dict]] = {}
+    stopped: dict[str, list[dict[str, Any]]] = {}
     for host in _hosts(inventory_path, host_spec):
         with open_transport(host) as transport:
             t0 = time.monotonic()

@@ -115,7 +115,7 @@ def _step_kind(node: Any, i: int, where: str, kinds: dict[str, Any]) -> str:
             where=where_of(node, bad),
         )
     kind = kind_keys[0]
-    if kind not in kinds:
+    if not isinstance(kind, str) or kind not in kinds:  # kinds are named by strings only
         raise ConfigError(
             f"step {i + 1}: unknown step kind '{kind}'{suggest(kind, list(kinds) + COMMON_STEP_KEYS)}; "
             f"kinds: {', '.join(sorted(kinds))}",

@@ -20,12 +20,13 @@ __all__ = ["Mapping", "Sequence", "load_file", "load_text", "read_text", "check_
            "where_of"]
 
 
-class Mapping(dict):
+# A YAML document is untyped data: a key is any scalar, a value any node; the schema checks them.
+class Mapping(dict[Any, Any]):
     """A dict that knows its file, its own line and each key's line (1-based)."""
 
     source: str = "<string>"
     line: int = 0
-    key_lines: dict
+    key_lines: dict[Any, int]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -36,12 +37,12 @@ class Mapping(dict):
         return f"{self.source}:{line}"
 
 
-class Sequence(list):
+class Sequence(list[Any]):
     """A list that knows its file and line, and each item's line."""
 
     source: str = "<string>"
     line: int = 0
-    item_lines: list
+    item_lines: list[int]
 
     def where(self, index: int | None = None) -> str:
         line = self.item_lines[index] if index is not None and index < len(self.item_lines) else self.line

@@ -45,7 +45,7 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _first_line(node: ast.stmt) -> int:
-    decos = getattr(node, "decorator_list", None) or []
+    decos: list[ast.expr] = getattr(node, "decorator_list", None) or []  # only defs and classes have one
     return min([node.lineno] + [d.lineno for d in decos])
 
 

@@ -30,7 +30,6 @@ from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
 from specops.sglang.treefiles import TreeFiles
 from specops.sglang.version import in_range, try_parse
 from specops.transport.base import CommandResult, Transport
-from specops.transport.local import LocalTransport
 
 #: What planning, applying or reverting found for one edit.
 EditStatus = Literal["new", "already applied", "blocked", "skipped", "reverted", "not applied"]
@@ -60,7 +59,7 @@ class PatchPlan:
     results: list[EditResult]
     originals: dict[str, bytes | None]
     new_contents: dict[str, bytes]  # only files whose bytes change
-    records: list[dict] = field(default_factory=list)  # manifest entries for new edits
+    records: list[dict[str, Any]] = field(default_factory=list)  # manifest entries for new edits
     layout: SGLangLayout | None = None
     #: planned from the pristine backups: the tree carries another version of this set
     #: (an older specops's), which the new one replaces whole
@@ -223,9 +222,9 @@ def _applied_at(edit: Edit, lines: list[str], span: Span, block: list[str]) -> i
 
 
 def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None,
-               manifest: dict | None) -> tuple[list[EditResult], bytes | None, list[dict]]:
+               manifest: dict[str, Any] | None) -> tuple[list[EditResult], bytes | None, list[dict[str, Any]]]:
     results: list[EditResult] = []
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     if original is None:
         for e in edits:
             if e.optional:
@@ -279,7 +278,7 @@ class _Planned:
 
     result: EditResult
     new_text: str | None = None
-    record: dict | None = None
+    record: dict[str, Any] | None = None
     shift: tuple[int, int] = (0, 0)  # (after line, lines added)
     added_break: bool = False
 
@@ -371,14 +370,15 @@ def state_dir(patchset: PatchSet | str) -> str:
     return f"{STATE_DIR}/{name}"
 
 
-def _read_manifest(files: TreeFiles, ps: PatchSet) -> dict | None:
+def _read_manifest(files: TreeFiles, ps: PatchSet) -> dict[str, Any] | None:
     data = files.read(f"{state_dir(ps)}/manifest.json")
     if data is None:
         return None
     try:
-        return json.loads(data)
+        manifest: dict[str, Any] = json.loads(data)
     except ValueError:
         return None
+    return manifest
 
 
 def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = None,
@@ -427,14 +427,14 @@ def _pristine_backups(patchset: PatchSet, files: TreeFiles, manifest: dict[str, 
     return out or None
 
 
-def _plan_on(patchset: PatchSet, files: TreeFiles, pristine: dict[str, bytes], manifest: dict | None,
+def _plan_on(patchset: PatchSet, files: TreeFiles, pristine: dict[str, bytes], manifest: dict[str, Any] | None,
              layout: SGLangLayout | None) -> PatchPlan:
     """The plan against the tree's files, or, for the files in `pristine`, against those
     originals (a file an earlier version patched and this one does not is restored)."""
     results: list[EditResult] = []
     originals: dict[str, bytes | None] = {}
     new_contents: dict[str, bytes] = {}
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     by_file: dict[str, list[Edit]] = {}
     for e in patchset.edits:
         by_file.setdefault(e.file, []).append(e)
@@ -544,13 +544,14 @@ def _restore(files: TreeFiles, originals: dict[str, bytes | None], written: list
             files.write(rel, data)
 
 
-def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = None,
+def apply(patchset: PatchSet, files: TreeFiles, transport: Transport, *,
           python: str = "python3", tree: str | None = None, run_verify_cmds: bool = True,
           runtime: str = "optional", before_write: Callable[[], None] | None = None) -> PatchReport:
-    """Apply the whole set or nothing. Verify commands run through `transport` (default:
-    this machine) in `tree` (default: files.root). On any failure every file is restored
-    and a PatchError names the set, file and anchor. `before_write` runs once the plan
-    says a file will change, before any is written (it may refuse by raising)."""
+    """Apply the whole set or nothing. Verify commands run through `transport` (the caller's:
+    the host the tree is on, this machine for a local tree) in `tree` (default: files.root).
+    On any failure every file is restored and a PatchError names the set, file and anchor.
+    `before_write` runs once the plan says a file will change, before any is written (it may
+    refuse by raising)."""
     p = plan(patchset, files)
     if p.blocked:
         first = p.blocked[0]
@@ -596,7 +597,7 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
             written.append(rel)
             files.write(rel, new)
         if run_verify_cmds and patchset.verify:
-            report.verify = run_verify(patchset, files, transport or LocalTransport(), python,
+            report.verify = run_verify(patchset, files, transport, python,
                                        tree or files.root, runtime)
     except BaseException:
         _restore(files, p.originals, written)
@@ -611,7 +612,7 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport | None = No
     return report
 
 
-def _undo_text(lines: list[str], rec: dict) -> bool:
+def _undo_text(lines: list[str], rec: dict[str, Any]) -> bool:
     """Swap a manifest record's added text back to what it removed; True when done."""
     added = rec.get("added", "").splitlines(True)
     removed = rec.get("removed", "").splitlines(True)
@@ -708,7 +709,7 @@ def _diff_rel(edit: Edit) -> list[str]:
     return diff_files(edit.diff)
 
 
-def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict | None) -> tuple[EditStatus, str]:
+def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict[str, Any] | None) -> tuple[EditStatus, str]:
     """Undo one edit in `lines` (in place) without a backup."""
     text = "".join(lines)
     if edit.op == "diff":

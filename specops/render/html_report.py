@@ -141,9 +141,9 @@ def render_html(summary: ReportSummary, manifest: dict[str, Any], plot_paths: Se
         out.append('<h2>Failed points</h2><table class="sortable"><thead><tr><th class="l">host</th>'
                    '<th class="l">arm</th><th>concurrency</th><th>repeat</th><th class="l">error</th></tr></thead><tbody>')
         for r in summary.failed:
-            out.append("<tr>" + "".join([_cell(str(r.get("host", "")), left=True), _cell(str(r.get("arm", "")), left=True),
-                                         _cell(str(r.get("concurrency", ""))), _cell(str(r.get("repeat", ""))),
-                                         _cell(str(r.get("error") or "unknown error")[:300], left=True)]) + "</tr>")
+            out.append("<tr>" + "".join([_cell(str(r.host), left=True), _cell(str(r.arm), left=True),
+                                         _cell(str(r.concurrency)), _cell(str(r.repeat)),
+                                         _cell(str(r.error or "unknown error")[:300], left=True)]) + "</tr>")
         out.append("</tbody></table>")
     out.append("<h2>Method</h2><p>Medians over repeats; spread is min-max. The ratio is the arm's median over "
                "baseline's; the crossover is the first level where EAGLE-3's ratio drops below 1, interpolated in "

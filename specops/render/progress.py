@@ -14,8 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from specops.bench.schema import STATUS_FAILED, ResultRecord
 from specops.render.fit import Cell, Column, fit_table
-from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, Phase, RunReport
+from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, HostReport, Phase, RunReport
 
 _PHASE_WORDS = tuple(f"{phase} failed" for phase in get_args(Phase))
 STYLE = {OK: "green", CHANGED: "yellow", SKIPPED: "cyan", FAILED: "bold red", NOT_RUN: "dim", WOULD_RUN: "blue"}
@@ -46,7 +47,7 @@ def progress_table(engine: Engine) -> Table:
     return table
 
 
-def _failure_brief(engine: Engine, r) -> str:
+def _failure_brief(engine: Engine, r: HostReport) -> str:
     """What a failed host's line says in the many-hosts view: the step and its first detail line."""
     if r.failed_step is None:
         return (r.error or r.current).splitlines()[0] if (r.error or r.current) else "failed"
@@ -92,13 +93,13 @@ def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
     return f"{stamp()}  {host}  {index + 1}/{len(engine.playbook.steps)} {step.name}: {word}"
 
 
-def point_line(rec: dict[str, Any]) -> str:
+def point_line(rec: ResultRecord) -> str:
     """The plain line for one benchmark point."""
-    tput = rec.get("output_throughput")
-    what = f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) and rec.get("status") != "failed" else (
-        f"{rec.get('status')}: {rec.get('error')}" if rec.get("error") else str(rec.get("status")))
-    return (f"{stamp()}  {rec.get('host')}  point {rec.get('arm')} c={rec.get('concurrency')} "
-            f"repeat {rec.get('repeat')}: {what}")
+    tput = rec.output_throughput
+    what = f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) and rec.status != STATUS_FAILED else (
+        f"{rec.status}: {rec.error}" if rec.error else str(rec.status))
+    return (f"{stamp()}  {rec.host}  point {rec.arm} c={rec.concurrency} "
+            f"repeat {rec.repeat}: {what}")
 
 
 def command_line(record: dict[str, Any]) -> str | None:

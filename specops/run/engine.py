@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
@@ -213,7 +213,7 @@ class Engine:
         self.forks = forks or default_forks(len(hosts))
         self.from_index = playbook.find_step(from_step) if from_step else 0
         #: called with each journal record as it is written (render.progress's plain lines)
-        self.on_event: Callable[[dict], None] | None = None
+        self.on_event: Callable[[dict[str, Any]], None] | None = None
         self.previous: dict[str, set[int]] = {}
         self.resumed_from: Path | None = None
         if resume:
@@ -598,7 +598,7 @@ class _Registered:
     def __str__(self) -> str:
         return ""
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[object]:
         return iter(())
 
 

@@ -39,7 +39,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 class Journal:
     """Thread-safe writer of events.jsonl for one run; hosts write from their own threads."""
 
-    def __init__(self, run_dir: Path, on_event: Callable[[dict], None] | None = None):
+    def __init__(self, run_dir: Path, on_event: Callable[[dict[str, Any]], None] | None = None):
         self.run_dir = run_dir
         #: called with each record after it is written (the plain-line view on a pipe)
         self.on_event = on_event
@@ -55,9 +55,9 @@ class Journal:
         self.lost = 0
         append_whole(self.path, b"", fsync=False)  # created now: a run directory always has one
 
-    def event(self, event_type: str, /, **fields: Any) -> dict:
+    def event(self, event_type: str, /, **fields: Any) -> dict[str, Any]:
         # every secret value is masked here, whatever step or layer produced the event
-        record = redact({"ts": round(time.time(), 3), "event": event_type, **fields})
+        record: dict[str, Any] = redact({"ts": round(time.time(), 3), "event": event_type, **fields})
         line = json.dumps(record, default=str, sort_keys=False)
         with self._lock:
             try:
@@ -68,7 +68,7 @@ class Journal:
             self.on_event(record)
         return record
 
-    def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> dict:
+    def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> dict[str, Any]:
         """Record one command: the exact line, rc and timing; outputs inline or in files.
         `probe`: a read-only command run to learn something (--check lists those apart)."""
         fields: dict[str, Any] = {"command": result.command, "rc": result.rc,
@@ -124,7 +124,7 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def read_events(run_dir: Path) -> Iterator[dict]:
+def read_events(run_dir: Path) -> Iterator[dict[str, Any]]:
     """Events of a run, skipping a torn last line."""
     path = run_dir / "events.jsonl"
     if not path.exists():

@@ -3,7 +3,9 @@ sweeps under way, the progress callback, and the cleanup Ctrl-C needs.
 
 One `Run` per Engine, reachable from every StepContext; nothing here is module-global,
 so two runs in one process (`specops demo`, a notebook, CliRunner tests) never see each
-other's servers.
+other's servers. The one exception is the redaction registry (`specops.secrets`): it is
+process-wide on purpose, since output with no run at hand must be masked too, and
+sharing it only ever masks more (its comment says why).
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
+from specops.bench.schema import ResultRecord
 from specops.run.journal import Journal
 from specops.servers import stop_arms
 from specops.servers.lease import LeaseBook
 from specops.transport.base import Transport
 
 #: Called once per written benchmark point (the record as written to results.jsonl).
-PointCallback = Callable[[dict[str, Any]], None]
+PointCallback = Callable[[ResultRecord], None]
 
 
 class Interrupted(KeyboardInterrupt):

@@ -1,9 +1,13 @@
-"""Launch, reuse, readiness, stop and status of arm servers on a host, over a Transport.
+"""The local supervisor (servers.supervisor): launch, reuse, readiness, stop and status of
+arm servers as detached processes on a host, over a Transport.
 
 Servers are detached (setsid nohup, stdin from /dev/null, output to a log) so they
 outlive the SSH session; their pid, process group, command and args hash are kept in
 `<workdir>/.specops/servers/<arm>.json` on the host, which is all later commands
 (`status`, `stop`, `logs`, a re-run) need. Each check is one remote round trip.
+
+It knows nothing of Slurm (servers.slurm is the other supervisor; a boundary test keeps
+this module from importing it): a state file a Slurm job wrote is refused by name.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, cast
 
 import specops.servers.container as container
-import specops.servers.slurm as slurm
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
@@ -32,7 +35,8 @@ from specops.servers.records import ArmStatus as ArmStatus
 from specops.servers.records import LaunchOutcome as LaunchOutcome
 from specops.servers.records import ServerState as ServerState
 from specops.servers.records import StopResult as StopResult
-from specops.servers.records import read_state
+from specops.servers.records import read_state, refuse_foreign
+from specops.servers.records import read_states as read_states
 from specops.servers.records import where as _where
 from specops.servers.remote import FUNCS, q
 from specops.servers.watch import ArmWatch, loading_line, not_ready_error, wait
@@ -48,26 +52,6 @@ def _looks_local(path: str) -> bool:
 
 def _run(transport: Transport, script: str, timeout: float = _RUN_TIMEOUT, **kw: Any) -> CommandResult:
     return transport.run(FUNCS + script, timeout=timeout, **kw)
-
-
-# --- state files -----------------------------------------------------------------------
-
-def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
-    """All state files under the workdir, in one round trip."""
-    d = paths.servers_dir(transport.expand(workdir))
-    script = (f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
-              f"case \"$f\" in *.adaptive.json) continue;; esac; "
-              f"printf '@@STATE %s\\n' \"$(base64 -w0 < \"$f\")\"; done")
-    res = transport.run(script, timeout=_RUN_TIMEOUT)
-    out: dict[str, ServerState] = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("@@STATE "):
-            try:
-                st = ServerState.from_json(base64.b64decode(line[8:]))
-            except (ValueError, TypeError):
-                continue
-            out[st.arm] = st
-    return out
 
 
 # --- probing ---------------------------------------------------------------------------
@@ -135,16 +119,9 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, la
     (servers.lease: who started it, and whether the last run leasing it stops it)."""
     where = _where(transport, plan.arm)
     existing = read_state(transport, plan.workdir, plan.arm)
-    if plan.slurm is not None:
-        if existing is not None and not existing.slurm:
-            stop_states(transport, [existing])  # a local server under the arm's name gives way to the job
-            existing = None
-        return slurm.launch_arm(transport, plan, existing, reuse=reuse)
     action = "launched"
-    if existing is not None and existing.slurm:
-        slurm.stop_states(transport, [existing])
-        existing = None
     if existing is not None:
+        refuse_foreign(transport, [existing], slurm=False)
         (p,) = probe(transport, [existing])
         if reuse and p.alive and p.health == "200" and existing.args_hash == plan.args_hash:
             return LaunchOutcome(existing, "reused")
@@ -257,11 +234,8 @@ def wait_ready_many(transport: Transport, states: Sequence[ServerState], timeout
     ready per arm. A dead process or a crash signature raises StepError at once with the
     log's crash block; a timeout raises it with the last log lines. `on_progress` gets,
     each poll, the arms still loading with the last line of each one's log (weight
-    loading, CUDA graph capture), for the live view. Slurm arms (queued jobs: `on_event`
-    hears their state and reason) are waited for by servers.slurm."""
-    if any(st.slurm for st in states):
-        return slurm.wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes,
-                                     on_progress=on_progress, on_event=on_event)
+    loading, CUDA graph capture), for the live view. `on_event` is the supervisor protocol's
+    (a Slurm job's queue state); a local process has none to report."""
     return wait(transport, _Processes(transport), [_Watch(st) for st in states], timeout_s, poll_s,
                 max_bytes=max_bytes, on_progress=on_progress)
 
@@ -315,15 +289,10 @@ def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: flo
 def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s: float = 10.0,
                 port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
     """TERM each server's process group, KILL after grace_s, wait (bounded) until its port
-    is free and, where nvidia-smi exists, its GPU memory released; remove its state file.
-    Slurm arms are scancelled (servers.slurm.stop_states)."""
-    jobs = [st for st in states if st.slurm]
-    if jobs:
-        done = slurm.stop_states(transport, jobs)
-        return done + stop_states(transport, [st for st in states if not st.slurm], grace_s=grace_s,
-                                  port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
+    is free and, where nvidia-smi exists, its GPU memory released; remove its state file."""
     if not states:
         return []
+    refuse_foreign(transport, states, slurm=False)
     # a container is stopped by its runtime (stop -t GRACE, then rm): its client, the recorded
     # process, then ends, and the process-group stop below finds it gone
     boxed = container.stop_containers(transport, [st for st in states if st.container], grace_s)
@@ -401,7 +370,6 @@ done
     res = _run(transport, script)
     now = None
     found: dict[str, ArmStatus] = {}
-    jobs: list[ServerState] = []
     for line in res.stdout.splitlines():
         if line.startswith("@@NOW "):
             now = _host_time(line.split()[1])
@@ -411,10 +379,7 @@ done
                 st = ServerState.from_json(base64.b64decode(blob))
             except (ValueError, TypeError):
                 continue
-            if st.slurm:
-                jobs.append(st)
-                continue
-            if a != "1":
+            if a != "1":  # a Slurm job's state file (pid -1) included: it is no process here
                 state = "dead"
             elif h == "200" and r == "1":
                 state = "ready"
@@ -426,8 +391,6 @@ done
                 # seconds read within the launch's second would make it so)
                 max(0.0, now - st.started_at) if (now and a == "1") else None,
                 st.mechanism, st.command, h, st.log_path, st.effective_threshold)
-    if jobs:
-        found.update(slurm.statuses(transport, jobs))
     names = list(arms) if arms is not None else sorted(found)
     return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 
@@ -481,3 +444,62 @@ def launched_before_boot(transport: Transport, workdir: str, arms: Sequence[str]
             if float(parts[1]) < boot:
                 older.add(parts[2])
     return older
+
+
+# --- the supervisor -----------------------------------------------------------------------
+
+def describe_plan(plan: LaunchPlan) -> list[str]:
+    """What `--check` shows for a local arm: the detached command, its config file, its notes."""
+    lines = [f"[{plan.arm}] ({plan.mechanism}) setsid nohup {plan.command} > {plan.log_path} 2>&1 < /dev/null &"]
+    if plan.config_json:
+        lines.append(f"[{plan.arm}] write {plan.config_path}: {plan.config_json}")
+    return lines + [f"[{plan.arm}] note: {n}" for n in plan.notes]
+
+
+class LocalSupervisor:
+    """servers.supervisor's Supervisor for a host without a `slurm:` block: the arms are
+    detached processes on the host itself, reached on loopback (the functions above)."""
+
+    kind = "local"
+    #: specops places the arms on the host's GPUs and starts arms that share one in waves
+    scheduled = False
+    containers = True
+
+    def adapt(self, plan: LaunchPlan) -> LaunchPlan:
+        return plan
+
+    def describe(self, plan: LaunchPlan) -> list[str]:
+        return describe_plan(plan)
+
+    def launch(self, transport: Transport, plan: LaunchPlan, *, reuse: bool = True, launched_by: str | None = None,
+               ephemeral: bool = False) -> LaunchOutcome:
+        return launch_arm(transport, plan, reuse=reuse, launched_by=launched_by, ephemeral=ephemeral)
+
+    def wait_ready(self, transport: Transport, states: Sequence[ServerState], timeout_s: float, poll_s: float = 0.5,
+                   *, max_bytes: int = 256 * 1024, on_progress: Callable[[str], None] | None = None,
+                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float]:
+        return wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes, on_progress=on_progress,
+                               on_event=on_event)
+
+    def stop(self, transport: Transport, states: Sequence[ServerState], *, grace_s: float = 10.0,
+             port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
+        return stop_states(transport, states, grace_s=grace_s, port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
+
+    def stop_arms(self, transport: Transport, workdir: str, arms: Sequence[str] | None = None, *,
+                  grace_s: float = 10.0, port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
+        return stop_arms(transport, workdir, arms, grace_s, port_wait_s=port_wait_s, gpu_wait_s=gpu_wait_s)
+
+    def status(self, transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
+        return server_status(transport, workdir, arms)
+
+    def address(self, state: ServerState) -> str:
+        return "127.0.0.1"
+
+    def client_prefix(self, state: ServerState) -> list[str]:
+        return []  # the client runs on the host, beside the server
+
+    def end_reason(self, transport: Transport, state: ServerState) -> str | None:
+        return None  # a process has no end state beyond its log (servers.logwatch reads that)
+
+    def event_line(self, kind: str, data: dict[str, Any]) -> str | None:
+        return None

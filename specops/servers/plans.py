@@ -11,7 +11,7 @@ from specops.servers import container
 from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
-from specops.servers.slurm import adapt_plan
+from specops.servers.supervisor import supervisor_for
 from specops.sglang import paths
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
 from specops.sglang.paths import SERVER_ARGS
@@ -91,8 +91,10 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
                           where=f"host {host.name}")
     layout = detect_layout(files)
-    # on a Slurm host the scheduler places each arm's job; its login node has no GPUs to place on
-    for placement in (placements_for(transport, host, variables, where=where) if host.slurm is None else None) or []:
+    supervisor = supervisor_for(host)
+    # where a scheduler places each arm's job (Slurm), the login node has no GPUs to place on
+    for placement in (placements_for(transport, host, variables, where=where) if not supervisor.scheduled
+                      else None) or []:
         specs[placement.arm].gpus, specs[placement.arm].tp_size = placement.gpus, placement.tp_size
     sources = bucket_sources(files, layout) if "adaptive" in {specs[n].kind for n in arm_names} else {}
     workdir = transport.expand(str(variables.get("workdir") or host.workdir))
@@ -110,11 +112,10 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
             plan.secrets_file = paths.secrets_env(workdir)
     image = container.ContainerSettings.from_vars(variables, where=where)
     if image is not None:  # each arm a container of the image, the tree mounted over its sglang
-        if host.slurm is not None:
+        if not supervisor.containers:
             raise ConfigError("sglang_image on a Slurm host is not supported (pyxis/enroot containers are not "
                               "built yet)", where=f"host {host.name}", hint="drop sglang_image for that host")
         facts = container.image_facts(transport, image, tree)
         plans = [container.adapt_plan(p, facts, tree, engine=engine, home=transport.home) for p in plans]
-    if host.slurm is not None:  # each arm becomes a batch job on the cluster behind the login node
-        plans = [adapt_plan(p, host.slurm) for p in plans]
-    return plans
+    # as the host's supervisor runs them (on a Slurm host: a batch job each, behind the login node)
+    return [supervisor.adapt(p) for p in plans]

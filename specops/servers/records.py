@@ -4,12 +4,17 @@ batch jobs) read and return these, so they live below both of them."""
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
+from specops.errors import StepError
+from specops.servers.remote import q
 from specops.sglang import paths
 from specops.transport.base import Transport
+
+_RUN_TIMEOUT = 60.0
 
 
 @dataclass
@@ -37,7 +42,7 @@ class ServerState:
     notes: list[str] = field(default_factory=list)
     ready_path: str = "/health"
     sglang_version: str | None = None
-    #: on a Slurm host: job_id, node, gpus (IDX), conf; servers.lifecycle hands such arms to servers.slurm
+    #: on a Slurm host: job_id, node, gpus (IDX), conf (servers.slurm's supervisor wrote it)
     slurm: dict[str, Any] | None = None
     #: the run that started this server, and whether it is stopped once the last run leasing it
     #: is done (a sweep's own servers) or stays up (deploy, --keep-servers)
@@ -112,3 +117,40 @@ def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | No
         return ServerState.from_json(transport.get(path))
     except (ValueError, TypeError):
         return None  # a damaged state file is treated as no server
+
+
+def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
+    """All state files under the workdir, in one round trip."""
+    d = paths.servers_dir(transport.expand(workdir))
+    script = (f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
+              f"case \"$f\" in *.adaptive.json) continue;; esac; "
+              f"printf '@@STATE %s\\n' \"$(base64 -w0 < \"$f\")\"; done")
+    res = transport.run(script, timeout=_RUN_TIMEOUT)
+    out: dict[str, ServerState] = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("@@STATE "):
+            try:
+                st = ServerState.from_json(base64.b64decode(line[8:]))
+            except (ValueError, TypeError):
+                continue
+            out[st.arm] = st
+    return out
+
+
+def refuse_foreign(transport: Transport, states: Sequence[ServerState], *, slurm: bool) -> None:
+    """One host, one supervisor (servers.supervisor): a state file the other one wrote (the
+    host's `slurm:` block was added or removed while its servers ran) is refused by name
+    before anything changes, with how to end that server."""
+    for st in states:
+        if bool(st.slurm) == slurm:
+            continue
+        if st.slurm:
+            job = (st.slurm or {}).get("job_id")
+            raise StepError(f"server '{st.arm}' runs as Slurm job {job} (state file {st.state_path}), but the host "
+                            "has no slurm: block now", where=where(transport, st.arm),
+                            hint="put the host's slurm: block back and run `specops stop`, or scancel the job "
+                                 "and remove the state file")
+        raise StepError(f"server '{st.arm}' runs as a local process (pid {st.pid}, state file {st.state_path}), "
+                        "but the host has a slurm: block now", where=where(transport, st.arm),
+                        hint=f"remove the host's slurm: block and run `specops stop`, or kill process group "
+                             f"{st.pgid} and remove the state file")

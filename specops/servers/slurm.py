@@ -1,13 +1,14 @@
-"""Arms as Slurm batch jobs: the `slurm:` block of a host, the job script, `sbatch`,
-job states from `scontrol show job -d`, readiness, `scancel`, status.
+"""The Slurm supervisor (servers.supervisor): arms as batch jobs. The `slurm:` block of a
+host, the job script, `sbatch`, job states from `scontrol show job -d`, readiness,
+`scancel`, status.
 
 A Slurm host is an SSH (or local) host whose `slurm:` block says how to ask the cluster
 for GPUs. Everything specops runs on it runs on the login node, in a workdir on the
 cluster's shared filesystem; only the servers (and the benchmark client, as a step of
 the server's job: `srun --jobid J --overlap`) run on compute nodes. An arm's state file
-records its job id, node and GPU indices under `slurm`; the functions in
-`servers.lifecycle` hand such states to this module, which knows nothing of local
-processes (it sits below lifecycle: records, watch and logwatch are all it imports).
+records its job id, node and GPU indices under `slurm`. This module knows nothing of local
+processes (servers.lifecycle, the other supervisor, and this one import nothing of each
+other): a state file a local process wrote is refused by name.
 
 Every cluster command is an argv list (shell-quoted), each poll one round trip for all
 arms: `scontrol show job -d` for each job, `/health` on node:port from the login node,
@@ -35,7 +36,15 @@ from specops.servers.logwatch import (
     crash_excerpt,
     parse_chunk_line,
 )
-from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult
+from specops.servers.records import (
+    ArmStatus,
+    LaunchOutcome,
+    ServerState,
+    StopResult,
+    read_state,
+    read_states,
+    refuse_foreign,
+)
 from specops.servers.records import where as _where
 from specops.servers.remote import q
 from specops.servers.watch import ArmWatch, not_ready_error, wait
@@ -311,10 +320,11 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
 def launch_arm(transport: Transport, plan: LaunchPlan, existing: ServerState | None, *,
                reuse: bool = True) -> LaunchOutcome:
     """Reuse the arm's running job (`existing`, its state file) when it serves the same args
-    hash; else cancel that job and submit a new one. servers.lifecycle, the caller, stops a
-    local server recorded under the arm's name first."""
+    hash; else cancel that job and submit a new one. A local process recorded under the
+    arm's name is refused (records.refuse_foreign)."""
     action = "launched"
-    if existing is not None and existing.slurm:
+    if existing is not None:
+        refuse_foreign(transport, [existing], slurm=True)
         (p,) = probe_jobs(transport, [existing])
         alive = p.job.state == "RUNNING"
         if reuse and alive and p.health == "200" and existing.args_hash == plan.args_hash:
@@ -428,6 +438,7 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, wait_s: 
     then remove the state files."""
     if not states:
         return []
+    refuse_foreign(transport, states, slurm=True)
     before = probe_jobs(transport, states)
     live = [st for st, p in zip(states, before, strict=True) if not p.job.ended]
     by_conf: dict[str | None, list[str]] = {}
@@ -483,6 +494,21 @@ def statuses(transport: Transport, states: Sequence[ServerState]) -> dict[str, A
     return out
 
 
+def stop_arms(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[StopResult]:
+    """Cancel the named arms' jobs (all recorded ones when None) under `workdir`."""
+    states = read_states(transport, workdir)
+    return stop_states(transport, [states[a] for a in (arms if arms is not None else sorted(states)) if a in states])
+
+
+def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
+    """`statuses` of every recorded arm; arms named in `arms` without a state file are "stopped"."""
+    wd = transport.expand(workdir)
+    states = read_states(transport, wd)
+    found = statuses(transport, [states[a] for a in sorted(states)])
+    names = list(arms) if arms is not None else sorted(found)
+    return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
+
+
 def job_end(transport: Transport, state: ServerState) -> str | None:
     """"job 12 CANCELLED (...)" when the arm's job has ended, else None."""
     if not state.slurm:
@@ -522,3 +548,58 @@ def job_event_line(data: dict[str, Any]) -> str:
             + (f" ({reason})" if reason not in (None, "", "None") else "")
             + (f" on {data['node']}" if data.get("node") else ""))
 
+
+
+class SlurmSupervisor:
+    """servers.supervisor's Supervisor for a host with a `slurm:` block: each arm a batch
+    job of its own, placed by the cluster's scheduler, reached on its node from the login node."""
+
+    kind = "slurm"
+    #: each arm in an allocation of its own that the scheduler places: no GPU placement or
+    #: start waves here, and a sweep runs the arms side by side (one thread per job)
+    scheduled = True
+    containers = False  # pyxis/enroot containers are not built yet
+
+    def __init__(self, settings: SlurmSettings) -> None:
+        self.settings = settings
+
+    def adapt(self, plan: LaunchPlan) -> LaunchPlan:
+        return adapt_plan(plan, self.settings)
+
+    def describe(self, plan: LaunchPlan) -> list[str]:
+        return describe_plan(plan)
+
+    def launch(self, transport: Transport, plan: LaunchPlan, *, reuse: bool = True, launched_by: str | None = None,
+               ephemeral: bool = False) -> LaunchOutcome:
+        """`launched_by`/`ephemeral` are the lease's (servers.lease); a job's state file does not record them."""
+        return launch_arm(transport, plan, read_state(transport, plan.workdir, plan.arm), reuse=reuse)
+
+    def wait_ready(self, transport: Transport, states: Sequence[ServerState], timeout_s: float, poll_s: float = 0.5,
+                   *, max_bytes: int = 256 * 1024, on_progress: Callable[[str], None] | None = None,
+                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float]:
+        return wait_ready_many(transport, states, timeout_s, poll_s, max_bytes=max_bytes, on_progress=on_progress,
+                               on_event=on_event)
+
+    def stop(self, transport: Transport, states: Sequence[ServerState], *, grace_s: float = 10.0,
+             port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
+        """scancel; the grace between the job's TERM and KILL is the cluster's (KillWait)."""
+        return stop_states(transport, states)
+
+    def stop_arms(self, transport: Transport, workdir: str, arms: Sequence[str] | None = None, *,
+                  grace_s: float = 10.0, port_wait_s: float = 30.0, gpu_wait_s: float = 60.0) -> list[StopResult]:
+        return stop_arms(transport, workdir, arms)
+
+    def status(self, transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
+        return server_status(transport, workdir, arms)
+
+    def address(self, state: ServerState) -> str:
+        return state.address  # the job's node, once it runs
+
+    def client_prefix(self, state: ServerState) -> list[str]:
+        return client_prefix(state)
+
+    def end_reason(self, transport: Transport, state: ServerState) -> str | None:
+        return job_end(transport, state)
+
+    def event_line(self, kind: str, data: dict[str, Any]) -> str | None:
+        return job_event_line(data) if kind == "slurm_job" else None

@@ -25,7 +25,7 @@ import ast
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NoReturn
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
@@ -162,11 +162,12 @@ class TreeFlags(FlagSet):
 class _Switch(argparse.Action):
     """A zero-argument flag (store_true, SGLang's Deprecated*Store*Action ...)."""
 
-    def __init__(self, option_strings, dest, const=True, **kwargs):
+    def __init__(self, option_strings: Sequence[str], dest: str, const: object = True, **kwargs: Any) -> None:
         kwargs.pop("nargs", None)
         super().__init__(option_strings, dest, nargs=0, const=const, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         setattr(namespace, self.dest, self.const)
 
 
@@ -622,6 +623,9 @@ def _build_parser(info: FlagSet, cls: type[argparse.ArgumentParser]) -> argparse
 # --------------------------------------------------------------------------- local trees, cached
 
 
+#: A cache, module-level on purpose: a local tree's flags keyed by (tree, its sources'
+#: mtimes), so every launch plan in the process reads a tree's parser once and an edited
+#: tree is read again. It holds no run's state: the same tree gives every run the same flags.
 _CACHE: dict[tuple[str, tuple[int, ...]], TreeFlags] = {}
 
 

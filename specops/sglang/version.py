@@ -31,6 +31,10 @@ _PATTERN = re.compile(
 )
 
 
+# release, pre-release, post, dev, local segments: what `Version` compares by
+_Key = tuple[tuple[int, ...], tuple[str, int], int, float, tuple[tuple[int, int, str], ...]]
+
+
 @functools.total_ordering
 @dataclass(frozen=True, eq=False)
 class Version:
@@ -43,7 +47,7 @@ class Version:
     dev: int | None = None
     local: str | None = None
 
-    def _key(self) -> tuple:
+    def _key(self) -> _Key:
         release = _padded(self.release)
         # a dev release sorts before its pre-releases, which sort before the release itself
         pre = self.pre if self.pre is not None else (("", -1) if self.dev is not None and self.post is None

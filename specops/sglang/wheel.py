@@ -43,7 +43,7 @@ def _git_commit(tree: str, version: str, exclude: list[str]) -> None:
 
 
 def unpack(wheel: str, dest: str, version: str, *, prefix: str = "sglang/", git: bool = False,
-           exclude: list[str] | None = None, marker: str | None = None, marker_data: dict | None = None) -> str:
+           exclude: list[str] | None = None, marker: str | None = None, marker_data: dict[str, str] | None = None) -> str:
     """Unpack `prefix*` members of `wheel` under `dest/python/`, atomically (a temp folder
     beside `dest`, renamed into place). With `git`, the tree is committed as one git
     repository whose excludes hold `exclude`; `marker` (written last, excluded too) records

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from specops.sglang import paths
 from specops.sglang.flags import TreeFlags, compile_or_raise
@@ -147,7 +148,7 @@ class SimServer:
         return app
 
     @web.middleware
-    async def _access_log(self, request: web.Request, handler):
+    async def _access_log(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         resp = await handler(request)
         peer = request.transport.get_extra_info("peername") if request.transport else None
         who = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"

@@ -22,9 +22,12 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from specops.sim.logs import READY_LINE
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class SimStartError(RuntimeError):
@@ -41,17 +44,18 @@ class SimProcess:
     port: int
     url: str
     log_path: Path
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     argv: list[str] = field(default_factory=list)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def get_json(self, path: str, timeout: float = 5.0) -> dict:
+    def get_json(self, path: str, timeout: float = 5.0) -> dict[str, Any]:
         with urllib.request.urlopen(self.url + path, timeout=timeout) as resp:
-            return json.loads(resp.read())
+            body: dict[str, Any] = json.loads(resp.read())  # every simulator endpoint answers an object
+            return body
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict[str, Any]:
         return self.get_json("/server_info")
 
     def wait_exit(self, timeout: float = 30.0) -> int:
@@ -115,7 +119,8 @@ def health_status(url: str, timeout: float = 1.0) -> int | None:
     """HTTP status of /health, or None when nothing answers."""
     try:
         with urllib.request.urlopen(url + "/health", timeout=timeout) as resp:
-            return resp.status
+            status: int = resp.status  # urlopen's answer is untyped in the stubs
+            return status
     except urllib.error.HTTPError as e:
         return e.code
     except (urllib.error.URLError, OSError):
@@ -192,7 +197,7 @@ def run_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_
 # ---------------------------------------------------------------------- load generator
 
 
-async def _one(session, url: str, prompt: str, max_new_tokens: int) -> tuple[int, float, float, float]:
+async def _one(session: aiohttp.ClientSession, url: str, prompt: str, max_new_tokens: int) -> tuple[int, float, float, float]:
     """(tokens, arrival, first token, last token) of one streamed request, on the model clock."""
     payload = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0,
                                                   "ignore_eos": True}, "stream": True}
@@ -210,7 +215,7 @@ async def _one(session, url: str, prompt: str, max_new_tokens: int) -> tuple[int
     return tokens, meta["sim_arrival_t"], first if first is not None else meta["sim_t"], meta["sim_t"]
 
 
-async def drive(url: str, concurrency: int, num_requests: int, max_new_tokens: int = 64, input_words: int = 32) -> dict:
+async def drive(url: str, concurrency: int, num_requests: int, max_new_tokens: int = 64, input_words: int = 32) -> dict[str, float | None]:
     """Closed loop: `concurrency` streams at a time until `num_requests` are done.
 
     Every figure is read from the simulator's model clock (the stamps each chunk carries), so

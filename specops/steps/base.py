@@ -16,7 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from specops.config.inventory import Host
 from specops.config.playbook import Step
@@ -26,6 +26,8 @@ from specops.errors import ConfigError
 from specops.run.journal import Journal
 from specops.run.state import Run
 from specops.transport.base import Command, CommandResult, Transport, command_line
+
+T = TypeVar("T")
 
 #: Timeout for small host-side reads and checks (file exists, HTTP probe, rev-parse).
 PROBE_TIMEOUT_S = 30.0
@@ -85,11 +87,13 @@ class StepContext:
     #: every command this context ran, as journaled (in --check, the probes describe ran)
     ran: list[str] = field(default_factory=list)
 
-    def once(self, key: str, compute: Callable[[], Any]) -> Any:
-        """`compute()` the first time `key` is asked for in this step, the stored value after."""
+    def once(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()` the first time `key` is asked for in this step, the stored value after
+        (each key is computed by one `compute`, so its stored value has that one's type)."""
         if key not in self.memo:
             self.memo[key] = compute()
-        return self.memo[key]
+        value: T = self.memo[key]
+        return value
 
     @property
     def timeout(self) -> float:
@@ -254,6 +258,6 @@ def pretty_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, default=str)
 
 
-def require_type(step: Step, value: Any, types: type | tuple, what: str) -> None:
+def require_type(step: Step, value: Any, types: type | tuple[type, ...], what: str) -> None:
     if not isinstance(value, types):
         raise ConfigError(f"{step.label}: {what}", where=step.where)

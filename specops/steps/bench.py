@@ -58,7 +58,7 @@ class Bench(StepKind):
         facts = {"sglang_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
                  "engine": ctx.host.engine, **device_facts(ctx.transport, device)}
 
-        def record_host(manifest: dict) -> None:
+        def record_host(manifest: dict[str, Any]) -> None:
             manifest.setdefault("specops_version", specops_version())
             manifest.setdefault("run_id", ctx.run_dir.name)
             manifest["bench"] = settings_record(settings)
@@ -83,8 +83,8 @@ class Bench(StepKind):
                           leases=ctx.run_state.leases, on_wait=ctx.notice)
         with ctx.run_state.sweep(ctx.host.name, sweep.launched):
             sweep.run(points)
-        mine = [r for r in load_results(ctx.run_dir) if r.get("host") == ctx.host.name]
-        failed = [r for r in mine if r.get("status") != "ok"]
+        mine = [r for r in load_results(ctx.run_dir) if r.host == ctx.host.name]
+        failed = [r for r in mine if not r.ok]
         return Outcome(changed=bool(points), data={"points": len(points), "failed_points": len(failed),
                                                    "taken_over": sweep.taken_over},
                        message=f"{len(points)} points run, {len(failed)} failed")

@@ -8,15 +8,7 @@ from specops.config.playbook import Step
 from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.secrets import redact
-from specops.servers import (
-    fairness_warnings,
-    launch_arm,
-    read_states,
-    server_info,
-    server_status,
-    stop_arms,
-    wait_ready_many,
-)
+from specops.servers import fairness_warnings, read_states, server_info
 from specops.servers.arms import arms_from_vars
 from specops.servers.eagle_heads import head_width_warning
 from specops.servers.launch import LaunchPlan
@@ -24,7 +16,7 @@ from specops.servers.lease import join
 from specops.servers.lifecycle import LaunchOutcome, check_version
 from specops.servers.placement import start_waves
 from specops.servers.plans import arm_requests, placements_for, plan_arms
-from specops.servers.slurm import describe_plan, job_event_line
+from specops.servers.supervisor import Supervisor, supervisor_for
 from specops.steps.base import Outcome, StepContext, StepKind
 
 
@@ -57,7 +49,7 @@ class Server(StepKind):
                                       f"{', '.join(known)}", where=step.where)
         return args
 
-    def _plans(self, ctx: StepContext):
+    def _plans(self, ctx: StepContext) -> list[LaunchPlan]:
         """Launch plans, built once per step (is_done and apply both need them; building
         reads the tree's layout and server_args.py over the connection)."""
         arms = ctx.args["arms"]
@@ -66,20 +58,13 @@ class Server(StepKind):
                                                           str(ctx.args["tree"]), where=ctx.step.where))
 
     def describe(self, ctx: StepContext) -> list[str]:
-        lines = []
-        for plan in self._plans(ctx):
-            if plan.slurm is not None:
-                lines += describe_plan(plan)
-                continue
-            lines.append(f"[{plan.arm}] ({plan.mechanism}) setsid nohup {plan.command} > {plan.log_path} 2>&1 < /dev/null &")
-            if plan.config_json:
-                lines.append(f"[{plan.arm}] write {plan.config_path}: {plan.config_json}")
-            lines += [f"[{plan.arm}] note: {n}" for n in plan.notes]
-        return lines
+        supervisor = supervisor_for(ctx.host)
+        return [line for plan in self._plans(ctx) for line in supervisor.describe(plan)]
 
     def is_done(self, ctx: StepContext) -> bool | None:
         plans = self._plans(ctx)
-        status = {s.arm: s for s in server_status(ctx.transport, ctx.vars["workdir"], [p.arm for p in plans])}
+        status = {s.arm: s for s in supervisor_for(ctx.host).status(ctx.transport, ctx.vars["workdir"],
+                                                                     [p.arm for p in plans])}
         states = read_states(ctx.transport, ctx.vars["workdir"])
         for plan in plans:
             st, state = status.get(plan.arm), states.get(plan.arm)
@@ -92,7 +77,7 @@ class Server(StepKind):
         """Arms that start together. On an SGLang host, arms sharing a GPU start one after
         another, each ready before the next (or are refused without mem_fraction_static).
         CPU arms share the host's cores and memory: each starts once the one before is ready."""
-        if ctx.host.slurm is not None:  # each arm is a job of its own: the scheduler places them
+        if supervisor_for(ctx.host).scheduled:  # each arm is a job of its own: the scheduler places them
             return [plans]
         cpu = [p for p in plans if p.device == "cpu"]
         rest = [p for p in plans if p.device != "cpu"]
@@ -126,11 +111,12 @@ class Server(StepKind):
                          timeout_s=timeout)
             if state is not None:
                 return LaunchOutcome(state, "shared")
-        return launch_arm(ctx.transport, plan, reuse=bool(ctx.args.get("reuse", True)),
-                          launched_by=ctx.run_state.leases.run_id)
+        return supervisor_for(ctx.host).launch(ctx.transport, plan, reuse=bool(ctx.args.get("reuse", True)),
+                                               launched_by=ctx.run_state.leases.run_id)
 
     def apply(self, ctx: StepContext) -> Outcome:
         plans = self._plans(ctx)
+        supervisor = supervisor_for(ctx.host)
         waves = self._waves(ctx, plans)  # a refusal here changes nothing on the host
         timeout = float(ctx.args.get("ready_timeout", ctx.timeout))
         leads = self._claim(ctx, plans)  # another run's arm with other arguments: refused here, nothing changed
@@ -145,15 +131,15 @@ class Server(StepKind):
                                   action=o.action, pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
                                   command=redact(o.state.command), log=o.state.log_path)
             try:
-                ready.update(wait_ready_many(ctx.transport, [o.state for o in started], timeout_s=timeout,
-                                             poll_s=0.5, on_progress=ctx.emit,
-                                             on_event=lambda kind, data: _job_event(ctx, kind, data)))
+                ready.update(supervisor.wait_ready(ctx.transport, [o.state for o in started], timeout_s=timeout,
+                                                   poll_s=0.5, on_progress=ctx.emit,
+                                                   on_event=lambda kind, data: _job_event(ctx, supervisor, kind, data)))
             except Exception:
                 if ctx.run_state.interrupted.is_set():  # Ctrl-C's cleanup decides (--keep-servers)
                     raise
                 # a crashed or hung arm must not keep running (and holding its GPU) after the step failed
-                stop_arms(ctx.transport, ctx.vars["workdir"],
-                          [o.state.arm for o in outcomes if o.action not in ("reused", "shared")])
+                supervisor.stop_arms(ctx.transport, ctx.vars["workdir"],
+                                     [o.state.arm for o in outcomes if o.action not in ("reused", "shared")])
                 raise
         infos = {o.state.arm: server_info(ctx.transport, o.state) for o in outcomes}
         for o in outcomes:  # the tree's SGLang answered, not some other install
@@ -170,10 +156,12 @@ class Server(StepKind):
                        message=summary + (f"; {len(warnings)} warning(s)" if warnings else ""))
 
 
-def _job_event(ctx: StepContext, kind: str, data: dict[str, Any]) -> None:
-    """A Slurm arm's job changed state (PENDING and why, RUNNING on which node)."""
+def _job_event(ctx: StepContext, supervisor: Supervisor, kind: str, data: dict[str, Any]) -> None:
+    """The supervisor's news of an arm (a Slurm job: PENDING and why, RUNNING on which node)."""
     ctx.journal.event(kind, host=ctx.host.name, step=ctx.step.name, **data)
-    ctx.emit(job_event_line(data))
+    line = supervisor.event_line(kind, data)
+    if line is not None:
+        ctx.emit(line)
 
 
 class Stop(StepKind):
@@ -196,6 +184,6 @@ class Stop(StepKind):
         return [f"stop servers {self._arms(ctx) or 'all'}: TERM the process group, KILL after grace, wait for the port"]
 
     def apply(self, ctx: StepContext) -> Outcome:
-        results = stop_arms(ctx.transport, ctx.vars["workdir"], self._arms(ctx))
+        results = supervisor_for(ctx.host).stop_arms(ctx.transport, ctx.vars["workdir"], self._arms(ctx))
         return Outcome(changed=bool(results), data={"stopped": [vars(r) for r in results]},
                        message=", ".join(r.arm for r in results) or "nothing running")

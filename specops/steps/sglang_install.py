@@ -203,9 +203,10 @@ class SGLangInstall(StepKind):
         if not r.ok:
             raise StepError(f"{python} cannot run: {r.tail(3)}")
         try:
-            return json.loads(r.stdout.strip().splitlines()[-1])
+            seen: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])  # PROBE prints one object
         except (ValueError, IndexError):
             raise StepError(f"unexpected answer from {python}: {r.tail(3)}") from None
+        return seen
 
     def _judge(self, ctx: StepContext, seen: dict[str, Any] | None) -> str:
         """'' when the environment's sglang is the tree at the tree's version, else what is wrong."""

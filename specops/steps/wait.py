@@ -7,7 +7,7 @@ import time
 from specops.config.playbook import Step
 from specops.errors import ConfigError
 from specops.steps.base import Outcome, StepContext, StepKind, http_probe_script
-from specops.transport.base import command_line
+from specops.transport.base import CommandResult, command_line
 
 
 class Wait(StepKind):
@@ -24,7 +24,7 @@ class Wait(StepKind):
         if "file" in step.args and "regex" not in step.args:
             raise ConfigError(f"{step.label}: wait on a file needs 'regex'", where=step.where)
 
-    def _probe(self, ctx: StepContext):
+    def _probe(self, ctx: StepContext) -> list[str]:
         a = ctx.args
         if "port" in a:
             return ["bash", "-c", 'exec 3<>"/dev/tcp/$1/$2"', "probe", str(a.get("host", "127.0.0.1")), str(int(a["port"]))]
@@ -32,7 +32,7 @@ class Wait(StepKind):
             return http_probe_script(str(a["http"]), timeout=min(5.0, float(a.get("interval", 1.0)) + 4))
         return ["grep", "-E", "-q", "-e", str(a["regex"]), "--", ctx.path(str(a["file"]))]
 
-    def _satisfied(self, ctx: StepContext, result) -> bool:
+    def _satisfied(self, ctx: StepContext, result: CommandResult) -> bool:
         if "http" in ctx.args:
             return result.stdout.strip() == str(int(ctx.args.get("status", 200)))
         return result.rc == 0

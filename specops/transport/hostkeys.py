@@ -21,7 +21,8 @@ import paramiko
 
 # the modes are an inventory setting, defined once there; the transport implements them
 from specops.config.inventory import DEFAULT_HOST_KEY_MODE as DEFAULT_HOST_KEY_MODE
-from specops.config.inventory import HOST_KEY_MODES, HostKeyMode
+from specops.config.inventory import HOST_KEY_MODES as HOST_KEY_MODES
+from specops.config.inventory import HostKeyMode as HostKeyMode
 from specops.fsutil import atomic_write
 
 #: Default file an accepted key is recorded in (as OpenSSH's UserKnownHostsFile).

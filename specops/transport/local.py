@@ -22,7 +22,7 @@ def _argv(cmd: Command) -> list[str]:
     return ["bash", "--norc", "--noprofile", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
 
 
-def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen | None = None) -> None:
+def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     """TERM the whole group, then KILL what is left after `grace_s`."""
     try:
         os.killpg(pgid, signal.SIGTERM)
@@ -44,7 +44,7 @@ def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen | None =
         pass
 
 
-def _drain(proc: subprocess.Popen, grace_s: float = 2.0) -> tuple[bytes, bytes]:
+def _drain(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> tuple[bytes, bytes]:
     """What a killed command wrote. A process that left the group (its own `setsid`) may
     still hold the pipes open: give up on them after `grace_s` rather than hang."""
     try:

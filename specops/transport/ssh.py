@@ -165,17 +165,19 @@ class SSHTransport:
         """The live paramiko transport, opening it if needed. With `failed`, reopen the
         connection unless another thread already replaced that transport."""
         with self._lock:
-            conn = self._conn
-            if conn is not None and conn.transport is not None:
-                if failed is not None and conn.transport is failed:
+            # fabric ships no type information: name what its `transport` attribute holds
+            live: paramiko.Transport | None = self._conn.transport if self._conn is not None else None
+            if live is not None:
+                if failed is not None and live is failed:
                     self._drop()
-                elif conn.transport.is_active():
-                    return conn.transport
+                elif live.is_active():
+                    return live
                 else:
                     self._drop()
             self._conn = self._open()
-            assert self._conn.transport is not None
-            return self._conn.transport
+            opened: paramiko.Transport | None = self._conn.transport
+            assert opened is not None
+            return opened
 
     def _drop(self) -> None:
         with self._lock:
@@ -198,8 +200,8 @@ class SSHTransport:
         if self.key_filename and not os.path.isfile(self.key_filename):
             raise self._error(f"cannot connect to {self.target}: key file {self.key_filename} not found",
                               hint="check `key:` in hosts.yaml")
-        kwargs: dict = {"timeout": timeout, "banner_timeout": timeout, "auth_timeout": timeout,
-                        "channel_timeout": timeout}
+        kwargs: dict[str, object] = {"timeout": timeout, "banner_timeout": timeout, "auth_timeout": timeout,
+                                     "channel_timeout": timeout}
         if self.key_filename:
             # the key first, then the agent (a passphrase-protected key is often only usable there)
             kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=True)

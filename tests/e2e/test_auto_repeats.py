@@ -13,14 +13,15 @@ import pytest
 
 from specops.bench.matrix import Point
 from specops.bench.repeats import parse_repeats, settled, throughputs
+from specops.bench.schema import ResultRecord
 from specops.bench.sweep import BenchSettings, unsettled
 from specops.errors import ConfigError
 from tests.support.arms import arm_vars
 from tests.support.deploy import run_cli, write_yaml
 
 
-def _rec(arm: str, c: int, r: int, tput: float) -> dict:
-    return {"host": "h", "arm": arm, "concurrency": c, "repeat": r, "status": "ok", "output_throughput": tput}
+def _rec(arm: str, c: int, r: int, tput: float) -> ResultRecord:
+    return ResultRecord(host="h", arm=arm, concurrency=c, repeat=r, status="ok", output_throughput=tput)
 
 
 def test_the_rule_stops_a_steady_point_and_goes_on_with_a_noisy_one() -> None:

@@ -122,7 +122,7 @@ def test_builtin_client_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
                 recs = [measure_point(url, concurrency=32, num_prompts=96, input_len=16, output_len=8)
                         for _ in range(3)]
         for rec in recs:
-            assert rec["status"] == "ok" and rec["completed"] == 96 and rec["failed"] == 0, rec.get("error")
+            assert rec.status == "ok" and rec.completed == 96 and rec.failed == 0, rec.error
         assert transport.connects == 1, "the forward rides the existing SSH connection"
     finally:
         transport.close()

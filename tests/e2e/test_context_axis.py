@@ -25,8 +25,8 @@ SHORT, LONG, OUT = 256, 12288, 256
 
 def _ratios(recs: list[dict[str, Any]], input_len: int) -> list[tuple[int, float]]:
     """EAGLE-3 over baseline per level at one input length, from results.jsonl alone."""
-    tps = {(r["arm"], r["concurrency"]): r["output_throughput"] for r in recs
-           if r["status"] == "ok" and r["input_len"] == input_len}
+    tps = {(r.arm, r.concurrency): r.output_throughput for r in recs
+           if r.status == "ok" and r.input_len == input_len}
     return [(c, tps[("eagle3", c)] / tps[("baseline", c)]) for c in LEVELS]
 
 
@@ -46,7 +46,7 @@ def context_run(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_two_lengths_give_two_crossovers_that_move_as_modelled(context_run: Path) -> None:
     recs = store.load_results(context_run)
-    assert sorted({(r["input_len"], r["output_len"]) for r in recs}) == [(SHORT, OUT), (LONG, OUT)]
+    assert sorted({(r.input_len, r.output_len) for r in recs}) == [(SHORT, OUT), (LONG, OUT)]
     assert len(recs) == 2 * 2 * len(LEVELS)   # arms x lengths x levels, one repeat
     doc = json.loads((context_run / "summary.json").read_text())
     assert doc["schema"] == "specops.summary/2"
@@ -118,7 +118,7 @@ def test_extend_adds_a_length_to_a_one_length_run_and_keeps_its_points(tmp_path:
     assert "--extend keeps the run's points at --input-len 32 (not in --input-len 64)" in grown.output
     text = (run / "results.jsonl").read_text()
     assert text.startswith(measured)                       # the first point kept, not run again
-    assert [(r["input_len"], r["concurrency"]) for r in store.load_results(run)] == [(32, 1), (64, 1)]
+    assert [(r.input_len, r.concurrency) for r in store.load_results(run)] == [(32, 1), (64, 1)]
     doc = json.loads((run / "summary.json").read_text())
     assert doc["settings"]["input_len"] == [32, 64]
     assert [(c["input_len"], c["crossover"]["kind"]) for c in doc["contexts"]] == [(32, "n/a"), (64, "n/a")]

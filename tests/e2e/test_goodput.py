@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from specops.bench import store
+from specops.bench.schema import ResultRecord
 from specops.bench.tune import Levels, choose_threshold
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli
@@ -22,26 +23,26 @@ SLO = {"ttft_ms": 50.0, "tpot_ms": 30.0}
 POINTS = ["--input-len", "32", "--output-len", "64"]
 
 
-def records(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+def records(run: Path) -> list[ResultRecord]:
+    return store.load_results(run)
 
 
 def median_of(recs: list[dict[str, Any]], arm: str, c: int, value) -> float:
-    return statistics.median(value(r) for r in recs if r["arm"] == arm and r["concurrency"] == c and r["status"] == "ok")
+    return statistics.median(value(r) for r in recs if r.arm == arm and r.concurrency == c and r.status == "ok")
 
 
 def goodput(rec: dict[str, Any]) -> float:
-    met = [lat for lat in rec["extra"]["request_latencies_ms"] if lat[0] <= SLO["ttft_ms"] and lat[1] <= SLO["tpot_ms"]]
-    return len(met) / rec["duration_s"]
+    met = [lat for lat in rec.extra["request_latencies_ms"] if lat[0] <= SLO["ttft_ms"] and lat[1] <= SLO["tpot_ms"]]
+    return len(met) / rec.duration_s
 
 
 def attainment(rec: dict[str, Any]) -> float:
-    lat = rec["extra"]["request_latencies_ms"]
-    return sum(1 for x in lat if x[0] <= SLO["ttft_ms"] and x[1] <= SLO["tpot_ms"]) / (len(lat) + rec["failed"])
+    lat = rec.extra["request_latencies_ms"]
+    return sum(1 for x in lat if x[0] <= SLO["ttft_ms"] and x[1] <= SLO["tpot_ms"]) / (len(lat) + rec.failed)
 
 
 def tps(rec: dict[str, Any]) -> float:
-    return rec["output_throughput"]
+    return rec.output_throughput
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +73,9 @@ def test_envelope_and_speculation_tax_match_results_jsonl(sim_run: Path) -> None
     assert host["envelope"]["mean"] == pytest.approx(statistics.fmean(envelope.values()))
     # the adaptive arm's records carry its drafting evidence (the simulator logs the patched
     # server's transition lines): the tax is taken where drafting was off for >= 90% of the point
-    off = [c for c in (1, 4, 16) if median_of(recs, "adaptive", c, lambda r: r["drafting_off_share"]) >= 0.9]
+    off = [c for c in (1, 4, 16) if median_of(recs, "adaptive", c, lambda r: r.drafting_off_share) >= 0.9]
     assert off == [16]
-    assert median_of(recs, "adaptive", 1, lambda r: r["drafting_off_share"]) == 0.0
+    assert median_of(recs, "adaptive", 1, lambda r: r.drafting_off_share) == 0.0
     tax = median_of(recs, "adaptive", 16, tps) / median_of(recs, "baseline", 16, tps)
     assert host["speculation_tax"]["source"] == "drafting_off"
     assert host["speculation_tax"]["levels"] == [{"concurrency": 16, "ratio": pytest.approx(tax)}]
@@ -89,7 +90,7 @@ def test_envelope_and_speculation_tax_match_results_jsonl(sim_run: Path) -> None
 @pytest.mark.slow
 def test_goodput_and_attainment_per_point_match_results_jsonl(sim_run: Path) -> None:
     recs = records(sim_run)
-    assert all(len(r["extra"]["request_latencies_ms"]) == r["completed"] for r in recs)
+    assert all(len(r.extra["request_latencies_ms"]) == r.completed for r in recs)
     doc = json.loads((sim_run / "summary.json").read_text())
     assert doc["slo"] == SLO and doc["settings"]["slo"] == SLO
     points = {(p["arm"], p["concurrency"]): p for p in doc["hosts"][0]["points"]}

@@ -27,7 +27,7 @@ def local_inventory(tmp_path: Path) -> Path:
 
 
 def measured(run: Path) -> list[dict]:
-    return [r for r in store.load_results(run) if not (r.get("extra") or {}).get("reused_from")]
+    return [r for r in store.load_results(run) if not r.extra.get("reused_from")]
 
 
 @pytest.mark.slow
@@ -55,8 +55,8 @@ def test_tune_reuses_a_prior_bench_of_the_same_servers_and_nothing_of_another(tm
     assert result["status"] == "verified" and result["reused_points"] == 6
     assert "coarse" not in [p["name"] for p in result["phases"]]
     records = store.load_results(out)
-    copied = [r for r in records if (r.get("extra") or {}).get("reused_from") == str(bench)]
-    assert sorted((r["arm"], r["concurrency"]) for r in copied) == sorted(
+    copied = [r for r in records if r.extra.get("reused_from") == str(bench)]
+    assert sorted((r.arm, r.concurrency) for r in copied) == sorted(
         (a, c) for a in ("baseline", "eagle3") for c in (1, 4, 16))
     assert result["measured_points"] == len(measured(out)) == len(records) - 6
     assert f"points: {result['measured_points']} measured, 6 reused" in res.output
@@ -83,7 +83,7 @@ def test_tune_over_two_context_lengths_recommends_per_length_and_says_which_it_w
     for length, row in rows.items():   # each length is a run directory of its own, with its own report
         sub = Path(row["run_dir"])
         assert sub == out / f"in{length}-out64" and (sub / "report.md").exists()
-        assert {r["input_len"] for r in store.load_results(sub)} == {length}
+        assert {r.input_len for r in store.load_results(sub)} == {length}
         assert json.loads((sub / "tune.json").read_text())["result"]["threshold"] == row["threshold"]
     # the table, and the length --write was for: the first given (4096)
     assert "per context length" in res.output and "the length --write is for" in res.output

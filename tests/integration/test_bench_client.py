@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -77,8 +78,8 @@ def test_percentile_matches_linear_interpolation():
 def test_unreachable_server_fails_the_point_without_raising():
     rec = measure_point(f"http://127.0.0.1:{free_port()}", concurrency=2, num_prompts=4, input_len=4,
                     output_len=4, warmup=0, timeout_s=5)
-    assert rec["status"] == "failed" and rec["completed"] == 0 and rec["failed"] == 4
-    assert "4 of 4 requests failed" in rec["error"] and "Connect" in rec["error"]
+    assert rec.status == "failed" and rec.completed == 0 and rec.failed == 4
+    assert "4 of 4 requests failed" in rec.error and "Connect" in rec.error
 
 
 # ---------------------------------------------------------------- against the simulator
@@ -89,18 +90,18 @@ def test_baseline_point_against_the_simulator(tmp_path):
 
     with simulator(time_scale=0.25, tmp=tmp_path) as base:
         rec = measure_point(base, concurrency=4, num_prompts=16, input_len=16, output_len=64, seed=1, timeout_s=60)
-    assert rec["status"] == "ok", rec["error"]
-    assert rec["completed"] == 16 and rec["failed"] == 0
-    assert rec["total_output_tokens"] == 16 * 64
-    assert rec["simulated"] is True and rec["sim_time_scale"] == 0.25
-    assert rec["output_throughput"] > 0 and rec["request_throughput"] > 0
-    assert 0 < rec["mean_ttft_ms"] < rec["mean_e2e_ms"]
-    assert rec["p50_itl_ms"] <= rec["p99_itl_ms"]
-    assert rec["accept_length"] is None and rec["itl_spread"] is False
+    assert rec.status == "ok", rec.error
+    assert rec.completed == 16 and rec.failed == 0
+    assert rec.total_output_tokens == 16 * 64
+    assert rec.simulated is True and rec.sim_time_scale == 0.25
+    assert rec.output_throughput > 0 and rec.request_throughput > 0
+    assert 0 < rec.mean_ttft_ms < rec.mean_e2e_ms
+    assert rec.p50_itl_ms <= rec.p99_itl_ms
+    assert rec.accept_length is None and rec.itl_spread is False
     # Converted back to model units: close to the simulator's own steady-state prediction.
     predicted = predicted_output_throughput("baseline", 4)
-    assert 0.6 * predicted < rec["output_throughput"] < 1.15 * predicted, (rec["output_throughput"], predicted)
-    assert rec["extra"]["flush_cache"] == "ok"
+    assert 0.6 * predicted < rec.output_throughput < 1.15 * predicted, (rec.output_throughput, predicted)
+    assert rec.extra["flush_cache"] == "ok"
 
 
 @needs_sim
@@ -109,16 +110,16 @@ def test_eagle3_point_reports_accept_length_and_spread_itl(tmp_path):
         rec = measure_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1, timeout_s=60)
         comp = measure_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1,
                          timeout_s=60, api="completions")
-    assert rec["status"] == "ok", rec["error"]
-    assert rec["completed"] == 8 and rec["total_output_tokens"] == 8 * 48
-    assert rec["accept_length"] is not None and rec["accept_length"] > 1.5
-    assert rec["itl_spread"] is True
+    assert rec.status == "ok", rec.error
+    assert rec.completed == 8 and rec.total_output_tokens == 8 * 48
+    assert rec.accept_length is not None and rec.accept_length > 1.5
+    assert rec.itl_spread is True
     # Each burst's gap is spread over its tokens, so the mean ITL agrees with TPOT instead of
     # being inflated by the accept length (as counting one ITL per chunk would).
-    assert rec["mean_itl_ms"] == pytest.approx(rec["mean_tpot_ms"], rel=0.1)
-    assert comp["status"] == "ok", comp["error"]
-    assert comp["completed"] == 8 and comp["total_output_tokens"] == 8 * 48
-    assert comp["output_throughput"] > 0 and comp["mean_ttft_ms"] < comp["mean_e2e_ms"]
+    assert rec.mean_itl_ms == pytest.approx(rec.mean_tpot_ms, rel=0.1)
+    assert comp.status == "ok", comp.error
+    assert comp.completed == 8 and comp.total_output_tokens == 8 * 48
+    assert comp.output_throughput > 0 and comp.mean_ttft_ms < comp.mean_e2e_ms
 
 
 @needs_sim
@@ -137,8 +138,7 @@ def test_sweep_against_two_simulated_arms_finds_the_models_crossover(tmp_path):
         urls = {"baseline": base_url, "eagle3": eagle_url}
         for p in plan_points(["baseline", "eagle3"], levels, 1):
             rec = measure_point(urls[p.arm], concurrency=p.concurrency, input_len=16, output_len=32, seed=5, timeout_s=60)
-            rec.update(host="local", arm=p.arm, repeat=p.repeat, mechanism="sim")
-            store.append_result(run_dir, rec)
+            store.append_result(run_dir, replace(rec, host="local", arm=p.arm, repeat=p.repeat, mechanism="sim"))
     summary = render_report(run_dir)
     host = summary.hosts[0]
     assert host.crossover.kind == "interpolated"

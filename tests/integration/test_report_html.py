@@ -28,7 +28,7 @@ def _run_dir(tmp_path: Path) -> Path:
             for r, v in enumerate(values):
                 store.append_result(tmp_path, ResultRecord(host="local", arm=arm, mechanism="m", concurrency=c,
                                                            repeat=r, completed=16, output_throughput=v,
-                                                           simulated=True).to_dict(), rewrite_csv=False)
+                                                           simulated=True), rewrite_csv=False)
     store.write_manifest(tmp_path, {"run_id": "r1", "sglang_version": "0.5.10.post1", "arms": {}})
     render_report(tmp_path)
     return tmp_path

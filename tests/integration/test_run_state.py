@@ -141,7 +141,7 @@ def test_bench_progress_reaches_the_callback_not_the_variables(tmp_path: Path) -
     pid = _baseline_pid(tmp_path)
     try:
         assert report.ok, [(s.status, s.detail) for h in report.hosts for s in h.steps]
-        assert [(r["arm"], r["concurrency"], r["status"]) for r in seen] == [("baseline", 1, "ok")]
+        assert [(r.arm, r.concurrency, r.status) for r in seen] == [("baseline", 1, "ok")]
         run_dir = report.run_dir
         out = [e for e in events(run_dir) if e["event"] == "command" and e["step"] == "variables"]
         assert out[0]["stdout"].strip() == "absent"

@@ -237,19 +237,25 @@ def test_bench_with_real_bench_serving_reads_the_running_batch(host: Host) -> No
     assert "SIMULATED" not in report and "cpu" in report.lower()
 
 
+def _launch_alone(host: Host, tmp_path: Path, sshd, arms: dict[str, dict]) -> tuple[Path, dict]:
+    """Launch `arms` (expected to fail) on the tier's host and patched tree, through a
+    one-step deploy of their own: (its inventory, the run's fail event)."""
+    inv = _inventory(tmp_path, sshd, host.models, ensure_runtime().python, {}, arms=arms)
+    data = json.loads(json.dumps(__import__("yaml").safe_load(inv.read_text())))
+    data["hosts"]["cpu"]["workdir"] = str(host.workdir)  # the same host and patched tree
+    write_yaml(inv, data)
+    pb = write_yaml(tmp_path / "launch.yaml", {"steps": [
+        {"name": "launch", "server": {"arms": list(arms), "tree": str(host.workdir / "sglang")}, "timeout": 600}]})
+    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
+    assert res.exit_code == 1, res.output
+    return inv, [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+
+
 def test_a_real_crash_fails_the_step_quoting_sglangs_reason(host: Host, tmp_path: Path, sshd) -> None:
     models = host.models
     port = free_port()
     broken = {"broken": {**arm_profile("eagle3", models.target, port=port, draft=models.bad_draft)}}
-    inv = _inventory(tmp_path, sshd, models, ensure_runtime().python, {}, arms=broken)
-    data = json.loads(json.dumps(__import__("yaml").safe_load(inv.read_text())))
-    data["hosts"]["cpu"]["workdir"] = str(host.workdir)  # the same host and tree
-    write_yaml(inv, data)
-    pb = write_yaml(tmp_path / "launch.yaml", {"steps": [
-        {"name": "launch", "server": {"arms": ["broken"], "tree": str(host.workdir / "sglang")}, "timeout": 600}]})
-    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
-    assert res.exit_code == 1, res.output
-    fail = [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+    inv, fail = _launch_alone(host, tmp_path, sshd, broken)
     assert "broken" in fail["error"] and "File \"" not in fail["error"].splitlines()[0], fail["error"]
     errors = run_cli("logs", "--host", "cpu", "-i", str(inv), "--errors", "-s", "broken")
     assert errors.exit_code == 0 and ("Error" in errors.output or "error" in errors.output), errors.output
@@ -266,15 +272,7 @@ def test_an_attention_backend_the_patch_is_not_made_for_is_refused_at_launch(hos
     models = host.models
     arm = {**arm_profile("adaptive", models.target, port=free_port(), draft=models.draft), "threshold": THRESHOLD,
            "extra_args": arm_extra_args("adaptive", attention="torch_native")}
-    inv = _inventory(tmp_path, sshd, models, ensure_runtime().python, {}, arms={"unproven": arm})
-    data = json.loads(json.dumps(__import__("yaml").safe_load(inv.read_text())))
-    data["hosts"]["cpu"]["workdir"] = str(host.workdir)  # the same host and patched tree
-    write_yaml(inv, data)
-    pb = write_yaml(tmp_path / "launch.yaml", {"steps": [
-        {"name": "launch", "server": {"arms": ["unproven"], "tree": str(host.workdir / "sglang")}, "timeout": 600}]})
-    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
-    assert res.exit_code == 1, res.output
-    fail = [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+    _inv, fail = _launch_alone(host, tmp_path, sshd, {"unproven": arm})
     assert ("--speculative-disable-batch-threshold: the target's attention backend is TorchNativeAttnBackend; "
             "specops dynamic-spec-disable makes its one-token verify correct for the triton, fa3 and flashinfer "
             "attention backends only") in fail["error"], fail["error"]

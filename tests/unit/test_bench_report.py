@@ -23,7 +23,7 @@ from specops.errors import ConfigError
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _records(tps: dict[str, dict[int, list[float]]], *, simulated: bool = False) -> list[dict]:
+def _records(tps: dict[str, dict[int, list[float]]], *, simulated: bool = False) -> list[ResultRecord]:
     """tps[arm][concurrency] = [tok/s of repeat 0, repeat 1, ...]."""
     out = []
     for arm, levels in tps.items():
@@ -32,7 +32,7 @@ def _records(tps: dict[str, dict[int, list[float]]], *, simulated: bool = False)
                 out.append(ResultRecord(host="local", arm=arm, mechanism="m", concurrency=c, repeat=r,
                                         completed=16, output_throughput=v, mean_ttft_ms=10.0 * c,
                                         mean_tpot_ms=5.0 + c, simulated=simulated, input_len=32,
-                                        output_len=32, num_prompts=16).to_dict())
+                                        output_len=32, num_prompts=16))
     return out
 
 
@@ -80,10 +80,10 @@ def test_summary_medians_ratios_and_adaptive_check():
 def test_failed_points_are_listed_and_excluded_from_the_medians():
     records = _records({"baseline": {1: [100, 100]}, "eagle3": {1: [120, 120]}})
     crash = ResultRecord(host="local", arm="eagle3", concurrency=1, repeat=2, status="failed", failed=16,
-                         error="server exited: Traceback ... CUDA out of memory | see log").to_dict()
+                         error="server exited: Traceback ... CUDA out of memory | see log")
     summary = summarize(records + [crash], {})
     assert summary.hosts[0].cells[("eagle3", 1)].repeats == 2
-    assert [(r["arm"], r["repeat"]) for r in summary.failed] == [("eagle3", 2)]
+    assert [(r.arm, r.repeat) for r in summary.failed] == [("eagle3", 2)]
     assert "## Failed points" in summary.markdown
     assert "CUDA out of memory \\| see log" in summary.markdown
 
@@ -178,8 +178,8 @@ def test_envelope_and_speculation_tax_from_drafting_off_evidence():
         "adaptive": {1: [147, 147], 4: [297, 297], 16: [672, 686]},
     })
     for rec in records:   # the adaptive arm says when its drafting was off (another part writes this)
-        if rec["arm"] == "adaptive":
-            rec["extra"]["drafting_off_share"] = {1: 0.0, 4: 0.5, 16: 1.0}[rec["concurrency"]]
+        if rec.arm == "adaptive":
+            rec.extra["drafting_off_share"] = {1: 0.0, 4: 0.5, 16: 1.0}[rec.concurrency]
     host = summarize(records, {}).hosts[0]
     # adaptive over the better arm: 147/150, 297/330, 679/700
     assert host.envelope.ratios == pytest.approx({1: 0.98, 4: 0.9, 16: 0.97})
@@ -233,7 +233,7 @@ def test_an_old_run_directory_still_renders(tmp_path):
     assert "speculation tax (adaptive / baseline where drafting is off): n/a" in summary.headline[4]
     assert json.loads((tmp_path / "summary.json").read_text())["hosts"][0]["speculation_tax"]["source"] == "none"
     # an SLO over records without per-request latencies (SGLang's runner, or an old run): said, not guessed
-    with_slo = summarize(old, {"bench": {"slo": {"ttft_ms": 100}}})
+    with_slo = summarize([ResultRecord.from_dict(r) for r in old], {"bench": {"slo": {"ttft_ms": 100}}})
     assert with_slo.hosts[0].cells[("eagle3", 1)].goodput is None
     assert with_slo.headline[-1] == ("objective: throughput (output tok/s); SLO TTFT <= 100 ms: goodput n/a, the "
                                      "records carry no per-request latencies (the builtin runner keeps them)")
@@ -272,10 +272,10 @@ def test_pareto_frontier_per_gpu_figures_and_cost_per_million_tokens(tmp_path):
 def test_objective_tpot_moves_the_crossover_and_threshold_and_is_named():
     records = _records({"baseline": {1: [100], 4: [300], 16: [700]}, "eagle3": {1: [150], 4: [330], 16: [350]}})
     for rec in records:   # EAGLE-3 is faster per request at c=1 only; at c=4 it wins on throughput, not TPOT
-        if rec["arm"] == "eagle3":
-            rec["mean_tpot_ms"] = {1: 4.0, 4: 12.0, 16: 40.0}[rec["concurrency"]]
+        if rec.arm == "eagle3":
+            rec.mean_tpot_ms = {1: 4.0, 4: 12.0, 16: 40.0}[rec.concurrency]
         else:
-            rec["mean_tpot_ms"] = {1: 8.0, 4: 10.0, 16: 20.0}[rec["concurrency"]]
+            rec.mean_tpot_ms = {1: 8.0, 4: 10.0, 16: 20.0}[rec.concurrency]
     by_tps = summarize(records, {}).hosts[0]
     assert (by_tps.crossover.below, by_tps.crossover.above, by_tps.threshold) == (4, 16, 4)
     summary = summarize(records, {"bench": {"objective": "tpot"}})
@@ -295,12 +295,12 @@ def test_points_where_drafting_was_off_show_the_decode_lines_accept_length(tmp_p
     records = _records({"baseline": {1: [100], 16: [700]}, "eagle3": {1: [150], 16: [350]},
                         "adaptive": {1: [147], 4: [300], 16: [690]}})
     for rec in records:
-        if rec["arm"] != "baseline":
-            rec["accept_length"] = {1: 2.6, 4: 1.4, 16: 1.1}[rec["concurrency"]]  # /server_info: diluted
-        if rec["arm"] == "adaptive":
-            off = {1: 0.0, 4: 0.5, 16: 1.0}[rec["concurrency"]]
-            rec["extra"].update({"drafting_off_share": off, "drafting_off": off > 0})
-            rec["server_accept_length"] = {1: 2.6, 4: 2.5, 16: None}[rec["concurrency"]]
+        if rec.arm != "baseline":
+            rec.accept_length = {1: 2.6, 4: 1.4, 16: 1.1}[rec.concurrency]  # /server_info: diluted
+        if rec.arm == "adaptive":
+            off = {1: 0.0, 4: 0.5, 16: 1.0}[rec.concurrency]
+            rec.extra.update({"drafting_off_share": off, "drafting_off": off > 0})
+            rec.server_accept_length = {1: 2.6, 4: 2.5, 16: None}[rec.concurrency]
     cells = summarize(records, {}).hosts[0].cells
     assert cells[("adaptive", 1)].shown_accept_length() == 2.6   # drafting throughout: the server's figure
     assert cells[("adaptive", 4)].shown_accept_length() == 2.5   # half off: drafting steps only

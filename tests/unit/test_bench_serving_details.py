@@ -58,7 +58,7 @@ def test_goodput_and_attainment_of_the_captured_point() -> None:
     slo = {"ttft_ms": 30.0, "tpot_ms": 6.0}
     met = [x for x in lat if x[0] <= 30.0 and x[1] <= 6.0]
     assert len(met) == 1   # request 0 misses the TPOT limit, request 1 the TTFT limit
-    goodput, attainment = point_goodput(rec, slo)
+    goodput, attainment = point_goodput(ResultRecord.from_dict(rec), slo)
     assert goodput == pytest.approx(1 / rec["duration_s"]) and attainment == pytest.approx(1 / 3)
 
 
@@ -68,7 +68,7 @@ def test_a_failed_request_is_left_out_and_counts_against_attainment() -> None:
                 itls=[*data["itls"][:2], []], errors=["", "", "Traceback ... ClientConnectorError"])
     rec = parse_bench_serving_line(json.dumps(data), num_prompts=3)
     assert len(rec["extra"][LATENCIES_KEY]) == 2 and rec["failed"] == 1
-    assert point_goodput(rec, {"e2e_ms": 600000.0}) == (pytest.approx(2 / rec["duration_s"]), pytest.approx(2 / 3))
+    assert point_goodput(ResultRecord.from_dict(rec), {"e2e_ms": 600000.0}) == (pytest.approx(2 / rec["duration_s"]), pytest.approx(2 / 3))
 
 
 def test_a_line_without_details_says_why_and_has_no_goodput() -> None:
@@ -76,11 +76,11 @@ def test_a_line_without_details_says_why_and_has_no_goodput() -> None:
                                                               "generated_texts", "errors")}
     rec = parse_bench_serving_line(json.dumps(data), num_prompts=3)
     assert LATENCIES_KEY not in rec["extra"]
-    why = latencies_missing(rec)
+    why = latencies_missing(ResultRecord.from_dict(rec))
     assert why and DETAILS_FLAG in why and "goodput and SLO attainment are unavailable" in why
-    assert point_goodput(rec, {"ttft_ms": 100.0}) == (None, None)   # not a zero
+    assert point_goodput(ResultRecord.from_dict(rec), {"ttft_ms": 100.0}) == (None, None)   # not a zero
     # the report says it, in the runner's words
-    rows = [{**rec, "host": "h", "arm": arm, "concurrency": 1, "repeat": 0, "status": "ok"}
+    rows = [ResultRecord.from_dict({**rec, "host": "h", "arm": arm, "concurrency": 1, "repeat": 0, "status": "ok"})
             for arm in ("baseline", "eagle3")]
     summary = summarize(rows, {"bench": {"slo": {"ttft_ms": 100}}})
     assert summary.hosts[0].cells[("baseline", 1)].goodput is None
@@ -91,7 +91,7 @@ def test_arrays_of_different_lengths_are_refused_with_a_reason() -> None:
     data = captured()
     data["itls"] = data["itls"][:2]
     rec = parse_bench_serving_line(json.dumps(data))
-    assert "differ in length (ttfts 3, itls 2" in (latencies_missing(rec) or "")
+    assert "differ in length (ttfts 3, itls 2" in (latencies_missing(ResultRecord.from_dict(rec)) or "")
 
 
 def test_scaled_clock_latencies_are_in_model_time() -> None:

@@ -81,17 +81,17 @@ def test_torn_last_line_is_skipped_with_warning_and_cut_before_the_next_append(t
         fh.write('{"host": "local", "arm": "eagle3", "concurr')   # the crash happened here
     with caplog.at_level(logging.WARNING, logger="specops.bench.store"):
         records = store.load_results(tmp_path)
-    assert [r["arm"] for r in records] == ["baseline"]
+    assert [r.arm for r in records] == ["baseline"]
     assert "torn last line" in caplog.text
     store.append_result(tmp_path, _rec("eagle3", 1, 0))
-    assert [r["arm"] for r in store.load_results(tmp_path)] == ["baseline", "eagle3"]
+    assert [r.arm for r in store.load_results(tmp_path)] == ["baseline", "eagle3"]
     assert (tmp_path / "results.jsonl").read_text().count("\n") == 2
 
 
 def test_complete_last_line_without_newline_is_kept(tmp_path):
     (tmp_path / "results.jsonl").write_text(json.dumps(_rec("baseline", 2, 0).to_dict()))
     store.append_result(tmp_path, _rec("eagle3", 2, 0))
-    assert [r["arm"] for r in store.load_results(tmp_path)] == ["baseline", "eagle3"]
+    assert [r.arm for r in store.load_results(tmp_path)] == ["baseline", "eagle3"]
 
 
 def test_corrupt_middle_line_names_file_and_line(tmp_path):
@@ -115,7 +115,7 @@ def test_killed_writer_loses_at_most_the_point_in_flight(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60)
     assert proc.returncode == -9
-    assert [r["repeat"] for r in store.load_results(tmp_path)] == list(range(41))
+    assert [r.repeat for r in store.load_results(tmp_path)] == list(range(41))
 
 
 def test_manifest_round_trip_is_atomic_and_sorted(tmp_path):
@@ -135,5 +135,5 @@ def test_concurrent_appends_from_threads_keep_every_point(tmp_path):
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda i: store.append_result(tmp_path, _rec(f"arm{i % 4}", 1, i)), range(40)))
-    assert sorted(r["repeat"] for r in store.load_results(tmp_path)) == list(range(40))
+    assert sorted(r.repeat for r in store.load_results(tmp_path)) == list(range(40))
     assert len(list(csv.DictReader((tmp_path / "results.csv").open()))) == 40

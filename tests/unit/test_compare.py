@@ -17,7 +17,7 @@ def _run(root: Path, name: str, tps: dict[str, dict[int, list[float]]], input_le
         for c, values in levels.items():
             for r, v in enumerate(values):
                 store.append_result(run, ResultRecord(host="gpu-a", arm=arm, mechanism="m", concurrency=c, repeat=r,
-                                                      completed=16, output_throughput=v).to_dict(), rewrite_csv=False)
+                                                      completed=16, output_throughput=v), rewrite_csv=False)
     store.write_manifest(run, {"run_id": name, "bench": {"input_len": input_len, "output_len": 32, "runner": "builtin"}})
     return run
 

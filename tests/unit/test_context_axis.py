@@ -4,7 +4,6 @@ settings and --resume rules for length lists, and the per-length report on hand-
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,15 +24,15 @@ TPS = {256: {"baseline": {2: 180, 4: 300, 8: 440, 16: 580, 32: 670},
               "eagle3": {2: 280, 4: 320, 8: 330, 16: 335, 32: 300}}}
 
 
-def _records(tps: dict[int, dict[str, dict[int, float]]], axis: bool = True) -> list[dict[str, Any]]:
+def _records(tps: dict[int, dict[str, dict[int, float]]], axis: bool = True) -> list[ResultRecord]:
     out = []
     for length, arms in tps.items():
         for arm, levels in arms.items():
             for c, v in levels.items():
                 rec = ResultRecord(host="h", arm=arm, mechanism="m", concurrency=c, repeat=0, completed=16,
-                                   output_throughput=v, input_len=length, output_len=64, num_prompts=16).to_dict()
+                                   output_throughput=v, input_len=length, output_len=64, num_prompts=16)
                 if axis:
-                    rec["extra"][CONTEXT_AXIS] = True
+                    rec.extra[CONTEXT_AXIS] = True
                 out.append(rec)
     return out
 

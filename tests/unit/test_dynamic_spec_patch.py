@@ -38,6 +38,7 @@ from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim import model as M
 from specops.sim.logs import SimLog
 from specops.sim.scheduler import EngineConfig, Scheduler
+from specops.transport.local import LocalTransport
 
 SPEC = "python/sglang/srt/speculative"
 W1 = f"{SPEC}/eagle_worker.py"
@@ -70,7 +71,7 @@ def patched(tmp_path_factory) -> dict[str, Path]:
     for version in VERSIONS:
         tree = tmp_path_factory.mktemp("dsd") / version
         shutil.copytree(ensure_tree(version), tree, symlinks=True)
-        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), run_verify_cmds=False)
+        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
         out[version] = tree
     return out
 

@@ -106,3 +106,70 @@ def test_no_private_name_is_imported_from_another_module():
                 crossing += [f"{name} imports {node.module}.{a.name}" for a in node.names
                              if a.name.startswith("_") and not a.name.startswith("__")]
     assert crossing == []
+
+
+#: module -> modules it must not reach, even through others, and why.
+FORBIDDEN = {
+    # issue 22: the two supervisors know nothing of each other; servers.supervisor chooses one per host
+    "specops.servers.lifecycle": {"specops.servers.slurm", "specops.servers.supervisor"},
+    "specops.servers.slurm": {"specops.servers.lifecycle", "specops.servers.supervisor"},
+}
+
+
+def test_forbidden_imports_are_not_reached():
+    edges, _ = _graph()
+    crossing = []
+    for module, banned in FORBIDDEN.items():
+        seen, todo = set(), [module]
+        while todo:
+            for nxt in edges[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        crossing += [f"{module} reaches {b}" for b in sorted(banned & seen)]
+    assert crossing == []
+
+
+# ----- cli/ only parses, calls and renders (issue 22 point 4) ------------------------------
+
+#: The longest a function in specops/cli may be, `def` line to last line (decorators not
+#: counted). The longest today is `bench` (49: options to settings, the resume command);
+#: the logic that moved out was longer (tune's per-length run 68, `run_tune` 53).
+CLI_FUNCTION_LINES = 50
+#: The cli modules that may import from specops.transport, and what: every other one gets
+#: its connections from the layer that does the work (bench.hostops, bench.tune_run, ...).
+CLI_TRANSPORT_IMPORTS = {
+    "specops.cli.servers": {"specops.transport.connect.open_transport"},  # logs/status/stop print per host as read
+    "specops.cli.verify": {"specops.transport.connect.open_transport"},   # one `with` around bench.acceptance.verify
+    "specops.cli.patch": {"specops.transport.local.LocalTransport"},      # a local tree's verify runs on this machine
+}
+
+
+def _cli_modules() -> dict[str, Path]:
+    return {name: path for name, path in _modules().items() if name.startswith("specops.cli.")}
+
+
+def test_cli_functions_stay_short():
+    """A long function in cli/ is logic that belongs below it (config/, run/, bench/, render/)."""
+    long = []
+    for name, path in _cli_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > CLI_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {size} lines")
+    assert long == []
+
+
+def test_cli_opens_connections_only_where_listed():
+    """Opening hosts' connections is the work layers' job: `bench`, `tune`, `deploy` and the
+    rest import nothing from specops.transport (the host setup tune had moved to bench/)."""
+    found = []
+    for name, path in _cli_modules().items():
+        allowed = CLI_TRANSPORT_IMPORTS.get(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("specops.transport"):
+                found += [f"{name} imports {node.module}.{a.name}" for a in node.names
+                          if f"{node.module}.{a.name}" not in allowed]
+            elif isinstance(node, ast.Import):
+                found += [f"{name} imports {a.name}" for a in node.names if a.name.startswith("specops.transport")]
+    assert found == []

@@ -22,6 +22,7 @@ from specops.patching import (
 from specops.patching.applier import STATE_DIR
 from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import CLASSIC_VERSIONS, NATIVE_ADAPTIVE_VERSION, tree_is_pristine
 
 SA = "python/sglang/srt/server_args.py"
@@ -59,7 +60,7 @@ def _fn(path: Path, name: str):
 def test_apply_idempotent_revert(sglang_tree, dsd, version):
     tree = sglang_tree(version)
     files = LocalTreeFiles(tree)
-    report = apply(dsd, files)
+    report = apply(dsd, files, LocalTransport())
     changed = _changed(tree)
     assert SA in changed and W1 in changed
     assert (W2 in changed) == (tree / W2).exists()
@@ -88,7 +89,7 @@ def test_apply_idempotent_revert(sglang_tree, dsd, version):
     assert layout.dynamic_spec_disable_applied and FLAG in layout.server_flags
 
     before = {rel: (tree / rel).read_bytes() for rel in changed}
-    again = apply(dsd, files)
+    again = apply(dsd, files, LocalTransport())
     assert not again.changed and all(r.status in (APPLIED, "skipped") for r in again.results)
     assert {rel: (tree / rel).read_bytes() for rel in changed} == before
 
@@ -103,7 +104,7 @@ def test_apply_idempotent_revert(sglang_tree, dsd, version):
 def test_revert_without_backups_removes_exactly_the_inserted_text(sglang_tree, dsd, version):
     tree = sglang_tree(version)
     files = LocalTreeFiles(tree)
-    apply(dsd, files)
+    apply(dsd, files, LocalTransport())
     shutil.rmtree(tree / ".specops")  # backups and manifest gone
     revert(dsd, files)
     assert tree_is_pristine(tree)
@@ -111,7 +112,7 @@ def test_revert_without_backups_removes_exactly_the_inserted_text(sglang_tree, d
 
 def test_decision_function_from_the_patched_workers(sglang_tree, dsd):
     tree = sglang_tree("0.5.4")
-    apply(dsd, LocalTreeFiles(tree))
+    apply(dsd, LocalTreeFiles(tree), LocalTransport())
     for rel in (W1, W2):
         should = _fn(tree / rel, "should_speculate")
         assert should(1, 0) and should(500, 0)  # 0 = always speculate
@@ -124,7 +125,7 @@ def test_native_adaptive_tree_is_refused_with_a_pointer(sglang_tree, dsd):
     files = LocalTreeFiles(tree)
     assert detect_layout(files).adaptive_zero_steps
     with pytest.raises(PatchError) as err:
-        apply(dsd, files)
+        apply(dsd, files, LocalTransport())
     assert "--speculative-adaptive" in str(err.value) and "candidate_steps" in str(err.value)
     with pytest.raises(PatchError):
         plan(dsd, files)
@@ -150,7 +151,7 @@ def test_anchor_on_a_missing_call_changes_nothing(sglang_tree, dsd):
     text: "parser.add_argument('--x-new', type=int)"
 """), "probe.yaml")
     with pytest.raises(PatchError) as err:
-        apply(ps, LocalTreeFiles(tree))
+        apply(ps, LocalTreeFiles(tree), LocalTransport())
     msg = str(err.value)
     assert "probe" in msg and SA in msg and "--speculative-accept-threshold-typo" in msg and "matches nothing" in msg
     assert tree_is_pristine(tree)
@@ -170,7 +171,7 @@ def test_edit_inside_a_multiline_call_is_refused(sglang_tree):
     p = plan(ps, LocalTreeFiles(tree))
     assert p.blocked and "does not compile" in p.blocked[0].reason
     with pytest.raises(PatchError) as err:
-        apply(ps, LocalTreeFiles(tree))
+        apply(ps, LocalTreeFiles(tree), LocalTransport())
     assert "SyntaxError" in str(err.value)
     assert tree_is_pristine(tree)
 
@@ -180,7 +181,7 @@ def test_failing_verify_restores_every_file(sglang_tree, dsd):
     text = Path(dsd.source).read_text().split("\nverify:")[0] + "\nverify:\n  - name: always fails\n    run: [\"false\"]\n"
     ps = parse_patchset(text, "failing.yaml")
     with pytest.raises(PatchError) as err:
-        apply(ps, LocalTreeFiles(tree))
+        apply(ps, LocalTreeFiles(tree), LocalTransport())
     assert "always fails" in str(err.value)
     assert tree_is_pristine(tree)
 

@@ -12,6 +12,7 @@ from specops.patching import APPLIED, BLOCKED, NEW, apply, parse_patchset, plan
 from specops.patching.anchors import Span, resolve_python
 from specops.patching.model import Anchor
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 
 SRC = '''\
 import typing
@@ -68,7 +69,7 @@ def _set(anchor: str, text: str = "NEW_LINE = 1", op: str = "insert_after") -> s
 
 def _apply(tmp_path: Path, doc: str, source: str = SRC) -> str:
     (tmp_path / "m.py").write_bytes(source.encode())
-    report = apply(parse_patchset(doc, "anchors.yaml"), LocalTreeFiles(tmp_path))
+    report = apply(parse_patchset(doc, "anchors.yaml"), LocalTreeFiles(tmp_path), LocalTransport())
     assert [r.status for r in report.results] == [NEW]
     return (tmp_path / "m.py").read_bytes().decode()
 
@@ -197,7 +198,7 @@ def test_applied_insert_is_recognised_on_either_side_of_a_body_anchor(tmp_path):
     (tmp_path / "m.py").write_text(SRC)
     files = LocalTreeFiles(tmp_path)
     ps = parse_patchset(_set("{function: decide, position: body_start}", "flag = bool(flag)", "insert_before"), "a.yaml")
-    assert apply(ps, files).results[0].line == 37
+    assert apply(ps, files, LocalTransport()).results[0].line == 37
     again = plan(ps, files, check_layout=False)
     assert [(r.status, r.line) for r in again.results] == [(APPLIED, 37)]
 

@@ -14,6 +14,7 @@ from specops.patching import APPLIED, BLOCKED, NEW, PatchError, apply, check_app
 from specops.patching.applier import SKIPPED
 from specops.sglang.layout import SGLangLayout
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import tree_is_pristine
 
 MOD = "import os\n\n\nclass Args:\n    alpha: int = 1\n    beta: int = 2\n\n    def check(self):\n        return True\n"
@@ -61,12 +62,12 @@ def test_line_endings_are_kept(tmp_path, nl):
     src = ("HEAD = 0\n" + MOD).replace("\n", nl).encode()
     files = _write(tmp_path, "m.py", src)
     ps = _ps(EDITS)
-    report = apply(ps, files)
+    report = apply(ps, files, LocalTransport())
     want = ("# head\nHEAD = 0\nimport os\n\n\nclass Args:\n    alpha: int = 1\n    gamma: int = 3\n    delta: int = 4\n"
             "    beta: int = 2\n\n    def check(self):\n        return self.alpha > 0\n").replace("\n", nl).encode()
     assert (tmp_path / "m.py").read_bytes() == want
     assert _results(report) == [("field", NEW, "", 8), ("first", NEW, "", 1), ("swap", NEW, "", 13)]  # final lines
-    again = apply(ps, files)
+    again = apply(ps, files, LocalTransport())
     assert _results(again) == [("field", APPLIED, "", 8), ("first", APPLIED, "", 1), ("swap", APPLIED, "", 13)]
     assert again.notes == ["already applied; nothing to do"] and not again.changed
     assert (tmp_path / "m.py").read_bytes() == want
@@ -82,7 +83,7 @@ def test_line_endings_are_kept(tmp_path, nl):
 def test_crlf_text_file_with_a_text_anchor(tmp_path):
     files = _write(tmp_path, "notes.txt", b"one\r\ntwo\r\nthree\r\n")
     ps = _ps("  - name: n\n    file: notes.txt\n    op: insert_after\n    anchor: {text: two}\n    text: |\n      2a\n      2b\n")
-    apply(ps, files)
+    apply(ps, files, LocalTransport())
     assert (tmp_path / "notes.txt").read_bytes() == b"one\r\ntwo\r\n2a\r\n2b\r\nthree\r\n"
 
 
@@ -92,7 +93,7 @@ def test_a_form_feed_is_not_a_line_break(tmp_path):
     files = _write(tmp_path, "m.py", src)
     ps = _ps("  - name: e\n    file: m.py\n    op: insert_after\n    anchor: {function: f}\n    text: 'z = 3'\n"
              "  - name: g\n    file: m.py\n    op: insert_after\n    anchor: {text: 'y = 2'}\n    text: 'w = 4'\n")
-    assert _results(apply(ps, files)) == [("e", NEW, "", 5), ("g", NEW, "", 8)]
+    assert _results(apply(ps, files, LocalTransport())) == [("e", NEW, "", 5), ("g", NEW, "", 8)]
     assert (tmp_path / "m.py").read_bytes() == b"x = 1\n\x0c\ndef f():\n    return 1\nz = 3\n\x0c\ny = 2\nw = 4\n"
 
 
@@ -109,9 +110,9 @@ def test_a_file_without_a_final_line_break_keeps_it_that_way(tmp_path, edit, wan
     src = b"x = 1\ny = 2"
     files = _write(tmp_path, "m.py", src)
     ps = _ps(f"  - name: e\n    file: m.py\n    {edit}\n")
-    assert [r.status for r in apply(ps, files).results] == [NEW]
+    assert [r.status for r in apply(ps, files, LocalTransport()).results] == [NEW]
     assert (tmp_path / "m.py").read_bytes() == want
-    assert [r.status for r in apply(ps, files).results] == [APPLIED]
+    assert [r.status for r in apply(ps, files, LocalTransport()).results] == [APPLIED]
     (tmp_path / ".specops/patches/small/backups/m.py").unlink()
     revert(ps, files)
     assert (tmp_path / "m.py").read_bytes() == src
@@ -144,7 +145,7 @@ def test_a_tree_file_that_does_not_compile_is_not_touched(tmp_path):
         ("a", BLOCKED, "m.py does not compile before patching", 0),
         ("b", BLOCKED, "m.py does not compile before patching", 0)]
     with pytest.raises(PatchError) as err:
-        apply(ps, files)
+        apply(ps, files, LocalTransport())
     assert err.value.message == ("patch set small, file m.py, edit a: m.py does not compile before patching "
                                  "(and 1 more blocked edit(s)); nothing was changed")
     assert (tmp_path / "m.py").read_bytes() == b"x = (\n" and not (tmp_path / ".specops").exists()
@@ -200,7 +201,7 @@ def test_a_refusal_names_set_file_edit_and_count(tmp_path):
     files = _write(tmp_path, "m.py", b"x = 1\n")
     ps = _ps("  - name: a\n    file: m.py\n    op: delete\n    anchor: {assign: nope}\n")
     with pytest.raises(PatchError) as err:
-        apply(ps, files)
+        apply(ps, files, LocalTransport())
     assert err.value.message == ("patch set small, file m.py, edit a: anchor module assignment nope in m.py "
                                  "matches nothing; nothing was changed")
     assert err.value.where == "small.yaml"
@@ -219,10 +220,10 @@ SUB_DIFF = "--- a/pkg/sub/m.py\n+++ b/pkg/sub/m.py\n@@ -1,2 +1,2 @@\n x = 1\n-y 
 def test_diff_edit_in_a_subfolder(tmp_path):
     files = _write(tmp_path, "pkg/sub/m.py", b"x = 1\ny = 2\n")
     ps = _ps(_diff_edit(SUB_DIFF))
-    report = apply(ps, files)
+    report = apply(ps, files, LocalTransport())
     assert _results(report) == [("d", NEW, "", 0)] and report.changed_files == ["pkg/sub/m.py"]
     assert (tmp_path / "pkg/sub/m.py").read_bytes() == b"x = 1\ny = 3\n"
-    assert _results(apply(ps, files)) == [("d", APPLIED, "", 0)]
+    assert _results(apply(ps, files, LocalTransport())) == [("d", APPLIED, "", 0)]
     rev = revert(ps, files)
     assert [(r.edit, r.file, r.status, r.reason) for r in rev.results] == [("d", "pkg/sub/m.py", "reverted", "from backup")]
     assert (tmp_path / "pkg/sub/m.py").read_bytes() == b"x = 1\ny = 2\n"
@@ -258,8 +259,8 @@ def test_applying_a_grown_set_keeps_the_first_backup(tmp_path):
     files = _write(tmp_path, "m.py", src)
     one = "  - name: a\n    file: m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: a = 0\n"
     two = one + "  - name: b\n    file: m.py\n    op: insert_after\n    anchor: {assign: y}\n    text: b = 0\n"
-    apply(_ps(one), files)
-    assert _results(apply(_ps(two), files)) == [("a", APPLIED, "", 2), ("b", NEW, "", 4)]
+    apply(_ps(one), files, LocalTransport())
+    assert _results(apply(_ps(two), files, LocalTransport())) == [("a", APPLIED, "", 2), ("b", NEW, "", 4)]
     assert (tmp_path / "m.py").read_bytes() == b"x = 1\na = 0\ny = 2\nb = 0\n"
     assert (tmp_path / ".specops/patches/small/backups/m.py").read_bytes() == src
     manifest = json.loads((tmp_path / ".specops/patches/small/manifest.json").read_text())
@@ -272,10 +273,10 @@ def test_failed_verify_of_a_grown_set_puts_the_first_state_back(tmp_path):
     files = _write(tmp_path, "m.py", b"x = 1\ny = 2\n")
     one = "  - name: a\n    file: m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: a = 0\n"
     two = one + "  - name: b\n    file: m.py\n    op: insert_after\n    anchor: {assign: y}\n    text: b = 0\n"
-    apply(_ps(one), files)
+    apply(_ps(one), files, LocalTransport())
     state = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(PatchError) as err:
-        apply(_ps(two, extra="verify:\n  - name: nope\n    run: ['false']\n"), files)
+        apply(_ps(two, extra="verify:\n  - name: nope\n    run: ['false']\n"), files, LocalTransport())
     assert "verify 'nope' failed (exit 1)" in err.value.message
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == state
 
@@ -293,7 +294,7 @@ def test_a_write_that_fails_restores_the_files_written_before(tmp_path):
     ps = _ps("  - name: a\n    file: a.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 1\n"
              "  - name: b\n    file: b.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 1\n")
     with pytest.raises(SpecopsError, match="disk full"):
-        apply(ps, Failing(files.root))
+        apply(ps, Failing(files.root), LocalTransport())
     assert (tmp_path / "a.py").read_bytes() == b"x = 1\n" and (tmp_path / "b.py").read_bytes() == b"x = 1\n"
     assert not (tmp_path / ".specops/patches/small/manifest.json").exists()
     assert not list((tmp_path / ".specops").rglob("*.py"))
@@ -307,7 +308,7 @@ def test_plan_diff_and_report_summary(tmp_path):
     assert p.diff == "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,3 @@\n x = 1\n+n = 0\n y = 2\n"
     assert [r.edit for r in p.blocked] == ["f"]
     ps = _ps("  - name: e\n    file: m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: n = 0\n")
-    report = apply(ps, files)
+    report = apply(ps, files, LocalTransport())
     assert report.summary() == "apply small: 1 file(s) changed\n  e                            new"
     rev = revert(ps, files)
     assert rev.summary() == "revert small: 1 file(s) changed\n  e                            reverted: from backup"
@@ -386,7 +387,7 @@ def test_a_replacement_already_elsewhere_is_not_taken_as_applied(tmp_path):
     files = _write(tmp_path, "m.py", src)
     ps = _ps("  - name: r\n    file: m.py\n    op: replace\n    anchor: {function: f, statement: 'return x$'}\n"
              "    text: return x + 1\n")
-    assert _results(apply(ps, files)) == [("r", NEW, "", 2)]
+    assert _results(apply(ps, files, LocalTransport())) == [("r", NEW, "", 2)]
     assert (tmp_path / "m.py").read_bytes() == src.replace(b"    return x\n", b"    return x + 1\n", 1)
 
 
@@ -394,15 +395,15 @@ def test_a_multi_line_replacement_applied_twice_is_applied(tmp_path):
     files = _write(tmp_path, "m.py", b"def f(x):\n    return x\n")
     ps = _ps("  - name: r\n    file: m.py\n    op: replace\n    anchor: {function: f, statement: 'return x'}\n"
              "    text: |\n      if x:\n          return 1\n      return x\n")
-    apply(ps, files)
+    apply(ps, files, LocalTransport())
     assert (tmp_path / "m.py").read_bytes() == b"def f(x):\n    if x:\n        return 1\n    return x\n"
-    assert _results(apply(ps, files)) == [("r", APPLIED, "", 2)]
+    assert _results(apply(ps, files, LocalTransport())) == [("r", APPLIED, "", 2)]
 
 
 def test_a_diff_given_without_a_final_newline(tmp_path):
     files = _write(tmp_path, "pkg/sub/m.py", b"x = 1\ny = 2\n")
     ps = _ps('  - name: d\n    op: diff\n    diff: "' + SUB_DIFF.rstrip("\n").replace("\n", "\\n") + '"\n')
-    assert _results(apply(ps, files)) == [("d", NEW, "", 0)]
+    assert _results(apply(ps, files, LocalTransport())) == [("d", NEW, "", 0)]
     assert (tmp_path / "pkg/sub/m.py").read_bytes() == b"x = 1\ny = 3\n"
 
 
@@ -425,7 +426,7 @@ def test_verify_commands_run_in_the_tree_with_the_files_quoted(tmp_path):
               "  - name: argv\n    run: ['test', '-f', '{files}']\n")
     ps = _ps("  - name: e\n    file: a b/m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 2\n",
              extra=verify)
-    report = apply(ps, files)
+    report = apply(ps, files, LocalTransport())
     assert [c.rc for c in report.verify] == [0, 0]
     assert report.summary().endswith("\n  verify ok: " + report.verify[1].command[:100])
 
@@ -434,5 +435,5 @@ def test_verify_can_be_left_to_the_caller(tmp_path):
     files = _write(tmp_path, "m.py", b"x = 1\n")
     ps = _ps("  - name: e\n    file: m.py\n    op: insert_after\n    anchor: {assign: x}\n    text: y = 2\n",
              extra="verify:\n  - name: nope\n    run: ['false']\n")
-    report = apply(ps, files, run_verify_cmds=False)
+    report = apply(ps, files, LocalTransport(), run_verify_cmds=False)
     assert report.verify == [] and (tmp_path / "m.py").read_bytes() == b"x = 1\ny = 2\n"

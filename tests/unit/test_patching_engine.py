@@ -111,7 +111,7 @@ def test_every_op_apply_again_and_revert(tmp_path):
     tree = _tree(tmp_path)
     ps = parse_patchset(_set(ALL_OPS), "small.yaml")
     files = LocalTreeFiles(tree)
-    report = apply(ps, files)
+    report = apply(ps, files, LocalTransport())
     assert [r.status for r in report.results] == [NEW] * 6
     src = (tree / "pkg/mod.py").read_text()
     assert "    alpha: int = 1\n    gamma: int = 0  # new\n" in src
@@ -121,7 +121,7 @@ def test_every_op_apply_again_and_revert(tmp_path):
     assert "logger" not in src
     assert (tree / "notes.txt").read_text() == "one\ntwo\ntwo and a half\nthree\n"
     snapshot = {p: (tree / p).read_bytes() for p in ("pkg/mod.py", "notes.txt")}
-    again = apply(ps, files)
+    again = apply(ps, files, LocalTransport())
     assert [r.status for r in again.results] == [APPLIED] * 6
     assert snapshot == {p: (tree / p).read_bytes() for p in snapshot}
     revert(ps, files)
@@ -131,7 +131,7 @@ def test_every_op_apply_again_and_revert(tmp_path):
 def test_revert_from_manifest_only_handles_replace_and_delete(tmp_path):
     tree = _tree(tmp_path)
     ps = parse_patchset(_set(ALL_OPS), "small.yaml")
-    apply(ps, LocalTreeFiles(tree))
+    apply(ps, LocalTreeFiles(tree), LocalTransport())
     for p in (tree / ".specops/patches/small/backups").rglob("*"):
         if p.is_file():
             p.unlink()
@@ -145,9 +145,9 @@ def test_unified_diff_edit(tmp_path):
     ps = parse_patchset(_set("  - name: d\n    op: diff\n    diff: |\n" +
                              "".join(f"      {ln}\n" if ln else "\n" for ln in diff.splitlines())), "d.yaml")
     files = LocalTreeFiles(tree)
-    assert apply(ps, files).results[0].status == NEW
+    assert apply(ps, files, LocalTransport()).results[0].status == NEW
     assert (tree / "notes.txt").read_text() == "one\nTWO\nthree\n"
-    assert apply(ps, files).results[0].status == APPLIED
+    assert apply(ps, files, LocalTransport()).results[0].status == APPLIED
     (tree / ".specops/patches/small/backups/notes.txt").unlink()
     revert(ps, files)
     assert tree_is_pristine(tree)
@@ -163,7 +163,7 @@ def test_ambiguous_anchor_names_set_file_and_anchor(tmp_path):
     text: pass
 """), "amb.yaml")
     with pytest.raises(PatchError) as err:
-        apply(ps, LocalTreeFiles(tree))
+        apply(ps, LocalTreeFiles(tree), LocalTransport())
     assert "small" in str(err.value) and "pkg/mod.py" in str(err.value) and "matches 2 places" in str(err.value)
     assert tree_is_pristine(tree)
 

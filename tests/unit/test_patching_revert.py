@@ -11,6 +11,7 @@ import pytest
 
 from specops.patching import PatchError, apply, parse_patchset, revert
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 
 SRC = b"import os\n\nlogger = object()\n\n\nclass Args:\n    alpha: int = 1\n\n    def check(self):\n        return True\n"
 
@@ -44,7 +45,7 @@ def _tree(tmp_path: Path, data: bytes = SRC) -> LocalTreeFiles:
 def _applied(tmp_path: Path, text: str = SET):
     files = _tree(tmp_path)
     ps = parse_patchset(text, "small.yaml")
-    apply(ps, files)
+    apply(ps, files, LocalTransport())
     if text == SET:
         assert (tmp_path / "m.py").read_bytes() == PATCHED
     return ps, files
@@ -186,7 +187,7 @@ def test_a_set_whose_anchors_and_texts_are_both_absent_is_not_applied(tmp_path):
 def test_deleting_the_only_statement_and_reverting_from_the_manifest(tmp_path):
     files = _tree(tmp_path, b"x = 1\n")
     ps = parse_patchset("name: small\nedits:\n  - {name: d, file: m.py, op: delete, anchor: {assign: x}}\n", "s.yaml")
-    apply(ps, files)
+    apply(ps, files, LocalTransport())
     assert (tmp_path / "m.py").read_bytes() == b""
     (tmp_path / STATE / "backups/m.py").unlink()
     assert _statuses(revert(ps, files)) == [("d", "reverted", "manifest text swapped back")]
@@ -197,7 +198,7 @@ def test_a_diff_reverted_to_an_empty_file(tmp_path):
     files = _tree(tmp_path, b"")
     ps = parse_patchset("name: small\nedits:\n  - name: d\n    op: diff\n    diff: |\n"
                         "      --- a/m.py\n      +++ b/m.py\n      @@ -0,0 +1 @@\n      +x = 1\n", "s.yaml")
-    apply(ps, files)
+    apply(ps, files, LocalTransport())
     assert (tmp_path / "m.py").read_bytes() == b"x = 1\n"
     shutil.rmtree(tmp_path / ".specops")
     assert _statuses(revert(ps, files)) == [("d", "reverted", "git apply --reverse")]

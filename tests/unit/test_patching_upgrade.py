@@ -19,6 +19,7 @@ from specops.patching.applier import plan
 from specops.patching.model import PatchError
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 
 SET = "dynamic-spec-disable"
 VERSION_FILE = "python/sglang/srt/utils/common.py"  # a file the new set leaves alone
@@ -58,13 +59,13 @@ def test_the_new_version_replaces_an_earlier_one_whole(tmp_path):
     old = load_patchset(str(_earlier(tmp_path)))
     new = load_patchset(SET)
     tree = _git_tree(tmp_path, "upgraded")
-    apply(old, LocalTreeFiles(tree), run_verify_cmds=False)
+    apply(old, LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
     assert "patched by an older specops" in (tree / VERSION_FILE).read_text()
-    report = apply(new, LocalTreeFiles(tree), python="python3", tree=str(tree))
+    report = apply(new, LocalTreeFiles(tree), LocalTransport(), python="python3", tree=str(tree))
     assert any("another version of this set" in n for n in report.notes), report.notes
     # byte for byte what the new set makes of a pristine tree
     fresh = _git_tree(tmp_path, "fresh")
-    apply(new, LocalTreeFiles(fresh), run_verify_cmds=False)
+    apply(new, LocalTreeFiles(fresh), LocalTransport(), run_verify_cmds=False)
     for rel in new.files + [VERSION_FILE]:
         assert (tree / rel).read_bytes() == (fresh / rel).read_bytes(), rel
     again = plan(new, LocalTreeFiles(tree))
@@ -78,10 +79,10 @@ def test_a_file_edited_after_the_earlier_apply_is_not_overwritten(tmp_path):
     blocked here (the old helper block is in the way) and changes nothing."""
     old = load_patchset(str(_earlier(tmp_path)))
     tree = _git_tree(tmp_path, "edited")
-    apply(old, LocalTreeFiles(tree), run_verify_cmds=False)
+    apply(old, LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
     worker = tree / "python/sglang/srt/speculative/eagle_worker.py"
     worker.write_text(worker.read_text() + "\n# a local change\n")
     before = {p: p.read_bytes() for p in tree.rglob("*.py") if "speculative" in str(p) or "server_args" in p.name}
     with pytest.raises(PatchError, match="nothing was changed"):
-        apply(load_patchset(SET), LocalTreeFiles(tree), run_verify_cmds=False)
+        apply(load_patchset(SET), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
     assert {p: p.read_bytes() for p in before} == before

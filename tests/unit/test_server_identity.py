@@ -20,12 +20,12 @@ from tests.support.deploy import run_cli
 
 
 def point(arm: str, c: int, pid: int, args_hash: str, *, shared: list[str] | None = None, tps: float = 100.0,
-          status: str = "ok") -> dict:
+          status: str = "ok") -> ResultRecord:
     rec = ResultRecord(host="local", arm=arm, mechanism="m", concurrency=c, completed=16, output_throughput=tps,
                        status=status, input_len=32, output_len=32, num_prompts=16, shared_with=shared or [],
                        server={"pid": pid, "proc_start": str(pid * 10), "args_hash": args_hash,
                                "started_at": 1.0, "launched_by": "run-a"})
-    return rec.to_dict()
+    return rec
 
 
 def test_points_of_one_arm_under_other_arguments_are_refused_by_name() -> None:

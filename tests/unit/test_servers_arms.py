@@ -20,6 +20,7 @@ from specops.servers.launch import build_launch
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 
 VARS = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -108,7 +109,7 @@ def test_adaptive_mechanism_per_tree(sglang_tree) -> None:
     assert ("SGLang 0.5.10.post1 would refuse this launch: unrecognized arguments: "
             "--speculative-disable-batch-threshold 10") in str(exc.value)
 
-    apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), run_verify_cmds=False)
+    apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
     patched = detect_layout(LocalTreeFiles(tree))
     p = build_launch(arm, patched, workdir="/w")
     assert p.mechanism == "dynamic-spec-disable-patch" and patched.adaptive_mechanism == p.mechanism

@@ -22,6 +22,7 @@ from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.knobs import split_knobs
+from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import CI_RELEASES, CURRENT_VERSION, Expected
 
 VARS = {
@@ -70,7 +71,7 @@ def test_current_release_reads_flags_from_arg_groups_fields() -> None:
 def _plans(tree: Path, exp: Expected) -> dict:
     files = LocalTreeFiles(tree)
     if exp.mechanism == "needs-patch":
-        apply(load_patchset("dynamic-spec-disable"), files, run_verify_cmds=False)
+        apply(load_patchset("dynamic-spec-disable"), files, LocalTransport(), run_verify_cmds=False)
     layout = detect_layout(files)
     return {name: build_launch(arm, layout, workdir="/w", python="python3", engine="sim",
                                sglang_tree=str(tree), sim_options=["--sim-time-scale", "0.05"],

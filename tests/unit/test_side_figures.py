@@ -9,13 +9,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from specops.bench.matrix import Point
+from specops.bench.schema import ResultRecord
 from specops.bench.store import append_result
 from specops.bench.sweep import HostSweep
 
 
-def record(arm: str, c: int, repeat: int, tput: float, host: str = "h") -> dict:
-    return {"host": host, "arm": arm, "concurrency": c, "repeat": repeat, "status": "ok",
-            "output_throughput": tput, "completed": 4, "failed": 0}
+def record(arm: str, c: int, repeat: int, tput: float, host: str = "h") -> ResultRecord:
+    return ResultRecord(host=host, arm=arm, concurrency=c, repeat=repeat, status="ok",
+                        output_throughput=tput, completed=4, failed=0)
 
 
 def test_side_figures_are_the_probe_arms_own_at_its_level(tmp_path: Path) -> None:

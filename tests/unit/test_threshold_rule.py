@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from specops.bench import store
 from specops.bench.artifacts import render_report
 from specops.bench.report import summarize
+from specops.bench.schema import ResultRecord
 from specops.bench.threshold import (
     NO_RUNNING,
     UNIT_CONCURRENCY,
@@ -45,16 +45,16 @@ def test_a_noisy_win_above_a_loss_does_not_count_and_no_win_means_no_threshold()
     assert top.top and top.threshold == 2 and "highest level measured, c=2" in top.text()
 
 
-def _records(ratios: dict[int, float], running: dict[int, tuple[float, float]] | None) -> list[dict[str, Any]]:
+def _records(ratios: dict[int, float], running: dict[int, tuple[float, float]] | None) -> list[ResultRecord]:
     """Baseline 100 tok/s x c; EAGLE-3 at the given ratio; its running batch where given."""
     out = []
     for c, ratio in ratios.items():
         for arm, tps in (("baseline", 100.0 * c), ("eagle3", 100.0 * c * ratio)):
             for r in range(2):
-                rec: dict[str, Any] = {"host": "h", "arm": arm, "concurrency": c, "repeat": r, "status": "ok",
-                                       "output_throughput": tps, "input_len": 8, "output_len": 8, "num_prompts": 16}
+                rec = ResultRecord(host="h", arm=arm, concurrency=c, repeat=r, status="ok",
+                                   output_throughput=tps, input_len=8, output_len=8, num_prompts=16)
                 if running is not None:
-                    rec["running_req_p50"], rec["running_req_p90"] = running[c]
+                    rec.running_req_p50, rec.running_req_p90 = running[c]
                 out.append(rec)
     return out
 

@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
+from specops.bench.matrix import Point
 from specops.bench.running import RunningSampler, parse_decode_lines, parse_metrics, percentile
+from specops.bench.schema import ResultRecord
+from specops.bench.sweep import BenchSettings, unsettled
 from specops.bench.tune import (
     TIERS_ARM,
     Levels,
@@ -96,7 +99,7 @@ def test_sampler_reads_only_the_points_part_of_a_log(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the search on model records
 
 def model_records(arm: str, levels: list[int], *, steps: int | None = None, threshold: int | None = None,
-                  tiers: dict[int, int] | None = None, host: str = "h", repeats: int = 1) -> list[dict[str, Any]]:
+                  tiers: dict[int, int] | None = None, host: str = "h", repeats: int = 1) -> list[ResultRecord]:
     """What a quiet simulated host measures: model throughput, running batch = concurrency."""
     out = []
     for c in levels:
@@ -110,16 +113,16 @@ def model_records(arm: str, levels: list[int], *, steps: int | None = None, thre
         else:
             tps = M.predicted_output_throughput("eagle3", c, num_steps=steps, max_running=64)
         for r in range(repeats):
-            out.append({"host": host, "arm": arm, "concurrency": c, "repeat": r, "status": "ok",
-                        "output_throughput": tps, "running_req_p50": float(c), "running_req_p90": float(c)})
+            out.append(ResultRecord(host=host, arm=arm, concurrency=c, repeat=r, status="ok",
+                                    output_throughput=tps, running_req_p50=float(c), running_req_p90=float(c)))
     return out
 
 
 class FakeHost:
     """A Tuner's phase runner and record store backed by the model."""
 
-    def __init__(self, records: list[dict[str, Any]] | None = None):
-        self.records: list[dict[str, Any]] = list(records or [])
+    def __init__(self, records: list[ResultRecord] | None = None):
+        self.records: list[ResultRecord] = list(records or [])
         self.phases: list[Phase] = []
 
     def run_phase(self, phase: Phase, arms: dict[str, Any]) -> None:
@@ -186,8 +189,8 @@ def test_a_rejected_threshold_tries_its_neighbours() -> None:
         """The server reports a running batch of 4 at c=5 (say, prefill interleaving)."""
         orig(phase, arms)
         for r in fake.records:
-            if r["arm"] == "eagle3" and r["concurrency"] == 5:
-                r["running_req_p50"] = r["running_req_p90"] = 4.0
+            if r.arm == "eagle3" and r.concurrency == 5:
+                r.running_req_p50 = r.running_req_p90 = 4.0
     t.run_phase = undercounted  # type: ignore[method-assign]
     res = t.run()
     # 4 loses c=5 (0.948x of EAGLE-3), 3 loses c=4; 5, the next neighbour, passes
@@ -228,8 +231,8 @@ def test_verification_stops_at_the_first_level_below_the_ratio() -> None:
         """EAGLE-3's running batch reads 3 at c=4 and c=5: the rule then picks 3."""
         orig(phase, arms)
         for r in fake.records:
-            if r["arm"] == "eagle3" and r["concurrency"] in (4, 5):
-                r["running_req_p50"] = r["running_req_p90"] = 3.0
+            if r.arm == "eagle3" and r.concurrency in (4, 5):
+                r.running_req_p50 = r.running_req_p90 = 3.0
     t.run_phase = low_running  # type: ignore[method-assign]
     res = t.run()
     assert res.choice and res.choice["threshold"] == 3
@@ -251,7 +254,7 @@ def test_points_already_in_the_run_are_not_measured_again() -> None:
     levels: the coarse phase runs only the levels and repeats still missing."""
     have = model_records("baseline", [1, 2, 4]) + model_records("eagle3", [1, 2, 4])
     for r in have:
-        r["extra"] = {"reused_from": "runs/old"}
+        r.extra = {"reused_from": "runs/old"}
     fake = FakeHost(have)
     res = tuner(fake, coarse=[1, 2, 4, 8, 16]).run()
     coarse = next(p for p in res.phases if p["name"] == "coarse")
@@ -365,3 +368,58 @@ def test_write_changes_only_that_value_in_a_commented_hosts_yaml(tmp_path: Path)
             in path.read_text().splitlines())
     with pytest.raises(ConfigError, match="no arm 'adaptive2'"):
         write_adaptive(path, "local", "adaptive2", threshold=5)
+
+
+class RepeatingHost(FakeHost):
+    """A phase runner that repeats points the way a bench sweep does: every point of the
+    phase once per round, while the sweep's own rule (`bench.sweep.unsettled`) says it is
+    unsettled. `noise` scales one repeat's throughput per (arm, level): a noisy point."""
+
+    def __init__(self, noise: dict[tuple[str, int], float]):
+        super().__init__()
+        self.noise = noise
+        self.settings_seen: list[Any] = []
+
+    def run_phase(self, phase: Phase, arms: dict[str, Any]) -> None:
+        self.phases.append(phase)
+        settings = BenchSettings.from_dict({"arms": phase.arms, "concurrency": phase.levels,
+                                            "repeats": phase.repeats_setting}, where="test")
+        self.settings_seen.append(settings.repeat_rule().text())
+        rule = settings.repeat_rule()
+        one = FakeHost()
+        for rep in range(rule.most):
+            points = [Point(a, c, rep) for a in phase.arms for c in phase.levels]
+            for p in unsettled(settings, points, self.records, "h") if rule.auto else points:
+                one.records = []
+                FakeHost.run_phase(one, Phase(phase.name, [p.arm], [p.concurrency], phase.rule), arms)
+                for r in one.records:
+                    r.repeat = rep
+                    r.output_throughput *= 1.0 + self.noise.get((p.arm, p.concurrency), 0.0) * (-1) ** rep
+                self.records += one.records
+
+
+def test_auto_repeats_reach_every_phase_and_stop_each_point_when_settled() -> None:
+    """`tune --repeats auto:4`: each phase's bench gets the rule, a steady point stops at 2
+    repeats, a noisy one (EAGLE-3 at c=6, 8% apart between repeats, near the crossover)
+    goes on to 4, and the threshold is the one the model implies."""
+    fake = RepeatingHost({("eagle3", 6): 0.08})
+    t = tuner(fake, settings={"repeats": "auto:4", "input_len": 32, "output_len": 64})
+    res = t.run()
+    assert set(fake.settings_seen) == {"auto:4"}
+    per_point: dict[tuple[str, int], int] = {}
+    for r in fake.records:
+        per_point[(r.arm, r.concurrency)] = per_point.get((r.arm, r.concurrency), 0) + 1
+    assert per_point[("eagle3", 6)] == 4 and per_point[("baseline", 6)] == 2
+    assert per_point[("baseline", 1)] == per_point[("eagle3", 64)] == 2
+    assert res.threshold == M.implied_threshold() and res.status == "verified", res.lines()
+    assert all(p["repeats"] == "auto:4" for p in res.phases)
+    # a second tune over the same records measures nothing more for the coarse levels
+    again = tuner(fake, settings={"repeats": "auto:4", "input_len": 32, "output_len": 64})
+    assert again._todo(Phase("coarse", ["baseline", "eagle3"], [1, 2, 4, 8], again._repeats())) == []
+
+
+def test_a_fixed_count_counts_the_repeats_a_run_already_has() -> None:
+    fake = FakeHost(model_records("baseline", [1, 2], repeats=3) + model_records("eagle3", [1, 2], repeats=1))
+    t = tuner(fake, settings={"repeats": 2, "input_len": 32, "output_len": 64})
+    todo = t._todo(Phase("coarse", ["baseline", "eagle3"], [1, 2, 4], t._repeats()))
+    assert sorted(todo) == [("baseline", 4), ("baseline", 4), ("eagle3", 1), ("eagle3", 2), ("eagle3", 4), ("eagle3", 4)]

@@ -21,6 +21,7 @@ from specops.patching.model import PatchError, parse_patchset
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.verify_backends import ATTENTION_DIR, SPECULATIVE_DIR, SUPPORTED, check_tree, eagle_backends
+from specops.transport.local import LocalTransport
 
 #: every release the dynamic-spec-disable set applies to (applies_to: 0.4.10 - 0.5.13)
 SET_RELEASES = ["0.4.10", "0.4.10.post2", "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7",
@@ -117,7 +118,7 @@ def test_the_set_refuses_a_tree_whose_backend_fails_the_check_and_restores_every
           "            max_extend_len = self.model_runner.server_args.speculative_num_draft_tokens")
     subprocess.run(["git", "commit", "-qam", "edited"], cwd=tree, check=True)
     with pytest.raises(PatchError) as err:
-        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), python="python3", tree=str(tree))
+        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), python="python3", tree=str(tree))
     assert "verify 'each supported attention backend sizes its verify from a count the one-token verify sets' " \
            "failed: problem: python/sglang/srt/layers/attention/triton_backend.py: TritonAttnBackend." in str(err.value)
     status = subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True, check=True)
@@ -127,7 +128,7 @@ def test_the_set_refuses_a_tree_whose_backend_fails_the_check_and_restores_every
 def test_the_check_passes_on_the_real_tree_and_is_reported(tmp_path):
     tree = tmp_path / "sglang"
     shutil.copytree(ensure_tree("0.5.10.post1"), tree, symlinks=True)
-    report = apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), python="python3", tree=str(tree))
+    report = apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), python="python3", tree=str(tree))
     first = report.verify[0]
     assert first.ok and first.command.startswith("# specops check eagle-attention-backends")
     assert "triton (TritonAttnBackend): ok" in first.stdout and "refused at launch" in first.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specops.errors import StepError
-from specops.servers import lifecycle, slurm, watch
+from specops.servers import lifecycle, slurm, supervisor, watch
 from specops.servers.lifecycle import ServerState
 from specops.servers.logwatch import READY_LINE, failure_reason, read_new
 from specops.transport.local import LocalTransport
@@ -136,9 +136,10 @@ def test_a_crash_line_fails_a_live_server_once_the_grace_has_passed(tmp_path: Pa
     assert w.crash_at is not None and w.signature is not None
 
 
-def test_both_backends_use_the_one_watch_and_lifecycle_imports_slurm_openly() -> None:
+def test_both_backends_use_the_one_watch_and_neither_imports_the_other() -> None:
     """No second copy of the watch to drift, and no backend filled in by an import's side
-    effect: lifecycle imports slurm at its top, slurm imports nothing of lifecycle."""
+    effect: lifecycle (the local supervisor) and slurm import nothing of each other;
+    servers.supervisor imports both and chooses (tests/unit/test_import_graph.py keeps it so)."""
     assert issubclass(lifecycle._Watch, watch.ArmWatch) and issubclass(slurm._Watch, watch.ArmWatch)
     assert lifecycle._Watch.feed is slurm._Watch.feed is watch.ArmWatch.feed
     assert not hasattr(lifecycle, "JOBS")
@@ -148,5 +149,6 @@ def test_both_backends_use_the_one_watch_and_lifecycle_imports_slurm_openly() ->
         return {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names} | {
             n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
 
-    assert "specops.servers.slurm" in imported(lifecycle)
+    assert not any(m.startswith("specops.servers.slurm") for m in imported(lifecycle))
     assert not any(m.startswith("specops.servers.lifecycle") for m in imported(slurm))
+    assert {"specops.servers.lifecycle", "specops.servers.slurm"} <= imported(supervisor)

@@ -45,6 +45,7 @@ from specops.patching import apply, load_patchset
 from specops.servers.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
 from tests.support.real_sglang import server as real
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import RuntimeBuildError, runtime_python
@@ -87,7 +88,7 @@ def copy_tree(version: str, dest: Path) -> Path:
 def patched_tree(version: str, dest: Path, python: Path, patch_set: str) -> Path:
     """A copy of the release's cached tree with the patch set applied (its verify included)."""
     copy_tree(version, dest)
-    apply(load_patchset(patch_set), LocalTreeFiles(dest), python=str(python), tree=str(dest))
+    apply(load_patchset(patch_set), LocalTreeFiles(dest), LocalTransport(), python=str(python), tree=str(dest))
     return dest
 
 
