@@ -160,7 +160,7 @@ def one(version: str, args: argparse.Namespace, scratch: Path) -> Row:
             tree = scratch / version
             shutil.copytree(src, tree)
             try:
-                apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), run_verify_cmds=False)
+                apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
             except PatchError as exc:
                 detail = exc.message.split("dynamic-spec-disable, ", 1)[-1].split("; nothing was changed")[0]
                 raise SpecopsError(f"the adaptive arm needs the dynamic-spec-disable patch set, which does not fit "

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench import store
+from specops.bench.manifest import Manifest
 from specops.bench.plots import figure, save_figure
 from specops.bench.report import Cell, HostSummary, summarize
 from specops.bench.summary_doc import envelope_doc, settings_of, tax_doc
@@ -63,23 +64,23 @@ class Comparison:
         return [s.label for s in self.series]
 
 
-def load_series(run_dirs: list[Path]) -> tuple[list[Series], list[dict[str, Any]]]:
+def load_series(run_dirs: list[Path]) -> tuple[list[Series], list[Manifest]]:
     series: list[Series] = []
-    manifests: list[dict[str, Any]] = []
+    manifests: list[Manifest] = []
     for run_dir in run_dirs:
         if not (run_dir / "results.jsonl").exists():
             raise ConfigError(f"{run_dir} has no results.jsonl (not a bench run directory)")
         manifest = store.load_manifest(run_dir)
         summary = summarize(store.load_results(run_dir), manifest)
         manifests.append(manifest)
-        name = str(manifest.get("run_id") or run_dir.name)
+        name = str(manifest.run_id or run_dir.name)
         for host in summary.hosts:
             label = f"{name}:{host.label}" if len(summary.hosts) > 1 else name
             series.append(Series(label, run_dir, host, summary.headline, summary.simulated))
     return series, manifests
 
 
-def setting_differences(run_dirs: list[Path], manifests: list[dict[str, Any]]) -> list[str]:
+def setting_differences(run_dirs: list[Path], manifests: list[Manifest]) -> list[str]:
     """`input_len: 256 in A, 512 in B`, one line per setting that differs."""
     settings = [settings_of(m) for m in manifests]
     out = []

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
+from specops.bench.manifest import ArmRecord, Manifest, ManifestLike, as_manifest
 from specops.bench.scheduling import lines as scheduling_lines
 from specops.bench.schema import STATUS_OK, ResultRecord
 from specops.bench.slo import (
@@ -469,55 +470,35 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
                        choose(points), shortfalls, envelope, tax, objective)
 
 
-def adaptive_threshold_of(manifest: dict[str, Any], host: str) -> int | None:
+def adaptive_threshold_of(manifest: Manifest, host: str) -> int | None:
     """The adaptive arm's threshold as the run launched it (manifest: the host's arms, else
     the top-level arms): `effective_threshold`, else `threshold`."""
-    hosts = manifest.get("hosts")
-    mine = hosts.get(host) if isinstance(hosts, dict) else None
-    for arms in (mine.get("arms") if isinstance(mine, dict) else None, manifest.get("arms")):
-        info = arms.get(ADAPTIVE_ARM) if isinstance(arms, dict) else None
-        if isinstance(info, dict):
-            for key in ("effective_threshold", "threshold"):
-                value = info.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    mine = manifest.host_facts(host)
+    for arms in (mine.arms if mine is not None else None, manifest.arms):
+        info = (arms or {}).get(ADAPTIVE_ARM)
+        if info is not None:
+            for value in (info.effective_threshold, info.threshold):
+                if value is not None and value > 0:
                     return value
     return None
 
 
 # ---------------------------------------------------------------- fairness
 
-def _args_of(arm_info: Any) -> dict[str, Any] | None:
+def _args_of(arm_info: ArmRecord) -> dict[str, Any] | None:
     """Resolved server args of an arm from the manifest, or parsed from its launch argv."""
-    if not isinstance(arm_info, dict):
-        return None
-    args = arm_info.get("server_args")
-    if isinstance(args, dict):
-        return dict(args)
-    argv = arm_info.get("argv") or arm_info.get("command")
-    return args_from_argv(argv) if isinstance(argv, list) else None
+    if arm_info.server_args is not None:
+        return dict(arm_info.server_args)
+    return args_from_argv(arm_info.argv) if arm_info.argv else None
 
 
-def _manifest_arm_sets(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(label, {arm: info}) for the manifest's top-level arms and each host's arms."""
-    sets = []
-    if isinstance(manifest.get("arms"), dict) and manifest["arms"]:
-        sets.append(("", manifest["arms"]))
-    hosts = manifest.get("hosts")
-    if isinstance(hosts, dict):
-        for name in sorted(hosts):
-            info = hosts[name]
-            if isinstance(info, dict) and isinstance(info.get("arms"), dict) and info["arms"]:
-                sets.append((f"host {name}: ", info["arms"]))
-    return sets
-
-
-def fairness_warnings(manifest: dict[str, Any], records: Sequence[ResultRecord] = (),
+def fairness_warnings(manifest: ManifestLike, records: Sequence[ResultRecord] = (),
                       by_length: bool = False) -> list[str]:
     """Server args that differ between arms (the rule `deploy` uses too, from
     `specops.servers.fairness`), and uneven client settings (`by_length`: a sweep of several
     lengths, compared within each length)."""
     warnings: list[str] = []
-    for label, arms in _manifest_arm_sets(manifest):
+    for label, arms in as_manifest(manifest).arm_sets():
         parsed = {arm: _args_of(info) for arm, info in sorted(arms.items())}
         known = {a: p for a, p in parsed.items() if p is not None}
         missing = sorted(a for a, p in parsed.items() if p is None)
@@ -611,16 +592,14 @@ def _context_headline(summaries: Sequence[HostSummary]) -> list[str]:
     return lines
 
 
-def arm_gpus(manifest: dict[str, Any], host: str) -> dict[str, int]:
+def arm_gpus(manifest: Manifest, host: str) -> dict[str, int]:
     """GPUs each arm's server used on the host: tensor x data parallel size from its
     recorded server args (1 where unrecorded)."""
-    hosts = manifest.get("hosts")
-    mine = hosts.get(host) if isinstance(hosts, dict) else None
-    arms = mine.get("arms") if isinstance(mine, dict) else None
+    mine = manifest.host_facts(host)
     out = {}
-    for arm, info in (arms.items() if isinstance(arms, dict) else ()):
-        args = info.get("server_args") if isinstance(info, dict) else None
-        if not isinstance(args, dict):
+    for arm, info in ((mine.arms or {}) if mine is not None else {}).items():
+        args = info.server_args
+        if args is None:
             continue
         n = 1
         for key in ("tp_size", "dp_size"):
@@ -630,25 +609,23 @@ def arm_gpus(manifest: dict[str, Any], host: str) -> dict[str, int]:
     return out
 
 
-def gpu_hour_cost_of(manifest: dict[str, Any], host: str) -> float | None:
+def gpu_hour_cost_of(manifest: Manifest, host: str) -> float | None:
     """The host's GPU-hour price as `bench` recorded it (manifest `bench.gpu_hour_cost`: a
     number for every host, or {host: number})."""
-    bench = manifest.get("bench")
-    cost = bench.get("gpu_hour_cost") if isinstance(bench, dict) else None
+    cost: Any = manifest.settings().gpu_hour_cost
     if isinstance(cost, dict):
         cost = cost.get(host)
     return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else None
 
 
-def objective_of(manifest: dict[str, Any]) -> tuple[str, Slo | None]:
+def objective_of(manifest: ManifestLike) -> tuple[str, Slo | None]:
     """The run's objective and SLO, as `bench` recorded them (manifest.json `bench`); a run
     from before either existed: throughput, no SLO."""
-    bench = manifest.get("bench")
-    if not isinstance(bench, dict):
-        bench = {}
+    bench = as_manifest(manifest).settings()
     where = "manifest.json: bench"
-    slo = parse_slo(bench.get("slo"), where=where + ".slo")
-    objective = str(bench.get("objective") or DEFAULT_OBJECTIVE)
+    # an ill-typed value is kept raw in `extra`: parse_slo and check_objective say what is wrong with it
+    slo = parse_slo(bench.slo if bench.slo is not None else bench.extra.get("slo"), where=where + ".slo")
+    objective = str(bench.objective or bench.extra.get("objective") or DEFAULT_OBJECTIVE)
     check_objective(objective, slo, where=where + ".objective")
     return objective, slo
 
@@ -679,11 +656,11 @@ def _objective_words(objective: str, slo: Slo | None, summaries: Sequence[HostSu
     return text
 
 
-def swept_lengths(manifest: dict[str, Any]) -> bool:
+def swept_lengths(manifest: Manifest) -> bool:
     """True when the run swept several context lengths (a list in --input-len or
     --output-len); a run of one length is reported as before lengths were an axis."""
-    bench = manifest.get("bench") or {}
-    return any(isinstance(bench.get(k), list) and len(bench[k]) > 1 for k in ("input_len", "output_len"))
+    bench = manifest.settings()
+    return any(isinstance(v, list) and len(v) > 1 for v in (bench.input_len, bench.output_len))
 
 
 def record_length(rec: ResultRecord) -> tuple[int, int]:
@@ -691,11 +668,11 @@ def record_length(rec: ResultRecord) -> tuple[int, int]:
     return int(rec.input_len or 0), int(rec.output_len or 0)
 
 
-def summarize(records: Sequence[ResultRecord], manifest: dict[str, Any] | None = None, *,
+def summarize(records: Sequence[ResultRecord], given: ManifestLike = None, *,
               objective: str | None = None, slo: Slo | None = None) -> ReportSummary:
     """Everything the report says, computed from records and the manifest (`objective`,
     `slo`: `specops report`'s own, in place of those the bench recorded)."""
-    manifest = manifest or {}
+    manifest = as_manifest(given)
     recorded, recorded_slo = objective_of(manifest)
     slo = recorded_slo if slo is None else slo
     objective = objective or recorded
@@ -715,7 +692,7 @@ def summarize(records: Sequence[ResultRecord], manifest: dict[str, Any] | None =
     failed = sorted((r for r in effective if r.status != STATUS_OK),
                     key=lambda r: (str(r.host), str(r.arm), int(r.concurrency),
                                    int(r.repeat)))
-    simulated = any(bool(r.simulated) for r in effective) or bool(manifest.get("simulated"))
+    simulated = any(bool(r.simulated) for r in effective) or bool(manifest.simulated)
     why = next((w for w in map(latencies_missing, ok) if w), None)
     headline = _headline(summaries) + _context_headline(summaries) + (
         [objective_line(objective, slo, summaries, why, recorded)] if summaries else [])
@@ -819,8 +796,9 @@ def _md_context(summary: ReportSummary) -> list[str]:
     return out + [""]
 
 
-def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
+def render_markdown(summary: ReportSummary, given: ManifestLike) -> str:
     """report.md text: deterministic for the same files."""
+    manifest = as_manifest(given)
     out: list[str] = ["# specops bench report", ""]
     if summary.simulated:
         out += [SIM_BANNER, ""]
@@ -829,8 +807,8 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
                        ("device", "device"), ("cpu", "CPU"),  # a CPU host (device cpu): no GPU line
                        ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"), ("dataset", "dataset"),
                        ("dataset_hash", "dataset hash"), ("input_len", "input len"), ("output_len", "output len")):
-        if manifest.get(key) not in (None, ""):
-            facts.append(f"{label}: `{manifest[key]}`")
+        if manifest.header(key) not in (None, ""):
+            facts.append(f"{label}: `{manifest.header(key)}`")
     if facts:
         out += ["- " + " · ".join(facts), ""]
     out += [f"- {_md_escape(line)}" for line in scheduling_lines(manifest)] + (
@@ -843,7 +821,7 @@ def render_markdown(summary: ReportSummary, manifest: dict[str, Any]) -> str:
         out += _md_results(s, summary.slo)
     out += ["## Fairness", ""]
     out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings]
-    if not _manifest_arm_sets(manifest):
+    if not manifest.arm_sets():
         out.append("- server args not checked: manifest.json records no arms")
     elif not summary.warnings:
         out.append("- no differences found between arms beyond the speculative arguments")

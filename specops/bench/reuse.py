@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from specops.bench.manifest import Manifest
 from specops.bench.schema import CONTEXT_AXIS, STATUS_OK, ResultRecord
 from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
 from specops.bench.sweep import BenchSettings, dataset_hash, gpus_share
@@ -86,24 +87,22 @@ def run_dirs(runs_dir: Path, exclude: Iterable[Path] = ()) -> list[Path]:
     return sorted(set(found), key=lambda d: (d / RESULTS_JSONL).stat().st_mtime, reverse=True)
 
 
-def _same_prompts(manifest: dict[str, Any], settings: BenchSettings, cache: dict[str, str]) -> bool:
+def _same_prompts(manifest: Manifest, settings: BenchSettings, cache: dict[str, str]) -> bool:
     """The run's recorded dataset hash equals this tune's dataset and seed at that run's lengths."""
-    bench = manifest.get("bench")
-    if not isinstance(bench, dict) or not bench.get("dataset_hash"):
+    bench = manifest.settings()
+    if not bench.dataset_hash:
         return False
-    client = manifest.get("client")
-    if isinstance(client, dict) and client.get("temperature", TEMPERATURE) != TEMPERATURE:
+    if manifest.client is not None and manifest.client.get("temperature", TEMPERATURE) != TEMPERATURE:
         return False
-    key = repr((bench.get("input_len"), bench.get("output_len")))
+    key = repr((bench.input_len, bench.output_len))
     if key not in cache:
         try:
             theirs = BenchSettings.from_dict({"dataset": settings.dataset, "seed": settings.seed,
-                                              "input_len": bench.get("input_len"),
-                                              "output_len": bench.get("output_len")})
+                                              "input_len": bench.input_len, "output_len": bench.output_len})
             cache[key] = dataset_hash(theirs)
         except SpecopsError:
             cache[key] = ""
-    return bool(cache[key]) and cache[key] == bench["dataset_hash"]
+    return bool(cache[key]) and cache[key] == bench.dataset_hash
 
 
 def _matches(rec: ResultRecord, host: str, hashes: dict[str, str], settings: BenchSettings, runner: str) -> bool:

@@ -1,4 +1,4 @@
-"""The run directory: results appended as they happen, CSV and manifest written atomically.
+"""The run directory: results appended as they happen, CSV and manifest (bench/manifest.py) written atomically.
 
 `results.jsonl` is the source of truth: one JSON object per finished point (ok or
 failed), appended and fsynced the moment the point exists, so a crash of specops, the
@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from specops.bench import manifest
 from specops.bench.matrix import Point
 from specops.bench.schema import CSV_COLUMNS, ResultRecord, point_key
 from specops.errors import ConfigError
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
-MANIFEST_JSON = "manifest.json"
+MANIFEST_JSON = manifest.MANIFEST_JSON
 
 # Arms on different hosts/GPUs finish points at the same time; one writer at a time per
 # process keeps the torn-tail repair, the append and the CSV rewrite from interleaving.
@@ -150,25 +151,9 @@ def write_csv(run_dir: Path) -> Path:
     return path
 
 
-def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> Path:
-    """Write manifest.json atomically (sorted keys, so re-writes diff cleanly)."""
-    path = Path(run_dir) / MANIFEST_JSON
-    atomic_write(path, json.dumps(redact(manifest), indent=2, sort_keys=True, default=str) + "\n")
-    return path
-
-
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    """manifest.json as a dict; {} when the run has none yet."""
-    path = Path(run_dir) / MANIFEST_JSON
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except ValueError as exc:
-        raise ConfigError(f"manifest is not valid JSON: {exc}", where=str(path)) from None
-    if not isinstance(data, dict):
-        raise ConfigError("manifest is not a JSON object", where=str(path))
-    return data
+# The manifest's one reader and one writer live in bench/manifest.py; these are their names here.
+write_manifest = manifest.write
+load_manifest = manifest.read
 
 
 def done_points(run_dir: Path, *, host: str | None = None) -> set[Point]:

@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.report import HostSummary, ReportSummary, context_rows
 
 SCHEMA = "specops.summary/2"
@@ -59,10 +60,12 @@ SETTING_KEYS = ("runner", "dataset", "input_len", "output_len", "num_prompts", "
                 "repeats_auto", "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost")
 
 
-def settings_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The client settings a comparison must agree on, from the manifest."""
-    bench = manifest.get("bench") or {}
-    client = manifest.get("client") or {}
+def settings_of(given: ManifestLike) -> dict[str, Any]:
+    """The client settings a comparison must agree on, from the manifest (the recorded
+    settings by key, a key the settings lack from the client's)."""
+    manifest = as_manifest(given)
+    bench = manifest.settings().to_dict()
+    client = manifest.client or {}
     values = {k: bench.get(k, client.get(k)) for k in SETTING_KEYS}
     # `repeats_auto` only where it is on (`--repeats auto[:MAX]`: then `repeats` is the MAX)
     return {k: v for k, v in values.items() if v is not None and not (k == "repeats_auto" and not v)}
@@ -91,7 +94,8 @@ def tax_doc(s: HostSummary) -> dict[str, Any] | None:
             "threshold": tax.threshold, "unit": tax.unit, "text": tax.text()}
 
 
-def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[str, Any]:
+def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, Any]:
+    manifest = as_manifest(given)
     hosts = []
     for s in summary.hosts:
         points = []
@@ -124,11 +128,11 @@ def summary_document(summary: ReportSummary, manifest: dict[str, Any]) -> dict[s
             "points": points,
         })
     return {
-        "schema": SCHEMA, "run_id": manifest.get("run_id"), "simulated": summary.simulated,
+        "schema": SCHEMA, "run_id": manifest.run_id, "simulated": summary.simulated,
         "objective": summary.objective, "slo": summary.slo,
         "settings": settings_of(manifest),
-        "sglang": {"version": manifest.get("sglang_version"), "commit": manifest.get("sglang_commit")},
-        "gpu": manifest.get("gpu"), "gpu_count": manifest.get("gpu_count"),
+        "sglang": {"version": manifest.sglang_version, "commit": manifest.sglang_commit},
+        "gpu": manifest.gpu, "gpu_count": manifest.gpu_count,
         "headline": summary.headline, "warnings": summary.warnings, "servers": summary.servers, "hosts": hosts,
         "failed_points": [{"host": r.host, "arm": r.arm, "concurrency": r.concurrency, "repeat": r.repeat,
                            "error": r.error}
@@ -147,6 +151,6 @@ def contexts_doc(summary: ReportSummary) -> list[dict[str, Any]]:
             for r in context_rows(summary)]
 
 
-def render_summary_json(summary: ReportSummary, manifest: dict[str, Any]) -> str:
+def render_summary_json(summary: ReportSummary, manifest: ManifestLike) -> str:
     """Deterministic text (sorted keys), so `specops report` reproduces it byte for byte."""
     return json.dumps(summary_document(summary, manifest), indent=1, sort_keys=True) + "\n"

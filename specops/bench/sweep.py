@@ -1,6 +1,8 @@
 """One host's part of `specops bench`: launch (or reuse) the arms, run the matrix point by
 point, write each result the moment it exists, relaunch a crashed arm once, stop what
-was launched. Used by the `bench` step kind."""
+was launched. Used by the `bench` step kind. The servers are the arm pool's
+(bench/armpool.py) and each point is measured by the host's runner (bench/runners.py):
+this module schedules the points and keeps their records."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -18,40 +19,40 @@ from typing import Any, Callable
 
 from specops import __version__
 from specops.bench.armpool import ArmPool
-from specops.bench.bench_serving import (
-    DATASET_NAMES,
-    BenchCommand,
-    bench_command,
-    parse_bench_serving_output,
-    to_model_time,
-)
+from specops.bench.bench_serving import DATASET_NAMES
+from specops.bench.manifest import ArmRecord, Manifest
+from specops.bench.manifest import update as update_manifest
 from specops.bench.matrix import Length, Point, length_pairs, plan_points, point_groups
 from specops.bench.repeats import RepeatRule, level_key, parse_repeats, settled, throughputs
-from specops.bench.running import RunningSampler
+from specops.bench.runners import (
+    RUNNERS,
+    ArmServer,
+    Load,
+    Runner,
+    crash_excerpt,
+    runner_for,
+    runner_name,
+    sampled,
+    server_dead,
+)
 from specops.bench.scheduling import AT_ONCE, ONE_AT_A_TIME, Scheduling, compare, decide, median, probe_level
 from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
 from specops.bench.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
 from specops.bench.slo import check_cost, check_objective, parse_slo
-from specops.bench.store import append_result, load_manifest, load_results, missing_points, write_manifest
+from specops.bench.store import append_result, load_results, missing_points
 from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
 from specops.errors import ConfigError, SpecopsError
-from specops.secrets import loader_argv
-from specops.servers import LaunchPlan, ServerState, client_prefix, end_reason, server_info, server_status
+from specops.servers import LaunchPlan, ServerState, end_reason, server_info
 from specops.servers.container import image_manifest, image_record
 from specops.servers.lease import LeaseBook, TakenOver
 from specops.servers.lifecycle import check_version
-from specops.servers.logwatch import crash_blocks, tail_lines
 from specops.servers.slurm import replica_plan, replicas
-from specops.sglang import paths
-from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
 from specops.transport.connect import open_transport
-from specops.transport.forward import reach
 from specops.transport.nvidia import read_gpus
 from specops.transport.probes import read_cpu
 
-RUNNERS = ("auto", "builtin", "sglang")
 #: The type of each bench setting, checked before the settings are built.
 _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "arms": list, "concurrency": list, "repeats": (int, str), "repeats_auto": bool, "num_prompts": int, "prompts_per_level": int,
@@ -59,7 +60,6 @@ _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
     "gpu_hour_cost": (int, float, dict), "scheduling": str,
 }
-_MANIFEST_LOCK = threading.Lock()
 
 
 @dataclass
@@ -150,9 +150,16 @@ class BenchSettings:
             return int(self.num_prompts)
         if self.prompts_per_level:
             return int(self.prompts_per_level)
-        from specops.bench.client import default_num_prompts  # (see _measure_builtin)
+        from specops.bench.client import default_num_prompts  # (see runners.BuiltinRunner.measure)
 
         return default_num_prompts(concurrency)
+
+    def load(self, point: Point) -> Load:
+        """What the point sends, whichever runner measures it."""
+        input_len, output_len = self.length_of(point)
+        return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=self.prompts_for(point.concurrency),
+                    input_len=input_len, output_len=output_len, dataset=self.dataset, seed=self.seed,
+                    timeout_s=self.point_timeout)
 
 
 def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) -> None:
@@ -173,8 +180,7 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
             if arm not in arms:
                 raise ConfigError(f"no arm '{arm}' on host {host}{suggest(arm, arms)}; its arms: "
                                   f"{', '.join(sorted(arms))}", where="bench --arms")
-        runner = settings.runner if settings.runner != "auto" else ("builtin" if engine == "sim" else "sglang")
-        if runner == "builtin" and settings.dataset != "random" and not is_file:
+        if runner_name(settings.runner, engine) == "builtin" and settings.dataset != "random" and not is_file:
             raise ConfigError(f"the builtin runner (host {host}) makes random prompts or reads a file; "
                               f"--dataset {settings.dataset} needs SGLang's runner", where="bench --dataset",
                               hint="--dataset random, --dataset PATH (a ShareGPT-style JSON/JSONL file), "
@@ -277,21 +283,13 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
 
 def dataset_hash(settings: BenchSettings) -> str:
     """A fingerprint of the prompts every arm receives, so runs can be compared honestly."""
-    from specops.bench.client import make_prompts  # (see _measure_builtin)
+    from specops.bench.client import make_prompts  # (see runners.BuiltinRunner.measure)
 
     lengths = settings.lengths()
     texts = [p.text for i, o in lengths
              for p in make_prompts(4, input_len=i, output_len=o, seed=settings.seed, dataset=settings.dataset)]
     blob = json.dumps([settings.dataset, settings.input_len, settings.output_len, settings.seed, texts])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def update_manifest(run_dir: Path, update: Callable[[dict[str, Any]], None]) -> None:
-    """Read-modify-write manifest.json under a lock (hosts write their parts from threads)."""
-    with _MANIFEST_LOCK:
-        manifest = load_manifest(run_dir) if (run_dir / "manifest.json").exists() else {}
-        update(manifest)
-        write_manifest(run_dir, manifest)
 
 
 def gpus_share(plans: list[LaunchPlan]) -> bool:
@@ -329,9 +327,9 @@ class HostSweep:
                             run_id=leases.run_id if leases is not None else run_dir.name,
                             ready_timeout=settings.ready_timeout, keep_servers=settings.keep_servers, log=log,
                             on_wait=on_wait)
-        self.runner = settings.runner if settings.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
+        #: what measures each point (bench/runners.py); one per host, shared by the sweep's threads
+        self.runner: Runner = runner_for(settings.runner, engine=host.engine, python=host.python, tree=tree, log=log)
         self.time_scales: dict[str, Any] = {}  # per arm, /server_info's sim_time_scale (a scaled clock)
-        self._bench: BenchCommand | None = None
         self.scheduling: Scheduling | None = None  # how the arms were scheduled (bench/scheduling.py)
 
     # ----- servers ---------------------------------------------------------------------
@@ -379,126 +377,39 @@ class HostSweep:
             except SpecopsError as exc:
                 infos[arm] = {"error": str(exc)}
 
-        def update(manifest: dict[str, Any]) -> None:
-            host_part = manifest.setdefault("hosts", {}).setdefault(self.host.name, {})
-            arms_part = host_part.setdefault("arms", {})
+        def update(manifest: Manifest) -> None:
+            host_part = manifest.host(self.host.name)
+            arms_part = host_part.arm_records()
             for arm in arms:
                 plan, state, info = self.plans[arm], self.states[arm], infos[arm]
                 self.time_scales[arm] = info.get("sim_time_scale")
                 server_args = {k: v for k, v in info.items() if k not in ("internal_states",)}
-                arms_part[arm] = {"command": state.command, "argv": state.argv, "mechanism": state.mechanism,
-                                  "effective_threshold": state.effective_threshold, "notes": plan.notes,
-                                  "server_args": server_args, "simulated": bool(info.get("simulated")),
-                                  "device": plan.device}
+                record: dict[str, Any] = {
+                    "command": state.command, "argv": state.argv, "mechanism": state.mechanism,
+                    "effective_threshold": state.effective_threshold, "notes": plan.notes,
+                    "server_args": server_args, "simulated": bool(info.get("simulated")), "device": plan.device}
                 if state.slurm:  # which job, node and GPU indices measured this arm
-                    arms_part[arm]["slurm"] = {k: state.slurm.get(k) for k in ("job_id", "node", "gpus")}
+                    record["slurm"] = {k: state.slurm.get(k) for k in ("job_id", "node", "gpus")}
                 if state.container:  # which image (id and registry digest) measured this arm
-                    arms_part[arm]["container"] = image_record(state.container)
+                    record["container"] = image_record(state.container)
+                arms_part[arm] = ArmRecord.from_dict(record)
             images = image_manifest([self.states[a] for a in self.states])
             if images is not None:
-                host_part["container"] = images
+                host_part.merge({"container": images})
         update_manifest(self.run_dir, update)
         return infos
 
     # ----- points ----------------------------------------------------------------------
 
     def _measure(self, point: Point) -> ResultRecord:
-        s, state = self.settings, self.states[point.arm]
-        n = s.prompts_for(point.concurrency)
-        if self.runner == "builtin":
-            return self._measure_builtin(point, state, n)
-        out_file = paths.bench_output(state.workdir, state.arm, point.concurrency, point.repeat)
-        if self._bench is None:
-            self._bench = bench_command(TransportTreeFiles(self.transport, self.tree))
-        # the server's own python (the environment the tree is installed in), its neutral
-        # folder and its environment: bench_serving then imports the same SGLang
-        plan = self.plans[point.arm]
-        cwd = plan.cwd or state.workdir
-        input_len, output_len = s.length_of(point)
-        argv = self._bench.argv(plan.argv[0], port=state.port, dataset=s.dataset, input_len=input_len,
-                                output_len=output_len, num_prompts=n, concurrency=point.concurrency,
-                                output_file=out_file, seed=s.seed, model=state.model or None)
-        self.transport.run(["mkdir", "-p", paths.bench_dir(state.workdir), cwd], timeout=30)
-        self.transport.run(["rm", "-f", out_file], timeout=30)
-        # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
-        env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
-        result = self.transport.run(client_prefix(state) + loader_argv(*env_files) + argv, timeout=s.point_timeout, cwd=cwd)
-        if not result.ok:
-            return ResultRecord.failed_point(f"bench_serving exited {result.rc}: {result.tail(8)}", requests=n,
-                                             runner="sglang")
-        record = parse_bench_serving_output(self.transport.get(out_file).decode(errors="replace"), num_prompts=n)
-        record["runner"] = "sglang"
-        return ResultRecord.from_dict(to_model_time(record, self.time_scales.get(point.arm)))
-
-    def _client_on_host(self) -> bool:
-        """Whether the host can run the builtin client itself (specops importable there)."""
-        if not hasattr(self, "_on_host"):
-            probe = self.transport.run([self.host.python, "-c", "import specops.bench.client"], timeout=60)
-            self._on_host = probe.ok
-            if not probe.ok:
-                self.log("client", {"where": "here, through the SSH connection",
-                                    "why": "specops is not importable on the host: latency of the tunnel "
-                                           "is included in TTFT/ITL"})
-        return self._on_host
-
-    def _measure_builtin(self, point: Point, state: ServerState, n: int) -> ResultRecord:
-        """Run the client beside the server (as bench_serving runs), else through a tunnel."""
-        s = self.settings
-        input_len, output_len = s.length_of(point)
-        if self._client_on_host():
-            argv = [self.host.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
-                    "--concurrency", str(point.concurrency), "--num-prompts", str(n), "--input-len", str(input_len),
-                    "--output-len", str(output_len), "--seed", str(s.seed), "--dataset", s.dataset,
-                    "--timeout", str(s.point_timeout)]
-            result = self.transport.run(client_prefix(state) + argv, timeout=s.point_timeout + 60)
-            line = result.stdout.strip().splitlines()[-1:]
-            # a client that wrote its record and was then ended with the server's Slurm job: keep
-            # the record (unless the end cut it short)
-            try:
-                record = json.loads(line[0]) if line and (result.ok or line[0].startswith('{"')) else None
-            except ValueError:
-                record = None
-            if not isinstance(record, dict):
-                return ResultRecord.failed_point(f"builtin client exited {result.rc}: {result.tail(6)[-2000:]}",
-                                                 requests=n, runner="builtin")
-            return ResultRecord.from_dict(record)
-        if state.slurm:
-            return ResultRecord.failed_point(
-                f"specops is not importable with {self.host.python} on the login node, so the client "
-                f"cannot run beside the server on its compute node; install specops there", requests=n, runner="builtin")
-        # The client is imported where a point is measured: it brings aiohttp and asyncio
-        # (0.1-0.4 s), which `deploy` (this module through the bench step) never uses.
-        from specops.bench.client import measure_point
-
-        with reach(self.transport, state.port) as base_url:
-            return measure_point(base_url, concurrency=point.concurrency, num_prompts=n, input_len=input_len,
-                             output_len=output_len, seed=s.seed, dataset=s.dataset, timeout_s=s.point_timeout)
-
-    def _crash_excerpt(self, arm: str) -> str:
-        state = self.states[arm]
-        lines = tail_lines(self.transport, state.log_path, 400)
-        blocks = crash_blocks("\n".join(lines))
-        return blocks[-1] if blocks else "\n".join(lines[-20:])
-
-    def _arm_dead(self, arm: str) -> bool:
-        name = self.states[arm].arm  # `baseline#2` on a Slurm host's second allocation
-        statuses = {st.arm: st for st in server_status(self.transport, self.states[arm].workdir, [name])}
-        return name in statuses and statuses[name].state == "dead"
+        """The point on its arm's server, by this host's runner (bench/runners.py)."""
+        arm = point.arm
+        server = ArmServer(self.states[arm], self.plans[arm], self.time_scales.get(arm))
+        return self.runner.measure(self.transport, server, self.settings.load(point))
 
     def _measure_sampled(self, point: Point) -> ResultRecord:
-        """`_measure` with the server's running batch sampled meanwhile (bench/running.py)."""
-        state = self.states[point.arm]
-        logs = state.mechanism == "dynamic-spec-disable-patch"  # it logs its drafting transitions
-        if "--enable-metrics" not in (state.argv or []):
-            sampler = RunningSampler(self.transport, state.log_path, logs_transitions=logs)
-            sampler.start()
-            raw = self._measure(point)
-            return replace(raw, **sampler.stop())
-        with reach(self.transport, state.port) as base_url:
-            sampler = RunningSampler(self.transport, state.log_path, base_url, logs_transitions=logs)
-            sampler.start()
-            raw = self._measure(point)
-            return replace(raw, **sampler.stop())
+        """`_measure` with the server's running batch sampled meanwhile (runners.sampled)."""
+        return sampled(self.transport, self.states[point.arm], functools.partial(self._measure, point))
 
     def _server(self, arm: str, before: dict[str, Any] | None = None) -> dict[str, Any]:
         """The identity of the server a point measures (pid, start, args hash, who launched
@@ -561,11 +472,12 @@ class HostSweep:
         if ident is not None:
             record.shared_with = ident.pop("shared_with")
             record.server = ident
-        crashed = taken is None and record.status == STATUS_FAILED and self._arm_dead(point.arm)
+        state = self.states[point.arm]
+        crashed = taken is None and record.status == STATUS_FAILED and server_dead(self.transport, state)
         if crashed:
-            excerpt = self._crash_excerpt(point.arm)
+            excerpt = crash_excerpt(self.transport, state)
             record.error = f"server '{point.arm}' crashed during the point: {record.error or ''}".strip()
-            ended = end_reason(self.transport, self.states[point.arm])
+            ended = end_reason(self.transport, state)
             if ended:  # a Slurm arm: the job's end state and reason (FAILED, CANCELLED, TIMEOUT, ...)
                 record.error = f"server '{point.arm}' {ended} during the point: {raw.error or ''}".strip()
             record.extra["log_excerpt"] = excerpt
@@ -601,7 +513,7 @@ class HostSweep:
                 return self._run_jobs(points)
             shares = gpus_share(list(self.plans.values()))
             sched = decide(self.settings.scheduling, arms=len(needed), shares_gpu=shares,
-                           cores=self._client_cores() if self.settings.scheduling == "auto" and not shares
+                           cores=self.runner.client_cores(self.transport) if self.settings.scheduling == "auto" and not shares
                            and len(needed) > 1 else None)
             if shares:
                 self._record_scheduling(sched)
@@ -636,28 +548,18 @@ class HostSweep:
             return True
         return bool(unsettled(self.settings, [point], load_results(self.run_dir), self.host.name))
 
-    def _client_cores(self) -> int | None:
-        """CPU cores where the clients run: the host's (bench_serving, or the builtin client
-        beside the server), else this machine's (the builtin client through a tunnel)."""
-        if self.runner == "builtin" and not self._client_on_host():
-            return os.cpu_count()
-        try:
-            return read_cpu(self.transport).cores
-        except SpecopsError:
-            return None
-
     def _record_scheduling(self, sched: Scheduling) -> None:
         self.scheduling = sched
 
-        def update(manifest: dict[str, Any]) -> None:
-            manifest.setdefault("hosts", {}).setdefault(self.host.name, {})["scheduling"] = sched.to_dict()
+        def update(manifest: Manifest) -> None:
+            manifest.host(self.host.name).scheduling = sched
 
         update_manifest(self.run_dir, update)
         self.log("scheduling", {"mode": sched.mode, "reason": sched.reason})
 
     def _connected(self, owner: "HostSweep | None" = None) -> "HostSweep":
         """A copy of the sweep for another thread: it shares the arm pool (one object, its
-        state behind its lock) and the measuring caches, not the connection (a transport is
+        state behind its lock) and the runner (its caches behind its lock), not the connection (a transport is
         not shared between threads)."""
         mine = copy.copy(owner or self)
         mine.transport = open_transport(self.host)

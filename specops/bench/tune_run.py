@@ -14,7 +14,9 @@ from rich.console import Console
 
 from specops.bench.artifacts import render_report
 from specops.bench.hostops import free_ports, releaser
+from specops.bench.manifest import Manifest
 from specops.bench.reuse import Reuse, config_hashes, find_reusable
+from specops.bench.runners import runner_name
 from specops.bench.schema import ResultRecord
 from specops.bench.store import append_result, load_manifest, load_results
 from specops.bench.sweep import BenchSettings
@@ -51,12 +53,12 @@ class TuneOutcome:
     chosen: tuple[int, int]
 
 
-def reused_records(from_dir: Path, host: str, arms: tuple[str, str]) -> tuple[list[ResultRecord], dict[str, Any]]:
+def reused_records(from_dir: Path, host: str, arms: tuple[str, str]) -> tuple[list[ResultRecord], Manifest]:
     """`--from DIR`'s ok points of `arms` for `host` (a run of one other host name: its
     points, renamed), and its manifest."""
     if not (from_dir / "results.jsonl").exists():
         raise ConfigError(f"--from {from_dir}: no results.jsonl (not a bench run directory)")
-    manifest = load_manifest(from_dir) if (from_dir / "manifest.json").exists() else {}
+    manifest = load_manifest(from_dir)   # an empty Manifest when the run has none
     records = [r for r in load_results(from_dir) if r.ok and r.arm in arms]
     hosts = {str(r.host) for r in records}
     mine = [r for r in records if r.host == host]
@@ -71,7 +73,7 @@ def reused_records(from_dir: Path, host: str, arms: tuple[str, str]) -> tuple[li
 def from_settings(from_dir: Path, host: Host, settings: dict[str, Any]) -> tuple[list[ResultRecord], list[int]]:
     """`--from DIR`: its baseline/EAGLE-3 points and client settings (one length only)."""
     reused, manifest = reused_records(from_dir, host.name, ("baseline", "eagle3"))
-    settings_from_run(from_dir, dict(manifest.get("bench") or {}), settings)
+    settings_from_run(from_dir, manifest.settings().to_dict(), settings)
     return reused, sorted({int(r.concurrency) for r in reused})
 
 
@@ -108,8 +110,8 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse:
         if planned is None:
             found = Reuse(note="the host has no SGLang tree yet, so no earlier run measured these servers there")
         else:
-            runner = checked.runner if checked.runner != "auto" else ("builtin" if host.engine == "sim" else "sglang")
-            found = find_reusable(runs_dir, host=host.name, hashes=planned[0], settings=checked, runner=runner,
+            found = find_reusable(runs_dir, host=host.name, hashes=planned[0], settings=checked,
+                                  runner=runner_name(checked.runner, host.engine),
                                   exclude=[run_dir])
             for rec in found.records:
                 append_result(run_dir, rec)

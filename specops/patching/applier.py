@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import re
 import shlex
 import subprocess
@@ -20,10 +19,15 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
 from specops.patching.checks import CHECKS
+from specops.patching.manifest import EditRecord, FileEntry, PatchManifest, manifest_path
+from specops.patching.manifest import parse as parse_manifest
+from specops.patching.manifest import read as read_manifest
+from specops.patching.manifest import state_dir as set_state_dir
+from specops.patching.manifest import write as write_manifest
 from specops.patching.model import Edit, PatchError, PatchSet, diff_files
 from specops.sglang.layout import SGLangLayout, detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
@@ -59,7 +63,7 @@ class PatchPlan:
     results: list[EditResult]
     originals: dict[str, bytes | None]
     new_contents: dict[str, bytes]  # only files whose bytes change
-    records: list[dict[str, Any]] = field(default_factory=list)  # manifest entries for new edits
+    records: list[EditRecord] = field(default_factory=list)  # manifest entries for new edits
     layout: SGLangLayout | None = None
     #: planned from the pristine backups: the tree carries another version of this set
     #: (an older specops's), which the new one replaces whole
@@ -222,9 +226,9 @@ def _applied_at(edit: Edit, lines: list[str], span: Span, block: list[str]) -> i
 
 
 def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None,
-               manifest: dict[str, Any] | None) -> tuple[list[EditResult], bytes | None, list[dict[str, Any]]]:
+               manifest: PatchManifest | None) -> tuple[list[EditResult], bytes | None, list[EditRecord]]:
     results: list[EditResult] = []
-    records: list[dict[str, Any]] = []
+    records: list[EditRecord] = []
     if original is None:
         for e in edits:
             if e.optional:
@@ -242,7 +246,7 @@ def _plan_file(ps: PatchSet, rel: str, edits: list[Edit], original: bytes | None
                 for e in edits], None, records
     nl = _newline(text)
     added_break = False  # the file had no final line break and an edit gave it one
-    done_before = {r["edit"] for r in (manifest or {}).get("edits", [])}
+    done_before = {r.edit for r in manifest.edits} if manifest is not None else set()
     for edit in edits:
         where = f"{edit.anchor.describe()} in {rel}"
         if edit.op == "diff":
@@ -278,7 +282,7 @@ class _Planned:
 
     result: EditResult
     new_text: str | None = None
-    record: dict[str, Any] | None = None
+    record: EditRecord | None = None
     shift: tuple[int, int] = (0, 0)  # (after line, lines added)
     added_break: bool = False
 
@@ -289,7 +293,7 @@ def _plan_diff_edit(edit: Edit, rel: str, text: str) -> _Planned:
     if ok:
         ok, out, err = _git_apply(edit.diff, {rel: text.encode()})
         return _Planned(EditResult(edit.name, rel, NEW), (out[rel] or b"").decode(),
-                        {"edit": edit.name, "file": rel, "op": "diff", "diff": edit.diff})
+                        EditRecord(edit=edit.name, file=rel, op="diff", diff=edit.diff))
     if _git_apply(edit.diff, {rel: text.encode()}, "--reverse", "--check")[0]:
         return _Planned(EditResult(edit.name, rel, APPLIED))
     return _Planned(EditResult(edit.name, rel, BLOCKED, f"git apply --check: {err}"))
@@ -325,14 +329,13 @@ def _plan_text_edit(edit: Edit, rel: str, text: str, nl: str, where: str, done_b
                                                                 f"{elsewhere[0] + 1}, not at its anchor ({where})"))
         idx = _insertion(edit, span)
         lines[idx:idx] = block
-        record = {"edit": edit.name, "file": rel, "op": edit.op, "at": idx + 1, "added": "".join(block),
-                  "removed": ""}
+        record = EditRecord(edit=edit.name, file=rel, op=edit.op, at=idx + 1, added="".join(block), removed="")
         return _Planned(EditResult(edit.name, rel, NEW, line=idx + 1), "".join(lines), record,
                         (idx, len(block)), breaks)
     removed = lines[span.first - 1: span.last]  # replace / delete
     lines[span.first - 1: span.last] = block
-    record = {"edit": edit.name, "file": rel, "op": edit.op, "at": span.first, "added": "".join(block),
-              "removed": "".join(removed)}
+    record = EditRecord(edit=edit.name, file=rel, op=edit.op, at=span.first, added="".join(block),
+                        removed="".join(removed))
     return _Planned(EditResult(edit.name, rel, NEW, line=span.first), "".join(lines), record,
                     (span.last, len(block) - len(removed)), breaks)
 
@@ -366,19 +369,7 @@ def _span_inside(spans: list[Span], start: int, n: int) -> bool:
 
 
 def state_dir(patchset: PatchSet | str) -> str:
-    name = patchset if isinstance(patchset, str) else patchset.name
-    return f"{STATE_DIR}/{name}"
-
-
-def _read_manifest(files: TreeFiles, ps: PatchSet) -> dict[str, Any] | None:
-    data = files.read(f"{state_dir(ps)}/manifest.json")
-    if data is None:
-        return None
-    try:
-        manifest: dict[str, Any] = json.loads(data)
-    except ValueError:
-        return None
-    return manifest
+    return set_state_dir(patchset if isinstance(patchset, str) else patchset.name)
 
 
 def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = None,
@@ -390,7 +381,7 @@ def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = Non
         reason = check_applicable(patchset, layout)
         if reason:
             raise _refuse(patchset, layout, reason)
-    manifest = _read_manifest(files, patchset)
+    manifest = read_manifest(files, patchset.name)
     current = _plan_on(patchset, files, {}, manifest, layout)
     if manifest and _earlier_version(current, manifest):
         pristine = _pristine_backups(patchset, files, manifest)
@@ -401,40 +392,39 @@ def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = Non
     return current
 
 
-def _earlier_version(current: PatchPlan, manifest: dict[str, Any]) -> bool:
+def _earlier_version(current: PatchPlan, manifest: PatchManifest) -> bool:
     """Whether the tree carries another version of the set than this one: the plain plan is
     blocked, or an edit the manifest says was applied is gone from the set or would now be
     applied again (its text or anchor changed). A set that only grew is not another version:
     its new edits go on top."""
     status = {r.edit: r.status for r in current.results}
-    return bool(current.blocked) or any(status.get(rec.get("edit"), NEW) not in (APPLIED, SKIPPED)
-                                        for rec in manifest.get("edits", []))
+    return bool(current.blocked) or any(status.get(rec.edit or "", NEW) not in (APPLIED, SKIPPED)
+                                        for rec in manifest.edits)
 
 
-def _pristine_backups(patchset: PatchSet, files: TreeFiles, manifest: dict[str, Any]) -> dict[str, bytes] | None:
+def _pristine_backups(patchset: PatchSet, files: TreeFiles, manifest: PatchManifest) -> dict[str, bytes] | None:
     """The originals of every file the manifest records, when each file is still exactly as
     that apply left it and its backup is intact: then the set (in whatever version it now
     is) can be planned from them. None when any file was changed since, or a backup is gone."""
-    sdir = state_dir(patchset)
     out: dict[str, bytes] = {}
-    for rel, entry in manifest.get("files", {}).items():
-        backup = files.read(entry.get("backup", f"{sdir}/backups/{rel}"))
+    for rel, entry in manifest.files.items():
+        backup = files.read(manifest.backup_of(rel, patchset.name))
         current = files.read(rel)
-        if backup is None or current is None or _sha(backup) != entry.get("original_sha256") \
-                or _sha(current) != entry.get("patched_sha256"):
+        if backup is None or current is None or _sha(backup) != entry.original_sha256 \
+                or _sha(current) != entry.patched_sha256:
             return None
         out[rel] = backup
     return out or None
 
 
-def _plan_on(patchset: PatchSet, files: TreeFiles, pristine: dict[str, bytes], manifest: dict[str, Any] | None,
+def _plan_on(patchset: PatchSet, files: TreeFiles, pristine: dict[str, bytes], manifest: PatchManifest | None,
              layout: SGLangLayout | None) -> PatchPlan:
     """The plan against the tree's files, or, for the files in `pristine`, against those
     originals (a file an earlier version patched and this one does not is restored)."""
     results: list[EditResult] = []
     originals: dict[str, bytes | None] = {}
     new_contents: dict[str, bytes] = {}
-    records: list[dict[str, Any]] = []
+    records: list[EditRecord] = []
     by_file: dict[str, list[Edit]] = {}
     for e in patchset.edits:
         by_file.setdefault(e.file, []).append(e)
@@ -569,30 +559,28 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport, *,
     if before_write is not None:
         before_write()
     sdir = state_dir(patchset)
-    old_manifest_bytes = files.read(f"{sdir}/manifest.json")
-    manifest: dict[str, Any] = json.loads(old_manifest_bytes) if old_manifest_bytes else {"set": patchset.name, "files": {}, "edits": []}
+    old_manifest_bytes, manifest = _manifest_to_update(patchset, files)
     created: list[str] = []
     written: list[str] = []
     retired: list[str] = []  # backups of files restored whole, removed once all went well
     try:
         for rel, new in p.new_contents.items():
-            entry = manifest["files"].get(rel)
+            entry = manifest.files.get(rel)
             backup = f"{sdir}/backups/{rel}"
             if entry is None or not files.exists(backup):
                 files.write(backup, p.originals[rel] or b"")
                 created.append(backup)
-                entry = {"original_sha256": _sha(p.originals[rel]), "backup": backup}
-            entry["patched_sha256"] = _sha(new)
-            manifest["files"][rel] = entry
+                entry = FileEntry(original_sha256=_sha(p.originals[rel]), backup=backup)
+            entry.patched_sha256 = _sha(new)
+            manifest.files[rel] = entry
         if p.replaces_earlier:  # the earlier version's records and the files it alone patched go
-            manifest["edits"] = []
-            for rel in [r for r in manifest["files"] if not any(e.file == r for e in patchset.edits)]:
-                entry = manifest["files"].pop(rel)
-                retired.append(entry.get("backup", f"{sdir}/backups/{rel}"))
-        manifest["edits"] = [r for r in manifest["edits"] if r["edit"] not in {x["edit"] for x in p.records}]
-        manifest["edits"] += p.records
-        files.write(f"{sdir}/manifest.json", json.dumps(manifest, indent=1).encode())
-        created.append(f"{sdir}/manifest.json")
+            manifest.edits = []
+            for rel in [r for r in manifest.files if not any(e.file == r for e in patchset.edits)]:
+                retired.append(manifest.backup_of(rel, patchset.name))
+                manifest.files.pop(rel)
+        manifest.edits = [r for r in manifest.edits if r.edit not in {x.edit for x in p.records}]
+        manifest.edits += p.records
+        created.append(write_manifest(files, manifest, patchset.name))
         for rel, new in p.new_contents.items():
             written.append(rel)
             files.write(rel, new)
@@ -612,19 +600,31 @@ def apply(patchset: PatchSet, files: TreeFiles, transport: Transport, *,
     return report
 
 
-def _undo_text(lines: list[str], rec: dict[str, Any]) -> bool:
+def _manifest_to_update(patchset: PatchSet, files: TreeFiles) -> tuple[bytes | None, PatchManifest]:
+    """The manifest's bytes as they are (put back if the apply fails) and the manifest the
+    apply adds to: the tree's, else a new one. One that cannot be read stops the apply."""
+    path = manifest_path(patchset.name)
+    old = files.read(path)
+    try:
+        return old, parse_manifest(old) if old else PatchManifest(set=patchset.name)
+    except ValueError as exc:
+        raise PatchError(f"patch set {patchset.name}: {path} cannot be read ({exc}); nothing was changed",
+                         where=patchset.source or patchset.name) from None
+
+
+def _undo_text(lines: list[str], rec: EditRecord) -> bool:
     """Swap a manifest record's added text back to what it removed; True when done."""
-    added = rec.get("added", "").splitlines(True)
-    removed = rec.get("removed", "").splitlines(True)
+    added = (rec.added or "").splitlines(True)
+    removed = (rec.removed or "").splitlines(True)
     if not added:  # a delete: put the removed text back at its recorded line
-        at = int(rec.get("at", 0)) - 1
+        at = (rec.at or 0) - 1
         if at == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
             lines[-1] += _newline("".join(lines))  # it was the last line of a file without a final break
         if 0 <= at <= len(lines):
             lines[at:at] = removed
             return True
         return False
-    at = int(rec.get("at", 0)) - 1
+    at = (rec.at or 0) - 1
     starts = [at] if _same(lines, at, added) else _find_block(lines, added)
     if len(starts) != 1:
         return False
@@ -636,7 +636,7 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
     """Restore every file of the set byte for byte: from the backups, or, when they are
     gone, by removing exactly the inserted text (manifest records or the set's anchors)."""
     sdir = state_dir(patchset)
-    manifest = _read_manifest(files, patchset) or {"files": {}, "edits": []}
+    manifest = read_manifest(files, patchset.name) or PatchManifest()
     results: list[EditResult] = []
     restored: dict[str, bytes] = {}
     originals: dict[str, bytes | None] = {}
@@ -644,22 +644,22 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
     for rel in patchset.files:
         current = files.read(rel)
         originals[rel] = current
-        entry = manifest["files"].get(rel, {})
-        backup = files.read(entry.get("backup", f"{sdir}/backups/{rel}"))
+        entry = manifest.files.get(rel) or FileEntry()
+        backup = files.read(manifest.backup_of(rel, patchset.name))
         file_edits = [e for e in patchset.edits if rel == e.file or (e.op == "diff" and rel in _diff_rel(e))]
         if current is None:
             results += [EditResult(e.name, rel, SKIPPED, "file not in this tree") for e in file_edits]
             continue
-        if backup is not None and (entry.get("original_sha256") in (None, _sha(backup))):
+        if backup is not None and (entry.original_sha256 in (None, _sha(backup))):
             if current != backup:
-                if entry.get("patched_sha256") and _sha(current) != entry["patched_sha256"]:
+                if entry.patched_sha256 and _sha(current) != entry.patched_sha256:
                     notes.append(f"{rel} changed after the patch; restored the backup anyway")
                 restored[rel] = backup
             results += [EditResult(e.name, rel, REVERTED if current != backup else NOT_APPLIED,
                                    "from backup") for e in file_edits]
             continue
         new = _revert_without_backup(patchset, rel, current, file_edits, manifest, results)
-        if entry.get("original_sha256") and _sha(new) != entry["original_sha256"] and new != current:
+        if entry.original_sha256 and _sha(new) != entry.original_sha256 and new != current:
             notes.append(f"{rel}: text removed, but the result differs from the recorded original")
         if new != current:
             restored[rel] = new
@@ -677,8 +677,8 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
     except BaseException:
         _restore(files, originals, written)
         raise
-    for rel, entry in manifest.get("files", {}).items():
-        files.remove(entry.get("backup", f"{sdir}/backups/{rel}"))
+    for rel in manifest.files:
+        files.remove(manifest.backup_of(rel, patchset.name))
     for rel in patchset.files:
         files.remove(f"{sdir}/backups/{rel}")
     files.remove(f"{sdir}/manifest.json")
@@ -687,12 +687,12 @@ def revert(patchset: PatchSet, files: TreeFiles) -> PatchReport:
 
 
 def _revert_without_backup(patchset: PatchSet, rel: str, current: bytes, file_edits: list[Edit],
-                           manifest: dict[str, Any], results: list[EditResult]) -> bytes:
+                           manifest: PatchManifest, results: list[EditResult]) -> bytes:
     """The file with exactly the set's inserted text removed (manifest records, else the
     set's anchors), last edit first; a result that would not compile changes nothing."""
     text = current.decode("utf-8")
     lines = split_lines(text)
-    recs = {r["edit"]: r for r in manifest.get("edits", []) if r.get("file") == rel}
+    recs = {r.edit: r for r in manifest.edits if r.file == rel and r.edit is not None}
     for edit in reversed(file_edits):
         status, reason = _revert_edit(edit, rel, lines, recs.get(edit.name))
         results.append(EditResult(edit.name, rel, status, reason))
@@ -709,7 +709,7 @@ def _diff_rel(edit: Edit) -> list[str]:
     return diff_files(edit.diff)
 
 
-def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: dict[str, Any] | None) -> tuple[EditStatus, str]:
+def _revert_edit(edit: Edit, rel: str, lines: list[str], rec: EditRecord | None) -> tuple[EditStatus, str]:
     """Undo one edit in `lines` (in place) without a backup."""
     text = "".join(lines)
     if edit.op == "diff":

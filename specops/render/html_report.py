@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.report import ADAPTIVE_TOLERANCE, ReportSummary
 from specops.bench.threshold import RULE as THRESHOLD_RULE
 from specops.bench.tune import tune_markdown
@@ -111,17 +112,18 @@ def _plots(plot_paths: Sequence[Path]) -> list[str]:
     return out
 
 
-def render_html(summary: ReportSummary, manifest: dict[str, Any], plot_paths: Sequence[Path]) -> str:
+def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequence[Path]) -> str:
     """The whole page as one string: deterministic for the same files."""
-    facts = [f"{label}: <code>{_e(manifest[key])}</code>"
+    manifest = as_manifest(given)
+    facts = [f"{label}: <code>{_e(manifest.header(key))}</code>"
              for key, label in (("run_id", "run"), ("sglang_version", "SGLang"), ("sglang_commit", "commit"),
                                 ("device", "device"), ("cpu", "CPU"),
                                 ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"),
                                 ("dataset", "dataset"), ("input_len", "input len"), ("output_len", "output len"))
-             if manifest.get(key) not in (None, "")]
+             if manifest.header(key) not in (None, "")]
     out = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>specops bench report {_e(manifest.get('run_id') or '')}</title>",
+           f"<title>specops bench report {_e(manifest.run_id or '')}</title>",
            f"<style>{_STYLE}</style></head><body>", "<h1>specops bench report</h1>"]
     if facts:
         out.append(f'<p class="facts">{" · ".join(facts)}</p>')

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, get_args
+from typing import Iterator, get_args
 
 from rich.console import Console
 from rich.live import Live
@@ -16,6 +16,7 @@ from rich.text import Text
 
 from specops.bench.schema import STATUS_FAILED, ResultRecord
 from specops.render.fit import Cell, Column, fit_table
+from specops.run import events
 from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, HostReport, Phase, RunReport
 
 _PHASE_WORDS = tuple(f"{phase} failed" for phase in get_args(Phase))
@@ -65,32 +66,36 @@ def plain(console: Console, line: str) -> None:
     console.file.flush()
 
 
-def step_line(engine: Engine, record: dict[str, Any]) -> str | None:
+def step_line(engine: Engine, ev: events.Event) -> str | None:
     """The plain line for a journal event that finishes a step (or a host), else None."""
-    kind, host, index = record.get("event"), record.get("host"), record.get("step_index")
     word: str
-    if kind == "fail" and index is None and host:
-        lines = str(record.get("error") or "").strip().splitlines() or [""]
+    if isinstance(ev, events.Fail) and ev.step_index is None:
+        lines = ev.error.strip().splitlines() or [""]
         first = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-        return f"{stamp()}  {host}  {first if record.get('phase') else f'{FAILED}: {first}'}"
-    if kind == "lease" and host:  # --wait: whom the run waits for
-        return f"{stamp()}  {host}  {record.get('message')}"
-    if kind not in ("done", "skip", "fail", "check") or not isinstance(index, int):
+        return f"{stamp()}  {ev.host}  {first if ev.phase else f'{FAILED}: {first}'}"
+    if isinstance(ev, events.Lease):  # --wait: whom the run waits for
+        return f"{stamp()}  {ev.host}  {ev.message}"
+    index: int
+    if isinstance(ev, (events.Done, events.Skip, events.CheckPreview)):
+        index = ev.step_index
+    elif isinstance(ev, events.Fail) and ev.step_index is not None:
+        index = ev.step_index
+    else:
         return None
     step = engine.playbook.steps[index]
-    status = engine.reports[host].steps[index] if host in engine.reports else None
-    if kind == "done":
-        word = "ok, failure ignored" if record.get("ignored_failure") else (CHANGED if record.get("changed") else OK)
-    elif kind == "skip":
-        word = f"{SKIPPED}: {record.get('reason')}" if record.get("reason") != "when" else f"{SKIPPED}: when is false"
-    elif kind == "check":
+    status = engine.reports[ev.host].steps[index] if ev.host in engine.reports else None
+    if isinstance(ev, events.Done):
+        word = "ok, failure ignored" if ev.ignored_failure else (CHANGED if ev.changed else OK)
+    elif isinstance(ev, events.Skip):
+        word = f"{SKIPPED}: {ev.reason}" if ev.reason != "when" else f"{SKIPPED}: when is false"
+    elif isinstance(ev, events.CheckPreview):
         word = status.status if status and status.status else WOULD_RUN
         if status and status.detail and word != WOULD_RUN:
             word += f": {status.detail}"
     else:  # the error names the phase that failed ("apply failed: ..."); an internal error does not
-        head = (str(record.get("error") or "").strip().splitlines() or [""])[0]
-        word = head if record.get("phase") else f"{FAILED}: {head}"
-    return f"{stamp()}  {host}  {index + 1}/{len(engine.playbook.steps)} {step.name}: {word}"
+        head = (ev.error.strip().splitlines() or [""])[0]
+        word = head if ev.phase else f"{FAILED}: {head}"
+    return f"{stamp()}  {ev.host}  {index + 1}/{len(engine.playbook.steps)} {step.name}: {word}"
 
 
 def point_line(rec: ResultRecord) -> str:
@@ -102,14 +107,12 @@ def point_line(rec: ResultRecord) -> str:
             f"repeat {rec.repeat}: {what}")
 
 
-def command_line(record: dict[str, Any]) -> str | None:
+def command_line(ev: events.Event) -> str | None:
     """The plain line for a journal event that records a command (`specops -v`), else None."""
-    if record.get("event") != "command":
+    if not isinstance(ev, events.Command):
         return None
-    took = record.get("duration_s")
-    timing = f", {took:.1f}s" if isinstance(took, (int, float)) else ""
-    return (f"{stamp()}  {record.get('host')}  {record.get('step') or '-'}: $ {record.get('command')}"
-            f"  (rc {record.get('rc')}{timing}{', probe' if record.get('probe') else ''})")
+    return (f"{stamp()}  {ev.host}  {ev.step or '-'}: $ {ev.command}"
+            f"  (rc {ev.rc}, {ev.duration_s:.1f}s{', probe' if ev.probe else ''})")
 
 
 def result_line(report: RunReport) -> str:
@@ -129,12 +132,12 @@ def live_progress(engine: Engine, console: Console, enabled: bool = True, comman
         return
     before = engine.on_event
     if not console.is_terminal or commands:
-        def listen(record: dict[str, Any]) -> None:
+        def listen(ev: events.Event) -> None:
             if before:
-                before(record)
-            line = command_line(record) if commands else None
+                before(ev)
+            line = command_line(ev) if commands else None
             if line is None and not console.is_terminal:
-                line = step_line(engine, record)
+                line = step_line(engine, ev)
             if line:
                 plain(console, line)
 

@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal, TypedDict
 
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import Playbook, Step
@@ -22,7 +22,8 @@ from specops.config.schema import suggest
 from specops.config.templating import evaluate, is_false, names_in, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
-from specops.run.journal import Journal, new_run_id, read_events
+from specops.run import events
+from specops.run.journal import Journal, new_run_id, typed_events
 from specops.run.state import Cleanup, PointCallback, Run
 from specops.secrets import env_file_text
 from specops.servers.lease import LeaseBook, LeasePolicy
@@ -189,10 +190,18 @@ def find_resumable_run(runs_dir: Path, playbook: Playbook) -> Path | None:
 def done_steps(run_dir: Path) -> dict[str, set[int]]:
     """Per host, the indices of steps the journal shows finished (done or skipped as verified)."""
     done: dict[str, set[int]] = {}
-    for ev in read_events(run_dir):
-        if ev.get("event") in ("done", "skip") and "step_index" in ev and ev.get("reason") != "when":
-            done.setdefault(ev["host"], set()).add(int(ev["step_index"]))
+    for ev in typed_events(run_dir):
+        if isinstance(ev, events.Done) or (isinstance(ev, events.Skip) and ev.reason != "when"):
+            done.setdefault(ev.host, set()).add(ev.step_index)
     return done
+
+
+class _StepIds(TypedDict):
+    """The envelope of the engine's events about one step on one host."""
+
+    host: str
+    step: str
+    step_index: int
 
 
 class Engine:
@@ -212,8 +221,8 @@ class Engine:
         self.check = check
         self.forks = forks or default_forks(len(hosts))
         self.from_index = playbook.find_step(from_step) if from_step else 0
-        #: called with each journal record as it is written (render.progress's plain lines)
-        self.on_event: Callable[[dict[str, Any]], None] | None = None
+        #: called with each journal event as it is written (render.progress's plain lines)
+        self.on_event: Callable[[events.Event], None] | None = None
         self.previous: dict[str, set[int]] = {}
         self.resumed_from: Path | None = None
         if resume:
@@ -271,8 +280,8 @@ class Engine:
             "status": "running", "steps": [s.name for s in self.playbook.steps],
         }
         journal.write_meta(meta)
-        journal.event("resume" if self.resumed_from else "run_start", run_id=self.run_id,
-                      playbook=self.playbook.name, hosts=meta["hosts"], check=self.check)
+        journal.emit((events.Resume if self.resumed_from else events.RunStart)(
+            run_id=self.run_id, playbook=self.playbook.name, hosts=[h.name for h in self.hosts], check=self.check))
         interrupted = False
         try:
             self._run_hosts(journal)
@@ -284,8 +293,8 @@ class Engine:
             ok = not interrupted and all(r.ok for r in self.reports.values())
             meta.update(status="interrupted" if interrupted else "ok" if ok else "failed", finished=time.time())
             journal.write_meta(meta)
-            journal.event("run_done", ok=ok, interrupted=interrupted,
-                          failed=[h for h, r in self.reports.items() if not r.ok])
+            journal.emit(events.RunDone(ok=ok, interrupted=interrupted,
+                                        failed=[h for h, r in self.reports.items() if not r.ok]))
             if not interrupted:
                 journal.close()
         return RunReport(self.run_id, self.run_dir, self.playbook, list(self.reports.values()), self.check)
@@ -347,7 +356,7 @@ class Engine:
             return
         values = {name: source.read() for name, source in host.secrets.items()}
         transport.put(env_file_text(values).encode(), path, mode=0o600)
-        journal.event("secrets", host=host.name, names=sorted(values), path=path, mode="0600")
+        journal.emit(events.Secrets(host=host.name, names=sorted(values), path=path, mode="0600"))
 
     def _run_host(self, host: Host, journal: Journal) -> None:
         report = self.reports[host.name]
@@ -359,7 +368,7 @@ class Engine:
             self.transports[host.name] = transport
             # reach the host now (its home, asked once), so a host that cannot be reached is a
             # failed connect, never a failed first command
-            journal.event("connected", host=host.name, home=transport.home)
+            journal.emit(events.Connected(host=host.name, home=transport.home))
             host.expand_on_host(transport.expand)  # `~` in python/workdir is the host's home
             workdir = transport.expand(host.workdir)
             phase = "prepare"
@@ -368,17 +377,17 @@ class Engine:
                 if not made.ok:
                     raise SpecopsError(f"cannot create workdir {workdir}: {made.tail(2)}", where=f"host {host.name}")
                 for note in transport.notes():  # e.g. slower, still correct: say why
-                    journal.event("warning", host=host.name, message=note)
+                    journal.emit(events.Warn(host=host.name, message=note))
                 self._send_secrets(host, transport, workdir, journal)
             variables = resolve_vars(self.inventory, self.playbook, host, self.extra_vars, workdir)
         except SpecopsError as exc:
             report.error = failure_text(phase, str(exc))
             report.current = "unreachable" if phase == "connect" else "error"
-            journal.event("fail", host=host.name, step=None, phase=phase, error=report.error)
+            journal.emit(events.Fail(host=host.name, step=None, phase=phase, error=report.error))
             return
         except Exception as exc:  # noqa: BLE001 - a bug must not take other hosts down
             report.error = f"internal error: {exc!r}"
-            journal.event("fail", host=host.name, step=None, error=traceback.format_exc())
+            journal.emit(events.Fail(host=host.name, step=None, error=traceback.format_exc()))
             return
         for step in self.playbook.steps:
             status = report.steps[step.index]
@@ -394,11 +403,11 @@ class Engine:
                 self._run_step(host, transport, step, variables, journal, status)
             except SpecopsError as exc:
                 status.status, status.detail = FAILED, str(exc)
-                journal.event("fail", host=host.name, step=step.name, step_index=step.index, error=str(exc))
+                journal.emit(events.Fail(host=host.name, step=step.name, step_index=step.index, error=str(exc)))
             except Exception as exc:  # noqa: BLE001
                 status.status, status.detail = FAILED, f"internal error in {step.kind} step: {exc!r}"
-                journal.event("fail", host=host.name, step=step.name, step_index=step.index,
-                              error=traceback.format_exc())
+                journal.emit(events.Fail(host=host.name, step=step.name, step_index=step.index,
+                                         error=traceback.format_exc()))
             status.duration_s = time.monotonic() - started
             if status.status == FAILED:
                 report.failed_step = step.index
@@ -411,10 +420,10 @@ class Engine:
                   journal: Journal, status: StepStatus) -> None:
         kind = KINDS[step.kind]
         where = f"{step.where}: {step.label}"
-        ev = {"host": host.name, "step": step.name, "step_index": step.index}
+        ev = _StepIds(host=host.name, step=step.name, step_index=step.index)
         if _when_is_false(step, variables, where):
             status.status, status.detail = SKIPPED, f"when: {step.when} is false"
-            journal.event("skip", reason="when", **ev)
+            journal.emit(events.Skip(reason="when", **ev))
             return
         args = kind.render(step, variables)
         verify_spec = render_tree(step.verify, variables, where=where)
@@ -430,29 +439,29 @@ class Engine:
                 status.status, status.commands = WOULD_RUN, _preview(ctx)
                 if step.changed is False:
                     status.commands.append("# read-only (changed: false): reports ok, never changed")
-            journal.event("check", commands=status.commands, status=status.status, **ev)
+            journal.emit(events.CheckPreview(commands=status.commands, status=status.status, **ev))
             return
-        journal.event("step_start", kind=step.kind, **ev)
+        journal.emit(events.StepStart(kind=step.kind, **ev))
         resumed = step.index in self.previous.get(host.name, set())
         try:
             done = _already_done(ctx, verify_spec, resumed)
         except SpecopsError as exc:  # a probe refused or lost its connection: nothing was applied
             status.status, status.detail = FAILED, failure_text("check", _seen(exc))
-            journal.event("fail", error=status.detail, phase="check", **ev)
+            journal.emit(events.Fail(error=status.detail, phase="check", **ev))
             return
         if done:
             reason = "verified (resumed run)" if resumed else "already verified"
             status.status, status.detail = SKIPPED, reason
             if step.register:
                 variables[step.register] = dict(ctx.facts, skipped=True)
-            journal.event("skip", reason=reason, **ev, **_jsonable(ctx.facts))
+            journal.emit(events.Skip(reason=reason, facts=_jsonable(ctx.facts), **ev))
             return
         if kind.changes_sglang:  # another run's servers came from what this step would change
             try:
                 ctx.guard_sglang()
             except SpecopsError as exc:
                 status.status, status.detail = FAILED, failure_text("check", _seen(exc))
-                journal.event("fail", error=status.detail, phase="check", **ev)
+                journal.emit(events.Fail(error=status.detail, phase="check", **ev))
                 return
         outcome, ok, seen, phase = _apply_with_retries(ctx, verify_spec, ev)
         if ok:
@@ -465,19 +474,19 @@ class Engine:
             changed = outcome.changed if step.changed is None else step.changed
             status.status = CHANGED if changed else OK
             status.detail = outcome.message
-            journal.event("done", changed=changed, **ev)
+            journal.emit(events.Done(changed=changed, **ev))
             return
         if step.ignore_errors:
             status.status, status.detail = OK, f"ignored: {failure_text(phase, seen, ctx.step.retries + 1)}"
-            journal.event("done", ignored_failure=seen, **ev)
+            journal.emit(events.Done(ignored_failure=seen, **ev))
             return
         notes, broken = _roll_back(ctx, outcome, where)
         if notes or broken:
-            journal.event("rollback", notes=notes, **({"failed": broken} if broken else {}), **ev)
+            journal.emit(events.Rollback(notes=notes, failed=broken, **ev))
         status.status = FAILED
         status.detail = (failure_text(phase, seen, step.retries + 1) + (f" (rolled back: {'; '.join(notes)})" if notes else "")
                          + (f" ({failure_text('rollback', '; '.join(broken))})" if broken else ""))
-        journal.event("fail", error=status.detail, phase=phase, **({"rollback_failed": True} if broken else {}), **ev)
+        journal.emit(events.Fail(error=status.detail, phase=phase, rollback_failed=bool(broken), **ev))
 
 
 def _when_is_false(step: Step, variables: dict[str, Any], where: str) -> bool:
@@ -530,7 +539,7 @@ def _already_done(ctx: StepContext, verify_spec: dict[str, Any], resumed: bool) 
 
 
 def _apply_with_retries(ctx: StepContext, verify_spec: dict[str, Any],
-                        ev: dict[str, Any]) -> tuple[Outcome | None, bool, str, Phase]:
+                        ev: _StepIds) -> tuple[Outcome | None, bool, str, Phase]:
     """apply then verify, up to retries + 1 times; (last outcome, ok, what was seen, the
     phase the last attempt failed in: `apply` when apply raised, else `verify`)."""
     kind, step, journal = KINDS[ctx.step.kind], ctx.step, ctx.journal
@@ -542,19 +551,19 @@ def _apply_with_retries(ctx: StepContext, verify_spec: dict[str, Any],
         phase = "apply"
         try:
             outcome = kind.apply(ctx)
-            journal.event("apply", attempt=attempt + 1, changed=outcome.changed,
-                          duration_s=round(time.monotonic() - t0, 4), **ev, **_jsonable(outcome.data))
+            journal.emit(events.Apply(attempt=attempt + 1, changed=outcome.changed,
+                                      duration_s=round(time.monotonic() - t0, 4), data=_jsonable(outcome.data), **ev))
             phase = "verify"
             ok, seen = kind.verify(ctx, outcome)
             if ok and verify_spec:
                 ok, seen = check_user_verify(ctx, verify_spec, outcome.result)
         except SpecopsError as exc:
             ok, seen = False, _seen(exc)
-        journal.event("verify", attempt=attempt + 1, ok=ok, seen=seen, **({} if ok else {"phase": phase}), **ev)
+        journal.emit(events.Verify(attempt=attempt + 1, ok=ok, seen=seen, phase=None if ok else phase, **ev))
         if ok:
             break
         if attempt < step.retries:
-            journal.event("retry", attempt=attempt + 1, delay_s=step.delay, **ev)
+            journal.emit(events.Retry(attempt=attempt + 1, delay_s=step.delay, **ev))
             time.sleep(step.delay)
     return outcome, ok, seen, phase
 

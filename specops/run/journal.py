@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from specops.fsutil import WriteError, append_whole, atomic_write, write_error
+from specops.run.events import Command, Event, Unknown, build, parse
 from specops.secrets import redact
 from specops.transport.base import CommandResult
 
@@ -39,9 +40,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
 class Journal:
     """Thread-safe writer of events.jsonl for one run; hosts write from their own threads."""
 
-    def __init__(self, run_dir: Path, on_event: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(self, run_dir: Path, on_event: Callable[[Event], None] | None = None):
         self.run_dir = run_dir
-        #: called with each record after it is written (the plain-line view on a pipe)
+        #: called with each event as written (the plain-line view on a pipe)
         self.on_event = on_event
         self.path = run_dir / "events.jsonl"
         try:
@@ -55,45 +56,45 @@ class Journal:
         self.lost = 0
         append_whole(self.path, b"", fsync=False)  # created now: a run directory always has one
 
-    def event(self, event_type: str, /, **fields: Any) -> dict[str, Any]:
-        # every secret value is masked here, whatever step or layer produced the event
-        record: dict[str, Any] = redact({"ts": round(time.time(), 3), "event": event_type, **fields})
+    def emit(self, ev: Event) -> Event:
+        """Write one event: THE way anything gets into the journal. Stamped now, every secret
+        value masked here (whatever step or layer built it); returns the event as written,
+        which `on_event` gets too."""
+        record: dict[str, Any] = redact({**ev.to_record(), "ts": round(time.time(), 3)})
         line = json.dumps(record, default=str, sort_keys=False)
         with self._lock:
             try:
                 append_whole(self.path, (line + "\n").encode(), fsync=False)
             except WriteError as exc:
                 self._failed(exc)
+        written = (None if isinstance(ev, Unknown) else build(type(ev), record)) or parse(record)
         if self.on_event is not None:
-            self.on_event(record)
-        return record
+            self.on_event(written)
+        return written
 
-    def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> dict[str, Any]:
+    def command(self, host: str, step: str | None, result: CommandResult, *, probe: bool = False) -> Event:
         """Record one command: the exact line, rc and timing; outputs inline or in files.
         `probe`: a read-only command run to learn something (--check lists those apart)."""
-        fields: dict[str, Any] = {"command": result.command, "rc": result.rc,
-                                  "duration_s": round(result.duration_s, 4)}
-        if probe:
-            fields["probe"] = True
-        if result.timed_out:
-            fields["timed_out"] = True
+        outputs: dict[str, Any] = {}
         for stream in ("stdout", "stderr"):
             text = getattr(result, stream)
             if len(text) <= INLINE_OUTPUT_LIMIT:
-                fields[stream] = text
-            else:
+                outputs[stream] = text
+                continue
+            with self._lock:
+                self._counter += 1
+                n = self._counter
+            out = self.run_dir / "logs" / _safe(host) / f"{n:04d}.{stream}"
+            outputs[f"{stream}_tail"] = text[-500:]
+            try:
+                atomic_write(out, redact(text), fsync=False)
+                outputs[f"{stream}_file"] = str(out.relative_to(self.run_dir))
+            except WriteError as exc:
                 with self._lock:
-                    self._counter += 1
-                    n = self._counter
-                out = self.run_dir / "logs" / _safe(host) / f"{n:04d}.{stream}"
-                fields[f"{stream}_tail"] = text[-500:]
-                try:
-                    atomic_write(out, redact(text), fsync=False)
-                    fields[f"{stream}_file"] = str(out.relative_to(self.run_dir))
-                except WriteError as exc:
-                    with self._lock:
-                        self._failed(exc)
-        return self.event("command", host=host, step=step, **fields)
+                    self._failed(exc)
+        return self.emit(Command(host=host, step=step, command=result.command, rc=result.rc,
+                                 duration_s=round(result.duration_s, 4), probe=probe,
+                                 timed_out=result.timed_out, **outputs))
 
     def _failed(self, exc: WriteError) -> None:
         """Remember a write that failed (under the lock); the run goes on."""
@@ -125,7 +126,7 @@ def _safe(name: str) -> str:
 
 
 def read_events(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Events of a run, skipping a torn last line."""
+    """Lines of a run's journal as dicts, skipping a torn last line (`typed_events` parses them)."""
     path = run_dir / "events.jsonl"
     if not path.exists():
         return
@@ -138,3 +139,9 @@ def read_events(run_dir: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+def typed_events(run_dir: Path) -> Iterator[Event]:
+    """Events of a run as their classes (run.events); a kind not known here is `Unknown`."""
+    for record in read_events(run_dir):
+        yield parse(record)

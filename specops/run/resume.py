@@ -37,7 +37,7 @@ def bench_start(settings: dict[str, Any], *, out: Path | None, resume: Path | No
     if resume is not None:
         if not (resume / MANIFEST_JSON).exists():
             raise ConfigError(f"--resume: {resume} has no manifest.json (not a bench run directory)")
-        recorded = dict(load_manifest(resume).get("bench") or {})
+        recorded = load_manifest(resume).settings().to_dict()
         recorded.pop("dataset_hash", None)
         merged, notes = check_resume(recorded, given or {}, resume, extend=extend)
         return Start(merged, resume, notes, resumed=True)

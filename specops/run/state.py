@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from specops.bench.schema import ResultRecord
+from specops.run.events import InterruptCleanup
 from specops.run.journal import Journal
 from specops.servers import stop_arms
 from specops.servers.lease import LeaseBook
@@ -124,5 +125,5 @@ class Run:
             done.append(Cleanup(host, arms, "stopped"))
         if self.journal is not None:
             for c in done:
-                self.journal.event("interrupt_cleanup", host=c.host, arms=c.arms, action=c.action, error=c.error)
+                self.journal.emit(InterruptCleanup(host=c.host, arms=c.arms, action=c.action, error=c.error))
         return done

@@ -23,6 +23,7 @@ from specops.config.playbook import Step
 from specops.config.schema import check_keys, expect
 from specops.config.templating import render_tree
 from specops.errors import ConfigError
+from specops.run import events
 from specops.run.journal import Journal
 from specops.run.state import Run
 from specops.transport.base import Command, CommandResult, Transport, command_line
@@ -116,14 +117,14 @@ class StepContext:
     def put(self, data: bytes, path: str, mode: int | None = None) -> None:
         """Write a file on the host atomically, and journal it as `put_line` shows it."""
         self.transport.put(data, path, mode=mode)
-        self.journal.event("put", host=self.host.name, step=self.step.name, path=path, bytes=len(data),
-                           command=put_line(path, data, mode))
+        self.journal.emit(events.Put(host=self.host.name, step=self.step.name, path=path, bytes=len(data),
+                                     command=put_line(path, data, mode)))
 
     def notice(self, line: str) -> None:
         """A line the user sees now, wherever they look: the live view, the journal, and on a
         pipe a plain line (whom `--wait` waits for)."""
         self.emit(line)
-        self.journal.event("lease", host=self.host.name, step=self.step.name, message=line)
+        self.journal.emit(events.Lease(host=self.host.name, step=self.step.name, message=line))
 
     def guard_sglang(self) -> None:
         """Before changing the host's SGLang (tree or venv): refuse, or wait, while another

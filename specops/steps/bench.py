@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specops.bench.manifest import Manifest, RunSettings
+from specops.bench.manifest import update as update_manifest
 from specops.bench.store import load_results
 from specops.bench.sweep import (
     HEADER_FACTS,
@@ -14,9 +16,9 @@ from specops.bench.sweep import (
     settings_record,
     specops_version,
     tree_commit,
-    update_manifest,
 )
 from specops.config.playbook import Step
+from specops.run import events
 from specops.servers.arms import arms_from_vars
 from specops.servers.plans import plan_arms
 from specops.servers.slurm import job_event_line
@@ -58,23 +60,23 @@ class Bench(StepKind):
         facts = {"sglang_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
                  "engine": ctx.host.engine, **device_facts(ctx.transport, device)}
 
-        def record_host(manifest: dict[str, Any]) -> None:
-            manifest.setdefault("specops_version", specops_version())
-            manifest.setdefault("run_id", ctx.run_dir.name)
-            manifest["bench"] = settings_record(settings)
-            manifest.setdefault("client", {"runner": settings.runner, "seed": settings.seed,
-                                           "input_len": settings.input_len, "output_len": settings.output_len,
-                                           "dataset": settings.dataset, "temperature": 0})
+        def record_host(manifest: Manifest) -> None:
+            manifest.set_default("specops_version", specops_version())
+            manifest.set_default("run_id", ctx.run_dir.name)
+            manifest.bench = RunSettings.from_dict(settings_record(settings))
+            manifest.set_default("client", {"runner": settings.runner, "seed": settings.seed,
+                                            "input_len": settings.input_len, "output_len": settings.output_len,
+                                            "dataset": settings.dataset, "temperature": 0})
             for key in ("sglang_version", "sglang_commit", *HEADER_FACTS):
                 if key in facts:
-                    manifest.setdefault(key, facts[key])
-            manifest.setdefault("hosts", {}).setdefault(ctx.host.name, {}).update(facts)
+                    manifest.set_default(key, facts[key])
+            manifest.host(ctx.host.name).merge(facts)
 
         update_manifest(ctx.run_dir, record_host)
         points = matrix_for(settings, ctx.run_dir, ctx.host.name)
 
         def log(kind: str, data: dict[str, Any]) -> None:
-            ctx.journal.event(f"bench_{kind}", host=ctx.host.name, step=ctx.step.name, **data)
+            ctx.journal.emit(events.from_callback(f"bench_{kind}", ctx.host.name, ctx.step.name, data))
             if kind == "slurm_job":  # a queued or started Slurm job: shown beside the step in the live view
                 ctx.emit(job_event_line(data))
 

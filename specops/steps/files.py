@@ -14,6 +14,7 @@ from specops.config.templating import render
 from specops.config.yamlfile import read_text
 from specops.errors import ConfigError, StepError
 from specops.fsutil import atomic_write
+from specops.run import events
 from specops.steps.base import Outcome, StepContext, StepKind, get_line, put_line
 
 _MODE = re.compile(r"0?[0-7]{3}")
@@ -133,8 +134,8 @@ class Fetch(StepKind):
         src = ctx.path(ctx.args["src"])
         local = self._local(ctx)
         data = ctx.transport.get(src)
-        ctx.journal.event("get", host=ctx.host.name, step=ctx.step.name, path=src, bytes=len(data),
-                          command=get_line(ctx.host.name, src, local.relative_to(ctx.run_dir)))
+        ctx.journal.emit(events.Get(host=ctx.host.name, step=ctx.step.name, path=src, bytes=len(data),
+                                    command=get_line(ctx.host.name, src, local.relative_to(ctx.run_dir))))
         atomic_write(local, data)
         return Outcome(data={"path": str(local), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
                        message=str(local))

@@ -17,6 +17,7 @@ with some CPU arms, only the GPU arms are placed.
 from __future__ import annotations
 
 from specops.errors import StepError
+from specops.run import events
 from specops.servers import read_states
 from specops.servers.arms import arms_from_vars
 from specops.servers.placement import check_gpus, place_arms
@@ -63,10 +64,10 @@ class GPUPreflight(StepKind):
 
     def _cpu(self, ctx: StepContext) -> Outcome:
         """No GPU to check: say so, and record the CPU the arms will run on."""
-        ctx.journal.event("note", host=ctx.host.name, step=ctx.step.name, message=CPU_SKIP_NOTE)
+        ctx.journal.emit(events.Note(host=ctx.host.name, step=ctx.step.name, message=CPU_SKIP_NOTE))
         probe = ctx.probe(cpu_probe_command())
         cpu = parse_cpu(probe.stdout)
-        ctx.journal.event("cpu", host=ctx.host.name, step=ctx.step.name, device="cpu", cpu=cpu.to_dict())
+        ctx.journal.emit(events.Cpu(host=ctx.host.name, step=ctx.step.name, device="cpu", cpu=cpu.to_dict()))
         ctx.facts.update(device="cpu", cpu=cpu.to_dict())
         return Outcome(changed=False, data={"device": "cpu", "cpu": cpu.to_dict(), "placement": []},
                        message=f"{CPU_SKIP_NOTE}; CPU: {cpu.describe()}")
@@ -90,12 +91,13 @@ class GPUPreflight(StepKind):
         own = {s.pgid for s in read_states(ctx.transport, ctx.vars["workdir"]).values()}
         problems = check_gpus(inventory, placements, own, host=ctx.host.name)
         plan = [p.describe() for p in placements]
-        ctx.journal.event("gpus", host=ctx.host.name, step=ctx.step.name, gpus=inventory.to_dict(), placement=plan)
+        ctx.journal.emit(events.Gpus(host=ctx.host.name, step=ctx.step.name, gpus=inventory.to_dict(),
+                                     placement=plan))
         if problems:
             raise StepError("; ".join(problems), hint="stop that process, or give the arm other GPUs ('gpus: [N]')")
         notes = fairness_notes(inventory, {p.arm: p.gpus for p in placements}, {p.arm: p.tp_size for p in placements})
         for note in notes:
-            ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=note)
+            ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name, message=note))
         ctx.facts.update(gpus=inventory.to_dict(), placement=plan)
         return Outcome(changed=False, data={"gpus": inventory.to_dict(), "placement": plan, "warnings": notes},
                        message=f"{inventory.describe()}; " + "; ".join(plan))

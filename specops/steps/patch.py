@@ -16,6 +16,7 @@ from specops.errors import ConfigError
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import is_check_line, verify_commands
 from specops.patching.model import resolve_patchset_path
+from specops.run import events
 from specops.sglang.layout import detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
@@ -39,8 +40,8 @@ class _JournaledFiles:
         self._files.write(relpath, data)
         if relpath in self._targets:
             path = f"{self.root.rstrip('/')}/{relpath}"
-            self._ctx.journal.event("put", host=self._ctx.host.name, step=self._ctx.step.name, path=path,
-                                    bytes=len(data), command=put_line(path, data))
+            self._ctx.journal.emit(events.Put(host=self._ctx.host.name, step=self._ctx.step.name, path=path,
+                                              bytes=len(data), command=put_line(path, data)))
 
     def remove(self, relpath: str) -> None:
         self._files.remove(relpath)
@@ -164,8 +165,8 @@ class Patch(StepKind):
                        python=python, tree=tree, runtime=runtime, before_write=ctx.guard_sglang)
         for result in report.verify:  # they ran in the tree: journal them as describe shows them
             if is_check_line(result.command):  # specops's own reading of the tree: not a host command
-                ctx.journal.event("check", host=ctx.host.name, step=ctx.step.name, check=result.command,
-                                  ok=result.ok, lines=result.stdout.splitlines())
+                ctx.journal.emit(events.BuiltinCheck(host=ctx.host.name, step=ctx.step.name, check=result.command,
+                                                     ok=result.ok, lines=result.stdout.splitlines()))
                 continue
             ctx.journal.command(ctx.host.name, ctx.step.name,
                                 replace(result, command=f"cd {shlex.quote(tree)} && {result.command}"))

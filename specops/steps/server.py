@@ -7,6 +7,7 @@ from typing import Any
 from specops.config.playbook import Step
 from specops.config.schema import suggest
 from specops.errors import ConfigError
+from specops.run import events
 from specops.secrets import redact
 from specops.servers import fairness_warnings, read_states, server_info
 from specops.servers.arms import arms_from_vars
@@ -127,9 +128,10 @@ class Server(StepKind):
             outcomes += started
             ctx.run_state.launched(ctx.host.name, {o.state.arm for o in started if o.action not in ("reused", "shared")})
             for o in started:
-                ctx.journal.event("server", host=ctx.host.name, step=ctx.step.name, arm=o.state.arm,
-                                  action=o.action, pid=o.state.pid, port=o.state.port, mechanism=o.state.mechanism,
-                                  command=redact(o.state.command), log=o.state.log_path)
+                ctx.journal.emit(events.Server(host=ctx.host.name, step=ctx.step.name, arm=o.state.arm,
+                                               action=o.action, pid=o.state.pid, port=o.state.port,
+                                               mechanism=o.state.mechanism, command=redact(o.state.command),
+                                               log=o.state.log_path))
             try:
                 ready.update(supervisor.wait_ready(ctx.transport, [o.state for o in started], timeout_s=timeout,
                                                    poll_s=0.5, on_progress=ctx.emit,
@@ -147,7 +149,7 @@ class Server(StepKind):
         warnings = fairness_warnings(infos)
         warnings += [w for arm, info in infos.items() if (w := head_width_warning(ctx.transport, arm, info))]
         for w in warnings:
-            ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=w)
+            ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name, message=w))
         arms = {o.state.arm: {"mechanism": o.state.mechanism, "port": o.state.port, "action": o.action,
                               "pid": o.state.pid, "ready_s": round(ready.get(o.state.arm, 0.0), 2),
                               "effective_threshold": o.state.effective_threshold} for o in outcomes}
@@ -158,7 +160,7 @@ class Server(StepKind):
 
 def _job_event(ctx: StepContext, supervisor: Supervisor, kind: str, data: dict[str, Any]) -> None:
     """The supervisor's news of an arm (a Slurm job: PENDING and why, RUNNING on which node)."""
-    ctx.journal.event(kind, host=ctx.host.name, step=ctx.step.name, **data)
+    ctx.journal.emit(events.from_callback(kind, ctx.host.name, ctx.step.name, data))
     line = supervisor.event_line(kind, data)
     if line is not None:
         ctx.emit(line)

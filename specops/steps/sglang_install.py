@@ -27,6 +27,7 @@ from typing import Any
 
 from specops.errors import SpecopsError, StepError
 from specops.patching import PatchError, load_patchset, run_verify
+from specops.run import events
 from specops.servers import container
 from specops.sglang import cuda
 from specops.sglang.paths import PATCH_STATE_DIR
@@ -382,4 +383,4 @@ def check_cuda(ctx: StepContext, tree: str, s: InstallSettings) -> None:
     if verdict.refuse:
         raise StepError(verdict.refuse, hint="set sglang_ref to that release, or update the host's NVIDIA driver")
     if verdict.warn:
-        ctx.journal.event("warning", host=ctx.host.name, step=ctx.step.name, message=verdict.warn)
+        ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name, message=verdict.warn))

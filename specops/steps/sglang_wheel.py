@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from specops.errors import StepError
+from specops.run import events
 from specops.sglang import paths
 from specops.sglang.flags import tree_version
 from specops.sglang.paths import PATCH_STATE_DIR, SERVER_ARGS, TREE_STATE_DIR, WHEEL_MARKER, WHEEL_PACKAGE_PREFIX
@@ -108,7 +109,7 @@ class SGLangWheel(StepKind):
         if ctx.transport.stat_size(f"{dest}/{WHEEL_MARKER}") is not None:
             note = self._own_patches_only(ctx, dest)
             if note:
-                ctx.journal.event("note", host=ctx.host.name, step=ctx.step.name, message=note)
+                ctx.journal.emit(events.Note(host=ctx.host.name, step=ctx.step.name, message=note))
         args = {"wheel": remote_wheel, "dest": dest, "version": version, "prefix": WHEEL_PACKAGE_PREFIX,
                 "git": True, "exclude": [TREE_STATE_DIR], "marker": WHEEL_MARKER,
                 "marker_data": {"version": version, "wheel_sha256": digest}}

@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from specops.bench.artifacts import render_report
+from specops.bench.manifest import read as load_manifest
+from specops.bench.manifest import render as render_manifest
 from specops.sim.model import predicted_output_throughput
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli, write_yaml
@@ -60,6 +62,9 @@ def test_sweep_over_ssh_writes_rows_report_and_plots(tmp_path: Path, sshd) -> No
     assert manifest["sglang_version"] == "0.5.10.post1" and manifest["sglang_commit"]
     assert set(manifest["hosts"]["gpu"]["arms"]) == {"baseline", "eagle3", "adaptive"}
     assert manifest["bench"]["dataset_hash"]
+    typed = load_manifest(out)   # today's manifest: every part typed, and the same bytes written back
+    assert not typed.extra and typed.hosts is not None and not any(h.extra for h in typed.hosts.values())
+    assert render_manifest(typed) == (out / "manifest.json").read_text()
     # re-rendered from the files alone, byte for byte
     before = report
     (out / "report.md").unlink()

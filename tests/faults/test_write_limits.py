@@ -17,6 +17,7 @@ SCRIPT = textwrap.dedent('''
     import json, os, resource, signal, sys
     from pathlib import Path
     from specops.fsutil import WriteError, append_whole, atomic_write
+    from specops.run.events import Note
     from specops.run.journal import Journal
 
     d = Path(sys.argv[1])
@@ -35,7 +36,7 @@ SCRIPT = textwrap.dedent('''
         print("replace:", exc.message)
     j = Journal(d / "run")
     for i in range(100):
-        j.event("e", n=i, pad="y" * 60)
+        j.emit(Note(host="h", step=f"s{i}", message="y" * 70))
     print("journal:", j.write_problem())
 ''')
 

@@ -67,7 +67,8 @@ def _plans(tree: Path, wd: str, arms_vars: dict, layout=None) -> dict[str, Launc
 
 def _patched(sglang_tree) -> Path:
     tree = sglang_tree("0.5.10.post1")
-    apply_patchset(load_patchset("dynamic-spec-disable", REPO / "playbooks" / "patches"), LocalTreeFiles(tree))
+    apply_patchset(load_patchset("dynamic-spec-disable", REPO / "playbooks" / "patches"), LocalTreeFiles(tree),
+                   LocalTransport())
     return tree
 
 
@@ -147,7 +148,7 @@ def test_argparse_rejection_failure_line_quotes_the_error_line(host, sglang_tree
     tree = sglang_tree("0.5.10.post1")
     files = LocalTreeFiles(tree)
     dsd = load_patchset("dynamic-spec-disable")
-    apply_patchset(dsd, files, run_verify_cmds=False)
+    apply_patchset(dsd, files, LocalTransport(), run_verify_cmds=False)
     plan = _plans(tree, wd, _vars(adaptive={"port": free_ports(1)[0], "threshold": 8}))["adaptive"]
     revert_patchset(dsd, files)
     state = launch_arm(t, plan).state

@@ -119,11 +119,11 @@ def test_killed_writer_loses_at_most_the_point_in_flight(tmp_path):
 
 
 def test_manifest_round_trip_is_atomic_and_sorted(tmp_path):
-    assert store.load_manifest(tmp_path) == {}
+    assert store.load_manifest(tmp_path).to_dict() == {}
     store.write_manifest(tmp_path, {"b": 1, "a": {"z": [1, 2]}})
     text = (tmp_path / "manifest.json").read_text()
     assert text.index('"a"') < text.index('"b"')
-    assert store.load_manifest(tmp_path) == {"a": {"z": [1, 2]}, "b": 1}
+    assert store.load_manifest(tmp_path).to_dict() == {"a": {"z": [1, 2]}, "b": 1}
     (tmp_path / "manifest.json").write_text("{broken")
     with pytest.raises(SpecopsError, match="manifest"):
         store.load_manifest(tmp_path)

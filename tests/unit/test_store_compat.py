@@ -32,7 +32,22 @@ def test_an_old_run_loads_as_records_with_its_failure() -> None:
     assert failed.error is not None and failed.error.startswith("server 'eagle3' crashed during the point")
     assert "Scheduler hit an exception" in failed.extra["log_excerpt"]
     assert failed.server is not None and failed.server["config_hash"]
-    assert store.load_manifest(RUN)["bench"]["concurrency"] == [1, 4]
+    manifest = store.load_manifest(RUN)
+    assert manifest.settings().concurrency == [1, 4]
+    host = manifest.host_facts("gpu")
+    assert host is not None and host.arms is not None and host.scheduling is not None
+    assert host.arms["eagle3"].mechanism == "eagle3" and host.arms["baseline"].effective_threshold is None
+    assert host.scheduling.mode == "one-arm-at-a-time" and host.sglang_commit == manifest.sglang_commit
+
+
+def test_the_manifest_written_again_is_the_same_bytes(tmp_path: Path) -> None:
+    """Every part read typed (nothing left to `extra`), and written back byte for byte."""
+    manifest = store.load_manifest(RUN)
+    host = manifest.host("gpu")
+    assert not manifest.extra and not host.extra and manifest.bench is not None and not manifest.bench.extra
+    assert all(not arm.extra for arm in (host.arms or {}).values())
+    store.write_manifest(tmp_path, manifest)
+    assert (tmp_path / store.MANIFEST_JSON).read_bytes() == (RUN / store.MANIFEST_JSON).read_bytes()
 
 
 def test_records_written_again_are_the_same_bytes(tmp_path: Path) -> None:

@@ -1,0 +1,232 @@
+"""The clients that measure one point on one arm's server, behind one protocol: `sglang`
+(SGLang's own bench_serving, from the server's environment) and `builtin` (specops'
+client, beside the server or through a tunnel). A sweep holds one runner, picked once
+per host (`runner_for`), and only schedules points; what every point shares whatever
+measures it (the running-batch sampler around it, the crash excerpt of its dead server)
+is here too, once.
+
+A runner keeps no connection: each call takes the caller's transport (the sweep's
+threads each have their own), and its caches (the tree's benchmark command, whether the
+host can import specops) are shared by those threads behind a lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Protocol
+
+from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
+from specops.bench.running import RunningSampler
+from specops.bench.schema import ResultRecord
+from specops.errors import SpecopsError
+from specops.secrets import loader_argv
+from specops.servers import LaunchPlan, ServerState, client_prefix, server_status
+from specops.servers.logwatch import crash_blocks, tail_lines
+from specops.sglang import paths
+from specops.sglang.treefiles import TransportTreeFiles
+from specops.transport.base import Transport
+from specops.transport.forward import reach
+from specops.transport.probes import read_cpu
+
+#: --runner's values; `auto` is decided per host by runner_name.
+RUNNERS = ("auto", "builtin", "sglang")
+Log = Callable[[str, dict[str, Any]], None]
+
+
+def runner_name(choice: str, engine: str) -> str:
+    """The runner a host uses for `--runner choice`: auto is the builtin client on a
+    simulated host (no SGLang installed there) and SGLang's bench_serving elsewhere."""
+    return choice if choice != "auto" else ("builtin" if engine == "sim" else "sglang")
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one point sends, the same for every arm at that point (fairness)."""
+
+    concurrency: int
+    repeat: int
+    num_prompts: int
+    input_len: int
+    output_len: int
+    dataset: str
+    seed: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class ArmServer:
+    """The server a point measures: its state (port, workdir, Slurm job), its launch plan
+    (the python and environment files the client runs with) and `/server_info`'s
+    sim_time_scale (a simulator's scaled clock; None on a real server)."""
+
+    state: ServerState
+    plan: LaunchPlan
+    time_scale: Any = None
+
+
+class Runner(Protocol):
+    """Measures one point on one arm's server and returns its record (a failed point's
+    record when the client failed; SpecopsError only for what is not the client's)."""
+
+    name: str
+
+    def measure(self, transport: Transport, server: ArmServer, load: Load) -> ResultRecord: ...
+
+    def client_cores(self, transport: Transport) -> int | None:
+        """CPU cores where this runner's clients run (None: unknown), for the scheduling rule."""
+        ...
+
+
+def _host_cores(transport: Transport) -> int | None:
+    try:
+        return read_cpu(transport).cores
+    except SpecopsError:
+        return None
+
+
+class SglangRunner:
+    """SGLang's bench_serving, run on the host with the server's own python (the
+    environment the tree is installed in), from its neutral folder, with its environment:
+    it imports the same SGLang. Its flags are read from the tree once."""
+
+    name = "sglang"
+
+    def __init__(self, tree: str) -> None:
+        self.tree = tree
+        self._lock = threading.Lock()
+        self._bench: BenchCommand | None = None
+
+    def command(self, transport: Transport) -> BenchCommand:
+        """The tree's serving benchmark and the flags it accepts (read on first use)."""
+        with self._lock:
+            if self._bench is None:
+                self._bench = bench_command(TransportTreeFiles(transport, self.tree))
+            return self._bench
+
+    def measure(self, transport: Transport, server: ArmServer, load: Load) -> ResultRecord:
+        state, plan, n = server.state, server.plan, load.num_prompts
+        out_file = paths.bench_output(state.workdir, state.arm, load.concurrency, load.repeat)
+        cwd = plan.cwd or state.workdir
+        argv = self.command(transport).argv(plan.argv[0], port=state.port, dataset=load.dataset,
+                                            input_len=load.input_len, output_len=load.output_len, num_prompts=n,
+                                            concurrency=load.concurrency, output_file=out_file, seed=load.seed,
+                                            model=state.model or None)
+        transport.run(["mkdir", "-p", paths.bench_dir(state.workdir), cwd], timeout=30)
+        transport.run(["rm", "-f", out_file], timeout=30)
+        # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
+        env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
+        result = transport.run(client_prefix(state) + loader_argv(*env_files) + argv, timeout=load.timeout_s, cwd=cwd)
+        if not result.ok:
+            return ResultRecord.failed_point(f"bench_serving exited {result.rc}: {result.tail(8)}", requests=n,
+                                             runner=self.name)
+        record = parse_bench_serving_output(transport.get(out_file).decode(errors="replace"), num_prompts=n)
+        record["runner"] = self.name
+        return ResultRecord.from_dict(to_model_time(record, server.time_scale))
+
+    def client_cores(self, transport: Transport) -> int | None:
+        return _host_cores(transport)  # bench_serving runs on the host
+
+
+class BuiltinRunner:
+    """specops' own client: beside the server (as bench_serving runs) where the host can
+    import specops with its `python`, else here through a tunnel to the server's port
+    (said once in the journal: the tunnel's latency is then in TTFT/ITL)."""
+
+    name = "builtin"
+
+    def __init__(self, python: str, log: Log) -> None:
+        self.python, self.log = python, log
+        self._lock = threading.Lock()
+        self._on_host: bool | None = None
+
+    def on_host(self, transport: Transport) -> bool:
+        """Whether the host can run the client itself (specops importable there); probed once."""
+        with self._lock:
+            if self._on_host is None:
+                probe = transport.run([self.python, "-c", "import specops.bench.client"], timeout=60)
+                self._on_host = probe.ok
+                if not probe.ok:
+                    self.log("client", {"where": "here, through the SSH connection",
+                                        "why": "specops is not importable on the host: latency of the tunnel "
+                                               "is included in TTFT/ITL"})
+            return self._on_host
+
+    def measure(self, transport: Transport, server: ArmServer, load: Load) -> ResultRecord:
+        state, n = server.state, load.num_prompts
+        if self.on_host(transport):
+            argv = [self.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
+                    "--concurrency", str(load.concurrency), "--num-prompts", str(n),
+                    "--input-len", str(load.input_len), "--output-len", str(load.output_len),
+                    "--seed", str(load.seed), "--dataset", load.dataset, "--timeout", str(load.timeout_s)]
+            result = transport.run(client_prefix(state) + argv, timeout=load.timeout_s + 60)
+            line = result.stdout.strip().splitlines()[-1:]
+            # a client that wrote its record and was then ended with the server's Slurm job: keep
+            # the record (unless the end cut it short)
+            try:
+                record = json.loads(line[0]) if line and (result.ok or line[0].startswith('{"')) else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                return ResultRecord.failed_point(f"builtin client exited {result.rc}: {result.tail(6)[-2000:]}",
+                                                 requests=n, runner=self.name)
+            return ResultRecord.from_dict(record)
+        if state.slurm:
+            return ResultRecord.failed_point(
+                f"specops is not importable with {self.python} on the login node, so the client "
+                f"cannot run beside the server on its compute node; install specops there", requests=n,
+                runner=self.name)
+        # The client is imported where a point is measured: it brings aiohttp and asyncio
+        # (0.1-0.4 s), which `deploy` (the sweep through the bench step) never uses.
+        from specops.bench.client import measure_point
+
+        with reach(transport, state.port) as base_url:
+            return measure_point(base_url, concurrency=load.concurrency, num_prompts=n, input_len=load.input_len,
+                                 output_len=load.output_len, seed=load.seed, dataset=load.dataset,
+                                 timeout_s=load.timeout_s)
+
+    def client_cores(self, transport: Transport) -> int | None:
+        if not self.on_host(transport):
+            return os.cpu_count()  # the clients run here, through the tunnel
+        return _host_cores(transport)
+
+
+def runner_for(choice: str, *, engine: str, python: str, tree: str, log: Log) -> Runner:
+    """The one runner a host's sweep uses (runner_name's rule)."""
+    if runner_name(choice, engine) == "builtin":
+        return BuiltinRunner(python, log)
+    return SglangRunner(tree)
+
+
+# ----- what every point shares, whatever measures it -------------------------------------
+
+
+def sampled(transport: Transport, state: ServerState, measure: Callable[[], ResultRecord]) -> ResultRecord:
+    """`measure()` with the server's running batch sampled meanwhile (bench/running.py):
+    from `/metrics` where the server was started with --enable-metrics, else its log."""
+    logs = state.mechanism == "dynamic-spec-disable-patch"  # it logs its drafting transitions
+    if "--enable-metrics" not in (state.argv or []):
+        sampler = RunningSampler(transport, state.log_path, logs_transitions=logs)
+        sampler.start()
+        raw = measure()
+        return replace(raw, **sampler.stop())
+    with reach(transport, state.port) as base_url:
+        sampler = RunningSampler(transport, state.log_path, base_url, logs_transitions=logs)
+        sampler.start()
+        raw = measure()
+        return replace(raw, **sampler.stop())
+
+
+def server_dead(transport: Transport, state: ServerState) -> bool:
+    """The arm's server is dead (its state file says so; `baseline#2` on a Slurm host's
+    second allocation is its own arm)."""
+    statuses = {st.arm: st for st in server_status(transport, state.workdir, [state.arm])}
+    return state.arm in statuses and statuses[state.arm].state == "dead"
+
+
+def crash_excerpt(transport: Transport, state: ServerState) -> str:
+    """What a crashed server's log says: its last crash block, else its last 20 lines."""
+    lines = tail_lines(transport, state.log_path, 400)
+    blocks = crash_blocks("\n".join(lines))
+    return blocks[-1] if blocks else "\n".join(lines[-20:])
