@@ -13,7 +13,7 @@ from specops.patching.applier import BLOCKED, apply, plan, revert
 from specops.patching.model import load_patchset
 from specops.sglang.layout import detect_layout, layout_summary
 from specops.sglang.treefiles import LocalTreeFiles
-from specops.transport.local import LocalTransport
+from specops.transport.connect import this_machine
 
 _TREE = click.option("--tree", "tree", required=True, type=click.Path(file_okay=False, path_type=Path),
                      help="A local SGLang checkout (the folder holding python/sglang).")
@@ -66,7 +66,7 @@ def apply_cmd(patchset: str, tree: Path, python: str) -> None:
     try:
         ps = load_patchset(patchset)
         files = _files(tree)
-        with LocalTransport() as here:  # the tree is on this machine: its verify runs here
+        with this_machine() as here:  # the tree is on this machine: its verify runs here
             report = apply(ps, files, here, python=python)
     except SpecopsError as exc:
         raise _fail(exc) from exc

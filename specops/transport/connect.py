@@ -1,4 +1,5 @@
-"""Open the right Transport for an inventory host."""
+"""Open the right Transport for an inventory host, or for this machine: the one place outside
+specops/transport that names a concrete transport (tests/unit/test_transport_boundary.py)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def open_transport(host: Host) -> Transport:
         host_key=host.host_key, known_hosts=host.known_hosts, connect_timeout=host.connect_timeout,
         python=host.python, proxy_jump=target.proxy_jump,
     )
+
+
+def this_machine() -> Transport:
+    """This machine as a Transport: for work on local files (`specops patch` on a local tree
+    runs its verify commands here)."""
+    return LocalTransport()

@@ -141,7 +141,7 @@ CLI_FUNCTION_LINES = 50
 CLI_TRANSPORT_IMPORTS = {
     "specops.cli.servers": {"specops.transport.connect.open_transport"},  # logs/status/stop print per host as read
     "specops.cli.verify": {"specops.transport.connect.open_transport"},   # one `with` around bench.acceptance.verify
-    "specops.cli.patch": {"specops.transport.local.LocalTransport"},      # a local tree's verify runs on this machine
+    "specops.cli.patch": {"specops.transport.connect.this_machine"},      # a local tree's verify runs on this machine
 }
 
 
