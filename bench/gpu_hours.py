@@ -5,17 +5,19 @@ stand-in GPUs (`gpus: [0, 1, 2]`: each arm on its own), in a scratch directory. 
 
 (a) the exhaustive way: `specops bench` with three arms x the default levels x 3 repeats,
     one arm at a time (`--one-arm-at-a-time`), then the report's recommended threshold;
-(b) `specops tune` (`--repeats auto:3` unless --tune-repeats says otherwise), in runs and a work directory of its own (so it
-    reuses nothing of (a));
+(b) `specops tune --repeats auto:3` (`--tune-repeats` changes it), in runs and a work
+    directory of its own (so it reuses nothing of (a));
 (c) the same bench as (a) with `--arms-at-once`: the wall ratio side by side / one at a time.
 
 For each: GPU-minutes held (sampled: every arm whose server process is alive holds its one
 stand-in GPU, from its launch to its stop; tune's candidate arms are up only while they are
 verified), beside wall x 3 (every GPU kept for the whole command), the wall time, the
 measuring share (the union of the points' wall intervals from the journal, over the
-command's wall), and the threshold. Every command runs as a whole process (`python -m specops`), as a user runs it.
+command's wall), and the threshold. Every command runs as a whole process
+(`python -m specops`), as a user runs it.
 
     python bench/gpu_hours.py [--time-scale 0.1] [--skip a,b,c] [--concurrency 1,2,4,8,16,32,64]
+                              [--tune-repeats auto:3]
 """
 
 from __future__ import annotations
