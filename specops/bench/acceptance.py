@@ -24,7 +24,7 @@ from specops.bench.client import accept_length_from_info
 from specops.config.inventory import Host, Inventory
 from specops.errors import ConfigError, StepError
 from specops.secrets import redact
-from specops.servers import ServerState, read_states, server_status
+from specops.servers import ServerState, read_states, supervisor_for
 from specops.servers.adaptive import TRANSITION_RE, parse_transitions
 from specops.servers.arms import arms_from_vars
 from specops.transport.base import Transport
@@ -229,7 +229,7 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
     names = arm_names(inventory, host)
     result = Verification(host=host.name, specops_version=__version__, prompts=prompts, max_new_tokens=max_new_tokens)
     states = read_states(transport, host.workdir)
-    statuses = {s.arm: s for s in server_status(transport, host.workdir, list(names.values()))}
+    statuses = {s.arm: s for s in supervisor_for(host).status(transport, host.workdir, list(names.values()))}
     down = [f"{n} ({statuses[n].state if n in statuses else 'never launched'})" for n in names.values()
             if n not in states or n not in statuses or statuses[n].state != "ready"]
     if down:

@@ -22,7 +22,7 @@ from specops.bench.running import RunningSampler
 from specops.bench.schema import ResultRecord
 from specops.errors import SpecopsError
 from specops.secrets import loader_argv
-from specops.servers import LaunchPlan, ServerState, client_prefix, server_status
+from specops.servers import LaunchPlan, ServerState, arm_status, client_prefix
 from specops.servers.logwatch import crash_blocks, tail_lines
 from specops.sglang import paths
 from specops.sglang.treefiles import TransportTreeFiles
@@ -221,8 +221,8 @@ def sampled(transport: Transport, state: ServerState, measure: Callable[[], Resu
 def server_dead(transport: Transport, state: ServerState) -> bool:
     """The arm's server is dead (its state file says so; `baseline#2` on a Slurm host's
     second allocation is its own arm)."""
-    statuses = {st.arm: st for st in server_status(transport, state.workdir, [state.arm])}
-    return state.arm in statuses and statuses[state.arm].state == "dead"
+    status = arm_status(transport, state)
+    return status is not None and status.state == "dead"
 
 
 def crash_excerpt(transport: Transport, state: ServerState) -> str:

@@ -11,6 +11,7 @@ from specops.servers.lifecycle import server_info
 from specops.servers.records import ArmStatus, LaunchOutcome, ServerState, StopResult, read_states
 from specops.servers.supervisor import (
     Supervisor,
+    arm_status,
     client_prefix,
     end_reason,
     launch_arm,
@@ -26,6 +27,6 @@ from specops.servers.supervisor import (
 __all__ = [
     "ArmSpec", "arms_from_vars", "LaunchPlan", "build_launch", "fairness_warnings", "ArmStatus",
     "LaunchOutcome", "ServerState", "StopResult", "launch_arm", "launch_arms", "read_states",
-    "server_info", "server_status", "stop_arms", "stop_states", "wait_ready", "wait_ready_many",
+    "server_info", "arm_status", "server_status", "stop_arms", "stop_states", "wait_ready", "wait_ready_many",
     "Supervisor", "supervisor_for", "client_prefix", "end_reason",
 ]

@@ -158,6 +158,13 @@ def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None
     return _of_states(transport, list(read_states(transport, workdir).values())).status(transport, workdir, arms)
 
 
+def arm_status(transport: Transport, state: ServerState) -> ArmStatus | None:
+    """Supervisor.status of one arm, through the supervisor its state records (no extra
+    round trip to learn which); None when its state file is gone."""
+    found = _recorded(state).status(transport, state.workdir, [state.arm])
+    return next((st for st in found if st.arm == state.arm), None)
+
+
 def client_prefix(state: ServerState) -> list[str]:
     """Supervisor.client_prefix: how a benchmark client runs beside the server."""
     return _recorded(state).client_prefix(state)
