@@ -63,6 +63,15 @@ def pool_for(plans: dict[str, LaunchPlan], leases: LeaseBook | None,
                    log=lambda kind, data: events.append((kind, data)))
 
 
+def leased_pool(tree: Path, wd: str, books: list[LeaseBook]
+                ) -> tuple[ArmPool, LeaseBook, list[tuple[str, dict[str, Any]]]]:
+    """The two arms' pool of run-a with a lease book of its own: (pool, book, the pool's events)."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    book = LeaseBook("run-a", "bench")
+    books.append(book)
+    return pool_for(plans_for(tree, wd), book, events), book, events
+
+
 def states_now(t: LocalTransport, wd: str) -> dict[str, str]:
     return {s.arm: s.state for s in server_status(t, wd, list(ARMS))}
 
@@ -80,11 +89,7 @@ def test_claim_up_relaunch_down_and_an_arm_taken_over(host: tuple[LocalTransport
                                                       sglang_tree: Callable[[str], Path],
                                                       books: list[LeaseBook]) -> None:
     t, wd = host
-    plans = plans_for(sglang_tree("0.5.10.post1"), wd)
-    events: list[tuple[str, dict[str, Any]]] = []
-    book = LeaseBook("run-a", "bench")
-    books.append(book)
-    pool = pool_for(plans, book, events)
+    pool, book, events = leased_pool(sglang_tree("0.5.10.post1"), wd, books)
 
     pool.claim(t, list(ARMS))
     assert [(k, d["arm"], d["lead"]) for k, d in events] == [("lease", "baseline", True), ("lease", "eagle3", True)]
@@ -130,11 +135,7 @@ def test_two_threads_share_one_pool(host: tuple[LocalTransport, str], sglang_tre
     """As a Slurm sweep's arm threads do: each brings its arm up and down twice, with its own
     connection, through the same pool; the pool's set of arms up stays consistent."""
     t, wd = host
-    plans = plans_for(sglang_tree("0.5.10.post1"), wd)
-    events: list[tuple[str, dict[str, Any]]] = []
-    book = LeaseBook("run-a", "bench")
-    books.append(book)
-    pool = pool_for(plans, book, events)
+    pool, _book, events = leased_pool(sglang_tree("0.5.10.post1"), wd, books)
     pool.claim(t, list(ARMS))
     seen: dict[str, list[bool]] = {arm: [] for arm in ARMS}
     errors: list[BaseException] = []
