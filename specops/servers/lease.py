@@ -32,7 +32,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from specops.errors import SpecopsError
 from specops.servers.lifecycle import ServerState, probe
-from specops.servers.remote import q
+from specops.servers.remote import POLL_HEALTH_S, q
 from specops.sglang import paths
 from specops.transport.base import Transport
 
@@ -531,7 +531,7 @@ def join(book: LeaseBook, transport: Transport, host: str, arm: str, args_hash: 
         view = book.check(transport, host, arm)
         st = view.state
         if st is not None and st.args_hash == args_hash and (st.pid, st.proc_start) != avoid:
-            (p,) = probe(transport, [st])
+            (p,) = probe(transport, [st], POLL_HEALTH_S)  # alive is all it waits for
             if p.alive:
                 return st
         leaders = [x for x in view.live(book.cli_host) if x.args_hash == args_hash and x.key != book.key]

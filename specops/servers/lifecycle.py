@@ -38,7 +38,7 @@ from specops.servers.records import StopResult as StopResult
 from specops.servers.records import read_state, refuse_foreign
 from specops.servers.records import read_states as read_states
 from specops.servers.records import where as _where
-from specops.servers.remote import FUNCS, q
+from specops.servers.remote import FUNCS, HEALTH_PATIENCE_S, q
 from specops.servers.watch import ArmWatch, loading_line, not_ready_error, wait
 from specops.sglang import paths
 from specops.transport.base import CommandResult, Transport
@@ -62,17 +62,28 @@ class Probe:
     health: str  # HTTP code as text, "000" when nothing answered
 
 
-def probe(transport: Transport, states: Sequence[ServerState]) -> list[Probe]:
-    """Process liveness and readiness-endpoint code for each state, one round trip."""
-    parts = []
-    for st in states:
-        parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port} {q(st.ready_path)})\"; "
-                     f"else echo '@@P 0 000'; fi")
-    res = _run(transport, "\n".join(parts))
-    lines = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
-    if len(lines) != len(states):
+def _probe_script(checks: Sequence[tuple[ServerState, int]]) -> str:
+    """Bash printing `@@P <i> <alive 0|1> <code>` per (state, seconds its endpoint gets): the
+    endpoints asked side by side, so a poll waits for the slowest, not for their sum; only
+    these short lines are written meanwhile (a pipe keeps small writes whole)."""
+    parts = [f"( if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P {i} 1 $(_health {st.port} {q(st.ready_path)} "
+             f"{int(secs)})\"; else echo '@@P {i} 0 000'; fi ) &" for i, (st, secs) in enumerate(checks)]
+    return "\n".join([*parts, "wait"])
+
+
+def _parse_probes(transport: Transport, res: CommandResult, n: int) -> list[Probe]:
+    found = {int(ln.split()[1]): ln.split() for ln in res.stdout.splitlines()
+             if ln.startswith("@@P ") and len(ln.split()) > 2 and ln.split()[1].isdigit()}
+    if sorted(found) != list(range(n)):
         raise TransportError(f"probing servers failed: {res.tail(5)}", where=f"host {transport.name}")
-    return [Probe(ln[1] == "1", ln[2] if len(ln) > 2 else "000") for ln in lines]
+    return [Probe(found[i][2] == "1", found[i][3] if len(found[i]) > 3 else "000") for i in range(n)]
+
+
+def probe(transport: Transport, states: Sequence[ServerState], health_s: int = HEALTH_PATIENCE_S) -> list[Probe]:
+    """Process liveness and readiness-endpoint code for each state, one round trip, each
+    endpoint given `health_s` to answer (remote.HEALTH_PATIENCE_S)."""
+    res = _run(transport, _probe_script([(st, health_s) for st in states]), timeout=_RUN_TIMEOUT + health_s)
+    return _parse_probes(transport, res, len(states))
 
 
 # --- launch ----------------------------------------------------------------------------
@@ -179,19 +190,15 @@ class _Processes:
         self.transport = transport
 
     def poll(self, watches: Sequence[_Watch], max_bytes: int) -> None:
-        parts = []
-        for w in watches:
-            st = w.state
-            parts.append(f"if _alive {st.pid} {q(st.proc_start)}; then echo \"@@P 1 $(_health {st.port} {q(st.ready_path)})\"; "
-                         f"else echo '@@P 0 000'; fi")
-            parts.append(chunk_script(st.log_path, w.offset, max_bytes))
-        res = _run(self.transport, "\n".join(parts))
-        probes = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("@@P ")]
-        logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
-        if len(probes) != len(watches) or len(logs) != len(watches):
+        logs = [chunk_script(w.state.log_path, w.offset, max_bytes) for w in watches]
+        res = _run(self.transport, "\n".join([_probe_script([(w.state, w.health_s()) for w in watches]), *logs]),
+                   timeout=_RUN_TIMEOUT + max((w.health_s() for w in watches), default=0))
+        probes = _parse_probes(self.transport, res, len(watches))
+        chunks = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
+        if len(chunks) != len(watches):
             raise TransportError(f"readiness poll failed: {res.tail(5)}", where=f"host {self.transport.name}")
-        for w, p, lg in zip(watches, probes, logs, strict=True):
-            w.alive, w.health = p[1] == "1", p[2] if len(p) > 2 else "000"
+        for w, p, lg in zip(watches, probes, chunks, strict=True):
+            w.alive, w.health = p.alive, p.health
             w.feed(parse_chunk_line(w.state.log_path, lg).data)
 
     def gone(self, w: _Watch) -> bool:
@@ -353,6 +360,7 @@ def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None
     rl = q(READY_LINE)
     script = f"""
 echo "@@NOW $(date +%s.%N)"
+i=0; st=()
 for f in {q(d)}/*.json; do
   [ -e "$f" ] || continue
   case "$f" in *.adaptive.json) continue;; esac
@@ -361,20 +369,27 @@ for f in {q(d)}/*.json; do
   ps_=$(sed -n 's/^ *"proc_start": "\\([0-9]*\\)".*/\\1/p' "$f" | head -1)
   rp=$(sed -n 's|^ *"ready_path": "\\(/[A-Za-z_/]*\\)".*|\\1|p' "$f" | head -1)
   log=${{f%.json}}; log=$(dirname "$(dirname "$log")")/logs/$(basename "$log").log
-  a=0; h=000; r=0
-  if [ -n "$pid" ] && _alive "$pid" "$ps_"; then a=1; h=$(_health "$port" "$rp"); fi
+  i=$((i + 1)); a=0; r=0
+  if [ -n "$pid" ] && _alive "$pid" "$ps_"; then
+    a=1; ( echo "@@H $i $(_health "$port" "$rp" {int(HEALTH_PATIENCE_S)})" ) &
+  fi
   grep -m1 -qF {rl} "$log" 2>/dev/null && r=1
-  echo "@@ST $a $h $r $(base64 -w0 < "$f")"
+  st+=("@@ST $i $a $r $(base64 -w0 < "$f")")
 done
+wait  # the endpoints' small lines first, then the long ones (a pipe keeps only small writes whole)
+[ ${{#st[@]}} -eq 0 ] || printf '%s\n' "${{st[@]}}"
 """
-    res = _run(transport, script)
+    res = _run(transport, script, timeout=_RUN_TIMEOUT + HEALTH_PATIENCE_S)
     now = None
     found: dict[str, ArmStatus] = {}
-    for line in res.stdout.splitlines():
+    lines = res.stdout.splitlines()
+    codes = {ln.split()[1]: ln.split()[2] for ln in lines if ln.startswith("@@H ") and len(ln.split()) == 3}
+    for line in lines:
         if line.startswith("@@NOW "):
             now = _host_time(line.split()[1])
         elif line.startswith("@@ST "):
-            _, a, h, r, blob = line.split(" ", 4)
+            _, i, a, r, blob = line.split(" ", 4)
+            h = codes.get(i, "000")
             try:
                 st = ServerState.from_json(base64.b64decode(blob))
             except (ValueError, TypeError):

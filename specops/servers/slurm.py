@@ -46,7 +46,7 @@ from specops.servers.records import (
     refuse_foreign,
 )
 from specops.servers.records import where as _where
-from specops.servers.remote import q
+from specops.servers.remote import FUNCS, HEALTH_PATIENCE_S, POLL_HEALTH_S, q
 from specops.servers.watch import ArmWatch, not_ready_error, wait
 from specops.sglang import paths
 from specops.transport.base import Transport, command_line
@@ -238,26 +238,17 @@ def _conf(state: ServerState) -> SlurmSettings:
     return SlurmSettings(conf=(state.slurm or {}).get("conf"))
 
 
-def _job_script(state: ServerState) -> str:
-    """Prints `@@J <base64 of scontrol show job -d>`, then `@@H <code>` from node:port/health."""
+def _job_script(state: ServerState, health_s: float = POLL_HEALTH_S) -> str:
+    """Prints `@@J <base64 of scontrol show job -d>`, then `@@H <code>` from node:port/health
+    (waiting at most `health_s` for it)."""
     job = (state.slurm or {}).get("job_id", "")
     show = " ".join(q(a) for a in _conf(state).command(["scontrol", "show", "job", "-d", str(job)]))
     return (f"j=$({show} 2>&1); printf '@@J %s\\n' \"$(printf '%s' \"$j\" | base64 -w0)\"; h=000; "
             f"case \"$j\" in *JobState=RUNNING*) "
             f"n=$(printf '%s' \"$j\" | sed -n 's/.*BatchHost=\\([^ ]*\\).*/\\1/p' | head -1); "
-            f"[ -n \"$n\" ] && h=$(_health_at \"$n\" {int(state.port)});; esac; echo \"@@H $h\"")
+            f"[ -n \"$n\" ] && h=$(_health_at \"$n\" {int(state.port)} {q(state.ready_path or '/health')} {int(health_s)});; esac; echo \"@@H $h\"")
 
 
-_FUNCS = r"""
-_code_at() {
-  if command -v curl >/dev/null 2>&1; then
-    c=$(curl -s -o /dev/null -m 3 -w '%{http_code}' "http://$1:$2$3" 2>/dev/null); echo "${c:-000}"
-  else ( exec 3<>"/dev/tcp/$1/$2" 2>/dev/null || { echo 000; exit 0; }
-    printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$3" "$1" >&3; l=""; read -r -t 3 l <&3; set -- $l; echo "${2:-000}" )
-  fi
-}
-_health_at() { c=$(_code_at "$1" "$2" /health); [ "$c" = 404 ] && c=$(_code_at "$1" "$2" /ready); echo "$c"; }
-"""
 
 
 @dataclass
@@ -278,11 +269,13 @@ def _parse_probes(states: Sequence[ServerState], stdout: str, host: str) -> list
     return out
 
 
-def probe_jobs(transport: Transport, states: Sequence[ServerState]) -> list[JobProbe]:
+def probe_jobs(transport: Transport, states: Sequence[ServerState],
+               health_s: float = POLL_HEALTH_S) -> list[JobProbe]:
     """Job state and /health for each arm, one round trip."""
     if not states:
         return []
-    res = transport.run(_FUNCS + "\n".join(_job_script(st) for st in states), timeout=_RUN_TIMEOUT)
+    res = transport.run(FUNCS + "\n".join(_job_script(st, health_s) for st in states),
+                        timeout=_RUN_TIMEOUT + len(states) * health_s)
     return _parse_probes(states, res.stdout, transport.name)
 
 
@@ -353,9 +346,9 @@ class _Jobs:
         self.transport, self.report = transport, report
 
     def poll(self, watches: Sequence[_Watch], max_bytes: int) -> None:
-        script = _FUNCS + "\n".join(_job_script(w.state) + "\n" + chunk_script(w.state.log_path, w.offset, max_bytes)
-                                    for w in watches)
-        res = self.transport.run(script, timeout=_RUN_TIMEOUT)
+        script = FUNCS + "\n".join(_job_script(w.state, w.health_s()) + "\n"
+                                    + chunk_script(w.state.log_path, w.offset, max_bytes) for w in watches)
+        res = self.transport.run(script, timeout=_RUN_TIMEOUT + sum(w.health_s() for w in watches))
         probes = _parse_probes([w.state for w in watches], res.stdout, self.transport.name)
         logs = [ln for ln in res.stdout.splitlines() if ln.startswith("@@LOG ")]
         if len(logs) != len(watches):
@@ -471,7 +464,7 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, wait_s: 
 
 def statuses(transport: Transport, states: Sequence[ServerState]) -> dict[str, ArmStatus]:
     """ArmStatus per arm from its job: ready / starting (queued or loading) / dead (ended)."""
-    probes = probe_jobs(transport, states)
+    probes = probe_jobs(transport, states, HEALTH_PATIENCE_S)
     script = "\n".join(f"grep -m1 -qF {q(READY_LINE)} {q(st.log_path)} 2>/dev/null && echo '@@R 1' || echo '@@R 0'"
                        for st in states)
     ready = [ln.split()[1] == "1" for ln in transport.run(script, timeout=_RUN_TIMEOUT).stdout.splitlines()

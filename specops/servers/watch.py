@@ -17,6 +17,7 @@ from specops.errors import StepError, TransportError
 from specops.servers.logwatch import READY_LINE, find_signature, read_new, tail_lines
 from specops.servers.records import ServerState
 from specops.servers.records import where as _where
+from specops.servers.remote import HEALTH_PATIENCE_S, POLL_HEALTH_S
 from specops.transport.base import Transport
 
 #: The log text a watch keeps (the crash excerpt and the failure line are read from it).
@@ -65,6 +66,13 @@ class ArmWatch:
     def crash_due(self, now: float) -> bool:
         """A crash line was logged at least CRASH_GRACE_S ago."""
         return self.crash_at is not None and now - self.crash_at >= CRASH_GRACE_S
+
+    def health_s(self) -> int:
+        """How long this poll waits for the readiness endpoint: a few seconds while the server
+        loads (the poll is repeated, and a crash elsewhere must not wait on it), SGLang's own
+        health budget once its ready line is logged (its /health runs a generation: seconds on
+        a busy host, which a short wait would never see answer)."""
+        return HEALTH_PATIENCE_S if self.ready_line else POLL_HEALTH_S
 
     def last_line(self) -> str:
         return next((ln.strip() for ln in reversed(self.text.splitlines()) if ln.strip()), "starting")

@@ -8,6 +8,8 @@ the flags the tree declares. Each knob also reads an environment variable (the f
   --sim-fail-at-start       SPECOPS_SIM_FAIL_AT_START  die after loading, traceback in the log, exit 1
   --sim-crash-after N       SPECOPS_SIM_CRASH_AFTER  after N finished requests, scheduler traceback, SIGKILL
   --sim-slow-start S        SPECOPS_SIM_SLOW_START   S more wall seconds of loading (/health 503)
+  --sim-slow-health S       SPECOPS_SIM_SLOW_HEALTH  once ready, /health answers 200 after S wall seconds (SGLang's
+                                                     runs a one-token generation: seconds on a busy host)
   --sim-seed N              SPECOPS_SIM_SEED         noise and token seed
   --sim-noise F             SPECOPS_SIM_NOISE        relative step-time drift (0: none; default the model's 3%)
 
@@ -30,7 +32,8 @@ from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
 _ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
-        "slow_start": "SPECOPS_SIM_SLOW_START", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START",
+        "slow_start": "SPECOPS_SIM_SLOW_START",
+        "slow_health": "SPECOPS_SIM_SLOW_HEALTH", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START",
         "noise": "SPECOPS_SIM_NOISE"}
 
 
@@ -54,6 +57,7 @@ def options(knobs: dict[str, str]) -> SimOptions:
             fail_at_start=knobs.get("fail_at_start", "").lower() not in ("", "0", "false", "no"),
             crash_after=int(knobs["crash_after"]) if knobs.get("crash_after") not in (None, "") else None,
             slow_start=float(knobs.get("slow_start", 0) or 0),
+            slow_health=float(knobs.get("slow_health", 0) or 0),
             seed=int(knobs.get("seed", 0) or 0),
             noise=float(knobs["noise"]) if knobs.get("noise") not in (None, "") else None,
         )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 #: flag -> SimOptions field, for knobs that take a value
 VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
-          "--sim-slow-start": "slow_start", "--sim-seed": "seed", "--sim-noise": "noise"}
+          "--sim-slow-start": "slow_start", "--sim-slow-health": "slow_health", "--sim-seed": "seed",
+          "--sim-noise": "noise"}
 #: flag -> SimOptions field, for switches
 SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
 #: injected faults, not configuration: a report may combine points measured with and without them

@@ -46,6 +46,7 @@ class SimOptions:
     fail_at_start: bool = False
     crash_after: int | None = None
     slow_start: float = 0.0  # extra wall seconds of loading (503)
+    slow_health: float = 0.0  # wall seconds a ready server's /health takes (SGLang's runs a generation)
     seed: int = 0
     noise: float | None = None  # relative step-time drift (None: the model's default)
 
@@ -159,6 +160,8 @@ class SimServer:
     async def health(self, request: web.Request) -> web.Response:
         if not self.ready:
             return web.Response(status=503, text="")
+        if self.opts.slow_health > 0:
+            await asyncio.sleep(self.opts.slow_health)
         return web.Response(status=200, text="")
 
     async def server_info(self, request: web.Request) -> web.Response:

@@ -89,6 +89,25 @@ def test_verify_fails_naming_the_check_when_baseline_decodes_other_tokens(tmp_pa
 
 
 @pytest.mark.slow
+def test_verify_and_status_see_ready_arms_whose_health_answers_slowly(tmp_path: Path) -> None:
+    """The real-SGLang tier's verify once refused its adaptive arm as "starting": SGLang's
+    /health runs a one-token generation, which a busy host answers in more than the 3 s a
+    probe waited. The simulator's /health here takes 4 s once ready."""
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, name="local",
+                        sim={**REAL_TIME, "slow_health": 4})
+    try:
+        deployed(inv, "local")
+        status = run_cli("status", "--host", "local", "-i", str(inv), "--json")
+        res = run_cli("verify", "--host", "local", "-i", str(inv), "--prompts", "1", "--max-new-tokens", "4", "--json")
+    finally:
+        run_cli("stop", "--host", "local", "-i", str(inv))
+    assert status.exit_code == 0, status.output
+    assert {s["arm"]: (s["state"], s["health"]) for s in json.loads(status.output)["local"]} == {
+        a: ("ready", "200") for a in ("baseline", "eagle3", "adaptive")}, status.output
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["ok"], res.output
+
+
 def test_verify_over_ssh_reaches_the_arms_through_the_connection(tmp_path: Path, sshd) -> None:
     inv = sim_inventory(tmp_path, sshd.host_entry(3, workdir=str(tmp_path / "w")), sim=REAL_TIME,
                         arms=arm_vars(threshold=2)["arms"])

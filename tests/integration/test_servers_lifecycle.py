@@ -243,6 +243,28 @@ def test_relaunch_reuses_same_args_and_restarts_on_change(host, sglang_tree) -> 
     assert "ready to roll" in Path(plan.log_path + ".1").read_text()
 
 
+#: seconds a ready simulated server's /health takes: more than a readiness poll waits (3 s), as
+#: SGLang's /health (a one-token generation) takes on a busy host (the real-SGLang tier's verify
+#: once found its adaptive arm "starting" so), well inside SGLang's own 20 s health budget
+SLOW_HEALTH_S = 4
+
+
+def test_a_ready_server_whose_health_answers_slowly_is_ready_and_reused(host, sglang_tree) -> None:
+    t, wd = host
+    tree = sglang_tree("0.5.10.post1")
+    ports = free_ports(2)
+    plans = _plans(tree, wd, _vars(**{a: {"port": port, "extra_args": ["--sim-slow-health", str(SLOW_HEALTH_S)]}
+                                      for a, port in zip(("baseline", "eagle3"), ports, strict=True)}))
+    outs = launch_arms(t, list(plans.values()))
+    ready = wait_ready_many(t, [o.state for o in outs], timeout_s=90, poll_s=0.2)
+    assert set(ready) == {"baseline", "eagle3"}
+    # status asks both endpoints side by side, each given SGLang's health budget
+    assert {s.arm: (s.state, s.health) for s in server_status(t, wd)} == {
+        "baseline": ("ready", "200"), "eagle3": ("ready", "200")}
+    again = launch_arm(t, plans["baseline"])  # a re-deploy keeps the busy server, never restarts it
+    assert again.action == "reused" and again.state.pid == outs[0].state.pid
+
+
 def test_port_in_use_and_missing_model_are_reported(host, sglang_tree) -> None:
     t, wd = host
     tree = sglang_tree("0.5.10.post1")
