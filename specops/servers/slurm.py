@@ -249,8 +249,6 @@ def _job_script(state: ServerState, health_s: float = POLL_HEALTH_S) -> str:
             f"[ -n \"$n\" ] && h=$(_health_at \"$n\" {int(state.port)} {q(state.ready_path or '/health')} {int(health_s)});; esac; echo \"@@H $h\"")
 
 
-
-
 @dataclass
 class JobProbe:
     job: JobInfo

@@ -32,9 +32,8 @@ from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
 _ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
-        "slow_start": "SPECOPS_SIM_SLOW_START",
-        "slow_health": "SPECOPS_SIM_SLOW_HEALTH", "seed": "SPECOPS_SIM_SEED", "fail_at_start": "SPECOPS_SIM_FAIL_AT_START",
-        "noise": "SPECOPS_SIM_NOISE"}
+        "slow_start": "SPECOPS_SIM_SLOW_START", "slow_health": "SPECOPS_SIM_SLOW_HEALTH", "seed": "SPECOPS_SIM_SEED",
+        "fail_at_start": "SPECOPS_SIM_FAIL_AT_START", "noise": "SPECOPS_SIM_NOISE"}
 
 
 def split_argv(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
