@@ -158,11 +158,21 @@ def _placement_flags(arm: ArmSpec) -> list[str]:
 CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
 
 
-def _device_flags(arm: ArmSpec) -> list[str]:
-    """`--device cpu` for a CPU arm, unless its extra_args already choose a device."""
-    if not arm.cpu or any(a == "--device" or a.startswith("--device=") for a in arm.extra_args):
+#: SGLang's idle scheduler polls for requests without pause unless told to sleep: a core per
+#: idle server. On a GPU host that core is spare; on a CPU host it is the compute, so an arm
+#: waiting its turn would slow the one being measured (and the client).
+SLEEP_ON_IDLE = "--sleep-on-idle"
+
+
+def _device_flags(arm: ArmSpec, tree_flags: FlagSet) -> list[str]:
+    """For a CPU arm: `--device cpu` unless its extra_args already choose a device, and
+    `--sleep-on-idle` where the tree has it (SGLang 0.4.10 and later) and they do not."""
+    if not arm.cpu:
         return []
-    return ["--device", "cpu"]
+    out = [] if any(a == "--device" or a.startswith("--device=") for a in arm.extra_args) else ["--device", "cpu"]
+    if tree_flags.has_flag(SLEEP_ON_IDLE) and SLEEP_ON_IDLE not in arm.extra_args:
+        out.append(SLEEP_ON_IDLE)
+    return out
 
 
 def _eagle_flags(arm: ArmSpec) -> list[str]:
@@ -229,7 +239,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                 where=where,
                 hint="apply the `dynamic-spec-disable` patch set to the tree, or use SGLang >= 0.5.14")
     flags += _placement_flags(arm)
-    flags += _device_flags(arm)
+    flags += _device_flags(arm, tree_flags)
     flags += arm.extra_args
     try:
         sglang_part = split_knobs(flags)[1] if engine == "sim" else flags  # the simulator's own knobs aside

@@ -71,8 +71,11 @@ class ArmWatch:
         """How long this poll waits for the readiness endpoint: a few seconds while the server
         loads (the poll is repeated, and a crash elsewhere must not wait on it), SGLang's own
         health budget once its ready line is logged (its /health runs a generation: seconds on
-        a busy host, which a short wait would never see answer)."""
-        return HEALTH_PATIENCE_S if self.ready_line else POLL_HEALTH_S
+        a busy host, which a short wait would never see answer). Once a crash line is logged
+        it is back to a few seconds: a server whose scheduler died may still accept the
+        request and hold it until SGLang's 20 s budget ends, and the crash must fail the step
+        within its grace, not a health budget later."""
+        return HEALTH_PATIENCE_S if self.ready_line and self.signature is None else POLL_HEALTH_S
 
     def last_line(self) -> str:
         return next((ln.strip() for ln in reversed(self.text.splitlines()) if ln.strip()), "starting")

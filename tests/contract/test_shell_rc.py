@@ -105,3 +105,33 @@ def test_twenty_shell_steps_read_bashrc_once(rc_host: tuple[SSHServer, Path], tm
     assert (tmp_path / "w/s19").read_text() == "step 19\n"
     assert _reads(home) == 1
     assert not [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "warning"]
+
+
+PYENV = Path.home() / ".pyenv" / "bin" / "pyenv"
+
+
+def test_a_stale_pyenv_rehash_lock_does_not_stall_a_login(tmp_path: Path) -> None:
+    """The test sshd's sessions (tests/support/sshd.SESSION_ENV) must not wait on a lock file
+    a killed login left: this machine's ~/.bashrc runs `pyenv init`, whose rehash waits 60 s
+    for it, and on main every later login over the test sshd did (CI's slow, failing run).
+    Here the real pyenv rehashes into a pyenv root of the test's own, with its lock left."""
+    if not Path(SSHD).exists() or not PYENV.exists():
+        pytest.skip(f"needs {SSHD} and pyenv at {PYENV}")
+    home = tmp_path / "home"
+    shims = home / ".pyenv" / "shims"
+    shims.mkdir(parents=True)
+    (shims / ".pyenv-shim").write_text("#!/usr/bin/env bash\n")  # the lock a killed rehash left
+    (home / ".bashrc").write_text(f"export PYENV_ROOT={home}/.pyenv\ncommand {PYENV} rehash 2>/dev/null\n"
+                                  f"echo read >> {home}/bashrc-reads\n")
+    server, proc = start_sshd(tmp_path / "sshd", hosts=1, extra_config=f"SetEnv HOME={home}\n")
+    try:
+        t = _transport(server, use_session=False)
+        try:
+            # 20 s for the command (the backstop adds 10): a 60 s wait for the lock misses it
+            r = t.run(["echo", "in"], timeout=20)
+        finally:
+            t.close()
+    finally:
+        stop_sshd(proc)
+    assert r.ok and r.stdout == "in\n", r
+    assert _reads(home) == 1 and (shims / ".pyenv-shim").exists()  # the rc ran; the lock is the user's

@@ -14,7 +14,7 @@ import yaml
 
 from specops.sim import model as M
 from tests.support.arms import arm_vars
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
 
 SMALL = ["--concurrency", "1,2,4,8,16", "--input-len", "32", "--output-len", "64"]
 QUIET_SIM = {"time_scale": 0.25, "noise": 0}
@@ -51,6 +51,7 @@ def measured_threshold(out: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_path: Path, sshd) -> None:
     inv = commented_inventory(tmp_path, sshd.host_entry(5, workdir=str(tmp_path / "w")))
     before = inv.read_text()
@@ -87,6 +88,7 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_from_a_run_reuses_its_points_and_a_small_budget_stops_partial(tmp_path: Path) -> None:
     inv = commented_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
     run = tmp_path / "bench"
@@ -111,6 +113,7 @@ def test_tune_from_a_run_reuses_its_points_and_a_small_budget_stops_partial(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_on_a_native_tree_tunes_tiers_that_beat_the_threshold_config(tmp_path: Path) -> None:
     inv = commented_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, ref="v0.5.16")
     out = tmp_path / "tune"

@@ -13,7 +13,7 @@ import pytest
 
 from specops.bench import store
 from tests.support.arms import arm_vars
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
 
 QUIET_SIM = {"time_scale": 0.1, "noise": 0}
 LENS = ["--input-len", "32", "--output-len", "64"]
@@ -31,6 +31,7 @@ def measured(run: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_reuses_a_prior_bench_of_the_same_servers_and_nothing_of_another(tmp_path: Path) -> None:
     inv, runs = local_inventory(tmp_path), tmp_path / "runs"
     bench = runs / "bench-1"
@@ -70,6 +71,7 @@ def test_tune_reuses_a_prior_bench_of_the_same_servers_and_nothing_of_another(tm
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_over_two_context_lengths_recommends_per_length_and_says_which_it_wrote(tmp_path: Path) -> None:
     inv = local_inventory(tmp_path)
     out = tmp_path / "tune"

@@ -11,6 +11,10 @@ from click.testing import CliRunner, Result
 
 from specops.cli.main import main
 
+#: The per-test timeout of a whole `specops tune` run against the simulator (pyproject's 300 s
+#: default catches a hang; a tune measures dozens of points, about 2.5 min on 2 busy cores).
+TUNE_TIMEOUT_S = 600
+
 
 def write_yaml(path: Path, data: Any) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -109,9 +109,21 @@ MAX_LISTEN_SOCKS = 16
 _EXTRA_LISTENERS: dict[int, list[subprocess.Popen]] = {}
 
 
+#: The environment every session gets. A login over ssh runs the user's ~/.bashrc, where
+#: `pyenv init` rehashes under a lock file; a login killed mid-rehash (a fault test, a timeout)
+#: leaves that lock, and every later login then waits PYENV_REHASH_TIMEOUT (60 s) for it: CI's
+#: sshd tests crawled and tune runs passed 300 s. At 0 a stale lock costs a login at most 1 s.
+SESSION_ENV = {"PYENV_REHASH_TIMEOUT": "0"}
+
+
 def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path, authorized: Path,
                  extra: str = "", sftp: bool = True) -> str:
     listen = "\n".join(f"ListenAddress {a}" for a in addresses)
+    # one SetEnv line: SESSION_ENV, then what `extra` sets (its values win)
+    setenv = [f"{k}={v}" for k, v in SESSION_ENV.items()]
+    setenv += [w for ln in extra.splitlines() if ln.split()[:1] == ["SetEnv"] for w in ln.split()[1:]]
+    extra = "".join(ln + "\n" for ln in extra.splitlines() if ln.split()[:1] != ["SetEnv"])
+    extra = f"SetEnv {' '.join(setenv)}\n" + extra
     return f"""\
 Port {port}
 {listen}

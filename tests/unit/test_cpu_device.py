@@ -138,6 +138,11 @@ def test_a_cpu_arm_gets_device_cpu_and_the_cpu_engine_env_and_no_gpus(version):
     gpu = build_launch(_arm(gpus=[1]), layout, workdir="/w")
     assert "--device" not in gpu.argv and "SGLANG_USE_CPU_ENGINE" not in gpu.env
     assert gpu.env["CUDA_VISIBLE_DEVICES"] == "1" and gpu.args_hash != plan.args_hash
+    # an idle SGLang scheduler polls without pause: on a CPU host it would take a core from
+    # the arm being measured, so a CPU arm sleeps when idle; a GPU arm is left as SGLang has it
+    assert plan.argv.count("--sleep-on-idle") == 1 and "--sleep-on-idle" not in gpu.argv
+    again = build_launch(_arm("cpu", extra_args=["--sleep-on-idle"]), layout, workdir="/w")
+    assert again.argv.count("--sleep-on-idle") == 1
 
 
 def test_extra_args_choosing_a_device_and_arm_env_win():

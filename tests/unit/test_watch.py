@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specops.errors import StepError
-from specops.servers import lifecycle, slurm, supervisor, watch
+from specops.servers import lifecycle, remote, slurm, supervisor, watch
 from specops.servers.lifecycle import ServerState
 from specops.servers.logwatch import READY_LINE, failure_reason, read_new
 from specops.transport.local import LocalTransport
@@ -134,6 +134,19 @@ def test_a_crash_line_fails_a_live_server_once_the_grace_has_passed(tmp_path: Pa
     with pytest.raises(StepError, match="^crashed: "):
         watch.wait(LocalTransport(), source, [w], 30, 0.05, max_bytes=64 * KIB)
     assert w.crash_at is not None and w.signature is not None
+
+
+def test_health_waits_sglangs_budget_only_for_a_ready_arm_that_logged_no_crash() -> None:
+    """Loading: a short ask (the poll repeats). Ready line logged: SGLang's health budget (its
+    /health runs a generation). Ready line and then a crash line: short again, since a server
+    whose scheduler died holds the request until its own budget ends, which would put the
+    crash's failure a whole budget late."""
+    w = watch.ArmWatch(_state())
+    assert w.health_s() == remote.POLL_HEALTH_S
+    w.feed(f"[t] {READY_LINE}\n".encode())
+    assert w.health_s() == remote.HEALTH_PATIENCE_S > remote.POLL_HEALTH_S
+    w.feed(b"[t] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert w.signature is not None and w.health_s() == remote.POLL_HEALTH_S
 
 
 def test_both_backends_use_the_one_watch_and_neither_imports_the_other() -> None:

@@ -46,8 +46,10 @@ def arm_extra_args(kind: str, attention: str | None = None) -> list[str]:
 
 
 def cpu_flags(kind: str, attention: str | None = None) -> list[str]:
-    """The whole CPU flag set, for a server launched directly."""
-    return ["--device", "cpu", "--mem-fraction-static", f"{MEM_FRACTION_STATIC:g}", *arm_extra_args(kind, attention)]
+    """The whole CPU flag set, for a server launched directly (specops adds `--device cpu`
+    and `--sleep-on-idle` to an arm itself: an idle scheduler otherwise spins on a core)."""
+    return ["--device", "cpu", "--sleep-on-idle", "--mem-fraction-static", f"{MEM_FRACTION_STATIC:g}",
+            *arm_extra_args(kind, attention)]
 
 
 #: a cap for every thread pool (2 cores, and two servers may run at once)
