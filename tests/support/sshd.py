@@ -119,7 +119,7 @@ SESSION_ENV = {"PYENV_REHASH_TIMEOUT": "0"}
 def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path, authorized: Path,
                  extra: str = "", sftp: bool = True) -> str:
     listen = "\n".join(f"ListenAddress {a}" for a in addresses)
-    # one SetEnv line: SESSION_ENV, then what `extra` sets (its values win)
+    # one SetEnv line: SESSION_ENV, then the variables `extra` sets
     setenv = [f"{k}={v}" for k, v in SESSION_ENV.items()]
     setenv += [w for ln in extra.splitlines() if ln.split()[:1] == ["SetEnv"] for w in ln.split()[1:]]
     extra = "".join(ln + "\n" for ln in extra.splitlines() if ln.split()[:1] != ["SetEnv"])
