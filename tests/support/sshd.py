@@ -121,6 +121,8 @@ def _config_text(port: int, addresses: list[str], host_key: Path, pidfile: Path,
     listen = "\n".join(f"ListenAddress {a}" for a in addresses)
     # one SetEnv line: SESSION_ENV, then the variables `extra` sets
     setenv = [f"{k}={v}" for k, v in SESSION_ENV.items()]
+    if os.environ.get("PYTHONPATH"):  # a checkout tested beside the installed one: its code on the host too
+        setenv.append(f"PYTHONPATH={os.environ['PYTHONPATH']}")
     setenv += [w for ln in extra.splitlines() if ln.split()[:1] == ["SetEnv"] for w in ln.split()[1:]]
     extra = "".join(ln + "\n" for ln in extra.splitlines() if ln.split()[:1] != ["SetEnv"])
     extra = f"SetEnv {' '.join(setenv)}\n" + extra
