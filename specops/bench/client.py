@@ -29,6 +29,7 @@ import math
 import random
 import statistics
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +40,7 @@ import aiohttp
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.config.yamlfile import read_text
 from specops.errors import ConfigError
+from specops.sim.scheduler import loop_header
 
 DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever the concurrency
 PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate
@@ -214,7 +216,8 @@ class _TokenCounter:
 
 
 async def _one_request(session: aiohttp.ClientSession, url: str, api: str, prompt: Prompt,
-                       model: str | None, timeout_s: float, slot_free_at: float) -> RequestResult:
+                       model: str | None, timeout_s: float, slot_free_at: float,
+                       headers: dict[str, str] | None = None) -> RequestResult:
     res = RequestResult()
     payload = _payload(api, prompt, model)
     chunks: list[tuple[float, float | None]] = []   # (arrival, new tokens or None if unknown)
@@ -223,7 +226,8 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
     res.lag = max(0.0, res.sent_at - slot_free_at)
     clock = _SimClock()
     try:
-        async with session.post(url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        async with session.post(url, json=payload, headers=headers,
+                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 body = (await resp.text())[:300]
                 res.error = f"HTTP {resp.status}: {body.strip()}"
@@ -280,9 +284,14 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
 
 async def _run_batch(session: aiohttp.ClientSession, url: str, api: str, prompts: Sequence[Prompt],
                      concurrency: int, model: str | None, timeout_s: float) -> tuple[list[RequestResult], float, float]:
-    """Run `prompts` with at most `concurrency` in flight; (results, start, end) in perf_counter."""
+    """Run `prompts` with at most `concurrency` in flight; (results, start, end) in perf_counter.
+
+    Each request declares the closed loop it belongs to (`X-Sim-Closed-Loop`, which SGLang
+    ignores), so the simulator runs no step while a refill is on its way: its figures are then
+    the workload's, however slowly this machine runs the client."""
     results: list[RequestResult | None] = [None] * len(prompts)
     next_index = 0
+    headers = loop_header(uuid.uuid4().hex, min(concurrency, len(prompts)), len(prompts)) if prompts else None
     start = time.perf_counter()
 
     async def worker() -> None:
@@ -291,7 +300,7 @@ async def _run_batch(session: aiohttp.ClientSession, url: str, api: str, prompts
         while next_index < len(prompts):
             i = next_index
             next_index += 1
-            res = await _one_request(session, url, api, prompts[i], model, timeout_s, free_at)
+            res = await _one_request(session, url, api, prompts[i], model, timeout_s, free_at, headers)
             results[i] = res
             free_at = time.perf_counter()
 

@@ -2,17 +2,23 @@
 
 One asyncio task plays SGLang's scheduler: it admits waiting requests up to the running
 limit (a prefill step), otherwise runs one decode step for the whole running batch, sleeps
-the step's model time times the time scale, and hands each request its new tokens. Request
-handlers wait on an event, so under load a stream chunk carries whatever tokens arrived
-since the last one, as SGLang's tokenizer manager does.
+the step's model time times the time scale, and hands each request its new tokens.
 
 The model clock (`model_time`) is what a measurement on the simulator should read, not the
 wall clock: each step adds its model time whatever the machine's speed, and the wall-clock
-sleep that follows only paces it. Idle time does not move the model clock, and after a step
-that finished requests the scheduler waits up to CLIENT_GRACE_S (wall) for a closed-loop
-client's replacements before the next step, so a loaded machine (a slow client, a lagging
-event loop) changes how long a point takes, not what it measures. Requests carry their
-model-clock arrival and last-emission times (`sim_arrival_t`, `sim_t`) to the client.
+sleep that follows only paces it. Idle time does not move the model clock. Requests carry
+their model-clock arrival and per-step emission times (`sim_arrival_t`, `sim_t`) to the client,
+one stream chunk per step that gave a request tokens, however late the handler runs.
+
+What each step holds therefore depends on the workload alone, provided the scheduler knows
+the load it is offered. A closed-loop client says so: each of its requests carries
+`X-Sim-Closed-Loop: id=ID;concurrency=C;requests=N` (SGLang ignores the header), and no step
+runs while such a loop owes requests (fewer than min(N, done + C) submitted): its initial
+burst and every refill join the step they would join on an infinitely fast machine. A loop
+that owes a refill for LOOP_REFILL_TIMEOUT_S wall seconds (its client died) is dropped and
+counted in `/server_info.sim_stats.loop_timeouts`. A client that cannot say it (SGLang's
+`bench_serving`) gets the old grace: after a step that finished its requests the scheduler
+waits up to CLIENT_GRACE_S for their refills, which a loaded machine can miss.
 """
 
 from __future__ import annotations
@@ -41,6 +47,59 @@ WORDS = (
 #: send the replacements of requests that just finished (a refill arrives in well under 1 ms on
 #: an idle machine; 20 ms covers a loaded one without slowing a point's tail much)
 CLIENT_GRACE_S = 0.02
+#: wall seconds a declared closed loop may owe a refill before the scheduler stops waiting for
+#: it (its client failed): generous, since a loaded machine can take seconds to send one
+LOOP_REFILL_TIMEOUT_S = 60.0
+#: the request header a closed-loop client declares its load with
+LOOP_HEADER = "X-Sim-Closed-Loop"
+
+
+class LoopHeaderError(ValueError):
+    """A malformed X-Sim-Closed-Loop header (the handler answers 400 with this message)."""
+
+
+@dataclass
+class ClosedLoop:
+    """A client that keeps `concurrency` requests in flight until it has sent `requests`."""
+
+    key: str
+    concurrency: int
+    requests: int
+    submitted: int = 0
+    done: int = 0  # finished or aborted
+
+    @property
+    def owed(self) -> int:
+        """Requests the client still has to send before the next step may run."""
+        return max(0, min(self.requests, self.done + self.concurrency) - self.submitted)
+
+
+def parse_loop_header(value: str | None) -> tuple[str, int, int] | None:
+    """(id, concurrency, requests) from `id=ID;concurrency=C;requests=N`; None when absent."""
+    if not value:
+        return None
+    fields = dict(part.strip().partition("=")[::2] for part in value.split(";") if part.strip())
+    try:
+        key, conc, total = fields["id"], int(fields["concurrency"]), int(fields["requests"])
+    except (KeyError, ValueError):
+        raise LoopHeaderError(f"{LOOP_HEADER} must be 'id=ID;concurrency=C;requests=N', got {value!r}") from None
+    if not key or conc < 1 or total < 1:
+        raise LoopHeaderError(f"{LOOP_HEADER}: id must be set and concurrency, requests >= 1, got {value!r}")
+    return key, conc, total
+
+
+def loop_header(key: str, concurrency: int, requests: int) -> dict[str, str]:
+    """The header a closed-loop client sends with each of its requests."""
+    return {LOOP_HEADER: f"id={key};concurrency={concurrency};requests={requests}"}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What one step left a request with: its stream sends one chunk per mark."""
+
+    generated: int
+    sim_t: float
+    verify_steps: int
 
 
 @dataclass
@@ -61,6 +120,9 @@ class SimRequest:
     aborted: bool = False
     first_token_at: float | None = None
     event: asyncio.Event = field(default_factory=asyncio.Event)
+    marks: list["Mark"] = field(default_factory=list)  # one per step that emitted
+    loop: ClosedLoop | None = None
+    settled: bool = False  # counted as done by its loop
 
     def token_text(self, start: int, end: int) -> str:
         """Synthetic detokenized text for tokens [start, end): deterministic per request."""
@@ -114,7 +176,10 @@ class Scheduler:
         self.last_running = 0  # running requests of the last decode step (the /metrics gauge)
         self.last_steps = 0  # draft steps of the last decode step
         self.last_accept_length = 0.0  # accept length of the last logged interval
-        self.submitted = 0  # requests received (a closed-loop client's refills are counted against it)
+        self.submitted = 0  # requests received
+        self.submitted_undeclared = 0  # of those, outside a declared loop (the grace counts them)
+        self.loops: dict[str, ClosedLoop] = {}
+        self.loop_timeouts = 0  # declared loops dropped because their client stopped sending
         self.output_tokens = 0  # tokens emitted, all requests
         self.busy_model_time = 0.0  # model seconds spent in prefill and decode steps
         self.steps_by_batch: dict[int, list[int]] = {}  # running batch -> [speculative steps, plain steps]
@@ -130,11 +195,35 @@ class Scheduler:
         return SimRequest(rid=rid or uuid.uuid4().hex, prompt_tokens=max(1, prompt_tokens),
                           max_new_tokens=max(0, max_new_tokens), seed=seed, rng=rng)
 
-    def submit(self, req: SimRequest) -> None:
+    def submit(self, req: SimRequest, loop: tuple[str, int, int] | None = None) -> None:
+        """Queue a request; `loop` is its client's declared closed loop (parse_loop_header)."""
         req.sim_arrival_t = req.sim_t = self.model_time
         self.submitted += 1
+        if loop is None:
+            self.submitted_undeclared += 1
+        else:
+            req.loop = self._join_loop(*loop)
+            req.loop.submitted += 1
         self.waiting.append(req)
         self.wake.set()
+
+    def _join_loop(self, key: str, concurrency: int, requests: int) -> ClosedLoop:
+        """The loop `key`, declared now if new; a new loop ends earlier ones with nothing in flight."""
+        if key not in self.loops:
+            for old in [lp for lp in self.loops.values() if lp.submitted <= lp.done]:
+                del self.loops[old.key]
+            self.loops[key] = ClosedLoop(key, concurrency, requests)
+        return self.loops[key]
+
+    def _settle(self, req: SimRequest) -> None:
+        """A finished or aborted request frees its loop's slot (once)."""
+        lp = req.loop
+        if lp is None or req.settled:
+            return
+        req.settled = True
+        lp.done += 1
+        if lp.done >= lp.requests:
+            self.loops.pop(lp.key, None)
 
     def stats(self) -> dict[str, object]:
         """The simulator's own accounting (model clock, steps, tokens): what tests of its
@@ -145,6 +234,7 @@ class Scheduler:
             "decode_steps": self.decode_steps,
             "output_tokens": self.output_tokens,
             "completed": self.completed,
+            "loop_timeouts": self.loop_timeouts,
             "accepted_tokens": self.total_accepted,
             "verify_steps": self.total_verify,
             "steps_by_batch": {str(b): {"speculative": s, "plain": p} for b, (s, p) in sorted(self.steps_by_batch.items())},
@@ -155,6 +245,8 @@ class Scheduler:
         req.aborted = True
         if req in self.waiting:
             self.waiting.remove(req)
+        self._settle(req)
+        self.wake.set()
 
     @property
     def busy(self) -> bool:
@@ -177,6 +269,7 @@ class Scheduler:
                 self.wake.clear()
                 await self.wake.wait()
                 self._clock = loop.time()
+            await self._await_loops()
             self.running = [r for r in self.running if not r.aborted]
             room = self.cfg.max_running - len(self.running)
             if self.waiting and room > 0:
@@ -188,13 +281,36 @@ class Scheduler:
                 await self.on_crash()
                 return
 
+    async def _await_loops(self) -> None:
+        """Hold the next step until no declared loop owes a request: what the step holds is
+        then the workload's, not the machine's. A loop owing one past LOOP_REFILL_TIMEOUT_S is
+        dropped (its client failed) and counted."""
+        owing = [lp for lp in self.loops.values() if lp.owed]
+        if not owing:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LOOP_REFILL_TIMEOUT_S
+        while owing:
+            left = deadline - loop.time()
+            if left <= 0:
+                for lp in owing:
+                    self.loops.pop(lp.key, None)
+                    self.loop_timeouts += 1
+                break
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+            owing = [lp for lp in self.loops.values() if lp.owed]
+        self._clock = loop.time()
+
     async def _await_refills(self, finished: int, since: int) -> None:
-        """Hold the model clock until `finished` requests arrived after `since` submissions, or
-        CLIENT_GRACE_S wall seconds pass: a closed-loop client's refills then join the next step
-        however slowly this machine runs the client."""
+        """For clients that declared no loop: hold the model clock until `finished` requests
+        arrived after `since` undeclared submissions, or CLIENT_GRACE_S wall seconds pass."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLIENT_GRACE_S
-        while self.submitted - since < finished:
+        while self.submitted_undeclared - since < finished:
             left = deadline - loop.time()
             if left <= 0:
                 break
@@ -290,6 +406,7 @@ class Scheduler:
         n = max(0, min(n, r.max_new_tokens - r.generated))
         r.generated += n
         r.sim_t = self.model_time
+        r.marks.append(Mark(r.generated, r.sim_t, r.verify_steps))
         self._log_tokens += n
         self.output_tokens += n
         if r.generated >= r.max_new_tokens:
@@ -301,14 +418,15 @@ class Scheduler:
         done = [r for r in self.running if r.finished or r.aborted]
         if not done:
             return
-        since = self.submitted
+        since = self.submitted_undeclared
         self.running = [r for r in self.running if not (r.finished or r.aborted)]
         for r in done:
+            self._settle(r)
             if r.finished:
                 self.completed += 1
                 if not r.rid.startswith("warmup-"):
                     self.counted += 1
-        await self._await_refills(sum(1 for r in done if r.finished), since)
+        await self._await_refills(sum(1 for r in done if r.finished and r.loop is None), since)
 
     def _log_decode(self, batch: int) -> None:
         span = self.model_time - self._log_model_t0

@@ -19,7 +19,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -31,7 +31,15 @@ from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.treeversion import tree_version
 from specops.sim import model as M
 from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
-from specops.sim.scheduler import EngineConfig, Scheduler, SimRequest
+from specops.sim.scheduler import (
+    LOOP_HEADER,
+    EngineConfig,
+    LoopHeaderError,
+    Mark,
+    Scheduler,
+    SimRequest,
+    parse_loop_header,
+)
 
 #: the simulated tokenizer's vocabulary (Llama 3's size), for `output_ids`
 VOCAB_SIZE = 128256
@@ -235,25 +243,54 @@ class SimServer:
             raise web.HTTPBadRequest(text='{"error": {"message": "body must be a JSON object"}}', content_type="application/json")
         return body
 
-    def _meta(self, req: SimRequest) -> dict[str, Any]:
+    def _meta(self, req: SimRequest, mark: Mark | None = None, last: bool | None = None) -> dict[str, Any]:
+        """meta_info as of `mark` (a step's emission; default: the request's latest state)."""
+        mark = mark or Mark(req.generated, req.sim_t, req.verify_steps)
+        done = req.finished if last is None else last
         meta: dict[str, Any] = {
             "id": req.rid,
-            "finish_reason": {"type": "length", "length": req.generated} if req.finished else None,
+            "finish_reason": {"type": "length", "length": mark.generated} if done else None,
             "prompt_tokens": req.prompt_tokens,
-            "completion_tokens": req.generated,
+            "completion_tokens": mark.generated,
             "cached_tokens": 0,
-            "e2e_latency": round(req.sim_t - req.sim_arrival_t, 6),
+            "e2e_latency": round(mark.sim_t - req.sim_arrival_t, 6),
             "sim_arrival_t": req.sim_arrival_t,  # the model clock (see specops.sim.scheduler)
-            "sim_t": req.sim_t,
+            "sim_t": mark.sim_t,
         }
         if self.arm and self.arm.arm != "baseline":
-            meta["spec_verify_ct"] = req.verify_steps
-            meta["spec_accept_length"] = round(req.accept_length, 4)
+            meta["spec_verify_ct"] = mark.verify_steps
+            meta["spec_accept_length"] = round(mark.generated / mark.verify_steps, 4) if mark.verify_steps else 0.0
         return meta
 
     async def _wait_tokens(self, req: SimRequest) -> None:
         await req.event.wait()
         req.event.clear()
+
+    async def _step_chunks(self, req: SimRequest) -> AsyncIterator[tuple[int, Mark, bool]]:
+        """(tokens sent before, the step's mark, last) for every step that gave `req` tokens, in
+        order: one chunk per step however late this handler runs, so a loaded machine changes
+        when chunks leave, not what they say."""
+        sent = seen = 0
+        while True:
+            if seen == len(req.marks):
+                await self._wait_tokens(req)
+                continue
+            mark = req.marks[seen]
+            seen += 1
+            last = req.finished and seen == len(req.marks)
+            if mark.generated > sent or last:
+                yield sent, mark, last
+                sent = mark.generated
+            if last:
+                return
+
+    def _loop(self, request: web.Request) -> tuple[str, int, int] | None:
+        """The client's declared closed loop (X-Sim-Closed-Loop), or a 400 for a malformed one."""
+        try:
+            return parse_loop_header(request.headers.get(LOOP_HEADER))
+        except LoopHeaderError as exc:
+            raise web.HTTPBadRequest(text=json.dumps({"error": {"message": str(exc)}}),
+                                     content_type="application/json") from None
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         if (bad := self._unavailable()) is not None:
@@ -263,10 +300,11 @@ class SimServer:
             return web.json_response({"error": {"message": "batched /generate is not simulated; send one prompt"}}, status=400)
         sp = body.get("sampling_params") or {}
         content = _prompt_content(body, "text")
+        loop = self._loop(request)
         req = self._sched().new_request(_count_prompt_tokens(body, "text"), int(sp.get("max_new_tokens", 128)),
                                         body.get("rid"), content=content)
-        self._sched().submit(req)
-        text, sent = "", 0
+        self._sched().submit(req, loop)
+        text = ""
         try:
             if not body.get("stream"):
                 while not req.finished:
@@ -275,17 +313,12 @@ class SimServer:
                                           "output_ids": output_ids(content, self.opts.seed, req.generated)})
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
-            while True:
-                await self._wait_tokens(req)
-                if req.generated > sent or req.finished:
-                    piece = req.token_text(sent, req.generated)
-                    text += piece
-                    sent = req.generated
-                    chunk = {"text": piece if self.incremental else text, "meta_info": self._meta(req),
-                             "index": 0}
-                    await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                if req.finished:
-                    break
+            async for sent, mark, last in self._step_chunks(req):
+                piece = req.token_text(sent, mark.generated)
+                text += piece
+                chunk = {"text": piece if self.incremental else text, "meta_info": self._meta(req, mark, last),
+                         "index": 0}
+                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             return resp
@@ -302,9 +335,10 @@ class SimServer:
             if len(prompt) != 1:
                 return web.json_response({"error": {"message": "batched prompts are not simulated; send one prompt"}}, status=400)
             body = {**body, "prompt": prompt[0]}
+        loop = self._loop(request)
         req = self._sched().new_request(_count_prompt_tokens(body, "prompt"), int(body.get("max_tokens") or 16),
                                         content=_prompt_content(body, "prompt"))
-        self._sched().submit(req)
+        self._sched().submit(req, loop)
         model = body.get("model") or self.args.get("served_model_name") or self.args.get("model_path")
         cid, created = f"cmpl-{req.rid}", int(time.time())
 
@@ -325,19 +359,12 @@ class SimServer:
                 self.args.get("stream_response_default_include_usage"))
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
-            sent = 0
-            while True:
-                await self._wait_tokens(req)
-                if req.generated > sent or req.finished:
-                    piece = req.token_text(sent, req.generated)
-                    sent = req.generated
-                    chunk = {"id": cid, "object": "text_completion", "created": created, "model": model,
-                             "choices": [{"index": 0, "text": piece, "logprobs": None,
-                                          "finish_reason": "length" if req.finished else None, "matched_stop": None}],
-                             "usage": None, "sim_arrival_t": req.sim_arrival_t, "sim_t": req.sim_t}
-                    await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                if req.finished:
-                    break
+            async for sent, mark, last in self._step_chunks(req):
+                chunk = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                         "choices": [{"index": 0, "text": req.token_text(sent, mark.generated), "logprobs": None,
+                                      "finish_reason": "length" if last else None, "matched_stop": None}],
+                         "usage": None, "sim_arrival_t": req.sim_arrival_t, "sim_t": mark.sim_t}
+                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             if include_usage:
                 final: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": model,
                          "choices": [], "usage": usage()}

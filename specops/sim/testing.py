@@ -19,12 +19,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from specops.sim.logs import READY_LINE
+from specops.sim.scheduler import loop_header
 
 if TYPE_CHECKING:
     import aiohttp
@@ -197,12 +199,13 @@ def run_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_
 # ---------------------------------------------------------------------- load generator
 
 
-async def _one(session: aiohttp.ClientSession, url: str, prompt: str, max_new_tokens: int) -> tuple[int, float, float, float]:
+async def _one(session: aiohttp.ClientSession, url: str, prompt: str, max_new_tokens: int,
+               headers: dict[str, str] | None = None) -> tuple[int, float, float, float]:
     """(tokens, arrival, first token, last token) of one streamed request, on the model clock."""
     payload = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0,
                                                   "ignore_eos": True}, "stream": True}
     tokens, first, meta = 0, None, {}
-    async with session.post(url + "/generate", json=payload) as resp:
+    async with session.post(url + "/generate", json=payload, headers=headers) as resp:
         resp.raise_for_status()
         async for raw in resp.content:
             line = raw.decode().strip()
@@ -227,13 +230,14 @@ async def drive(url: str, concurrency: int, num_requests: int, max_new_tokens: i
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
         left = num_requests
         results: list[tuple[int, float, float, float]] = []
+        headers = loop_header(uuid.uuid4().hex, min(concurrency, num_requests), num_requests)
 
         async def worker() -> None:
             nonlocal left
             while left > 0:
                 left -= 1
                 prompt = " ".join([f"word{left}"] + ["word"] * (input_words - 1))
-                results.append(await _one(session, url, prompt, max_new_tokens))
+                results.append(await _one(session, url, prompt, max_new_tokens, headers))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
