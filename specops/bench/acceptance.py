@@ -15,6 +15,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from specops.secrets import redact
 from specops.servers import ServerState, read_states, supervisor_for
 from specops.servers.adaptive import TRANSITION_RE, parse_transitions
 from specops.servers.arms import arms_from_vars
+from specops.sim.closedloop import loop_header
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 from specops.transport.nvidia import read_gpus
@@ -92,12 +94,12 @@ class Verification:
 
 # ----------------------------------------------------------------------------- HTTP
 
-def generate(base_url: str, prompt: str, max_new_tokens: int) -> list[int]:
+def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str, str] | None = None) -> list[int]:
     """Greedy `output_ids` for one prompt (POST /generate, ignore_eos: exactly N tokens)."""
     body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
                                                 "ignore_eos": True}}
     req = urllib.request.Request(base_url + "/generate", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
             doc = json.loads(resp.read())
@@ -127,15 +129,18 @@ def _server_info(base_url: str) -> dict[str, Any]:
 
 
 def at_once(base_url: str, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
-    """The prompts in flight together: one decode batch of len(prompts) requests."""
+    """The prompts in flight together: one decode batch of len(prompts) requests. They leave
+    together, and declare themselves one closed loop, so the simulator starts no step before
+    all have arrived however loaded the machine is (SGLang ignores the header)."""
     start = threading.Barrier(len(prompts))
+    loop = loop_header(uuid.uuid4().hex, len(prompts), len(prompts))
 
     def one(prompt: str) -> list[int]:
         try:
             start.wait(timeout=60)  # every thread ready first: the requests leave together
         except threading.BrokenBarrierError:
             raise StepError(f"could not start {len(prompts)} requests at once") from None
-        return generate(base_url, prompt, max_new_tokens)
+        return generate(base_url, prompt, max_new_tokens, loop)
 
     with ThreadPoolExecutor(len(prompts)) as pool:
         return list(pool.map(one, prompts))

@@ -40,7 +40,7 @@ import aiohttp
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.config.yamlfile import read_text
 from specops.errors import ConfigError
-from specops.sim.scheduler import loop_header
+from specops.sim.closedloop import loop_header
 
 DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever the concurrency
 PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate

@@ -34,6 +34,7 @@ from typing import Awaitable, Callable
 
 from specops.servers.adaptive import decode_line_note, transition_line
 from specops.sim import model as M
+from specops.sim.closedloop import ClosedLoop
 from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
 
 WORDS = (
@@ -50,49 +51,6 @@ CLIENT_GRACE_S = 0.02
 #: wall seconds a declared closed loop may owe a refill before the scheduler stops waiting for
 #: it (its client failed): generous, since a loaded machine can take seconds to send one
 LOOP_REFILL_TIMEOUT_S = 60.0
-#: the request header a closed-loop client declares its load with
-LOOP_HEADER = "X-Sim-Closed-Loop"
-
-
-class LoopHeaderError(ValueError):
-    """A malformed X-Sim-Closed-Loop header (the handler answers 400 with this message)."""
-
-
-@dataclass
-class ClosedLoop:
-    """A client that keeps `concurrency` requests in flight until it has sent `requests`."""
-
-    key: str
-    concurrency: int
-    requests: int
-    submitted: int = 0
-    done: int = 0  # finished or aborted
-
-    @property
-    def owed(self) -> int:
-        """Requests the client still has to send before the next step may run."""
-        return max(0, min(self.requests, self.done + self.concurrency) - self.submitted)
-
-
-def parse_loop_header(value: str | None) -> tuple[str, int, int] | None:
-    """(id, concurrency, requests) from `id=ID;concurrency=C;requests=N`; None when absent."""
-    if not value:
-        return None
-    fields = dict(part.strip().partition("=")[::2] for part in value.split(";") if part.strip())
-    try:
-        key, conc, total = fields["id"], int(fields["concurrency"]), int(fields["requests"])
-    except (KeyError, ValueError):
-        raise LoopHeaderError(f"{LOOP_HEADER} must be 'id=ID;concurrency=C;requests=N', got {value!r}") from None
-    if not key or conc < 1 or total < 1:
-        raise LoopHeaderError(f"{LOOP_HEADER}: id must be set and concurrency, requests >= 1, got {value!r}")
-    return key, conc, total
-
-
-def loop_header(key: str, concurrency: int, requests: int) -> dict[str, str]:
-    """The header a closed-loop client sends with each of its requests."""
-    return {LOOP_HEADER: f"id={key};concurrency={concurrency};requests={requests}"}
-
-
 @dataclass(frozen=True)
 class Mark:
     """What one step left a request with: its stream sends one chunk per mark."""

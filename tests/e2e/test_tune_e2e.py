@@ -17,7 +17,7 @@ from tests.support.arms import arm_vars
 from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
 
 SMALL = ["--concurrency", "1,2,4,8,16", "--input-len", "32", "--output-len", "64"]
-QUIET_SIM = {"time_scale": 0.25, "noise": 0}
+QUIET_SIM = {"time_scale": 0.02, "noise": 0}
 
 
 def commented_inventory(tmp_path: Path, entry: dict, *, ref: str = "v0.5.10.post1") -> Path:

@@ -15,7 +15,7 @@ from specops.bench import store
 from tests.support.arms import arm_vars
 from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
 
-QUIET_SIM = {"time_scale": 0.1, "noise": 0}
+QUIET_SIM = {"time_scale": 0.02, "noise": 0}
 LENS = ["--input-len", "32", "--output-len", "64"]
 
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = str(REPO / "playbooks/deploy.yaml")
 #: the simulator at its model's own speed: the threshold+2 requests sent at once overlap in
 #: one decode batch however loaded this machine is (at 0.05 a request lasts a few ms)
-REAL_TIME = {"time_scale": 1.0}
+REAL_TIME = {"time_scale": 0.05}
 
 
 def deployed(inv: Path, host: str) -> None:

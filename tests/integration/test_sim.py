@@ -25,8 +25,8 @@ from specops.bench.schema import ResultRecord
 from specops.sglang.flags import tree_flags
 from specops.sglang.source import ensure_tree
 from specops.sim import model as M
+from specops.sim.closedloop import loop_header
 from specops.sim.logs import READY_LINE
-from specops.sim.scheduler import loop_header
 from specops.sim.testing import SimStartError, drive, health_status, run_sim, start_sim, stop_sim, wait_ready
 
 FAST = ["--sim-time-scale", "0.05"]
