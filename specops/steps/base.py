@@ -26,6 +26,7 @@ from specops.errors import ConfigError
 from specops.run import events
 from specops.run.journal import Journal
 from specops.run.state import Run
+from specops.secrets import clip
 from specops.transport.base import Command, CommandResult, Transport, command_line
 
 T = TypeVar("T")
@@ -223,9 +224,9 @@ def check_user_verify(ctx: StepContext, spec: dict[str, Any], result: CommandRes
         if result.rc != want_rc:
             return False, f"exit code {result.rc}, expected {want_rc}: {result.tail(5) or '(no output)'}"
         if "stdout_contains" in spec and spec["stdout_contains"] not in result.stdout:
-            return False, f"stdout does not contain {spec['stdout_contains']!r}: {result.stdout.strip()[-300:]!r}"
+            return False, f"stdout does not contain {spec['stdout_contains']!r}: {clip(result.stdout.strip(), 300)!r}"
         if "stdout_matches" in spec and not re.search(spec["stdout_matches"], result.stdout, re.M):
-            return False, f"stdout does not match /{spec['stdout_matches']}/: {result.stdout.strip()[-300:]!r}"
+            return False, f"stdout does not match /{spec['stdout_matches']}/: {clip(result.stdout.strip(), 300)!r}"
     if "file_exists" in spec:
         path = ctx.path(spec["file_exists"])
         if ctx.probe(["test", "-e", path]).rc != 0:

@@ -7,6 +7,7 @@ from typing import Any
 from specops.config.playbook import Step
 from specops.config.templating import render, render_tree
 from specops.errors import ConfigError
+from specops.secrets import clip
 from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd, shown
 
 
@@ -61,4 +62,4 @@ class Shell(StepKind):
 
     def apply(self, ctx: StepContext) -> Outcome:
         result = ctx.run(ctx.args["cmd"], cwd=self._cwd(ctx), env=self._env(ctx) or None)
-        return Outcome(result=result, message=quote_cmd(ctx.args["cmd"])[:80])
+        return Outcome(result=result, message=clip(quote_cmd(ctx.args["cmd"]), 80, keep="start"))
