@@ -26,7 +26,7 @@ from specops.errors import ConfigError
 from specops.run import events
 from specops.run.journal import Journal
 from specops.run.state import Run
-from specops.secrets import clip
+from specops.secrets import clip, remember_env
 from specops.transport.base import Command, CommandResult, Transport, command_line
 
 T = TypeVar("T")
@@ -103,7 +103,9 @@ class StepContext:
 
     def run(self, cmd: Command, *, timeout: float | None = None, cwd: str | None = None,
             env: dict[str, str] | None = None, stdin: bytes | None = None, probe: bool = False) -> CommandResult:
-        """Run and journal `cmd` (as `shown` writes it; `probe` marks a read-only one)."""
+        """Run and journal `cmd` (as `shown` writes it; `probe` marks a read-only one). A
+        secret-looking name's value in `env` is masked from now on, in this output too."""
+        remember_env(env)
         result = self.transport.run(cmd, timeout=timeout or self.step.timeout, cwd=cwd, env=env, stdin=stdin)
         if cwd:
             result = replace(result, command=shown(cmd, cwd))

@@ -53,3 +53,21 @@ def test_bench_json_masks_the_step_report_when_the_sweep_never_started(tmp_path:
     doc = json.loads(res.stdout)
     assert "***" in json.dumps(doc)
     _no_piece(res.stdout, token)
+
+
+def test_a_steps_secret_env_value_is_masked_in_the_journal(tmp_path: Path) -> None:
+    """Issue 35, finding 4: a step's `env:` values were never registered for masking, so a
+    command that printed its token put it in events.jsonl."""
+    from tests.support.deploy import only_run_dir
+
+    token = "hf_stepEnvTokenValue0123456789"
+    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    pb = write_yaml(tmp_path / "p.yaml", {"name": "e", "steps": [
+        {"name": "uses a key", "shell": {"cmd": 'printf "%s\\n" "$MY_API_KEY"', "env": {"MY_API_KEY": "{{ key }}"}}}]})
+    res = run_cli("deploy", "--host", "h", "-p", str(pb), "-i", str(inv), "--var", f"key={token}",
+                  "--runs-dir", str(tmp_path / "runs"))
+    assert res.exit_code == 0, res.output
+    run_dir = only_run_dir(tmp_path / "runs")
+    text = "".join(p.read_text() for p in run_dir.rglob("*") if p.is_file())
+    assert "***" in text
+    _no_piece(text, token)
