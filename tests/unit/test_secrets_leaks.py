@@ -162,3 +162,37 @@ def test_the_install_log_is_masked_and_written_whole(tmp_path: Path) -> None:
     assert MASK in text
     assert not [p for p in Path(path).parent.iterdir() if p.name != Path(path).name]  # no temp file left
 
+
+
+def test_a_table_cell_is_masked_before_it_is_shortened_to_fit() -> None:
+    """Finding 3 at render/fit.py (found by grep for cuts): a command line shortened in the
+    middle to fit 80 columns kept most of a token, which the console's mask then missed."""
+    import io
+
+    from rich.console import Console
+
+    from specops.render.fit import Column, fit_table
+
+    token = "hf_tableCellTokenValue0123456789abcdef"
+    remember(token)
+    command = f"run --api-key {token} --port 30000 --model-path /models/x/y/z/w"
+    fitted = fit_table([Column("arm"), Column("command", shrink=True)], [["eagle3", command]], width=60)
+    out = io.StringIO()
+    Console(file=out, width=60).print(fitted.table)
+    assert_no_piece(out.getvalue(), token)
+    assert not any(p in line for line in fitted.shortened for p in pieces(token))
+
+
+def test_a_secret_longer_than_a_line_is_masked_before_the_console_folds_it(capsys: pytest.CaptureFixture[str],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wrapping is a cut too: Rich folded a long token over two lines, then the stream's
+    mask matched neither half."""
+    from specops.cli.options import console
+
+    token = "hf_consoleFoldTokenValue" + "0123456789" * 6
+    remember(token)
+    monkeypatch.setenv("COLUMNS", "40")
+    console.print(f"error: the server said {token} twice")
+    out = capsys.readouterr().out
+    assert MASK in out
+    assert_no_piece(out.replace("\n", ""), token)
