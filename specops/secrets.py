@@ -18,7 +18,7 @@ import os
 import re
 import shlex
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,8 @@ SECRET_NAME = re.compile(r"^(?:[A-Z0-9]+_)*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|C
 #: Values that are never secret whatever their variable is called (a boolean, a number):
 #: masking "false" everywhere would hide every "false" in a log.
 NOT_SECRET_VALUE = re.compile(r"^(?:true|false|yes|no|on|off|none|null|[-+]?[0-9]+(?:\.[0-9]+)?)$", re.IGNORECASE)
-#: Shorter values are not masked inside other text (they would mask ordinary words).
+#: Shorter values are not masked inside other text (they would mask ordinary words); a
+#: declared secret this short (or a number) is masked where it stands as a whole token.
 MIN_MASKED_LEN = 4
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -89,7 +90,7 @@ class SecretSource:
                 raise ConfigError(f"secret {self.name}: {self.file} is empty", where=self.where or None)
         if "\n" in value or "\0" in value:
             raise ConfigError(f"secret {self.name}: the value spans several lines", where=self.where or None)
-        remember(value)
+        remember(value, declared=True)
         return value
 
 
@@ -141,21 +142,75 @@ def loader_argv(*env_files: str) -> list[str]:
 #: and the arms load (before any Run exists), and the writers below the run (journal,
 #: results, manifest, server state files). Two runs in one process sharing it only mask
 #: more in each other's output, never less: the safe direction for this registry.
-_known: set[str] = set()
+_known: set[str] = set()  # masked wherever they appear, inside any text
+_tokens: set[str] = set()  # masked only as whole tokens (short or number-like declared secrets)
 _lock = threading.Lock()
 _pattern: re.Pattern[str] | None = None
 
 
-def remember(value: str) -> None:
-    """Mask `value` from now on in everything `redact` sees."""
+def _quoted_forms(value: str) -> list[str]:
+    """`value` as it reads inside a quoted shell word: a `'` is written `'"'"'` by
+    shlex.quote (and `\\'` by bash's %q), so the plain value never appears in the line."""
+    if "'" not in value:
+        return [value]
+    return [value, value.replace("'", "'\"'\"'"), value.replace("'", "\\'")]
+
+
+def remember(value: str, *, declared: bool = False) -> None:
+    """Mask `value` from now on in everything `redact` sees.
+
+    A value of MIN_MASKED_LEN characters or more that is not a number or boolean is masked
+    wherever it appears, inside other text too. A shorter or number-like value is masked
+    only when `declared` (a hosts.yaml secret, which the user named as one), and then only
+    as a whole token: "20240517" in "password is 20240517" is masked, the "20" of a declared
+    "20" inside "2026" or "c=200" is not (masking every such substring would hide ordinary
+    numbers and words in every output; a two-character secret protects nothing anyway)."""
     global _pattern
-    if len(value) < MIN_MASKED_LEN or not could_be_secret(value):
+    if not value:
         return
+    whole = len(value) < MIN_MASKED_LEN or not could_be_secret(value)
+    if whole and not declared:
+        return
+    target = _tokens if whole else _known
     with _lock:
-        if value not in _known:
-            _known.add(value)
-            alternatives = sorted(_known, key=len, reverse=True)
-            _pattern = re.compile("|".join(re.escape(v) for v in alternatives))
+        if value in target:
+            return
+        target.add(value)
+        inside = sorted({f for v in _known for f in _quoted_forms(v)}, key=len, reverse=True)
+        tokens = sorted({f for v in _tokens for f in _quoted_forms(v)}, key=len, reverse=True)
+        parts = [re.escape(v) for v in inside]
+        if tokens:
+            parts.append(r"(?<![\w])(?:" + "|".join(re.escape(v) for v in tokens) + r")(?![\w])")
+        _pattern = re.compile("|".join(parts))
+
+
+def remember_env(env: Mapping[str, str] | None) -> None:
+    """Mask the values of secret-looking names (HF_TOKEN, ...) of an environment a command
+    is given, as arm env is: a step's `env:` token then never shows in its output."""
+    for name, value in (env or {}).items():
+        if looks_secret(name):
+            remember(str(value))
+
+
+def remember_sources(sources: Iterable[SecretSource]) -> None:
+    """Read each declared secret this machine has, only so that `redact` masks it (a command
+    that prints server output, a report): one this machine lacks is left out, not an error."""
+    for source in sources:
+        try:
+            source.read()
+        except ConfigError:
+            pass
+
+
+def clip(text: str, limit: int, *, keep: str = "end") -> str:
+    """At most `limit` characters of `text` once masked: the last ones (`keep="end"`) or the
+    first. Masking comes first, so a cut through a secret cannot leave most of it (a cut
+    before the mask left 34 of a 35-character token in the journal: the pattern no longer
+    matched what was left)."""
+    masked = _redact_text(text)
+    if len(masked) <= limit:
+        return masked
+    return masked[-limit:] if keep == "end" else masked[:limit]
 
 
 def redact(value: Any) -> Any:
@@ -175,7 +230,20 @@ def redact(value: Any) -> Any:
     return value
 
 
-_ASSIGNMENT = re.compile(r"\b([A-Z_][A-Z0-9_]*)=('[^']*'|\"[^\"]*\"|[^\s'\"]+)")
+#: NAME=word, the word as the shell reads it: quoted and bare parts side by side
+#: (`'ab'"'"'cd'` is one word; stopping at its first quote left `"'"'cd'` unmasked). The
+#: first form is an assignment inside one single-quoted word (`'NAME=a b'`, as shlex.quote
+#: writes an `env` argument), where a `'` of the value is written `'"'"'`.
+_ASSIGNMENT = re.compile(r"'([A-Z_][A-Z0-9_]*)=((?:[^']|'\"'\"')*)"
+                         r"|\b([A-Z_][A-Z0-9_]*)=((?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^\s'\"])+)")
+
+
+def _assignment(m: re.Match[str]) -> str:
+    quoted = m.group(1) is not None
+    name, value = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
+    if not (looks_secret(name) and could_be_secret(value.replace("'", "").replace('"', ""))):
+        return m.group(0)
+    return f"{chr(39) if quoted else ''}{name}={MASK}"
 
 
 def _redact_text(text: str) -> str:
@@ -183,6 +251,5 @@ def _redact_text(text: str) -> str:
     if pattern is not None:
         text = pattern.sub(MASK, text)
     if "=" in text:
-        text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}={MASK}" if looks_secret(m.group(1))
-                               and could_be_secret(m.group(2).strip("'\"")) else m.group(0), text)
+        text = _ASSIGNMENT.sub(_assignment, text)
     return text

@@ -24,7 +24,7 @@ from specops import __version__
 from specops.bench.client import accept_length_from_info
 from specops.config.inventory import Host, Inventory
 from specops.errors import ConfigError, StepError
-from specops.secrets import redact
+from specops.secrets import redact, remember_sources
 from specops.servers import ServerState, read_states, supervisor_for
 from specops.servers.adaptive import TRANSITION_RE, parse_transitions
 from specops.servers.arms import arms_from_vars
@@ -161,16 +161,6 @@ def arm_names(inventory: Inventory, host: Host) -> dict[str, str]:
     return {k: names[k] for k in KINDS}
 
 
-def _remember_secrets(host: Host) -> None:
-    """Load the host's secret values where this machine has them, so `redact` masks them
-    should a server echo one (the report must be safe to attach anywhere)."""
-    for source in host.secrets.values():
-        try:
-            source.read()
-        except ConfigError:
-            pass
-
-
 def device_facts(transport: Transport) -> dict[str, str]:
     gpus = read_gpus(transport)
     return {"cpu": read_cpu(transport).describe(), "gpus": gpus.describe(),
@@ -230,7 +220,7 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
     for a check that fails (a host with no running arms is a StepError)."""
     if prompts < 1 or max_new_tokens < 1:
         raise ConfigError("--prompts and --max-new-tokens must be at least 1")
-    _remember_secrets(host)
+    remember_sources(host.secrets.values())  # masked should a server echo one: the report goes anywhere
     names = arm_names(inventory, host)
     result = Verification(host=host.name, specops_version=__version__, prompts=prompts, max_new_tokens=max_new_tokens)
     states = read_states(transport, host.workdir)

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 from specops.bench.schema import clean_number
 from specops.bench.slo import LATENCIES_KEY, MISSING_KEY
 from specops.errors import ConfigError, SpecopsError
+from specops.secrets import clip
 from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version
 from specops.sglang.layout import BENCH_MODULES, bench_module
 from specops.sglang.treefiles import TreeFiles
@@ -235,10 +236,10 @@ def parse_bench_serving_line(line: str, *, num_prompts: int | None = None) -> di
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise SpecopsError(f"bench_serving output is not JSON: {exc}: {text[:200]!r}",
+        raise SpecopsError(f"bench_serving output is not JSON: {exc}: {clip(text, 200, keep='start')!r}",
                            where="bench_serving output file") from None
     if not isinstance(data, dict):
-        raise SpecopsError(f"bench_serving output is not a JSON object: {text[:200]!r}",
+        raise SpecopsError(f"bench_serving output is not a JSON object: {clip(text, 200, keep='start')!r}",
                            where="bench_serving output file")
     details = [k for k in DETAIL_KEYS if k in data]
     raw = json.dumps({k: v for k, v in data.items() if k not in details}) if details else text

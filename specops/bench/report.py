@@ -44,6 +44,7 @@ from specops.bench.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
+from specops.secrets import clip
 from specops.servers.fairness import args_from_argv
 from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
 
@@ -743,7 +744,7 @@ def _md_failed(failed: list[ResultRecord]) -> list[str]:
     for r in failed:
         err = _md_escape(str(r.error or "unknown error"))
         out.append(f"| {r.host} | {r.arm} | {r.concurrency} | "
-                   f"{r.repeat} | {err[:300]} |")
+                   f"{r.repeat} | {clip(err, 300, keep='start')} |")
     out.append("")
     for r in failed:
         excerpt = r.extra.get("log_excerpt")

@@ -21,7 +21,7 @@ from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench
 from specops.bench.running import RunningSampler
 from specops.bench.schema import ResultRecord
 from specops.errors import SpecopsError
-from specops.secrets import loader_argv
+from specops.secrets import clip, loader_argv
 from specops.servers import LaunchPlan, ServerState, arm_status, client_prefix
 from specops.servers.logwatch import crash_blocks, tail_lines
 from specops.sglang import paths
@@ -169,7 +169,7 @@ class BuiltinRunner:
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                return ResultRecord.failed_point(f"builtin client exited {result.rc}: {result.tail(6)[-2000:]}",
+                return ResultRecord.failed_point(f"builtin client exited {result.rc}: {clip(result.tail(6), 2000)}",
                                                  requests=n, runner=self.name)
             return ResultRecord.from_dict(record)
         if state.slurm:

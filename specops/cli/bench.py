@@ -43,6 +43,7 @@ from specops.render.bar import PointBar
 from specops.run.engine import RunReport, resolve_vars
 from specops.run.play import print_resume, report_dict, run_playbook
 from specops.run.resume import bench_start
+from specops.secrets import redact
 from specops.servers.lease import LeasePolicy
 from specops.steps import KINDS
 
@@ -90,10 +91,10 @@ def _print_json(report: RunReport) -> int:
     """`bench --json`: the run's summary.json on stdout (the step report, as `deploy --json`
     prints it, when the sweep never started); the exit code as without --json."""
     if not (report.run_dir / "results.jsonl").exists():
-        click.echo(json.dumps(report_dict(report), indent=1))
+        click.echo(json.dumps(redact(report_dict(report)), indent=1))
         return 1
     summary = render_report(report.run_dir)
-    click.echo((report.run_dir / SUMMARY_JSON).read_text(), nl=False)
+    click.echo(redact((report.run_dir / SUMMARY_JSON).read_text()), nl=False)
     return 1 if summary.failed else 0
 
 

@@ -11,6 +11,7 @@ import click
 import yaml
 from rich.console import Console, ConsoleDimensions
 from rich.file_proxy import FileProxy
+from rich.text import Text
 
 from specops.errors import ConfigError
 from specops.secrets import redact
@@ -84,6 +85,11 @@ class _Console(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         self.width, self.height = new_size
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Masked before Rich wraps it: a secret longer than a line was folded over two, and
+        the stream's mask (after rendering) matched neither half."""
+        return super().render_str(redact(text), **kwargs)
 
 
 #: One console for every command, so tests and pipes see one stream.

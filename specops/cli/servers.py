@@ -21,6 +21,7 @@ from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
 from specops.render.logs import collect, show, sources_for
+from specops.secrets import redact, remember_sources
 from specops.servers import read_states, stop_arms, supervisor_for
 from specops.servers.lease import Lease, holders
 from specops.servers.lifecycle import ArmStatus, launched_before_boot
@@ -58,6 +59,8 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
          as_json: bool) -> None:
     """Show and follow server logs, crashes highlighted; several servers are prefixed."""
     hosts = _hosts(inventory_path, host_spec)
+    for host in hosts:  # a server may log a token it was given: shown masked, as every output is
+        remember_sources(host.secrets.values())
     transports = [open_transport(h) for h in hosts]
     try:
         sources = []
@@ -68,7 +71,7 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
         if as_json and not follow:
-            click.echo(json.dumps(collect(sources, lines=lines, errors_only=errors), indent=1))
+            click.echo(json.dumps(redact(collect(sources, lines=lines, errors_only=errors)), indent=1))
             return
         stop = threading.Event()
         failure: list[BaseException] = []
@@ -230,5 +233,5 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None, as_json
             console.print(f"{host.name}: {r.arm} ({what}) {note}{' with ' + r.signal if r.signal else ''}; "
                           f"{port}{gpu} [{time.monotonic() - t0:.1f}s]", markup=False)
     if as_json:
-        click.echo(json.dumps({"ok": not failed, "hosts": stopped}, indent=1))
+        click.echo(json.dumps(redact({"ok": not failed, "hosts": stopped}), indent=1))
     exit_with(not failed)

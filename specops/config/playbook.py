@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.schema import check_keys, expect, suggest, where_of
+from specops.config.shellscan import check_script
 from specops.config.yamlfile import Mapping, load_file
 from specops.errors import ConfigError
 
@@ -144,6 +145,8 @@ def _common_keys(step: Step, node: Any) -> None:
         if not isinstance(step.rollback, (str, list)):
             raise ConfigError(f"step '{name}': rollback must be a shell script or an argv list",
                               where=where_of(node, "rollback"))
+        if isinstance(step.rollback, str):  # rendered in shell mode, as a shell step's script
+            check_script(step.rollback, where_of(node, "rollback"), f"step '{name}' rollback")
     if "register" in node:
         step.register = expect(node, "register", str, f"step '{name}'")
         if not step.register.isidentifier():

@@ -2,7 +2,9 @@
 
 In a shell script every `{{ value }}` is shell-quoted on the way out, so a variable such as
 `x; touch PWNED; echo $(id)` is written literally and never runs. A deliberate raw
-substitution says so: `{{ value | raw }}`.
+substitution says so: `{{ value | raw }}`. That quoting holds where a quoted word is a word
+(bare, or inside `$( )`); a `{{ }}` anywhere else in a script (inside quotes, a heredoc,
+backticks) is refused when the playbook loads (`config.shellscan`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from specops.patching.manifest import read as read_manifest
 from specops.patching.manifest import state_dir as set_state_dir
 from specops.patching.manifest import write as write_manifest
 from specops.patching.model import Edit, PatchError, PatchSet, diff_files
+from specops.secrets import clip
 from specops.sglang.layout import SGLangLayout, detect_layout
 from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
 from specops.sglang.treefiles import TreeFiles
@@ -99,7 +100,7 @@ class PatchReport:
     def summary(self) -> str:
         lines = [f"{self.action} {self.patchset}: {len(self.changed_files)} file(s) changed"]
         lines += [f"  {r.edit:<28} {r.status}{': ' + r.reason if r.reason else ''}" for r in self.results]
-        lines += [f"  verify ok: {c.command[:100]}" for c in self.verify]
+        lines += [f"  verify ok: {clip(c.command, 100, keep='start')}" for c in self.verify]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 

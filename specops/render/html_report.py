@@ -17,6 +17,7 @@ from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.report import ADAPTIVE_TOLERANCE, ReportSummary
 from specops.bench.threshold import RULE as THRESHOLD_RULE
 from specops.bench.tune import tune_markdown
+from specops.secrets import clip
 
 REPORT_HTML = "report.html"
 
@@ -145,7 +146,7 @@ def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequenc
         for r in summary.failed:
             out.append("<tr>" + "".join([_cell(str(r.host), left=True), _cell(str(r.arm), left=True),
                                          _cell(str(r.concurrency)), _cell(str(r.repeat)),
-                                         _cell(str(r.error or "unknown error")[:300], left=True)]) + "</tr>")
+                                         _cell(clip(str(r.error or "unknown error"), 300, keep="start"), left=True)]) + "</tr>")
         out.append("</tbody></table>")
     out.append("<h2>Method</h2><p>Medians over repeats; spread is min-max. The ratio is the arm's median over "
                "baseline's; the crossover is the first level where EAGLE-3's ratio drops below 1, interpolated in "

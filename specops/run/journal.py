@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 from specops.fsutil import WriteError, append_whole, atomic_write, write_error
 from specops.run.events import Command, Event, Unknown, build, parse
-from specops.secrets import redact
+from specops.secrets import clip, redact
 from specops.transport.base import CommandResult
 
 INLINE_OUTPUT_LIMIT = 2000
@@ -85,7 +85,7 @@ class Journal:
                 self._counter += 1
                 n = self._counter
             out = self.run_dir / "logs" / _safe(host) / f"{n:04d}.{stream}"
-            outputs[f"{stream}_tail"] = text[-500:]
+            outputs[f"{stream}_tail"] = clip(text, 500)
             try:
                 atomic_write(out, redact(text), fsync=False)
                 outputs[f"{stream}_file"] = str(out.relative_to(self.run_dir))

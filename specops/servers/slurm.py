@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 from specops.config.slurm import SlurmSettings
 from specops.errors import StepError, TransportError
-from specops.secrets import env_file_text, loader_argv
+from specops.secrets import clip, env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,
@@ -216,7 +216,7 @@ def expand_idx(text: str) -> list[int]:
 def parse_job(job_id: str, text: str) -> JobInfo:
     """Parse `scontrol show job -d ID` (its lines joined or not)."""
     if "Invalid job id" in text or "JobState=" not in text:
-        return JobInfo(job_id, "GONE", reason=text.strip().splitlines()[-1][:160] if text.strip() else "")
+        return JobInfo(job_id, "GONE", reason=clip(text.strip().splitlines()[-1], 160, keep="start") if text.strip() else "")
     tokens: dict[str, str] = {}
     for m in _TOKEN.finditer(text):
         tokens.setdefault(m.group(1), m.group(2))
@@ -259,7 +259,7 @@ def _parse_probes(states: Sequence[ServerState], stdout: str, host: str) -> list
     jobs = [ln[4:] for ln in stdout.splitlines() if ln.startswith("@@J ")]
     healths = [ln.split() for ln in stdout.splitlines() if ln.startswith("@@H ")]
     if len(jobs) != len(states) or len(healths) != len(states):
-        raise TransportError(f"reading Slurm jobs failed: {stdout[-500:]}", where=f"host {host}")
+        raise TransportError(f"reading Slurm jobs failed: {clip(stdout, 500)}", where=f"host {host}")
     out = []
     for st, blob, h in zip(states, jobs, healths, strict=True):
         text = base64.b64decode(blob).decode(errors="replace") if blob else ""
@@ -297,14 +297,15 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
                         hint="check the host's slurm: settings (partition, account, qos, gpus)")
     settings = dict(plan.slurm or {})
     state = ServerState(
-        arm=plan.arm, kind=plan.kind, pid=-1, pgid=-1, proc_start="", port=plan.port, command=plan.command,
-        argv=plan.argv, env=plan.env, args_hash=plan.args_hash, log_path=plan.log_path,
+        arm=plan.arm, kind=plan.kind, pid=-1, pgid=-1, proc_start="", port=plan.port, command=redact(plan.command),
+        argv=redact(plan.argv), env=redact(plan.env), args_hash=plan.args_hash, log_path=plan.log_path,
         state_path=plan.state_path, mechanism=plan.mechanism, started_at=time.time(), workdir=plan.workdir,
         model=plan.model, config_path=plan.config_path, effective_threshold=plan.effective_threshold,
         notes=plan.notes, sglang_version=plan.sglang_version,
         slurm={"job_id": job_id, "node": "", "gpus": [], "conf": settings.get("conf"),
                "gpus_asked": settings.get("gpus_per_arm"), "state": "PENDING"})
-    transport.put(state.to_json(), plan.state_path)
+    # masked as the local supervisor's, and 0600: the workdir is on the cluster's shared filesystem
+    transport.put(state.to_json(), plan.state_path, mode=0o600)
     return state
 
 
@@ -395,7 +396,7 @@ def _record_running(transport: Transport, w: _Watch) -> None:
     slurm = dict(w.state.slurm or {})
     slurm.update(node=w.job.node, gpus=w.job.gpus, state=w.job.state)
     w.state.slurm = slurm
-    transport.put(w.state.to_json(), w.state.state_path)
+    transport.put(w.state.to_json(), w.state.state_path, mode=0o600)
 
 
 def _fail(transport: Transport, w: _Watch, what: str) -> StepError:
@@ -403,7 +404,7 @@ def _fail(transport: Transport, w: _Watch, what: str) -> StepError:
     excerpt = crash_excerpt(w.text) if w.text.strip() else "(the job wrote nothing)"
     blocks = crash_blocks(w.text)
     if blocks:
-        what += f" ({blocks[-1].splitlines()[-1].strip()[:160]})"
+        what += f" ({clip(blocks[-1].splitlines()[-1].strip(), 160, keep='start')})"
     return StepError(f"server '{st.arm}' {what}; log {st.log_path}:\n{excerpt}", where=_where(transport, st.arm),
                      hint=f"specops logs --server {st.arm} --errors; job script {posixpath.dirname(st.state_path)}"
                           f"/{st.arm}.sbatch")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, TypeVar
 
 from specops.errors import StepError, TransportError
+from specops.secrets import clip
 from specops.servers.logwatch import READY_LINE, find_signature, read_new, tail_lines
 from specops.servers.records import ServerState
 from specops.servers.records import where as _where
@@ -115,7 +116,7 @@ def drain(transport: Transport, w: ArmWatch) -> None:
 
 def loading_line(watches: Sequence[ArmWatch], elapsed: float) -> str:
     """`baseline: Load weight end. ... | eagle3: Capture cuda graph begin` (the last log line of each)."""
-    parts = [f"{w.state.arm}: {w.last_line()[-80:]}" for w in watches if w.ready_after_s is None]
+    parts = [f"{w.state.arm}: {clip(w.last_line(), 80)}" for w in watches if w.ready_after_s is None]
     return f"{elapsed:.0f}s " + " | ".join(parts)
 
 

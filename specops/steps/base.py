@@ -26,6 +26,7 @@ from specops.errors import ConfigError
 from specops.run import events
 from specops.run.journal import Journal
 from specops.run.state import Run
+from specops.secrets import clip, remember_env
 from specops.transport.base import Command, CommandResult, Transport, command_line
 
 T = TypeVar("T")
@@ -102,7 +103,9 @@ class StepContext:
 
     def run(self, cmd: Command, *, timeout: float | None = None, cwd: str | None = None,
             env: dict[str, str] | None = None, stdin: bytes | None = None, probe: bool = False) -> CommandResult:
-        """Run and journal `cmd` (as `shown` writes it; `probe` marks a read-only one)."""
+        """Run and journal `cmd` (as `shown` writes it; `probe` marks a read-only one). A
+        secret-looking name's value in `env` is masked from now on, in this output too."""
+        remember_env(env)
         result = self.transport.run(cmd, timeout=timeout or self.step.timeout, cwd=cwd, env=env, stdin=stdin)
         if cwd:
             result = replace(result, command=shown(cmd, cwd))
@@ -223,9 +226,9 @@ def check_user_verify(ctx: StepContext, spec: dict[str, Any], result: CommandRes
         if result.rc != want_rc:
             return False, f"exit code {result.rc}, expected {want_rc}: {result.tail(5) or '(no output)'}"
         if "stdout_contains" in spec and spec["stdout_contains"] not in result.stdout:
-            return False, f"stdout does not contain {spec['stdout_contains']!r}: {result.stdout.strip()[-300:]!r}"
+            return False, f"stdout does not contain {spec['stdout_contains']!r}: {clip(result.stdout.strip(), 300)!r}"
         if "stdout_matches" in spec and not re.search(spec["stdout_matches"], result.stdout, re.M):
-            return False, f"stdout does not match /{spec['stdout_matches']}/: {result.stdout.strip()[-300:]!r}"
+            return False, f"stdout does not match /{spec['stdout_matches']}/: {clip(result.stdout.strip(), 300)!r}"
     if "file_exists" in spec:
         path = ctx.path(spec["file_exists"])
         if ctx.probe(["test", "-e", path]).rc != 0:

@@ -7,8 +7,10 @@ to another ref needs `force: true`.
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from specops.errors import StepError
+from specops.config.playbook import Step
+from specops.errors import ConfigError, StepError
 from specops.steps.base import Outcome, StepContext, StepKind, shown
 
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -16,10 +18,11 @@ _SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")
 #: history fetched by default: the ref's commit only (`depth: 0` clones everything)
 DEFAULT_DEPTH = 1
 #: a ref by name into a clone that tracks only the ref it was made for: as a tag, else a
-#: branch, else whatever the server resolves it to (a sha); "$3" is `--depth=N` or empty
-FETCH_BY_NAME = ('git -C "$1" fetch $3 --force origin "+refs/tags/$2:refs/tags/$2" 2>/dev/null'
-                  ' || git -C "$1" fetch $3 --force origin "+refs/heads/$2:refs/remotes/origin/$2" 2>/dev/null'
-                  ' || git -C "$1" fetch $3 --force origin "$2"')
+#: branch, else whatever the server resolves it to (a sha); "$3" is `--depth=N` or empty; `--`
+#: ends the options, so a ref is never read as one (the ref is also refused at load, below)
+FETCH_BY_NAME = ('git -C "$1" fetch $3 --force -- origin "+refs/tags/$2:refs/tags/$2" 2>/dev/null'
+                  ' || git -C "$1" fetch $3 --force -- origin "+refs/heads/$2:refs/remotes/origin/$2" 2>/dev/null'
+                  ' || git -C "$1" fetch $3 --force -- origin "$2"')
 
 
 class Git(StepKind):
@@ -34,6 +37,23 @@ class Git(StepKind):
     keys = ("repo", "ref", "dest", "depth", "force", "remote")
     required = ("repo", "ref", "dest")
     arg_types = {"repo": str, "ref": (str, int, float), "dest": str, "depth": int, "force": bool, "remote": str}
+
+    def validate(self, step: Step) -> None:
+        super().validate(step)
+        self._check_ref(step, step.args)
+
+    def render(self, step: Step, variables: dict[str, Any]) -> Any:
+        args = super().render(step, variables)
+        self._check_ref(step, args)
+        return args
+
+    def _check_ref(self, step: Step, args: Any) -> None:
+        """A ref is a name or a sha, never an option: `--upload-pack=CMD` given to `git fetch`
+        runs CMD. Git refuses such branch and tag names itself, so nothing real is lost."""
+        ref = args.get("ref") if isinstance(args, dict) else None
+        if isinstance(ref, str) and "{{" not in ref and ref.strip().startswith("-"):
+            raise ConfigError(f"{step.label} (git): ref {ref!r} must not start with '-' (git would read it as "
+                              "an option)", where=step.where, hint="give a branch, a tag or a commit sha")
 
     def _git(self, ctx: StepContext, *args: str) -> list[str]:
         return ["git", "-C", ctx.path(ctx.args["dest"]), *args]

@@ -26,8 +26,10 @@ import time
 from typing import Any
 
 from specops.errors import SpecopsError, StepError
+from specops.fsutil import atomic_write
 from specops.patching import PatchError, load_patchset, run_verify
 from specops.run import events
+from specops.secrets import redact
 from specops.servers import container
 from specops.sglang import cuda
 from specops.sglang.paths import PATCH_STATE_DIR
@@ -360,9 +362,10 @@ class SGLangInstall(StepKind):
         return done
 
     def _save_log(self, ctx: StepContext, command: str, text: str) -> str:
+        """The install's command and output beside the journal: masked, as every file of the
+        run directory is (an index URL may carry a token), and whole (written atomically)."""
         path = ctx.run_dir / "logs" / f"{ctx.host.name}.sglang-install.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"$ {command}\n{text}")
+        atomic_write(path, redact(f"$ {command}\n{text}"), fsync=False)
         return str(path)
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from specops.config.playbook import Step
+from specops.config.schema import where_of
+from specops.config.shellscan import check_script
 from specops.config.templating import render, render_tree
 from specops.errors import ConfigError
+from specops.secrets import clip
 from specops.steps.base import Outcome, StepContext, StepKind, quote_cmd, shown
 
 
@@ -18,6 +21,7 @@ class Shell(StepKind):
     def validate(self, step: Step) -> None:
         args = step.args
         if isinstance(args, str):
+            check_script(args, step.where, step.label)
             return
         if isinstance(args, list):
             if not args or not all(isinstance(a, (str, int, float)) for a in args):
@@ -26,6 +30,8 @@ class Shell(StepKind):
         super().validate(step)
         if "cmd" not in args:
             raise ConfigError(f"{step.label}: shell needs 'cmd' (a script or an argv list)", where=step.where)
+        if isinstance(args["cmd"], str):
+            check_script(args["cmd"], where_of(args, "cmd", step.where), step.label)
 
     def render(self, step: Step, variables: dict[str, Any]) -> dict[str, Any]:
         where = f"{step.where}: {step.label}"
@@ -61,4 +67,4 @@ class Shell(StepKind):
 
     def apply(self, ctx: StepContext) -> Outcome:
         result = ctx.run(ctx.args["cmd"], cwd=self._cwd(ctx), env=self._env(ctx) or None)
-        return Outcome(result=result, message=quote_cmd(ctx.args["cmd"])[:80])
+        return Outcome(result=result, message=clip(quote_cmd(ctx.args["cmd"]), 80, keep="start"))

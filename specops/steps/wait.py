@@ -6,6 +6,7 @@ import time
 
 from specops.config.playbook import Step
 from specops.errors import ConfigError
+from specops.secrets import clip
 from specops.steps.base import Outcome, StepContext, StepKind, http_probe_script
 from specops.transport.base import CommandResult, command_line
 
@@ -58,7 +59,7 @@ class Wait(StepKind):
                 ctx.journal.command(ctx.host.name, ctx.step.name, result)
                 target = {k: ctx.args[k] for k in ("port", "http", "file") if k in ctx.args}
                 return Outcome(result=None, changed=False,
-                               data={"polls": polls, "timed_out": True, "last": result.stdout.strip()[-200:]},
+                               data={"polls": polls, "timed_out": True, "last": clip(result.stdout.strip(), 200)},
                                message=f"still waiting for {target} after {self._timeout(ctx):g} s")
             time.sleep(interval)
 

@@ -34,6 +34,7 @@ import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
 from specops.errors import TransportError
+from specops.secrets import env_file_text
 from specops.transport import hostkeys
 from specops.transport.base import (
     TIMEOUT_RC,
@@ -63,6 +64,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Marks every process of one command (inherited through its environment), so the client
 #: can kill what is left when a command is abandoned by the backstop.
 _MARKER = "SPECOPS_CMD_ID"
+#: where a command's environment waits, 0600, for the few milliseconds until its bash reads it
+ENV_DIR = "~/.specops-env"
 
 # Our inventory is the source of truth: ~/.ssh/config is not read (hostname/port/user/key
 # come from hosts.yaml).
@@ -311,22 +314,49 @@ class SSHTransport:
 
     # ------------------------------------------------------------------ commands
 
-    def _remote_line(self, cmd: Command, cwd: str | None, env: dict[str, str] | None, marker: str) -> str:
-        """The line the host's bash runs: exports, cd, then the command itself, a script
-        inline (the caller adds the group-killing timeout: the session helper itself, or
-        `group_wrapped`)."""
-        assigns = [f"{_MARKER}={marker}"]
-        for key, value in (env or {}).items():
+    def _remote_line(self, cmd: Command, cwd: str | None, env_file: str | None, marker: str) -> str:
+        """The line the host's bash runs: the command's environment loaded (and its file
+        removed), exports, cd, then the command itself, a script inline (the caller adds the
+        group-killing timeout: the session helper itself, or `group_wrapped`)."""
+        line = prefixed(host_line(cmd), [f"{_MARKER}={marker}"], self.expand(cwd) if cwd else None)
+        if env_file is None:
+            return line
+        f = shlex.quote(env_file)
+        return f"set -a; . {f} || {{ rm -f -- {f}; exit 111; }}; set +a; rm -f -- {f}; {line}"
+
+    def _send_env(self, env: dict[str, str], marker: str) -> str:
+        """A command's environment as the server launch sends secrets: a 0600 file (put,
+        SFTP or stdin: never a command's argument), sourced and removed by the command's own
+        bash. Values in the `bash -c` line were in the host's process list (issue 35)."""
+        for key in env:
             if not _ENV_NAME.match(key):
                 raise ValueError(f"invalid environment variable name {key!r}")
-            assigns.append(f"{key}={value}")
-        return prefixed(host_line(cmd), assigns, self.expand(cwd) if cwd else None)
+        path = f"{self.expand(ENV_DIR)}/{marker}.env"
+        self.put(env_file_text(env).encode(), path, mode=0o600)
+        return path
+
+    def _drop_env(self, path: str) -> None:
+        """Best effort: a command that never started leaves its env file behind."""
+        try:
+            self._sftp_call(lambda sftp: sftp.remove(path))
+        except Exception:  # noqa: BLE001 - the file is 0600 and named by a random marker
+            pass
 
     def run(self, cmd: Command, *, timeout: float, cwd: str | None = None,
             env: dict[str, str] | None = None, stdin: bytes | None = None) -> CommandResult:
-        line = command_line(cmd)
         marker = uuid.uuid4().hex
-        remote = self._remote_line(cmd, cwd, env, marker)
+        env_file = self._send_env(env, marker) if env else None
+        try:
+            return self._run(cmd, timeout, cwd, env_file, stdin, marker)
+        except BaseException:
+            if env_file is not None:
+                self._drop_env(env_file)
+            raise
+
+    def _run(self, cmd: Command, timeout: float, cwd: str | None, env_file: str | None, stdin: bytes | None,
+             marker: str) -> CommandResult:
+        line = command_line(cmd)
+        remote = self._remote_line(cmd, cwd, env_file, marker)
         if stdin is None and self.use_session and self._session_lock.acquire(blocking=False):
             try:
                 result = self._run_in_session(remote, line, timeout, marker)

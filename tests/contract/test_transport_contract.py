@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import os
 import random
+import shlex
 import stat
 import subprocess
 import sys
@@ -91,6 +92,39 @@ def test_values_are_literal_in_argv_cwd_and_env(subject):
         assert t.run(["pwd"], timeout=10, cwd=rel.name).stdout.strip() == str(rel)
     finally:
         rel.rmdir()
+
+
+#: run on the host while the command runs: does any process's argv hold the value it got?
+_ARGV_SCAN = ("import glob, os, sys\n"
+              "v = os.environ['SPECOPS_T_SECRET'].split()[0].encode()\n"  # the part no quoting changes
+              "seen = []\n"
+              "for p in glob.glob('/proc/[0-9]*/cmdline'):\n"
+              "    try:\n"
+              "        if v in open(p, 'rb').read():\n"
+              "            seen.append(p)\n"
+              "    except OSError:\n"
+              "        pass\n"
+              "sys.stdout.write(os.environ['SPECOPS_T_SECRET'] + '|' + str(seen))\n")
+
+
+@pytest.mark.parametrize("via", ["script", "argv", "stdin"])
+def test_env_values_reach_the_command_but_no_process_argv(subject, via):
+    """Issue 35, finding 4: over SSH a command's `env:` was `export K=V` inside the `bash -c`
+    argument, visible to every user's `ps` on the host for as long as the command ran."""
+    value = f"hf_envArgvScan{via}0123456789 it's \"$(id)\" `x`\nline2"
+    env = {"SPECOPS_T_SECRET": value}
+    if via == "script":
+        r = subject.transport.run(f"{sys.executable} -c {shlex.quote(_ARGV_SCAN)}; exit $?", timeout=30, env=env)
+    elif via == "argv":
+        r = subject.transport.run([sys.executable, "-c", _ARGV_SCAN], timeout=30, env=env)
+    else:  # a command given stdin: the values must not take its place
+        r = subject.transport.run(["bash", "-c", f'cat > /dev/null; exec {sys.executable} -c "$1"', "_", _ARGV_SCAN],
+                                  timeout=30, env=env, stdin=b"input\n")
+    assert r.ok, r
+    assert r.stdout == value + "|[]", r.stdout
+    assert value not in r.command
+    leftovers = list(Path(subject.home).glob(".specops-env/*"))
+    assert not leftovers, leftovers
 
 
 def test_stdin_round_trip_beyond_a_window(subject):

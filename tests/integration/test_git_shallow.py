@@ -112,3 +112,14 @@ def test_the_clone_and_fetch_run_under_the_steps_own_timeout(tmp_path, repo):
     Git().apply(ctx)
     heavy = [(c, t) for c, t in transport.timeouts if c.startswith(("git clone", f"git -C {tmp_path}/co fetch"))]
     assert heavy and all(t == 2400.0 for _, t in heavy), heavy
+
+
+def test_a_ref_that_reads_as_an_option_is_refused_before_anything_runs(tmp_path, repo):
+    """Issue 35, finding 9: `ref: --upload-pack=CMD` reached `git fetch ... origin "$2"` in
+    an existing clone, where git read it as an option and ran CMD."""
+    assert _deploy(tmp_path, repo, "v1").exit_code == 0
+    marker = tmp_path / "PWNED"
+    res = _deploy(tmp_path, repo, f"--upload-pack=touch {marker}; git-upload-pack")
+    assert not marker.exists(), "the ref ran as a command"
+    assert res.exit_code == 2, res.output
+    assert "p.yaml:" in res.output and "must not start with '-'" in res.output

@@ -48,7 +48,8 @@ def test_redact_masks_secret_looking_names_in_mappings_and_command_lines():
     env = {"HF_TOKEN": "abc-not-registered", "CUDA_VISIBLE_DEVICES": "0,1", "WANDB_API_KEY": "k-123456"}
     assert redact(env) == {"HF_TOKEN": MASK, "CUDA_VISIBLE_DEVICES": "0,1", "WANDB_API_KEY": MASK}
     line = "env CUDA_VISIBLE_DEVICES=0 HF_TOKEN=hf_abcdef 'MY_SECRET=x y' python -m sglang.launch_server"
-    assert redact(line) == f"env CUDA_VISIBLE_DEVICES=0 HF_TOKEN={MASK} 'MY_SECRET={MASK} y' python -m sglang.launch_server"
+    # a quoted assignment is masked to the end of its word: the value is "x y", all of it
+    assert redact(line) == f"env CUDA_VISIBLE_DEVICES=0 HF_TOKEN={MASK} 'MY_SECRET={MASK}' python -m sglang.launch_server"
     # a host's ssh `key:` is a path, not a secret
     assert redact({"key": "~/.ssh/id_ed25519"}) == {"key": "~/.ssh/id_ed25519"}
     nested = {"arms": [{"env": {"HF_TOKEN": "zzz"}, "cmd": "HF_TOKEN=zzz run"}]}
