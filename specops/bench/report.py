@@ -44,7 +44,7 @@ from specops.bench.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
-from specops.servers.fairness import args_from_argv
+from specops.servers.fairness import args_from_argv, headline_warnings
 from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
 
 BASELINE_ARM = "baseline"
@@ -516,6 +516,16 @@ def fairness_warnings(manifest: ManifestLike, records: Sequence[ResultRecord] = 
     return warnings
 
 
+def fairness_headline(manifest: ManifestLike) -> list[str]:
+    """The fairness differences that change what the ratios measure (attention backend,
+    device): they head the report, not only its Fairness section."""
+    out: list[str] = []
+    for label, arms in as_manifest(manifest).arm_sets():
+        known = {arm: p for arm, info in sorted(arms.items()) if (p := _args_of(info)) is not None}
+        out += [w.replace("WARNING: ", "WARNING: " + label, 1) for w in headline_warnings(known)]
+    return out
+
+
 # ---------------------------------------------------------------- servers measured
 
 def _times(n: int) -> str:
@@ -694,7 +704,7 @@ def summarize(records: Sequence[ResultRecord], given: ManifestLike = None, *,
                                    int(r.repeat)))
     simulated = any(bool(r.simulated) for r in effective) or bool(manifest.simulated)
     why = next((w for w in map(latencies_missing, ok) if w), None)
-    headline = _headline(summaries) + _context_headline(summaries) + (
+    headline = fairness_headline(manifest) + _headline(summaries) + _context_headline(summaries) + (
         [objective_line(objective, slo, summaries, why, recorded)] if summaries else [])
     summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok, by_length=lengths),
                             headline, "",
