@@ -52,7 +52,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 rec = measure_point(sim.url, concurrency=c, num_prompts=args.prompts_per_slot * c,
                                 input_len=args.input_len, output_len=args.output_len, warmup=c,
-                                api=args.api, timeout_s=120)
+                                api=args.api, timeout_s=120).to_dict()  # a ResultRecord, read as a dict
                 wall = rec["extra"]["duration_wall_s"]
                 tokens = rec["total_output_tokens"] or 0
                 rows.append({

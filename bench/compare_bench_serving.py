@@ -94,7 +94,7 @@ def ensure_venv(venv: Path) -> Path:
     return py
 
 
-def ensure_tokenizer(py: Path, out: Path) -> Path:
+def ensure_tokenizer(py: Path, out: Path, env: dict[str, str]) -> Path:
     """A WordLevel tokenizer over the builtin client's vocabulary: one token per prompt word."""
     if (out / "tokenizer.json").exists():
         return out
@@ -103,12 +103,13 @@ def ensure_tokenizer(py: Path, out: Path) -> Path:
     words.write_text(json.dumps(_VOCAB))
     script = out.parent / "make_tokenizer.py"
     script.write_text(_TOKENIZER_SCRIPT)
-    run([str(py), str(script), str(words), str(out)], timeout=300, env=OFFLINE_ENV)
+    run([str(py), str(script), str(words), str(out)], timeout=300, env=env)
     return out
 
 
 def run_bench_serving(py: Path, url: str, tokenizer: Path, model: str, *, concurrency: int, num_prompts: int,
-                      input_len: int, output_len: int, seed: int, workdir: Path) -> tuple[dict, float]:
+                      input_len: int, output_len: int, seed: int, workdir: Path,
+                      env: dict[str, str]) -> tuple[dict, float]:
     """One bench_serving point; (parsed record in wall units, seconds the process took)."""
     out = workdir / f"bs-c{concurrency}.jsonl"
     out.unlink(missing_ok=True)
@@ -120,7 +121,7 @@ def run_bench_serving(py: Path, url: str, tokenizer: Path, model: str, *, concur
             "--warmup-requests", str(concurrency), "--flush-cache", "--seed", str(seed),
             "--output-file", str(out), "--disable-tqdm"]
     t0 = time.perf_counter()
-    proc = run(argv, timeout=900, env=OFFLINE_ENV)
+    proc = run(argv, timeout=900, env=env)
     took = time.perf_counter() - t0
     (workdir / f"bs-c{concurrency}.stdout").write_text(proc.stdout + proc.stderr)
     return parse_bench_serving_output(out.read_text(), num_prompts=num_prompts), took
@@ -173,6 +174,10 @@ def print_table(rows: list[tuple[int, dict, dict]], scale: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", type=Path, default=Path("/tmp/specops-bs-venv"))
+    ap.add_argument("--python", type=Path, default=None,
+                    help="an interpreter whose environment already has bench_serving's packages (e.g. the "
+                         f"real-SGLang tier's runtime): sglang {SGLANG_VERSION}'s tree goes on its PYTHONPATH, "
+                         "no venv is built")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "specops-bs-compare")
     ap.add_argument("--tree-version", default="0.5.10.post1")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
@@ -185,8 +190,13 @@ def main() -> None:
     args = ap.parse_args()
 
     args.workdir.mkdir(parents=True, exist_ok=True)
-    py = ensure_venv(args.venv)
-    tokenizer = ensure_tokenizer(py, args.workdir / "tokenizer")
+    env = dict(OFFLINE_ENV)
+    if args.python:
+        py = args.python
+        env["PYTHONPATH"] = str(ensure_tree(SGLANG_VERSION) / "python")
+    else:
+        py = ensure_venv(args.venv)
+    tokenizer = ensure_tokenizer(py, args.workdir / "tokenizer", env)
     tree = ensure_tree(args.tree_version)
     model = "sim-model"
     sim_args = ["--model-path", model, "--max-running-requests", "64", "--sim-time-scale", str(args.sim_time_scale)]
@@ -198,9 +208,9 @@ def main() -> None:
             n = args.num_prompts or default_num_prompts(c)
             bs_wall, took = run_bench_serving(py, sim.url, tokenizer, model, concurrency=c, num_prompts=n,
                                               input_len=args.input_len, output_len=args.output_len,
-                                              seed=args.seed, workdir=args.workdir)
+                                              seed=args.seed, workdir=args.workdir, env=env)
             bi = measure_point(sim.url, concurrency=c, num_prompts=n, input_len=args.input_len,
-                           output_len=args.output_len, seed=args.seed, dataset="random")
+                               output_len=args.output_len, seed=args.seed, dataset="random").to_dict()
             bs = to_model_units(bs_wall, scale)
             rows.append((c, bs, bi))
             raw.append({"concurrency": c, "bench_serving_wall": bs_wall, "bench_serving_model": bs,

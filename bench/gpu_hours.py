@@ -139,10 +139,10 @@ def scheduling_of(out: Path) -> str:
     return f"{sched.get('mode')} ({sched.get('reason')})"
 
 
-def bench(root: Path, name: str, flag: str, levels: str, scale: float | None) -> dict[str, Any]:
+def bench(root: Path, name: str, flag: str, levels: str, scale: float | None, repeats: int = 3) -> dict[str, Any]:
     out = root / name
     inv = inventory(root, name, scale)
-    wall, holds = run(["bench", "--host", "local3", "-i", str(inv), "--concurrency", levels, "--repeats", "3", flag,
+    wall, holds = run(["bench", "--host", "local3", "-i", str(inv), "--concurrency", levels, "--repeats", str(repeats), flag,
                        "--out", str(out), "--runs-dir", str(root / f"runs-{name}")], root / f"w-{name}")
     summary = json.loads((out / "summary.json").read_text())
     threshold = summary["hosts"][0]["recommended_threshold"]
@@ -180,19 +180,20 @@ def main() -> int:
     ap.add_argument("--concurrency", default="1,2,4,8,16,32,64")
     ap.add_argument("--skip", default="", help="comma list of a, b, c to leave out")
     ap.add_argument("--tune-repeats", default="auto:3", help="(b)'s tune --repeats (default auto:3)")
+    ap.add_argument("--repeats", type=int, default=3, help="(a)'s and (c)'s bench --repeats (1: the smallest run)")
     args = ap.parse_args()
     skip = set(args.skip.split(",")) - {""}
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="specops-gpu-hours-") as tmp:
         root = Path(tmp)
         if "a" not in skip:
-            rows["a"] = bench(root, "a-exhaustive", "--one-arm-at-a-time", args.concurrency, args.time_scale)
+            rows["a"] = bench(root, "a-exhaustive", "--one-arm-at-a-time", args.concurrency, args.time_scale, args.repeats)
             print(show(rows["a"]), flush=True)
         if "b" not in skip:
             rows["b"] = tune(root, args.concurrency, args.time_scale, args.tune_repeats)
             print(show(rows["b"]), flush=True)
         if "c" not in skip:
-            rows["c"] = bench(root, "c-side-by-side", "--arms-at-once", args.concurrency, args.time_scale)
+            rows["c"] = bench(root, "c-side-by-side", "--arms-at-once", args.concurrency, args.time_scale, args.repeats)
             print(show(rows["c"]), flush=True)
     if "a" in rows and "b" in rows:
         same = rows["a"]["threshold"] == rows["b"]["threshold"] and rows["b"]["threshold"] is not None

@@ -2,11 +2,12 @@
 through specops's session helper, through a channel per command, and through fabric's
 `Connection.run` (1000-byte reads). Prints seconds and ratios.
 
-    python bench/large_output.py
+    python bench/large_output.py [--mb 10]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -20,10 +21,12 @@ import paramiko  # noqa: E402
 from specops.transport.ssh import SSHTransport  # noqa: E402
 from tests.support.sshd import start_sshd, stop_sshd  # noqa: E402
 
-CMD = "head -c 10000000 /dev/urandom | base64 -w 100"
-
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=10.0, help="random megabytes the command prints as base64")
+    args = ap.parse_args()
+    cmd = f"head -c {int(args.mb * 1e6)} /dev/urandom | base64 -w 100"
     server, proc = start_sshd(Path(tempfile.mkdtemp(prefix="specops-large-")))
     figures: dict[str, tuple[float, int]] = {}
     try:
@@ -32,7 +35,7 @@ def main() -> None:
                              key_filename=server.key_path, known_hosts=server.known_hosts, use_session=session)
             t.run(["true"], timeout=30)  # connect (and start the helper) outside the timing
             t0 = time.perf_counter()
-            r = t.run(CMD, timeout=120)
+            r = t.run(cmd, timeout=120)
             figures[label] = (time.perf_counter() - t0, len(r.stdout))
             t.close()
         c = fabric.Connection(server.address(0), port=server.port, user=server.user,
@@ -40,13 +43,13 @@ def main() -> None:
         c.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())  # a throwaway loopback sshd
         c.run("true", hide=True)
         t0 = time.perf_counter()
-        r = c.run(CMD, hide=True)
+        r = c.run(cmd, hide=True)
         figures["fabric Connection.run"] = (time.perf_counter() - t0, len(r.stdout))
         c.close()
     finally:
         stop_sshd(proc)
     base = figures["fabric Connection.run"][0]
-    print("one command printing ~13.5 MB (10 MB random bytes as base64), loopback sshd")
+    print(f"one command printing ~{args.mb * 1.35:.1f} MB ({args.mb:g} MB random bytes as base64), loopback sshd")
     for label, (secs, size) in figures.items():
         print(f"  {label:30s} {secs:6.2f} s  {size / 1e6:5.1f} MB  {size / 1e6 / secs:6.1f} MB/s  x{base / secs:5.1f} vs fabric")
 

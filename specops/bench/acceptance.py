@@ -161,7 +161,11 @@ def arm_names(inventory: Inventory, host: Host) -> dict[str, str]:
     return {k: names[k] for k in KINDS}
 
 
-def device_facts(transport: Transport) -> dict[str, str]:
+def device_facts(transport: Transport, device: str = "gpu") -> dict[str, str]:
+    """What the host computes on: a CPU host's CPU alone (its driver's GPUs, if any, serve
+    nothing here and are not named), else its GPUs, driver and CUDA too."""
+    if device == "cpu":
+        return {"device": "cpu", "cpu": read_cpu(transport).describe()}
     gpus = read_gpus(transport)
     return {"cpu": read_cpu(transport).describe(), "gpus": gpus.describe(),
             "driver": gpus.driver_version or "-", "cuda": gpus.cuda_version or "-"}
@@ -235,7 +239,7 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
     if slurm:
         raise ConfigError(f"verify reaches servers through the host's own port; {', '.join(slurm)} run as Slurm "
                           f"jobs on compute nodes", where=f"host {host.name}")
-    result.device = device_facts(transport)
+    result.device = device_facts(transport, host.device)
     adaptive = chosen["adaptive"]
     with reach(transport, chosen["baseline"].port) as b_url, reach(transport, chosen["eagle3"].port) as e_url, \
             reach(transport, adaptive.port) as a_url:
@@ -337,8 +341,9 @@ def report_markdown(v: Verification) -> str:
         lines.append(f"- {kind} (`{arm['name']}`, port {arm['port']}, mechanism {arm['mechanism']}): "
                      f"SGLang {info.get('version', '?')}"
                      + (" (simulated)" if info.get("simulated") else ""))
-    lines += [f"- GPUs: {v.device.get('gpus', '-')}", f"- driver: {v.device.get('driver', '-')}, "
-              f"CUDA: {v.device.get('cuda', '-')}", f"- CPU: {v.device.get('cpu', '-')}",
+    lines += ["- device: cpu"] if v.device.get("device") == "cpu" else [
+        f"- GPUs: {v.device.get('gpus', '-')}", f"- driver: {v.device.get('driver', '-')}, CUDA: {v.device.get('cuda', '-')}"]
+    lines += [f"- CPU: {v.device.get('cpu', '-')}",
               f"- adaptive threshold: {v.threshold if v.threshold is not None else '-'}",
               f"- prompts: {v.prompts} alone, {(v.threshold or 0) + 2} at once; {v.max_new_tokens} new tokens, "
               "greedy, ignore_eos", "", "## Checks", ""]

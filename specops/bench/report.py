@@ -24,7 +24,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from specops.bench import store
 from specops.bench.manifest import ArmRecord, Manifest, ManifestLike, as_manifest
@@ -45,7 +45,7 @@ from specops.errors import ConfigError
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
 from specops.secrets import clip
-from specops.servers.fairness import args_from_argv
+from specops.servers.fairness import args_from_argv, headline_warnings
 from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
 
 BASELINE_ARM = "baseline"
@@ -517,6 +517,16 @@ def fairness_warnings(manifest: ManifestLike, records: Sequence[ResultRecord] = 
     return warnings
 
 
+def fairness_headline(manifest: ManifestLike) -> list[str]:
+    """The fairness differences that change what the ratios measure (attention backend,
+    device): they head the report, not only its Fairness section."""
+    out: list[str] = []
+    for label, arms in as_manifest(manifest).arm_sets():
+        known = {arm: p for arm, info in sorted(arms.items()) if (p := _args_of(info)) is not None}
+        out += [w.replace("WARNING: ", "WARNING: " + label, 1) for w in headline_warnings(known)]
+    return out
+
+
 # ---------------------------------------------------------------- servers measured
 
 def _times(n: int) -> str:
@@ -695,7 +705,7 @@ def summarize(records: Sequence[ResultRecord], given: ManifestLike = None, *,
                                    int(r.repeat)))
     simulated = any(bool(r.simulated) for r in effective) or bool(manifest.simulated)
     why = next((w for w in map(latencies_missing, ok) if w), None)
-    headline = _headline(summaries) + _context_headline(summaries) + (
+    headline = fairness_headline(manifest) + _headline(summaries) + _context_headline(summaries) + (
         [objective_line(objective, slo, summaries, why, recorded)] if summaries else [])
     summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok, by_length=lengths),
                             headline, "",
@@ -716,21 +726,62 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+@dataclass(frozen=True)
+class ResultColumn:
+    """One column of the results table, which report.md and report.html both render (two
+    hand-written copies once differed: the HTML lacked the drafting evidence)."""
+
+    header: str
+    text: Callable[[int, str, Cell, Ratio | None], str]
+    sort: Callable[[int, str, Cell, Ratio | None], float | None] = lambda c, arm, cell, ratio: None
+    left: bool = False
+
+
+def _ratio_text(ratio: Ratio | None) -> str:
+    return "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
+
+
+def result_columns(s: HostSummary, slo: Slo | None = None) -> list[ResultColumn]:
+    """The results table's columns for one host: goodput and SLO met with an SLO, cost with a price."""
+    cols = [
+        ResultColumn("concurrency", lambda c, a, cell, r: str(c), lambda c, a, cell, r: c),
+        ResultColumn("arm", lambda c, a, cell, r: a, left=True),
+        ResultColumn("output tok/s (median)", lambda c, a, cell, r: f"{cell.median_tps:.1f}",
+                     lambda c, a, cell, r: cell.median_tps),
+        ResultColumn("spread (min-max)", lambda c, a, cell, r: f"{cell.min_tps:.1f}-{cell.max_tps:.1f}",
+                     lambda c, a, cell, r: cell.max_tps - cell.min_tps),
+        ResultColumn("repeats", lambda c, a, cell, r: str(cell.repeats), lambda c, a, cell, r: cell.repeats),
+        ResultColumn("TTFT ms", lambda c, a, cell, r: _fmt(cell.median_ttft_ms),
+                     lambda c, a, cell, r: cell.median_ttft_ms),
+        ResultColumn("TPOT ms", lambda c, a, cell, r: _fmt(cell.median_tpot_ms, 2),
+                     lambda c, a, cell, r: cell.median_tpot_ms),
+        ResultColumn("accept len", lambda c, a, cell, r: _fmt(cell.shown_accept_length(), 2),
+                     lambda c, a, cell, r: cell.shown_accept_length()),
+        ResultColumn("running batch p50/p90", lambda c, a, cell, r: cell.running_text(),
+                     lambda c, a, cell, r: cell.running_p50),
+        ResultColumn("drafting", lambda c, a, cell, r: cell.drafting_text(),
+                     lambda c, a, cell, r: cell.drafting_off_share),
+        ResultColumn("ratio to baseline (spread)", lambda c, a, cell, r: _ratio_text(r),
+                     lambda c, a, cell, r: None if r is None else r.ratio),
+    ]
+    if slo:
+        cols += [ResultColumn("goodput req/s", lambda c, a, cell, r: _fmt(cell.goodput, 2),
+                              lambda c, a, cell, r: cell.goodput),
+                 ResultColumn("SLO met", lambda c, a, cell, r: _pct(cell.attainment),
+                              lambda c, a, cell, r: cell.attainment)]
+    if any(cell.cost_per_mtok is not None for cell in s.cells.values()):
+        cols.append(ResultColumn("$ / 1M output tok", lambda c, a, cell, r: _fmt(cell.cost_per_mtok, 3),
+                                 lambda c, a, cell, r: cell.cost_per_mtok))
+    return cols
+
+
 def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
-    costs = any(cell.cost_per_mtok is not None for cell in s.cells.values())
-    good = (" goodput req/s | SLO met |" if slo else "") + (" $ / 1M output tok |" if costs else "")
+    cols = result_columns(s, slo)
     out = [f"## Results{' on ' + s.label if s.label else ''}", "",
-           "| concurrency | arm | output tok/s (median) | spread (min-max) | repeats | TTFT ms | TPOT ms "
-           "| accept len | running batch p50/p90 | drafting | ratio to baseline (spread) |" + good,
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if slo else "") + ("---:|" if costs else "")]
-    for c, arm, cell, ratio in s.rows():
-        rtext = "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
-        gtext = f" {_fmt(cell.goodput, 2)} | {_pct(cell.attainment)} |" if slo else ""
-        gtext += f" {_fmt(cell.cost_per_mtok, 3)} |" if costs else ""
-        out.append(f"| {c} | {arm} | {cell.median_tps:.1f} | {cell.min_tps:.1f}-{cell.max_tps:.1f} | "
-                   f"{cell.repeats} | {_fmt(cell.median_ttft_ms)} | {_fmt(cell.median_tpot_ms, 2)} | "
-                   f"{_fmt(cell.shown_accept_length(), 2)}"
-                   f" | {cell.running_text()} | {cell.drafting_text()} | {rtext} |" + gtext)
+           "| " + " | ".join(col.header for col in cols) + " |",
+           "|" + "".join("---|" if col.left else "---:|" for col in cols)]
+    for row in s.rows():
+        out.append("| " + " | ".join(_md_escape(col.text(*row)) for col in cols) + " |")
     out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
             f"- adaptive: {s.adaptive_text()}"]
     out += [f"- {x.text()}" for x in (s.envelope, s.tax) if x is not None]

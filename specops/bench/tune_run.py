@@ -26,7 +26,7 @@ from specops.config.settings import host_variables, phase_vars, settings_from_ru
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
 from specops.errors import ConfigError, SpecopsError
-from specops.render.progress import failure_lines
+from specops.render.progress import failure_lines, warning_lines
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
 from specops.run.play import run_playbook
@@ -117,12 +117,18 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse:
                 append_result(run_dir, rec)
         say(f"{found.text()} (looked in {runs_dir}; --no-reuse measures everything)")
 
+    said: set[str] = set()
+
     def run_phase(phase: Phase, arms: dict[str, Any]) -> None:
         bench = BenchSettings.from_dict({**settings, "arms": phase.arms, "concurrency": phase.levels,
                                          "repeats": phase.repeats_setting, "keep_servers": phase.keep}, where="specops tune")
         report = run_playbook(inv, default_playbook("bench"), host.name,
                               extra_vars=phase_vars(extra_vars, arms, asdict(bench)),
                               run_dir=run_dir, console=console, quiet=True, label="tune")
+        for line in warning_lines(report):  # each once, though every phase's launch may warn again
+            if line not in said:
+                said.add(line)
+                say(line)
         if not report.ok:
             lines = failure_lines(report)
             raise SpecopsError(f"the {phase.name} sweep failed: " + ("; ".join(lines) or "see the journal"),

@@ -30,6 +30,8 @@ from specops.cli.options import (
     lease_policy,
     parse_vars,
     quiet,
+    runtime_option,
+    runtime_vars,
     var_option,
     verbose,
     verbosity,
@@ -177,13 +179,14 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
 @click.option("--runs-dir", type=click.Path(file_okay=False))
 @var_option
 @lease_options
+@runtime_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
           repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
           dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
           threshold: int | None,
           out: str | None, resume: str | None,
           extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
-          wait: bool, wait_timeout: float, take_over: bool) -> None:
+          wait: bool, wait_timeout: float, take_over: bool, allow_runtime_mismatch: bool) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
     policy = lease_policy(wait, wait_timeout, take_over)
     rule = parse_repeats(repeats)
@@ -195,12 +198,13 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                 "output_len": _lengths(output_len, "--output-len"),
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
                 "slo": slo, "objective": objective, "gpu_hour_cost": gpu_hour_cost}
-    extra_vars = parse_vars(var_items)
+    extra_vars = runtime_vars(parse_vars(var_items), allow_runtime_mismatch)
     ctx = click.get_current_context()
     sources = {"repeats_auto": "repeats", "scheduling": "arms_at_once"}  # settings of another option's name
     given = {key: value for key, value in settings.items() if key != "keep_servers"
              and ctx.get_parameter_source(sources.get(key, key)) not in (ParameterSource.DEFAULT, None)}
     common = (("--host", host_spec), ("-i", inventory_path), ("--playbook", playbook),
+              ("--allow-runtime-mismatch", allow_runtime_mismatch),
               *(("--var", v) for v in var_items), ("--threshold", threshold), ("--runs-dir", runs_dir))
 
     def again(run_dir: Path) -> str:

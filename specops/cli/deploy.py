@@ -15,6 +15,8 @@ from specops.cli.options import (
     lease_options,
     lease_policy,
     parse_vars,
+    runtime_option,
+    runtime_vars,
     var_option,
     verbosity,
 )
@@ -36,17 +38,20 @@ from specops.run.play import run_playbook
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @click.option("--keep-servers", is_flag=True, help="on Ctrl-C, leave servers this run launched running")
 @lease_options
+@runtime_option
 def deploy(host_spec: str, playbook_path: str | None, inventory_path: str | None, var_items: tuple[str, ...],
            check: bool, resume: bool, from_step: str | None, runs_dir: str | None, forks: int | None,
-           as_json: bool, keep_servers: bool, wait: bool, wait_timeout: float, take_over: bool) -> None:
+           as_json: bool, keep_servers: bool, wait: bool, wait_timeout: float, take_over: bool,
+           allow_runtime_mismatch: bool) -> None:
     """Run a playbook on hosts: steps in order, hosts in parallel, every step verified."""
     policy = lease_policy(wait, wait_timeout, take_over)
     again = command_line("deploy", ("--host", host_spec), ("-i", inventory_path), ("-p", playbook_path),
                          *(("--var", v) for v in var_items), ("--runs-dir", runs_dir),
-                         ("--forks", forks), ("--keep-servers", keep_servers), ("--resume", True))
+                         ("--forks", forks), ("--keep-servers", keep_servers),
+                         ("--allow-runtime-mismatch", allow_runtime_mismatch), ("--resume", True))
     report = run_playbook(
         load_inventory(inventory_path), Path(playbook_path) if playbook_path else default_playbook("deploy"),
-        host_spec, extra_vars=parse_vars(var_items), check=check, resume=resume, from_step=from_step,
+        host_spec, extra_vars=runtime_vars(parse_vars(var_items), allow_runtime_mismatch), check=check, resume=resume, from_step=from_step,
         runs_dir=Path(runs_dir) if runs_dir else None, forks=forks, console=console, as_json=as_json,
         keep_servers=keep_servers, resume_command=lambda _run_dir: again, verbosity=verbosity(),
         lease_policy=policy,

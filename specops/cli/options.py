@@ -121,6 +121,18 @@ host_option = click.option("--host", "-H", "host_spec", required=True, help="hos
 var_option = click.option("--var", "-e", "var_items", multiple=True, help="KEY=VALUE, highest precedence")
 
 
+#: The runtime check's opt-out (steps/sglang_install.check_runtime), for deploy and bench.
+runtime_option = click.option(
+    "--allow-runtime-mismatch", "allow_runtime_mismatch", is_flag=True,
+    help="launch over a prepared runtime (or a venv made by hand) that does not hold the release's pins: "
+         "skips the refusal only; each unmet pin is still printed as a warning")
+
+
+def runtime_vars(extra_vars: dict[str, Any], allow: bool) -> dict[str, Any]:
+    """`--allow-runtime-mismatch` as the variable the install step reads."""
+    return {**extra_vars, "sglang_allow_runtime_mismatch": True} if allow else extra_vars
+
+
 def lease_options(fn: Any) -> Any:
     """`--wait [--wait-timeout S]` and `--take-over`: what to do when another run uses an arm
     with other launch arguments (by default the run is refused at once, naming that run)."""

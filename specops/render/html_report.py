@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
-from specops.bench.report import ADAPTIVE_TOLERANCE, ReportSummary
+from specops.bench.report import ADAPTIVE_TOLERANCE, ReportSummary, result_columns
 from specops.bench.threshold import RULE as THRESHOLD_RULE
 from specops.bench.tune import tune_markdown
 from specops.secrets import clip
@@ -67,31 +67,16 @@ def _cell(text: str, sort_value: float | None = None, left: bool = False) -> str
 def _results_table(summary: ReportSummary) -> list[str]:
     out = []
     for s in summary.hosts:
-        costs = any(cell.cost_per_mtok is not None for cell in s.cells.values())
+        cols = result_columns(s, summary.slo)  # report.md's columns, the same model
         out.append(f"<h2>Results{' on ' + _e(s.label) if s.label else ''}</h2>")
-        out.append('<table class="sortable"><thead><tr><th>concurrency</th><th class="l">arm</th>'
-                   "<th>output tok/s</th><th>spread</th><th>repeats</th><th>TTFT ms</th><th>TPOT ms</th>"
-                   "<th>accept len</th><th>running batch p50/p90</th><th>ratio to baseline</th>"
-                   + ("<th>goodput req/s</th><th>SLO met</th>" if summary.slo else "")
-                   + ("<th>$ / 1M output tok</th>" if costs else "") + "</tr></thead><tbody>")
+        out.append('<table class="sortable"><thead><tr>'
+                   + "".join(('<th class="l">' if col.left else "<th>") + f"{_e(col.header)}</th>" for col in cols)
+                   + "</tr></thead><tbody>")
         short = {c for c, _ in (s.adaptive_shortfalls or [])}
-        for c, arm, cell, ratio in s.rows():
-            bad = arm == "adaptive" and c in short
-            row_open = '<tr class="bad">' if bad else "<tr>"
-            out.append(row_open + "".join([
-                _cell(str(c), c), _cell(arm, left=True), _cell(f"{cell.median_tps:.1f}", cell.median_tps),
-                _cell(f"{cell.min_tps:.1f}-{cell.max_tps:.1f}", cell.max_tps - cell.min_tps),
-                _cell(str(cell.repeats), cell.repeats), _cell(_num(cell.median_ttft_ms), cell.median_ttft_ms),
-                _cell(_num(cell.median_tpot_ms, 2), cell.median_tpot_ms),
-                _cell(_num(cell.shown_accept_length(), 2), cell.shown_accept_length()),
-                _cell(cell.running_text(), cell.running_p50),
-                _cell("-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})",
-                      None if ratio is None else ratio.ratio),
-                *([_cell(_num(cell.goodput, 2), cell.goodput),
-                   _cell("-" if cell.attainment is None else f"{cell.attainment:.0%}", cell.attainment)]
-                  if summary.slo else []),
-                *([_cell(_num(cell.cost_per_mtok, 3), cell.cost_per_mtok)] if costs else []),
-            ]) + "</tr>")
+        for row in s.rows():
+            bad = row[1] == "adaptive" and row[0] in short
+            out.append(('<tr class="bad">' if bad else "<tr>")
+                       + "".join(_cell(col.text(*row), col.sort(*row), left=col.left) for col in cols) + "</tr>")
         out.append("</tbody></table>")
         out.append(f"<ul><li>crossover: {_e(s.crossover.text())}</li>"
                    f"<li>recommended threshold: {_e(s.threshold_text())}</li>"

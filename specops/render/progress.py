@@ -66,9 +66,35 @@ def plain(console: Console, line: str) -> None:
     console.file.flush()
 
 
+def warning_text(ev: events.Warn, host: bool = True) -> str:
+    """`warning: HOST: STEP: message`, the one wording of a run's warning wherever it is shown."""
+    where = (f"{ev.host}: " if host else "") + (f"{ev.step}: " if ev.step else "")
+    return f"warning: {where}{ev.message}"
+
+
+def warning_lines(report: RunReport) -> list[str]:
+    """Every warning the run's hosts recorded, in order, one line each."""
+    return [warning_text(w) for h in report.hosts for w in h.warnings]
+
+
+def warning_count(report: RunReport) -> str:
+    """', 2 warnings' (empty without any): the outcome line's tail."""
+    n = sum(len(h.warnings) for h in report.hosts)
+    return f", {n} warning{'s' if n != 1 else ''}" if n else ""
+
+
+def outcome_line(report: RunReport) -> str:
+    """`deploy: ok, 2 warnings`: under the summary table, where the eye lands."""
+    failed = [h.host for h in report.hosts if not h.ok]
+    outcome = f"failed on {', '.join(failed)}" if failed else "ok"
+    return f"{report.playbook.name}: {outcome}{warning_count(report)}"
+
+
 def step_line(engine: Engine, ev: events.Event) -> str | None:
-    """The plain line for a journal event that finishes a step (or a host), else None."""
+    """The plain line for a journal event that finishes a step (or a host), or a warning, else None."""
     word: str
+    if isinstance(ev, events.Warn):
+        return f"{stamp()}  {ev.host}  {warning_text(ev, host=False)}"
     if isinstance(ev, events.Fail) and ev.step_index is None:
         lines = ev.error.strip().splitlines() or [""]
         first = lines[-1] if lines[0].startswith("Traceback") else lines[0]
@@ -117,37 +143,38 @@ def command_line(ev: events.Event) -> str | None:
 
 def result_line(report: RunReport) -> str:
     """`specops -q`'s one line for a finished run."""
-    failed = [h.host for h in report.hosts if not h.ok]
-    outcome = f"failed on {', '.join(failed)}" if failed else "ok"
-    return (f"{report.playbook.name}: {outcome} ({len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''}); "
+    return (f"{outcome_line(report)} ({len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''}); "
             f"run directory: {report.run_dir}")
 
 
 @contextmanager
 def live_progress(engine: Engine, console: Console, enabled: bool = True, commands: bool = False) -> Iterator[None]:
-    """On a terminal, the live view; on a pipe, one plain timestamped line per finished step.
-    `commands` (`specops -v`): also a line per command a step runs, as it ends."""
+    """On a terminal, the live view, with each warning printed above it as it comes; on a
+    pipe, one plain timestamped line per finished step and per warning. `commands`
+    (`specops -v`): also a line per command a step runs, as it ends."""
     if not enabled:
         yield
         return
     before = engine.on_event
-    if not console.is_terminal or commands:
-        def listen(ev: events.Event) -> None:
-            if before:
-                before(ev)
-            line = command_line(ev) if commands else None
-            if line is None and not console.is_terminal:
-                line = step_line(engine, ev)
-            if line:
-                plain(console, line)
 
-        engine.on_event = listen
-        if not console.is_terminal:
-            try:
-                yield
-            finally:
-                engine.on_event = before
-            return
+    def listen(ev: events.Event) -> None:
+        if before:
+            before(ev)
+        line = command_line(ev) if commands else None
+        if line is None and not console.is_terminal:
+            line = step_line(engine, ev)
+        elif line is None and isinstance(ev, events.Warn):
+            line = warning_text(ev)  # above the live view, which stays below it
+        if line:
+            plain(console, line)
+
+    engine.on_event = listen
+    if not console.is_terminal:
+        try:
+            yield
+        finally:
+            engine.on_event = before
+        return
     stop = threading.Event()
     with Live(progress_table(engine), console=console, refresh_per_second=4, transient=True) as live:
         def refresh() -> None:

@@ -74,6 +74,8 @@ class HostReport:
     error: str = ""
     current: str = ""
     started: float = 0.0
+    #: the host's warnings as the journal recorded them: the summary, -q and --json show them
+    warnings: list[events.Warn] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -271,7 +273,7 @@ class Engine:
     def run(self) -> RunReport:
         """Run every host; on Ctrl-C (KeyboardInterrupt here) stop scheduling, mark the run
         interrupted and re-raise, leaving the journal open for the cleanup (see `interrupt`)."""
-        journal = Journal(self.run_dir, self.on_event)
+        journal = Journal(self.run_dir, self._observe)
         self.state.journal = journal
         meta = {
             "run_id": self.run_id, "playbook": self.playbook.name,
@@ -298,6 +300,13 @@ class Engine:
             if not interrupted:
                 journal.close()
         return RunReport(self.run_id, self.run_dir, self.playbook, list(self.reports.values()), self.check)
+
+    def _observe(self, ev: events.Event) -> None:
+        """Each event as written: a warning is kept on its host's report, then `on_event` hears it."""
+        if isinstance(ev, events.Warn) and ev.host in self.reports:
+            self.reports[ev.host].warnings.append(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
 
     def _run_hosts(self, journal: Journal) -> None:
         """Hosts on `forks` worker threads. The workers are daemon threads: after Ctrl-C the

@@ -10,7 +10,15 @@ from rich.console import Console
 
 from specops.config.inventory import Inventory
 from specops.config.playbook import load_playbook
-from specops.render.progress import failure_lines, live_progress, print_check, result_line, summary_table
+from specops.render.progress import (
+    failure_lines,
+    live_progress,
+    outcome_line,
+    print_check,
+    result_line,
+    summary_table,
+    warning_lines,
+)
 from specops.run.engine import Engine, RunReport
 from specops.run.state import Interrupted, PointCallback
 from specops.servers.lease import LeasePolicy
@@ -59,6 +67,9 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
         print_check(report, console)
     elif verbosity >= 0:
         console.print(summary_table(report, console.width))
+        console.print(outcome_line(report), markup=False, highlight=False, soft_wrap=True)
+    for line in warning_lines(report):  # shown as they came too; here (and with -q) where the eye lands
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in failure_lines(report):
         console.print("✗ " + line, markup=False, highlight=False)
     journal = engine.state.journal
@@ -82,6 +93,7 @@ def report_dict(report: RunReport) -> dict[str, Any]:
     return {
         "run_id": report.run_id, "run_dir": str(report.run_dir), "ok": report.ok, "check": report.check,
         "hosts": {h.host: {"ok": h.ok, "error": h.error, "failed_step": h.failed_step,
+                           "warnings": [{"step": w.step, "message": w.message} for w in h.warnings],
                            "steps": [{"name": report.playbook.steps[i].name, "status": s.status, "detail": s.detail,
                                       "commands": s.commands} for i, s in enumerate(h.steps)]}
                   for h in report.hosts},

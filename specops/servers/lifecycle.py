@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence, cast
 import specops.servers.container as container
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
+from specops.servers.fairness import args_from_argv
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,
@@ -282,15 +283,28 @@ def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: flo
         f"while [ $(now) -lt $end ]; do busy=0; for i in {idx}; do "
         f"_grp_alive ${{PG[$i]}} && busy=1; _port_busy ${{PORT[$i]}} && busy=1; done; "
         f"[ $busy = 0 ] && break; sleep 0.1; done",
-        "GPU=none; if command -v nvidia-smi >/dev/null 2>&1; then GPU=yes; "
-        f"end=$(( $(now) + {int(gpu_wait_s * 1000)} )); "
-        f"while [ $(now) -lt $end ]; do held=0; g=\" $(_gpu_pids | tr '\\n' ' ') \"; for i in {idx}; do "
-        f"for p in ${{PIDS[$i]}}; do case \"$g\" in *\" $p \"*) held=1;; esac; done; done; "
-        f"[ $held = 0 ] && break; sleep 0.5; done; [ $held = 0 ] || GPU=held; fi",
+        _gpu_wait(states, idx, gpu_wait_s),
         f"for i in {idx}; do pf=1; _port_busy ${{PORT[$i]}} && pf=0; ga=0; _grp_alive ${{PG[$i]}} && ga=1; "
         f"echo \"@@S $i ${{SIG[$i]}} $pf $ga $GPU\"; done",
     ]
     return "\n".join(lines)
+
+
+def _gpu_wait(states: Sequence[ServerState], idx: str, gpu_wait_s: float) -> str:
+    """Wait (bounded) until no pid of the stopped groups holds GPU memory; GPU=none where
+    nvidia-smi is absent or every arm ran with --device cpu (no GPU to speak of)."""
+    if all(on_cpu(st) for st in states):
+        return "GPU=none"
+    return ("GPU=none; if command -v nvidia-smi >/dev/null 2>&1; then GPU=yes; "
+            f"end=$(( $(now) + {int(gpu_wait_s * 1000)} )); "
+            f"while [ $(now) -lt $end ]; do held=0; g=\" $(_gpu_pids | tr '\\n' ' ') \"; for i in {idx}; do "
+            f"for p in ${{PIDS[$i]}}; do case \"$g\" in *\" $p \"*) held=1;; esac; done; done; "
+            f"[ $held = 0 ] && break; sleep 0.5; done; [ $held = 0 ] || GPU=held; fi")
+
+
+def on_cpu(state: ServerState) -> bool:
+    """The arm was launched with `--device cpu` (SGLang's CPU serving): it holds no GPU."""
+    return str(args_from_argv(state.argv).get("device", "")).lower() == "cpu"
 
 
 def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s: float = 10.0,
@@ -315,7 +329,7 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
         if st.arm in boxed and sig == "none":
             sig = "TERM"  # the runtime's stop signal reached it
         r = StopResult(st.arm, st.pid, st.port, sig != "none", None if sig == "none" else sig,
-                       pf == "1", None if gpu == "none" else gpu == "yes")
+                       pf == "1", None if gpu == "none" or on_cpu(st) else gpu == "yes")
         results.append(r)
         if ga == "1":
             problems.append(f"server '{st.arm}': processes of group {st.pgid} survived SIGKILL")

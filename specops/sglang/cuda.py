@@ -113,16 +113,22 @@ def _strings_until_close(buf: str) -> tuple[list[str], bool]:
     return strings, False
 
 
-def pins(pyproject: str, extras: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
-    """`{"torch": ("==", "2.14.1"), "cuda-python": (">=", "13.0")}` from the dependencies
-    pip installs: the project's own and those of the extras asked for (`sglang[srt]` up to
-    0.5.1 pinned torch only there)."""
+def requirements(pyproject: str, extras: Sequence[str] = ()) -> list[str]:
+    """The requirement strings pip installs for the tree: `project.dependencies`, then
+    those of each extra asked for, as written (markers kept)."""
     arrays = _arrays(pyproject)
     reqs = list(arrays.get("project.dependencies", []))
     for extra in extras:
         reqs += arrays.get(f"project.optional-dependencies.{extra}", [])
+    return reqs
+
+
+def pins(pyproject: str, extras: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
+    """`{"torch": ("==", "2.14.1"), "cuda-python": (">=", "13.0")}` from the dependencies
+    pip installs: the project's own and those of the extras asked for (`sglang[srt]` up to
+    0.5.1 pinned torch only there)."""
     out: dict[str, tuple[str, str]] = {}
-    for req in reqs:
+    for req in requirements(pyproject, extras):
         m = _PIN.match(req.split(";", 1)[0])
         if m:
             name = m.group(1).lower().replace("_", "-")

@@ -40,6 +40,15 @@ def neutral_cwd(workdir: str) -> str:
 RUNTIME_PTH = "zz-specops-runtime.pth"
 
 
+def _flag(value: Any, name: str, where: str) -> bool:
+    """A boolean variable, as YAML or `--var` (the string true/false) gives it."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}", where=where)
+    return value
+
+
 @dataclass
 class InstallSettings:
     """What the install step does, from the variables (`sglang_extras`, `sglang_pip_args`,
@@ -56,6 +65,9 @@ class InstallSettings:
     pip_args: list[str] = field(default_factory=list)
     install_deps: bool = True
     runtime: str | None = None
+    #: `--allow-runtime-mismatch` / `sglang_allow_runtime_mismatch`: launch over a runtime that
+    #: does not meet the release's pins (said as a warning, never silently)
+    allow_mismatch: bool = False
 
     @classmethod
     def from_vars(cls, variables: dict[str, Any], args: dict[str, Any], where: str) -> "InstallSettings":
@@ -72,6 +84,8 @@ class InstallSettings:
                               where=where, hint="e.g. /opt/conda/envs/sglang/bin/python; leave it out for a new "
                                                 "environment with SGLang's dependencies installed")
         deps = pick("install_deps", "sglang_install_deps", runtime is None)  # a runtime brings them
+        allow = _flag(pick("allow_runtime_mismatch", "sglang_allow_runtime_mismatch", False),
+                      "sglang_allow_runtime_mismatch", where)
         for name, value in (("sglang_extras", extras), ("sglang_pip_args", pip_args)):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{name} must be a list of strings, got {value!r}", where=where)
@@ -84,7 +98,7 @@ class InstallSettings:
             raise ConfigError(f"sglang_extras: {', '.join(bad)} is not an extra's name", where=where)
         venv = str(args.get("venv") or venv_dir(variables))
         return cls(venv=venv, extras=list(extras), pip_args=list(pip_args), install_deps=deps,
-                   runtime=runtime.strip() if runtime else None)
+                   runtime=runtime.strip() if runtime else None, allow_mismatch=allow)
 
     def target(self, tree: str) -> str:
         """`<tree>/python[extra,...]`, what pip installs editable."""

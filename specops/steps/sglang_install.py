@@ -31,7 +31,7 @@ from specops.patching import PatchError, load_patchset, run_verify
 from specops.run import events
 from specops.secrets import redact
 from specops.servers import container
-from specops.sglang import cuda
+from specops.sglang import cuda, runtime_pins
 from specops.sglang.paths import PATCH_STATE_DIR
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.sglang.treeversion import tree_version
@@ -85,9 +85,10 @@ VENV_SITE = ('import json, sys, sysconfig; print(json.dumps({"purelib": sysconfi
 class SGLangInstall(StepKind):
     name = "sglang_install"
     changes_sglang = True
-    keys = ("tree", "venv", "extras", "pip_args", "install_deps", "runtime")
+    keys = ("tree", "venv", "extras", "pip_args", "install_deps", "runtime", "allow_runtime_mismatch")
     required = ("tree",)
-    arg_types = {"tree": str, "venv": str, "extras": list, "pip_args": list, "install_deps": bool, "runtime": str}
+    arg_types = {"tree": str, "venv": str, "extras": list, "pip_args": list, "install_deps": bool, "runtime": str,
+                 "allow_runtime_mismatch": bool}
 
     # ----- what the step works with -------------------------------------------------------
 
@@ -280,7 +281,11 @@ class SGLangInstall(StepKind):
             runtime = self._runtime(ctx)
             if runtime is not None and not self._runtime_linked(ctx, runtime):
                 return False
-            return self._judge(ctx, self._probe(ctx)) == ""
+            if self._judge(ctx, self._probe(ctx)) != "":
+                return False
+            tree, _, python = self._paths(ctx)
+            check_runtime(ctx, tree, python, self._settings(ctx))  # a runtime changed since: apply refuses
+            return True
         except StepError:
             return False  # apply says why (no tree yet, a broken environment)
 
@@ -309,6 +314,7 @@ class SGLangInstall(StepKind):
         if not pip.ok:
             raise StepError(f"pip install -e {s.target(tree)} failed (exit {pip.rc}): {pip.tail(3)}",
                             hint=f"the whole pip output is in {log}")
+        check_runtime(ctx, tree, python, s)  # before any import of the tree, and before any server
         checked = self._patch_round_trips(ctx) if s.install_deps or runtime else []
         ctx.transport.put((json.dumps(stamp, indent=1, sort_keys=True) + "\n").encode(), self._stamp_path(ctx))
         after = self._probe(ctx) or {}
@@ -387,3 +393,38 @@ def check_cuda(ctx: StepContext, tree: str, s: InstallSettings) -> None:
         raise StepError(verdict.refuse, hint="set sglang_ref to that release, or update the host's NVIDIA driver")
     if verdict.warn:
         ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name, message=verdict.warn))
+
+
+def check_runtime(ctx: StepContext, tree: str, python: str, s: InstallSettings) -> None:
+    """Refuse an environment that does not hold the release's own pins (sglang.runtime_pins):
+    a prepared runtime or a venv made by hand (`sglang_install_deps: false`), whose packages
+    pip did not choose. On a `device: cpu` host the tree's CPU pins (`pyproject_cpu.toml`,
+    SGLang's CPU install) where it has them. `allow_mismatch` says what it lets through."""
+    if s.install_deps and not s.runtime:
+        return  # pip installed the release's own dependencies
+    files = TransportTreeFiles(ctx.transport, tree)
+    on_cpu = getattr(ctx.host, "device", "gpu") == "cpu"
+    name = next((n for n in ((runtime_pins.PYPROJECT_CPU,) if on_cpu else ()) + (cuda.PYPROJECT,)
+                 if files.read(n) is not None), None)
+    if name is None:
+        ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name,
+                                     message=f"runtime not checked: {tree} has no {cuda.PYPROJECT}"))
+        return
+    text = (files.read(name) or b"").decode("utf-8", "replace")
+    result = ctx.probe(runtime_pins.command(python, cuda.requirements(text, s.extras)), timeout=120)
+    if not result.ok:
+        raise StepError(f"cannot check the environment {python} against {tree}/{name}: {result.tail(3)}")
+    pins = runtime_pins.parse(result.stdout)
+    bad = sorted(runtime_pins.unmet(pins), key=lambda p: p.installed is None)  # wrong versions first
+    for pin in runtime_pins.unjudged(pins):
+        ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name,
+                                     message=f"runtime pin {pin.req!r} not checked: {pin.why}"))
+    if not bad:
+        return
+    what = f"{len(bad)} of the pins in {tree}/{name} are not met by {python}: " + "; ".join(p.problem() for p in bad)
+    if s.allow_mismatch:
+        ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name,
+                                     message=f"runtime check skipped (--allow-runtime-mismatch): {what}"))
+        return
+    raise StepError(f"{what} (install them into it, or launch anyway with --allow-runtime-mismatch)",
+                    hint=f"{runtime_pins.RULE}; sglang_allow_runtime_mismatch: true is the same opt-out as a variable")

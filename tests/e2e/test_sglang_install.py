@@ -51,6 +51,9 @@ def _inventory(tmp_path: Path, sshd, **extra) -> Path:
     entry = {**sshd.host_entry(0, workdir=str(tmp_path / "gpu")), "engine": "sglang", "python": home_python()}
     variables = {**arm_vars(), "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{STANDIN_VERSION}",
                  "sglang_install_deps": False,
+                 # a venv without the release's pins: this file proves the launch quotes the real
+                 # import error, so past the runtime check (tests/e2e/test_sglang_runtime.py tests it)
+                 "sglang_allow_runtime_mismatch": True,
                  "sglang_pip_args": ["--no-index", "--find-links", str(wheels)], **extra}
     variables["arms"] = {k: v for k, v in variables["arms"].items() if k in ("baseline", "adaptive")}
     for i, arm in enumerate(variables["arms"].values()):

@@ -61,10 +61,14 @@ def _runtime(root: Path, who: str) -> Path:
     return venv / "bin" / "python"
 
 
-def _inventory(tmp_path: Path, runtime: Path | str) -> Path:
+def _inventory(tmp_path: Path, runtime: Path | str, allow_mismatch: bool = True) -> Path:
+    """`allow_mismatch`: the stand-in runtimes hold none of the release's pins; the tests of how
+    the environment sees them go past the runtime check, the runtime check's own test does not."""
     variables = {**arm_vars(), "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{STANDIN_VERSION}",
                  "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
                  "sglang_runtime": str(runtime)}
+    if allow_mismatch:
+        variables["sglang_allow_runtime_mismatch"] = True
     variables["arms"] = {"baseline": variables["arms"]["baseline"]}
     variables.pop("sim", None)
     host = {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(tmp_path / "cpu")}
@@ -145,3 +149,35 @@ def test_a_missing_runtime_fails_the_step_naming_host_and_path(tmp_path: Path) -
     res, _, _ = _deploy(tmp_path, _inventory(tmp_path, broken), "runs2")
     assert res.exit_code == 1 and f"sglang_runtime {broken} on host cpu cannot run" in res.output, res.output
     assert "libpython3.11.so" in res.output
+
+
+def _wrong_transformers(runtime: Path) -> None:
+    """A hand-made distribution in the runtime: transformers 4.57.1 (the release pins 5.3.0)."""
+    site = next((runtime.parent.parent / "lib").glob("python3.*/site-packages"))
+    dist = site / "transformers-4.57.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: transformers\nVersion: 4.57.1\n")
+
+
+def test_a_runtime_without_the_releases_pins_is_refused_before_any_server(tmp_path: Path) -> None:
+    """Issue 38: SGLang over a runtime with another transformers died at import, and one
+    without torchao too, found only from the server's traceback. The release's own pins
+    (its python/pyproject_cpu.toml on this device: cpu host) are checked in the runtime."""
+    runtime = _runtime(tmp_path, "first")
+    _wrong_transformers(runtime)
+    inv = _inventory(tmp_path, runtime, allow_mismatch=False)
+    res, ev, _ = _deploy(tmp_path, inv, "runs")
+    assert res.exit_code == 1, res.output
+    text = " ".join(res.output.split())
+    assert "/python/pyproject_cpu.toml are not met by" in text, res.output
+    assert "transformers: pinned ==5.3.0, installed 4.57.1" in text and "torchao: pinned ==0.14.1, not installed" in text
+    assert "--allow-runtime-mismatch" in text
+    assert not any(e["event"] == "server" for e in ev)
+
+    # the opt-out: the install goes on, and says what it let through
+    allowed = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(_playbook(tmp_path)),
+                      "--runs-dir", str(tmp_path / "runs2"), "--allow-runtime-mismatch")
+    assert allowed.exit_code == 0, allowed.output
+    said = " ".join(allowed.output.split())
+    assert "warning: cpu: install sglang: runtime check skipped (--allow-runtime-mismatch): " in said, allowed.output
+    assert "transformers: pinned ==5.3.0, installed 4.57.1" in said

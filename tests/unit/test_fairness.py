@@ -68,3 +68,32 @@ def test_argv_values_compare_equal_to_resolved_values() -> None:
                          "eagle3": {"argv": ["python3", "-m", "sglang.launch_server", "--max-running-requests",
                                              "256", "--speculative-algorithm", "EAGLE3"]}}}
     assert summarize([], manifest).warnings == []
+
+
+def test_no_cuda_graph_warning_when_every_arm_runs_without_cuda_graphs() -> None:
+    """Issue 38: `cuda_graph_bs differs` meant nothing on a run where every arm had
+    `--disable-cuda-graph` (measured on real SGLang 0.5.8 on a CPU host)."""
+    off = {"disable_cuda_graph": True}
+    infos = {"baseline": {**BASELINE, **off, "cuda_graph_bs": [1, 2, 4], "cuda_graph_max_bs": 4},
+             "eagle3": {**EAGLE3, **off, "max_running_requests": 64, "cuda_graph_bs": [1, 2], "cuda_graph_max_bs": 2}}
+    assert deploy_warnings(infos) == []
+    assert _report_warnings(infos) == []
+    on_one = {**infos, "eagle3": {**infos["eagle3"], "disable_cuda_graph": False}}
+    assert any(w.startswith("cuda_graph_bs differs") for w in deploy_warnings(on_one))
+
+
+def test_an_attention_backend_or_device_difference_is_in_the_reports_headline() -> None:
+    """Issue 38: a baseline on torch_native against EAGLE arms on triton (a CPU host) measured
+    the backends, not speculation; the report's headline says so."""
+    infos = {"baseline": {**BASELINE, "attention_backend": "torch_native", "device": "cpu"},
+             "eagle3": {**EAGLE3, "max_running_requests": 64, "attention_backend": "triton", "device": "cpu"}}
+    manifest = {"arms": {arm: {"server_args": info, "argv": ["python3"]} for arm, info in infos.items()}}
+    summary = summarize([], manifest)
+    lines = [ln for ln in summary.headline if "attention_backend differs" in ln]
+    assert len(lines) == 1 and "baseline=torch_native, eagle3=triton" in lines[0]
+    assert "not speculation alone" in lines[0] and "CPU" in lines[0]
+    assert any("attention_backend differs" in w for w in summary.warnings)
+    assert "attention_backend differs" in summary.markdown.split("## Headline")[1].split("##")[0]
+    same = {arm: {**info, "attention_backend": "triton"} for arm, info in infos.items()}
+    same_manifest = {"arms": {arm: {"server_args": info} for arm, info in same.items()}}
+    assert not [ln for ln in summarize([], same_manifest).headline if "differs" in ln]
