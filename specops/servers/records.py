@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from specops.errors import StepError
+from specops.servers import recordfile
 from specops.servers.remote import q
 from specops.sglang import paths
 from specops.transport.base import Transport
@@ -62,9 +63,8 @@ class ServerState:
 
     @classmethod
     def from_json(cls, data: bytes | str) -> "ServerState":
-        raw = json.loads(data)
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in raw.items() if k in known})
+        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit."""
+        return recordfile.load(cls, data)
 
 
 @dataclass
@@ -115,7 +115,8 @@ def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | No
         return None
     try:
         return ServerState.from_json(transport.get(path))
-    except (ValueError, TypeError):
+    except ValueError as exc:
+        recordfile.skipped(path, transport.name, exc)
         return None  # a damaged state file is treated as no server
 
 
@@ -124,14 +125,16 @@ def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
     d = paths.servers_dir(transport.expand(workdir))
     script = (f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
               f"case \"$f\" in *.adaptive.json) continue;; esac; "
-              f"printf '@@STATE %s\\n' \"$(base64 -w0 < \"$f\")\"; done")
+              f"printf '@@STATE %s %s\\n' \"$(base64 -w0 < \"$f\")\" \"$(printf %s \"$f\" | base64 -w0)\"; done")
     res = transport.run(script, timeout=_RUN_TIMEOUT)
     out: dict[str, ServerState] = {}
     for line in res.stdout.splitlines():
         if line.startswith("@@STATE "):
+            blob, _, name = line[8:].partition(" ")
             try:
-                st = ServerState.from_json(base64.b64decode(line[8:]))
-            except (ValueError, TypeError):
+                st = ServerState.from_json(base64.b64decode(blob))
+            except ValueError as exc:
+                recordfile.skipped(recordfile.named(name), transport.name, exc)
                 continue
             out[st.arm] = st
     return out
