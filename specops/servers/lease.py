@@ -32,8 +32,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
+import specops.servers.recordfile as recordfile
 from specops.errors import SpecopsError
-from specops.servers import recordfile
 from specops.servers.lifecycle import ServerState, probe
 from specops.servers.remote import POLL_HEALTH_S, q
 from specops.sglang import paths

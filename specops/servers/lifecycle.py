@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, cast
 
 import specops.servers.container as container
+import specops.servers.recordfile as recordfile
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
-from specops.servers import recordfile
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_LINE,

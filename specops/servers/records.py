@@ -9,8 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+import specops.servers.recordfile as recordfile
 from specops.errors import StepError
-from specops.servers import recordfile
 from specops.servers.remote import q
 from specops.sglang import paths
 from specops.transport.base import Transport
