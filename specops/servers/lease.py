@@ -25,6 +25,7 @@ import getpass
 import json
 import os
 import posixpath
+import re
 import socket
 import threading
 import time
@@ -50,6 +51,8 @@ LOCK_WAIT_S = 60.0
 _TIMEOUT = 30.0
 
 Mode = Literal["refuse", "wait", "take_over"]
+#: what a lease's key and arm may be (LeaseBook.key, an arm name): they name files
+_PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 class LeaseHeld(SpecopsError):
@@ -93,8 +96,14 @@ class Lease:
 
     @classmethod
     def from_json(cls, raw: bytes, age_s: float) -> "Lease":
-        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit."""
-        return recordfile.load(cls, raw, age_s=age_s)
+        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit. The key
+        and arm name files (a dead lease is removed, a revoked marker written by them): one
+        that is not a plain name (`../../x`) is refused."""
+        lease = recordfile.load(cls, raw, age_s=age_s)
+        for name, value in (("key", lease.key), ("arm", lease.arm)):
+            if not _PLAIN.fullmatch(value):
+                raise recordfile.BadRecord(f"{name!r} {value[:40]!r} is not a plain name")
+        return lease
 
     def who(self) -> str:
         """`run R (user U on host H, pid P, since 2026-11-30 10:53:01 UTC)`."""

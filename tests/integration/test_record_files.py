@@ -120,3 +120,22 @@ def test_a_stale_lock_is_broken(tmp_path: Path) -> None:
     lease.read_arm(t, wd, "baseline", lock="owner-a")
     assert os.readlink(_lock(wd)) == "owner-a"
     assert sorted(p.name for p in _lock(wd).parent.iterdir()) == [".lock"]  # the broken one is gone
+
+
+def test_a_dead_lease_whose_key_is_a_path_writes_and_removes_nothing_outside(tmp_path: Path, caplog) -> None:
+    """A lease's key and arm name the files a claim removes and the revoked marker it writes
+    for a dead holder: `../../../escaped` would put that marker beside the workdir."""
+    t, wd = LocalTransport("h0"), str(tmp_path / "wd")
+    d = Path(paths.leases_dir(wd, "baseline"))
+    d.mkdir(parents=True)
+    dead = {"run_id": "r", "arm": "baseline", "key": "../../../../escaped", "args_hash": "h", "pid": 2 ** 22 + 7,
+            "pid_start": "", "user": "u", "cli_host": lease.this_host(), "since": 0.0, "heartbeat": 0.0}
+    (d / "x.json").write_text(json.dumps(dead))
+    book = LeaseBook("run-a", "bench", LeasePolicy("refuse", 5.0))
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert book.claim(t, "h0", wd, "baseline", "hash-a").lead
+    finally:
+        book._stop.set()
+    assert sorted(p.name for p in tmp_path.rglob("*.revoked")) == []
+    assert "'key' '../../../../escaped' is not a plain name" in caplog.text
