@@ -225,7 +225,7 @@ def _parse_views(stdout: str, host: str) -> dict[str, ArmView]:
             elif parts[0] == "@@R" and len(parts) == 4:
                 view.revoked[parts[1]] = recordfile.load_object(base64.b64decode(parts[2]) or b"{}")
             elif parts[0] == "@@S" and len(parts) == 3:
-                view.state = ServerState.from_json(base64.b64decode(parts[1]))
+                view.state = ServerState.from_json(base64.b64decode(parts[1]), recordfile.named(parts[2]))
         except ValueError as exc:  # a torn or foreign file is no lease
             recordfile.skipped(recordfile.named(parts[-1]) if len(parts) > 2 else line[:80], host, exc)
     return views

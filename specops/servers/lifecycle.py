@@ -392,7 +392,7 @@ wait  # the endpoints' small lines first, then the long ones (a pipe keeps only 
             _, i, a, r, blob, name = (line.split(" ", 5) + [""])[:6]
             h = codes.get(i, "000")
             try:
-                st = ServerState.from_json(base64.b64decode(blob))
+                st = ServerState.from_json(base64.b64decode(blob), recordfile.named(name))
             except ValueError as exc:
                 recordfile.skipped(recordfile.named(name), transport.name, exc)
                 continue

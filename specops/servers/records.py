@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -62,9 +63,16 @@ class ServerState:
         return (json.dumps(asdict(self), indent=1) + "\n").encode()
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "ServerState":
-        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit."""
-        return recordfile.load(cls, data)
+    def from_json(cls, data: bytes | str, path: str | None = None) -> "ServerState":
+        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit. `path`:
+        the file it was read from, which its `state_path` must name (`stop` removes that
+        file: a state file naming another one would have specops delete it)."""
+        st = recordfile.load(cls, data)
+        if not st.arm.replace("-", "_").replace("_", "a").isalnum():
+            raise recordfile.BadRecord(f"arm {st.arm[:40]!r} is not an arm name")
+        if path is not None and posixpath.normpath(st.state_path) != posixpath.normpath(path):
+            raise recordfile.BadRecord(f"its state_path {st.state_path[:200]!r} names another file")
+        return st
 
 
 @dataclass
@@ -114,7 +122,7 @@ def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | No
     if transport.stat_size(path) is None:
         return None
     try:
-        return ServerState.from_json(transport.get(path))
+        return ServerState.from_json(transport.get(path), path)
     except ValueError as exc:
         recordfile.skipped(path, transport.name, exc)
         return None  # a damaged state file is treated as no server
@@ -132,7 +140,7 @@ def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
         if line.startswith("@@STATE "):
             blob, _, name = line[8:].partition(" ")
             try:
-                st = ServerState.from_json(base64.b64decode(blob))
+                st = ServerState.from_json(base64.b64decode(blob), recordfile.named(name))
             except ValueError as exc:
                 recordfile.skipped(recordfile.named(name), transport.name, exc)
                 continue

@@ -47,7 +47,7 @@ def test_hostile_state_files_are_skipped_naming_them_and_never_run(tmp_path: Pat
                                                "pgid": f"1; touch {marker} #"}))
     listed = _state_file(wd, "list", "[]")
     _state_file(wd, "none", "null")
-    _state_file(wd, "good", json.dumps(GOOD))
+    _state_file(wd, "good", json.dumps({**GOOD, "state_path": paths.server_state(wd, "good")}))
     with caplog.at_level(logging.WARNING):
         assert sorted(read_states(t, wd)) == ["good"]
         assert read_state(t, wd, "evil") is None
@@ -74,6 +74,18 @@ def test_a_hostile_lease_file_is_skipped_and_the_claim_goes_on(tmp_path: Path, c
         assert f"skipping {d / 'y.revoked'}: a JSON NoneType" in caplog.text
     finally:
         book._stop.set()
+
+
+def test_a_state_file_naming_another_file_never_has_it_removed(tmp_path: Path, caplog) -> None:
+    """`stop` removes the state file a record names: one naming another file is skipped."""
+    t, wd = LocalTransport("h0"), str(tmp_path / "wd")
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    _state_file(wd, "good", json.dumps({**GOOD, "state_path": str(victim)}))
+    with caplog.at_level(logging.WARNING):
+        stop_arms(t, wd, grace_s=0.1, port_wait_s=0.1, gpu_wait_s=0.1)
+    assert victim.read_text() == "keep me"
+    assert f"state_path '{victim}' names another file" in caplog.text
 
 
 # ---------------------------------------------------------------- the claim lock (finding 7)
