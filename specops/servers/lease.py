@@ -9,8 +9,9 @@ or waits for the lease (`--wait`), or takes the arm over (`--take-over`): it wri
 `<key>.revoked` for the holder, whose next point then fails with "arm X taken over by
 run Y" instead of whatever error the restart caused.
 
-A claim decides under a per-arm lock on the host (a `.lock` directory: `mkdir` is
-atomic), so of two runs claiming at once with different arguments exactly one wins.
+A claim decides under a per-arm lock on the host (a `.lock` symlink naming its owner's
+token: `ln -s` is atomic), so of two runs claiming at once with different arguments
+exactly one wins; only its owner removes it, and a stale one is broken by rename.
 A lease is dead when its heartbeat (the file's
 mtime on the host's clock, refreshed every HEARTBEAT_S by a daemon thread) is older than
 EXPIRE_S, or when its CLI ran on this machine and that process is gone. Dead leases are
@@ -24,12 +25,15 @@ import getpass
 import json
 import os
 import posixpath
+import re
 import socket
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
+import specops.servers.recordfile as recordfile
 from specops.errors import SpecopsError
 from specops.servers.lifecycle import ServerState, probe
 from specops.servers.remote import POLL_HEALTH_S, q
@@ -47,6 +51,8 @@ LOCK_WAIT_S = 60.0
 _TIMEOUT = 30.0
 
 Mode = Literal["refuse", "wait", "take_over"]
+#: what a lease's key and arm may be (LeaseBook.key, an arm name): they name files
+_PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 class LeaseHeld(SpecopsError):
@@ -90,9 +96,14 @@ class Lease:
 
     @classmethod
     def from_json(cls, raw: bytes, age_s: float) -> "Lease":
-        data = json.loads(raw)
-        known = set(cls.__dataclass_fields__) - {"age_s"}
-        return cls(**{k: v for k, v in data.items() if k in known}, age_s=age_s)
+        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit. The key
+        and arm name files (a dead lease is removed, a revoked marker written by them): one
+        that is not a plain name (`../../x`) is refused."""
+        lease = recordfile.load(cls, raw, age_s=age_s)
+        for name, value in (("key", lease.key), ("arm", lease.arm)):
+            if not _PLAIN.fullmatch(value):
+                raise recordfile.BadRecord(f"{name!r} {value[:40]!r} is not a plain name")
+        return lease
 
     def who(self) -> str:
         """`run R (user U on host H, pid P, since 2026-11-30 10:53:01 UTC)`."""
@@ -169,13 +180,20 @@ def is_live(lease: Lease, here: str | None = None) -> bool:
 
 # ---------------------------------------------------------------- host side
 
-def _lock_script(d: str) -> str:
-    """Take the arm's claim lock (`mkdir` is atomic), breaking one left by a CLI that died
-    holding it (older than LOCK_STALE_S); give up after LOCK_WAIT_S."""
+def _lock_script(d: str, owner: str) -> str:
+    """Take the arm's claim lock: a symlink whose target is the owner's token (`ln -s` is
+    atomic and fails when the name exists; the token reads back whole). One left by a CLI
+    that died holding it (older than LOCK_STALE_S) is broken by renaming it aside and
+    checking the renamed one is the lock judged stale; a fresh lock taken in between is put
+    back, never removed. Gives up after LOCK_WAIT_S."""
     lock = q(posixpath.join(d, ".lock"))
-    return (f"mkdir -p {q(d)} || exit 12; n=0; until mkdir {lock} 2>/dev/null; do "
+    aside = q(posixpath.join(d, f".lock.broken.{owner}"))
+    return (f"mkdir -p {q(d)} || exit 12; n=0; until ln -sT {q(owner)} {lock} 2>/dev/null; do "
+            f"o=$(readlink {lock} 2>/dev/null); "
             f"a=$(( $(date +%s) - $(stat -c %Y {lock} 2>/dev/null || date +%s) )); "
-            f"[ \"$a\" -gt {int(LOCK_STALE_S)} ] && rmdir {lock} 2>/dev/null; "
+            f"if [ \"$a\" -gt {int(LOCK_STALE_S)} ] && mv -T {lock} {aside} 2>/dev/null; then "
+            f"g=$(readlink {aside} 2>/dev/null); "
+            f"[ \"$g\" = \"$o\" ] || ln -sT \"$g\" {lock} 2>/dev/null; rm -rf {aside}; fi; "
             f"n=$((n+1)); [ $n -gt {int(LOCK_WAIT_S * 20)} ] && {{ echo @@LOCKBUSY; exit 14; }}; sleep 0.05; done")
 
 
@@ -183,14 +201,15 @@ def _listing(folder: str) -> list[str]:
     """Script lines printing one arm folder's lease files (`@@L mtime base64`) and revoked
     markers (`@@R key base64`); `folder` is a shell word (quoted path or `"$d"`)."""
     return [f"for f in {folder}/*.json; do [ -e \"$f\" ] || continue; "
-            "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\")\"; done",
+            "echo \"@@L $(stat -c %Y \"$f\") $(base64 -w0 < \"$f\") $(printf %s \"$f\" | base64 -w0)\"; done",
             f"for f in {folder}/*.revoked; do [ -e \"$f\" ] || continue; b=${{f##*/}}; "
-            "echo \"@@R ${b%.revoked} $(base64 -w0 < \"$f\")\"; done"]
+            "echo \"@@R ${b%.revoked} $(base64 -w0 < \"$f\") $(printf %s \"$f\" | base64 -w0)\"; done"]
 
 
-def _parse_views(stdout: str) -> dict[str, ArmView]:
+def _parse_views(stdout: str, host: str) -> dict[str, ArmView]:
     """The listing's lines as one ArmView per arm (`@@A arm` starts an arm; lines before any
-    belong to ""). Ages are the host's now (`@@NOW`) minus each file's mtime."""
+    belong to ""). Ages are the host's now (`@@NOW`) minus each file's mtime. Each file line
+    ends with its path (base64), named in the warning when the file is skipped."""
     now = 0.0
     views: dict[str, ArmView] = {}
     view = views.setdefault("", ArmView([], {}, None))
@@ -201,34 +220,36 @@ def _parse_views(stdout: str) -> dict[str, ArmView]:
                 now = float(parts[1])
             elif parts[0] == "@@A" and len(parts) == 2:
                 view = views.setdefault(parts[1], ArmView([], {}, None))
-            elif parts[0] == "@@L" and len(parts) == 3:
+            elif parts[0] == "@@L" and len(parts) == 4:
                 view.leases.append(Lease.from_json(base64.b64decode(parts[2]), max(0.0, now - float(parts[1]))))
-            elif parts[0] == "@@R" and len(parts) == 3:
-                view.revoked[parts[1]] = json.loads(base64.b64decode(parts[2]) or b"{}")
-            elif parts[0] == "@@S" and len(parts) == 2:
-                view.state = ServerState.from_json(base64.b64decode(parts[1]))
-        except (ValueError, TypeError):
-            continue  # a torn or foreign file is no lease
+            elif parts[0] == "@@R" and len(parts) == 4:
+                view.revoked[parts[1]] = recordfile.load_object(base64.b64decode(parts[2]) or b"{}")
+            elif parts[0] == "@@S" and len(parts) == 3:
+                view.state = ServerState.from_json(base64.b64decode(parts[1]), recordfile.named(parts[2]))
+        except ValueError as exc:  # a torn or foreign file is no lease
+            recordfile.skipped(recordfile.named(parts[-1]) if len(parts) > 2 else line[:80], host, exc)
     return views
 
 
-def read_arm(transport: Transport, workdir: str, arm: str, *, lock: bool = False) -> ArmView:
+def read_arm(transport: Transport, workdir: str, arm: str, *, lock: str | None = None) -> ArmView:
     """Every lease of `arm`, the revoked markers and the server state, in one round trip
-    (with `lock`, after taking the arm's claim lock: `unlock` releases it). Markers older
-    than a day (their holder long gone) are removed on the way."""
+    (with `lock`, an owner token, after taking the arm's claim lock as that owner: `unlock`
+    with the same token releases it). Markers older than a day (their holder long gone)
+    are removed on the way."""
     d = paths.leases_dir(workdir, arm)
     script = "\n".join([
-        _lock_script(d) if lock else "true",
+        _lock_script(d, lock) if lock else "true",
         "echo \"@@NOW $(date +%s)\"",
         *_listing(q(d)),
-        f"s={q(paths.server_state(workdir, arm))}; [ -e \"$s\" ] && echo \"@@S $(base64 -w0 < \"$s\")\"",
+        f"s={q(paths.server_state(workdir, arm))}; [ -e \"$s\" ] && echo \"@@S $(base64 -w0 < \"$s\") "
+        f"{base64.b64encode(paths.server_state(workdir, arm).encode()).decode()}\"",
         f"find {q(d)} -maxdepth 1 -name '*.revoked' -mmin +1440 -delete 2>/dev/null; true",
     ])
     res = transport.run(script, timeout=_TIMEOUT + LOCK_WAIT_S)
     if not res.ok:
         what = "its claim lock stayed taken" if "@@LOCKBUSY" in res.stdout else res.tail(3)
         raise SpecopsError(f"reading the leases of arm '{arm}' failed: {what}", where=f"host {transport.name}")
-    return _parse_views(res.stdout)[""]
+    return _parse_views(res.stdout, transport.name)[""]
 
 
 def holders(transport: Transport, workdir: str) -> dict[str, list[Lease]]:
@@ -246,11 +267,15 @@ def holders(transport: Transport, workdir: str) -> dict[str, list[Lease]]:
     if not res.ok:
         raise SpecopsError(f"reading the arms' leases failed: {res.tail(3)}", where=f"host {transport.name}")
     here = this_host()
-    return {arm: live for arm, view in _parse_views(res.stdout).items() if arm and (live := view.live(here))}
+    views = _parse_views(res.stdout, transport.name)
+    return {arm: live for arm, view in views.items() if arm and (live := view.live(here))}
 
 
-def unlock(transport: Transport, workdir: str, arm: str) -> None:
-    transport.run(["rmdir", "--", posixpath.join(paths.leases_dir(workdir, arm), ".lock")], timeout=_TIMEOUT)
+def unlock(transport: Transport, workdir: str, arm: str, owner: str) -> None:
+    """Release the arm's claim lock if `owner` holds it: a lock broken as stale and taken
+    by another run since is that run's, and stays."""
+    lock = q(posixpath.join(paths.leases_dir(workdir, arm), ".lock"))
+    transport.run(f"[ \"$(readlink {lock} 2>/dev/null)\" = {q(owner)} ] && rm -f {lock}; true", timeout=_TIMEOUT)
 
 
 def _write_script(workdir: str, leases: Sequence[Lease]) -> str:
@@ -380,7 +405,8 @@ class LeaseBook:
         waited_for: str | None = None
         while True:
             mine = self._lease(arm, args_hash, argv)
-            view = read_arm(transport, workdir, arm, lock=True)
+            token = f"{mine.key}.{uuid.uuid4().hex[:12]}"
+            view = read_arm(transport, workdir, arm, lock=token)
             try:
                 self._bury(transport, workdir, view)
                 others = [x for x in view.live(self.cli_host) if x.key != mine.key]
@@ -392,7 +418,7 @@ class LeaseBook:
                 if not conflicts:
                     write_leases(transport, workdir, [mine])
             finally:
-                unlock(transport, workdir, arm)
+                unlock(transport, workdir, arm, token)
             if not conflicts:
                 with self._lock:
                     self._held[(host, arm)] = _Held(transport, workdir, mine)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, cast
 
 import specops.servers.container as container
+import specops.servers.recordfile as recordfile
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
 from specops.servers.fairness import args_from_argv
@@ -388,7 +389,7 @@ for f in {q(d)}/*.json; do
     a=1; ( echo "@@H $i $(_health "$port" "$rp" {int(HEALTH_PATIENCE_S)})" ) &
   fi
   grep -m1 -qF {rl} "$log" 2>/dev/null && r=1
-  st+=("@@ST $i $a $r $(base64 -w0 < "$f")")
+  st+=("@@ST $i $a $r $(base64 -w0 < "$f") $(printf %s "$f" | base64 -w0)")
 done
 wait  # the endpoints' small lines first, then the long ones (a pipe keeps only small writes whole)
 [ ${{#st[@]}} -eq 0 ] || printf '%s\n' "${{st[@]}}"
@@ -402,11 +403,12 @@ wait  # the endpoints' small lines first, then the long ones (a pipe keeps only 
         if line.startswith("@@NOW "):
             now = _host_time(line.split()[1])
         elif line.startswith("@@ST "):
-            _, i, a, r, blob = line.split(" ", 4)
+            _, i, a, r, blob, name = (line.split(" ", 5) + [""])[:6]
             h = codes.get(i, "000")
             try:
-                st = ServerState.from_json(base64.b64decode(blob))
-            except (ValueError, TypeError):
+                st = ServerState.from_json(base64.b64decode(blob), recordfile.named(name))
+            except ValueError as exc:
+                recordfile.skipped(recordfile.named(name), transport.name, exc)
                 continue
             if a != "1":  # a Slurm job's state file (pid -1) included: it is no process here
                 state = "dead"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from specops.errors import TransportError
+from specops.secrets import redact
 from specops.sglang.crashdata import MESSAGES
 from specops.transport.base import Transport
 
@@ -335,26 +336,54 @@ def sigkill_note(text: str) -> str | None:
     return None
 
 
+#: the most a tail reads backwards, whatever the file holds (a log without newlines is one line)
+TAIL_MAX_BYTES = 1 << 20
+#: the longest line a reader passes on; a longer one keeps its head and tail around a note
+MAX_LINE = 8 * 1024
+#: more than any secret's length: a line is masked whole, and only then cut, with this much
+#: beyond a cut still read, so no piece of a secret survives a cut unmasked
+_GUARD = 4 * 1024
+
+
+def cap_line(line: str, *, cut_before: bool = False) -> str:
+    """`line` masked, then at most MAX_LINE characters: a long one keeps its head and tail
+    around a note (only its tail when the reader began inside it, `cut_before`)."""
+    line = redact(line)
+    if cut_before:  # its first characters may be the end of a secret cut in two: never shown
+        return "[... line cut] " + line[_GUARD:][-MAX_LINE:]
+    if len(line) <= MAX_LINE:
+        return line
+    half = MAX_LINE // 2
+    return f"{line[:half]} [... {len(line) - 2 * half} characters cut ...] {line[-half:]}"
+
+
 def tail_lines(transport: Transport, path: str, n: int, *, chunk: int = 64 * 1024,
-               end: int | None = None) -> list[str]:
+               end: int | None = None, max_bytes: int = TAIL_MAX_BYTES) -> list[str]:
     """The last `n` lines of `path` (of its first `end` bytes when given), read backwards
-    in `chunk`-byte pieces (never the whole file). A missing file raises TransportError."""
+    in `chunk`-byte pieces, at most `max_bytes` in all (a log without newlines is not read
+    whole); each line masked and capped (cap_line). A missing file raises TransportError."""
     size = transport.stat_size(path) if end is None else end
     if size is None:
         raise TransportError(f"no log file {path}", where=f"host {transport.name}")
     if n <= 0 or size == 0:
         return []
-    data = b""
-    pos = size
-    while pos > 0:
-        step = min(chunk, pos)
+    pieces: list[bytes] = []
+    pos, have, newlines = size, 0, 0
+    while pos > 0 and have < max_bytes:
+        step = min(chunk, pos, max_bytes - have)
         pos -= step
-        data = transport.read_range(path, pos, step) + data
+        piece = transport.read_range(path, pos, step)
+        pieces.append(piece)
+        have += step
+        newlines += piece.count(b"\n")
         # n lines need n newlines before the last line (plus one if the file ends in one).
-        if data.count(b"\n") > n:
+        if newlines > n:
             break
-    lines = data.decode(errors="replace").splitlines()
-    return lines[-n:]
+    lines = b"".join(reversed(pieces)).decode(errors="replace").splitlines()
+    cut = pos > 0  # the first line read starts inside a line: kept only when fewer than n are whole
+    if cut and len(lines) > n:
+        lines, cut = lines[1:], False
+    return [cap_line(ln, cut_before=cut and i == 0) for i, ln in enumerate(lines[-n:])]
 
 
 # --- reading several files' new bytes in one round trip --------------------------------
@@ -415,6 +444,24 @@ class _Cursor:
     offset: int
     inode: str
     partial: bytes = b""
+    #: a line grew past MAX_LINE (+ the guard) and was passed on cut: its rest is dropped
+    skipping: bool = False
+
+    def take(self, data: bytes) -> list[str]:
+        """The complete lines `data` ends, masked and capped; the unfinished line is kept,
+        but never more than MAX_LINE + _GUARD bytes of it (a writer without newlines)."""
+        if self.skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return []
+            data, self.skipping = data[nl + 1:], False
+        *complete, self.partial = (self.partial + data).split(b"\n")
+        lines = [cap_line(b.decode(errors="replace")) for b in complete]
+        if len(self.partial) > MAX_LINE + _GUARD:
+            head = redact(self.partial.decode(errors="replace"))[:MAX_LINE]
+            lines.append(head + " [... line cut: no newline]")
+            self.partial, self.skipping = b"", True
+        return lines
 
 
 def follow(transport: Transport, paths: Sequence[str],
@@ -464,10 +511,9 @@ def follow(transport: Transport, paths: Sequence[str],
             if not c.data:
                 continue
             cur.offset += len(c.data)
-            buf = cur.partial + c.data
-            *complete, cur.partial = buf.split(b"\n")
+            complete = cur.take(c.data)
             if complete:
-                on_lines(c.path, [b.decode(errors="replace") for b in complete])
+                on_lines(c.path, complete)
             if cur.offset < c.size:
                 more = True
         if stop_event.is_set():

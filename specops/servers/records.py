@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+import specops.servers.recordfile as recordfile
 from specops.errors import StepError
 from specops.servers.remote import q
 from specops.sglang import paths
@@ -61,10 +63,16 @@ class ServerState:
         return (json.dumps(asdict(self), indent=1) + "\n").encode()
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "ServerState":
-        raw = json.loads(data)
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in raw.items() if k in known})
+    def from_json(cls, data: bytes | str, path: str | None = None) -> "ServerState":
+        """Raises recordfile.BadRecord (a ValueError) for a file that does not fit. `path`:
+        the file it was read from, which its `state_path` must name (`stop` removes that
+        file: a state file naming another one would have specops delete it)."""
+        st = recordfile.load(cls, data)
+        if not st.arm.replace("-", "_").replace("_", "a").isalnum():
+            raise recordfile.BadRecord(f"arm {st.arm[:40]!r} is not an arm name")
+        if path is not None and posixpath.normpath(st.state_path) != posixpath.normpath(path):
+            raise recordfile.BadRecord(f"its state_path {st.state_path[:200]!r} names another file")
+        return st
 
 
 @dataclass
@@ -114,8 +122,9 @@ def read_state(transport: Transport, workdir: str, arm: str) -> ServerState | No
     if transport.stat_size(path) is None:
         return None
     try:
-        return ServerState.from_json(transport.get(path))
-    except (ValueError, TypeError):
+        return ServerState.from_json(transport.get(path), path)
+    except ValueError as exc:
+        recordfile.skipped(path, transport.name, exc)
         return None  # a damaged state file is treated as no server
 
 
@@ -124,14 +133,16 @@ def read_states(transport: Transport, workdir: str) -> dict[str, ServerState]:
     d = paths.servers_dir(transport.expand(workdir))
     script = (f"for f in {q(d)}/*.json; do [ -e \"$f\" ] || continue; "
               f"case \"$f\" in *.adaptive.json) continue;; esac; "
-              f"printf '@@STATE %s\\n' \"$(base64 -w0 < \"$f\")\"; done")
+              f"printf '@@STATE %s %s\\n' \"$(base64 -w0 < \"$f\")\" \"$(printf %s \"$f\" | base64 -w0)\"; done")
     res = transport.run(script, timeout=_RUN_TIMEOUT)
     out: dict[str, ServerState] = {}
     for line in res.stdout.splitlines():
         if line.startswith("@@STATE "):
+            blob, _, name = line[8:].partition(" ")
             try:
-                st = ServerState.from_json(base64.b64decode(line[8:]))
-            except (ValueError, TypeError):
+                st = ServerState.from_json(base64.b64decode(blob), recordfile.named(name))
+            except ValueError as exc:
+                recordfile.skipped(recordfile.named(name), transport.name, exc)
                 continue
             out[st.arm] = st
     return out

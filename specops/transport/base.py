@@ -19,6 +19,51 @@ Command = Union[Sequence[str], str]
 TIMEOUT_RC = 124
 
 
+#: The most of one stream (stdout or stderr) of one command a result keeps: its first and
+#: last halves, around a note (a log cat'ed whole, a runaway loop never fill memory).
+MAX_OUTPUT = 64 << 20
+#: Bytes dropped on each side of such a cut: more than any secret's length, so no piece
+#: of a secret the cut went through is left for the masking to miss.
+CUT_GUARD = 4096
+
+
+def cut_note(dropped: int) -> bytes:
+    return f"\n[specops: {dropped} bytes of output cut here]\n".encode()
+
+
+class OutputBuffer:
+    """One stream of a command's output, read piece by piece, kept within `limit` bytes:
+    the head, and a rolling tail (where the error usually is)."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = MAX_OUTPUT if limit is None else limit
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        half = self.limit // 2
+        room = half - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            if len(self._tail) > 2 * half:  # trimmed now and then: appends stay amortized
+                del self._tail[:len(self._tail) - half]
+
+    def value(self) -> bytes:
+        half = self.limit // 2
+        tail = bytes(self._tail[-half:]) if half else b""
+        kept = len(self._head) + len(tail)
+        if kept >= self.total:
+            return bytes(self._head) + tail
+        guard = min(CUT_GUARD, half)
+        return (bytes(self._head[:len(self._head) - guard]) + cut_note(self.total - kept + 2 * guard)
+                + tail[guard:])
+
+
 @dataclass
 class CommandResult:
     """What one command did: the exact command line, exit code, outputs and timing."""

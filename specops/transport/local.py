@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -13,7 +14,7 @@ from typing import Iterator
 
 from specops.errors import TransportError
 from specops.fsutil import WriteError, atomic_write
-from specops.transport.base import TIMEOUT_RC, Command, CommandResult, command_line
+from specops.transport.base import TIMEOUT_RC, Command, CommandResult, OutputBuffer, command_line
 
 
 def _argv(cmd: Command) -> list[str]:
@@ -44,18 +45,46 @@ def _kill_group(pgid: int, grace_s: float = 5.0, proc: subprocess.Popen[bytes] |
         pass
 
 
-def _drain(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> tuple[bytes, bytes]:
+def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float,
+          out: OutputBuffer, err: OutputBuffer) -> bool:
+    """Feed stdin and read both pipes into their bounded buffers until each is at EOF
+    (True) or `deadline` passes (False); what `communicate` does, without keeping it all."""
+    readers = {p.fileno(): buf for p, buf in ((proc.stdout, out), (proc.stderr, err)) if p is not None and not p.closed}
+    pending = memoryview(stdin or b"")
+    writer = proc.stdin.fileno() if proc.stdin is not None and not proc.stdin.closed else None
+    if writer is not None and not pending:
+        proc.stdin.close()  # type: ignore[union-attr]
+        writer = None
+    while readers or writer is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ready_r, ready_w, _ = select.select(list(readers), [writer] if writer is not None else [], [], left)
+        for fd in ready_r:
+            data = os.read(fd, 1 << 16)
+            if data:
+                readers[fd].add(data)
+            else:
+                del readers[fd]
+        if ready_w and writer is not None:
+            try:
+                pending = pending[os.write(writer, pending[:1 << 16]):]
+            except BrokenPipeError:
+                pending = memoryview(b"")
+            if not pending:
+                proc.stdin.close()  # type: ignore[union-attr]
+                writer = None
+    return True
+
+
+def _drain(proc: subprocess.Popen[bytes], out: OutputBuffer, err: OutputBuffer, grace_s: float = 2.0) -> None:
     """What a killed command wrote. A process that left the group (its own `setsid`) may
     still hold the pipes open: give up on them after `grace_s` rather than hang."""
-    try:
-        return proc.communicate(timeout=grace_s)
-    except subprocess.TimeoutExpired as exc:
-        out, err = exc.stdout or b"", exc.stderr or b""
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
-        return out, err
+    _pump(proc, None, time.monotonic() + grace_s, out, err)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    proc.wait()
 
 
 class LocalTransport:
@@ -88,17 +117,25 @@ class LocalTransport:
         timed_out = False
         with self._lock:
             self._running.add(proc.pid)
+        out, err = OutputBuffer(), OutputBuffer()
+        deadline = started + timeout
         try:
-            out, err = proc.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid, proc=proc)
-            out, err = _drain(proc)
+            try:
+                if not _pump(proc, stdin, deadline, out, err):
+                    raise subprocess.TimeoutExpired(line, timeout)
+                proc.wait(max(0.0, deadline - time.monotonic()))
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid, proc=proc)
+                _drain(proc, out, err)
         finally:
             with self._lock:
                 self._running.discard(proc.pid)
         rc = TIMEOUT_RC if timed_out else proc.returncode
-        return CommandResult(line, rc, out.decode(errors="replace"), err.decode(errors="replace"),
+        return CommandResult(line, rc, out.value().decode(errors="replace"), err.value().decode(errors="replace"),
                              time.monotonic() - started, timed_out)
 
     def put(self, data: bytes, path: str, mode: int | None = None) -> None:

@@ -11,7 +11,8 @@ one channel) and sends it commands:
   inside, stdin is /dev/null), and on timeout its whole process group gets TERM, then KILL
   5 s later, as `timeout -k 5` would do;
 - its stdout and stderr go to two files, and the reply is a header line carrying the
-  token, the exit code and both lengths, then exactly that many bytes. Output that imitates
+  token, the exit code and both lengths, then exactly that many bytes (each file's first
+  and last `base.MAX_OUTPUT`/2 bytes at most, as `base.OutputBuffer` keeps them). Output that imitates
   the framing cannot confuse the reader (it is counted, not scanned), binary output
   survives, and a child left in the background cannot write into the next reply;
 - one program starts per command (bash), against eight for a shell-only framing and a
@@ -34,12 +35,25 @@ from typing import Callable
 
 import paramiko
 
+from specops.transport import base
+
 #: The host side. Reads "TOKEN TIMEOUT LENGTH\n" + LENGTH bytes; answers
 #: "TOKEN RC LEN_OUT LEN_ERR\n" + stdout + stderr.
 HELPER = r"""
 import os, shutil, signal, subprocess, sys, tempfile
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 d = tempfile.mkdtemp(prefix="specops-session.")
+LIMIT, GUARD = int(sys.argv[1]), int(sys.argv[2])
+def bounded(fh, size):
+    # base.OutputBuffer's rule: the first and last LIMIT/2 bytes, GUARD more dropped each side of the cut
+    half = LIMIT // 2
+    if size <= 2 * half:
+        return fh.read()
+    guard = min(GUARD, half)
+    head = fh.read(half - guard)
+    fh.seek(size - half + guard)
+    note = b"\n[specops: %d bytes of output cut here]\n" % (size - 2 * half + 2 * guard)
+    return head + note + fh.read(half - guard)
 def killpg(pid, sig):
     try:
         os.killpg(pid, sig)
@@ -73,7 +87,7 @@ try:
         data = []
         for path in paths:
             with open(path, "rb") as fh:
-                data.append(fh.read())
+                data.append(bounded(fh, os.fstat(fh.fileno()).st_size))
             os.unlink(path)
         out.write(b"%s %d %d %d\n" % (token, rc, len(data[0]), len(data[1])) + data[0] + data[1])
         out.flush()
@@ -103,7 +117,7 @@ class ShellSession:
         self._chan = open_channel()
         self._buf = bytearray()  # amortized appends: a 10 MB reply must not be copied per read
         try:
-            self._chan.exec_command(shlex.join(["exec", python, "-u", "-c", HELPER]))
+            self._chan.exec_command(shlex.join(["exec", python, "-u", "-c", HELPER, str(base.MAX_OUTPUT), str(base.CUT_GUARD)]))
             self._read_until(READY, time.monotonic() + start_timeout)
         except BaseException:
             self.close()
@@ -170,6 +184,8 @@ class ShellSession:
             rc_i, n_out_i, n_err_i = int(rc), int(n_out), int(n_err)
         except ValueError as exc:
             raise SessionBroken(f"malformed reply header {header[:80]!r}") from exc
+        if max(n_out_i, n_err_i) > base.MAX_OUTPUT + 256:
+            raise SessionBroken(f"reply header {header[:80]!r} announces more than the helper sends")
         stdout = self._read_exact(n_out_i, deadline)
         stderr = self._read_exact(n_err_i, deadline)
         return Reply(rc_i, stdout, stderr)

@@ -40,6 +40,7 @@ from specops.transport.base import (
     TIMEOUT_RC,
     Command,
     CommandResult,
+    OutputBuffer,
     command_line,
     group_wrapped,
     host_line,
@@ -442,8 +443,7 @@ class SSHTransport:
         `started`: when the call began (for the duration, connecting included); `begun`:
         when the command started on the host (for its deadlines)."""
         self._feed(chan, stdin)
-        out: list[bytes] = []
-        err: list[bytes] = []
+        out, err = OutputBuffer(), OutputBuffer()
         # The host-side timeout normally ends the command at `begun + timeout`; past
         # `deadline` the host is not answering. A command that exited while processes it
         # started still hold its output open is given up at `begun + timeout`, as
@@ -453,9 +453,9 @@ class SSHTransport:
         abandoned = ""
         while True:
             while chan.recv_ready():
-                out.append(chan.recv(READ_SIZE))
+                out.add(chan.recv(READ_SIZE))
             while chan.recv_stderr_ready():
-                err.append(chan.recv_stderr(READ_SIZE))
+                err.add(chan.recv_stderr(READ_SIZE))
             now = time.monotonic()
             if chan.eof_received or chan.closed:
                 if not chan.status_event.wait(max(0.0, deadline - now)):
@@ -473,12 +473,12 @@ class SSHTransport:
             limit = begun + timeout if chan.exit_status_ready() else deadline
             select.select([chan], [], [], min(max(limit - now, 0.01), 1.0))
         while chan.recv_ready():
-            out.append(chan.recv(READ_SIZE))
+            out.add(chan.recv(READ_SIZE))
         while chan.recv_stderr_ready():
-            err.append(chan.recv_stderr(READ_SIZE))
+            err.add(chan.recv_stderr(READ_SIZE))
         duration = time.monotonic() - started
-        stdout = b"".join(out).decode(errors="replace")
-        stderr = b"".join(err).decode(errors="replace")
+        stdout = out.value().decode(errors="replace")
+        stderr = err.value().decode(errors="replace")
         if abandoned:
             chan.close()
             self._kill_marked(marker)

@@ -250,3 +250,23 @@ def test_notes_and_identity(subject):
         assert t.identity().startswith(("known ", "recorded in ")) and "SHA256:" in t.identity()
     else:
         assert t.identity() == "n/a (local)"
+
+
+def test_command_output_is_bounded_keeping_head_and_tail(subject, monkeypatch):
+    """Issue 35, finding 8: 8 MiB of output against a 1 MiB limit (set before the session
+    helper starts) keeps the first and last half MiB around a note; a secret the cut goes
+    through leaves no piece (the cut drops a guard on each side), through the session, a
+    channel (stdin) and either stream."""
+    from specops.transport import base
+    monkeypatch.setattr(base, "MAX_OUTPUT", 1 << 20)
+    secret = "hf_cutCANARY0123456789abcdef"
+    half = 1 << 19
+    script = (f"{{ head -c {half - 10} /dev/zero | tr '\\0' a; printf %s {secret}; "
+              f"head -c {8 << 20} /dev/zero | tr '\\0' b; printf END; }} | tee /dev/stderr")
+    t = subject.transport
+    for kw in ({}, {"stdin": b"x"}):
+        r = t.run(script, timeout=60, **kw)
+        for text in (r.stdout, r.stderr):
+            assert text.startswith("aaaa") and text.endswith("bbbEND") and "bytes of output cut here" in text
+            assert len(text) <= (1 << 20) + 100
+            assert not any(secret[i:i + 8] in text for i in range(len(secret) - 7))

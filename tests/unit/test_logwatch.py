@@ -269,3 +269,63 @@ def test_an_echo_line_never_outranks_what_it_echoes() -> None:
             "[t] Initialization failed. Please see the error messages above.\n")
     assert failure_reason(text) == "[t] Rank 0 scheduler is dead. Please check if there are relevant logs."
     assert find_signature(text.splitlines()[1]) == "Exit code"
+
+
+# ---------------------------------------------------------------- bounded reads (issue 35, finding 8)
+
+class _Counting(LocalTransport):
+    """LocalTransport that counts what read_range reads."""
+
+    reads = 0
+    read_bytes = 0
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        data = super().read_range(path, offset, length)
+        self.reads += 1
+        self.read_bytes += len(data)
+        return data
+
+
+def test_tail_of_a_64_mib_log_without_newlines_reads_a_bounded_amount(tmp_path: Path) -> None:
+    from specops.servers.logwatch import MAX_LINE, TAIL_MAX_BYTES
+    log = tmp_path / "huge.log"
+    with open(log, "wb") as fh:
+        fh.truncate(64 << 20)  # sparse: 64 MiB of NUL bytes, no newline, made at once
+        fh.seek((64 << 20) - 6)
+        fh.write(b"the-end")
+    t = _Counting()
+    lines = tail_lines(t, str(log), 30)
+    assert t.read_bytes <= TAIL_MAX_BYTES and t.reads <= TAIL_MAX_BYTES // (64 * 1024)
+    assert len(lines) == 1 and lines[0].endswith("the-end") and len(lines[0]) <= MAX_LINE + 40
+
+
+def test_a_tail_cut_inside_a_secret_shows_no_piece_of_it(tmp_path: Path) -> None:
+    """The read starts TAIL_MAX_BYTES before the end: the secret straddles that cut."""
+    from specops.secrets import remember
+    from specops.servers.logwatch import TAIL_MAX_BYTES
+    secret = "hf_tailcutCANARY0123456789abcdefXYZ"
+    remember(secret)
+    log = tmp_path / "cut.log"
+    body = b"x" * (TAIL_MAX_BYTES - 10) + b"\nlast line\n"
+    log.write_bytes(b"y" * 1000 + secret.encode() + body[len(secret) - 12:])
+    shown = "\n".join(tail_lines(LocalTransport(), str(log), 5))
+    assert "last line" in shown
+    assert not any(secret[i:i + 8] in shown for i in range(len(secret) - 7))
+
+
+def test_follow_keeps_at_most_one_capped_line_of_a_writer_without_newlines() -> None:
+    from specops.secrets import remember
+    from specops.servers.logwatch import _GUARD, MAX_LINE, _Cursor
+    secret = "hf_followCANARY0123456789abcdefXYZ"
+    remember(secret)
+    cur = _Cursor(0, "1")
+    out: list[str] = []
+    piece = b"z" * (MAX_LINE - 5) + secret.encode()  # the secret straddles MAX_LINE
+    out += cur.take(piece)
+    for _ in range(256):  # 64 MiB more of the same line, 256 KiB a read
+        out += cur.take(b"z" * (256 << 10))
+        assert len(cur.partial) <= MAX_LINE + _GUARD
+    out += cur.take(b"z\nnext line\npart")
+    assert len(out) == 2 and out[0].endswith("[... line cut: no newline]") and len(out[0]) <= MAX_LINE + 40
+    assert out[1] == "next line" and cur.partial == b"part"
+    assert not any(secret[i:i + 8] in out[0] for i in range(len(secret) - 7))
