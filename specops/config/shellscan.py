@@ -39,7 +39,7 @@ class _Scanner:
     def __init__(self, text: str):
         self.text = text
         self.i = 0
-        self.stack: list[str] = ["bare"]  # bare | squote | dquote | ansi | backtick | cmdsub | arith | comment
+        self.stack: list[str] = ["bare"]  # bare | squote | dquote | ansi | backtick | cmdsub | arith | comment | dtest
         self.arith_depth: list[int] = []
         self.heredocs: list[tuple[str, bool]] = []  # (delimiter, strip tabs) pending at the next newline
         self.found: list[Placement] = []
@@ -49,7 +49,8 @@ class _Scanner:
 
     def context(self) -> str:
         names = {"squote": "single quotes", "dquote": "double quotes", "ansi": "$'...' quotes",
-                 "backtick": "backticks", "arith": "arithmetic", "comment": "a comment", "heredoc": "a heredoc"}
+                 "backtick": "backticks", "arith": "arithmetic", "comment": "a comment", "heredoc": "a heredoc",
+                 "dtest": "a [[ ]] test"}
         if "backtick" in self.stack:  # its text is re-read after `\` removal: a `'` or `` ` `` of the value ends it
             return names["backtick"]
         for state in reversed(self.stack):  # the innermost quoting names it
@@ -117,6 +118,12 @@ class _Scanner:
         elif c == "#" and self._word_start():
             self.stack.append("comment")
             self.i += 1
+        elif t.startswith("[[", i) and self._word_start() and self.stack[-1] != "dtest":
+            self.stack.append("dtest")
+            self.i += 2
+        elif t.startswith("]]", i) and self.stack[-1] == "dtest":
+            self.stack.pop()
+            self.i += 2
         elif t.startswith("<<", i) and not t.startswith("<<<", i):
             m = _HEREDOC.match(t, i)
             if m:
@@ -132,6 +139,7 @@ class _Scanner:
             self.i += 1
 
     _cmdsub = _bare
+    _dtest = _bare
 
     def _squote(self, c: str) -> None:
         self.i += 1

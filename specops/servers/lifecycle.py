@@ -169,7 +169,7 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, la
         effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,
         sglang_version=plan.sglang_version, launched_by=launched_by, ephemeral=ephemeral,
         container=plan.container)
-    transport.put(state.to_json(), plan.state_path)
+    transport.put(state.to_json(), plan.state_path, mode=0o600)  # masked, and private all the same
     return LaunchOutcome(state, action)
 
 

@@ -72,6 +72,9 @@ class ServerState:
             raise recordfile.BadRecord(f"arm {st.arm[:40]!r} is not an arm name")
         if path is not None and posixpath.normpath(st.state_path) != posixpath.normpath(path):
             raise recordfile.BadRecord(f"its state_path {st.state_path[:200]!r} names another file")
+        job = (st.slurm or {}).get("job_id")
+        if job is not None and not (isinstance(job, str) and job.isdigit()):  # it reaches scancel's argv
+            raise recordfile.BadRecord(f"its Slurm job_id {str(job)[:40]!r} is not a job number")
         return st
 
 

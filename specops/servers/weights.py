@@ -71,7 +71,11 @@ try:
                              "download": not isinstance(h.try_to_load_from_cache(repo, s.rfilename, revision=rev), str)}
                             for s in info.siblings or []]
 except Exception as exc:
-    out["error"], out["detail"] = classify(exc), (type(exc).__name__ + ": " + str(exc))[:600]
+    detail = type(exc).__name__ + ": " + str(exc)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):  # masked here, before the cut, not after it
+        if os.environ.get(name):
+            detail = detail.replace(os.environ[name], "***")
+    out["error"], out["detail"] = classify(exc), detail[:600]
 print("@@PLAN " + json.dumps(out))
 """
 

@@ -34,7 +34,8 @@ def _state_file(wd: str, arm: str, content: str) -> Path:
 
 
 @pytest.mark.parametrize("content", ["[]", "null", "7", "{", json.dumps({**GOOD, "pid": "1; touch X #"}),
-                                     json.dumps({**GOOD, "env": {"K": 1}}), json.dumps({"arm": "a"})])
+                                     json.dumps({**GOOD, "env": {"K": 1}}), json.dumps({"arm": "a"}),
+                                     json.dumps({**GOOD, "slurm": {"job_id": "--signal=KILL"}})])
 def test_a_state_file_that_does_not_fit_is_refused(content: str) -> None:
     with pytest.raises(BadRecord):
         ServerState.from_json(content)

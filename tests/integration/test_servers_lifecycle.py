@@ -110,6 +110,7 @@ def test_three_arms_ready_status_and_stop(host, sglang_tree) -> None:
     assert "--speculative-disable-batch-threshold 8" in st["adaptive"].command
     assert all(s.uptime_s is not None and s.uptime_s >= 0 for s in st.values())
     state_file = json.loads((Path(wd) / ".specops/servers/eagle3.json").read_text())
+    assert (Path(wd) / ".specops/servers/eagle3.json").stat().st_mode & 0o777 == 0o600  # private, as Slurm's
     assert state_file["pgid"] == state_file["pid"] and state_file["args_hash"] == plans["eagle3"].args_hash
 
     infos = {o.state.arm: server_info(t, o.state) for o in outs}

@@ -57,3 +57,29 @@ def test_unreachable_hub_is_said_at_once(tmp_path):
     assert "cannot reach the Hugging Face Hub from box to fetch meta-llama/Llama-3.1-8B-Instruct" in res.output
     assert "no complete copy is cached there" in res.output
     assert took < 150, took  # planning is bounded; it never waits for a download that cannot start
+
+
+def test_the_hub_planning_script_masks_the_token_before_it_cuts_the_error(tmp_path):
+    """The host-side script cuts a Hub error to 600 characters; the host's token is masked
+    before that cut, since the controller cannot mask a token it receives only in part.
+    (A repo id is echoed in the Hub's validation error: here the id carries the token.)"""
+    import subprocess
+
+    from specops.servers.weights import PLAN_SCRIPT
+
+    def detail(repo: str, token: str | None) -> str:
+        env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin",
+               **({"HF_TOKEN": token} if token else {})}
+        out = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, repo, "", "1"], capture_output=True, text=True,
+                             env=env, timeout=120)
+        line = next(ln for ln in out.stdout.splitlines() if ln.startswith("@@PLAN "))
+        return str(json.loads(line[len("@@PLAN "):])["detail"])
+
+    token = "hf_" + "Q7xZ3kP9" * 4
+    at = detail("MARK" + "x" * 200, None).index("MARK")  # where the error echoes the repo id
+    repo = "x" * (600 - at - 10) + token  # the token straddles the 600-character cut
+    unmasked = detail(repo, None)
+    assert token[:10] in unmasked and token not in unmasked  # unmasked, the cut would leave a piece
+    masked = detail(repo, token)
+    assert "***" in masked
+    assert not any(token[i:i + 8] in masked for i in range(len(token) - 7))

@@ -117,3 +117,16 @@ def test_placements_name_each_context() -> None:
         ("{{ a }}", 1, "bare"), ("{{ b }}", 1, "double quotes"), ("{{ c }}", 1, "single quotes"),
         ("{{ d }}", 1, "command substitution"), ("{{ e }}", 1, "backticks"), ("{{ f }}", 3, "a heredoc"),
         ("{{ g }}", 5, "bare"), ("{{ h }}", 5, "a comment")]
+
+
+def test_a_template_inside_a_double_bracket_test_is_refused_since_bash_evaluates_it(tmp_path: Path) -> None:
+    """`[[ A -eq B ]]` evaluates its operands as arithmetic, where an array subscript runs a
+    command substitution even from a single-quoted value: such a `{{ }}` is refused."""
+    mark = tmp_path / "RAN"
+    script = "[[ {{ x }} -eq 0 ]] 2>/dev/null; true"
+    _bash(render(script, {"x": f"a[$(touch {mark})]"}, shell=True))
+    assert mark.exists()  # the hole: the quoted value ran
+    with pytest.raises(ConfigError) as err:
+        check_script(script, "p.yaml:3", "step 'x'")
+    assert "a [[ ]] test" in err.value.message
+    check_script("[[ -n {{ x | raw }} ]] && [[ $a == b ]]; printf '%s' {{ x }}", "p.yaml:3", "step 'x'")
