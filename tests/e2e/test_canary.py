@@ -1,7 +1,7 @@
 """The canary (issue 35): one recognisable secret, declared as users declare secrets (a host's
 `secrets:` naming an environment variable of this machine, and the same value as an arm's
 `env:`), sent through deploy (`-v`, `--check`), status (text, `-v`, `--json`), logs (text,
-`--json`), bench, verify, a failing step and stop on a simulated host over the real sshd,
+`--json`), bench (`-v`, `-q --json`), tune, verify, a failing step and stop on a simulated host over the real sshd,
 then through a Slurm host and a container host. tests/support/canary.py then scans every
 file written (run directories, the workdir with its `.specops` state and lease files,
 Slurm's spool and output), every process's argv sampled during the routes, and every
@@ -95,7 +95,7 @@ def test_canary_through_an_ssh_host(tmp_path: Path, sshd, monkeypatch) -> None:
     _declare(inv)
     runs, out = tmp_path / "runs", tmp_path / "bench"
     h = ["--host", "gpu", "-i", str(inv)]
-    route = Route(workdir, runs, out)
+    route = Route(workdir, runs, out, tmp_path / "bench-q", tmp_path / "tune")
     with canary.ArgvSampler(SECRET) as argv:
         try:
             route.run("deploy -v", "-v", "deploy", *h, "-p", DEPLOY, "--runs-dir", str(runs))
@@ -107,6 +107,11 @@ def test_canary_through_an_ssh_host(tmp_path: Path, sshd, monkeypatch) -> None:
             route.run("logs --json", "logs", *h, "-n", "200", "--json")
             route.run("bench -v", "-v", "bench", *h, "--arms", "baseline", "--concurrency", "1",
                       "--repeats", "1", "--num-prompts", "2", "--out", str(out), "--keep-servers")
+            route.run("bench -q --json", "-q", "bench", *h, "--arms", "baseline", "--concurrency", "1",
+                      "--repeats", "1", "--num-prompts", "2", "--out", str(tmp_path / "bench-q"), "--keep-servers",
+                      "--json")
+            route.run("tune", "tune", *h, "--concurrency", "1,2", "--repeats", "1", "--input-len", "8",
+                      "--output-len", "8", "--out", str(tmp_path / "tune"), "--json", ok=(0, 1))
             assert "accept" in route.run("verify --json", "verify", *h, "--prompts", "1", "--max-new-tokens", "4",
                                          "--json", ok=(0, 1))
             route.theirs.append(workdir / ".specops/logs/baseline.log")  # the server's file, not specops's
