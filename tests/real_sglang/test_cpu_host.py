@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import threading
 import urllib.request
@@ -39,6 +40,7 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), p
 THRESHOLD = 1
 PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model"]
 NEW_TOKENS = 5
+LATENCY_PROMPTS = 3
 
 
 @dataclass
@@ -238,6 +240,45 @@ def test_bench_with_real_bench_serving_reads_the_running_batch(host: Host) -> No
     assert summary and (out / "report.md").is_file()
     report = (out / "report.md").read_text()
     assert "SIMULATED" not in report and "cpu" in report.lower()
+
+
+def test_real_bench_serving_gives_per_request_latencies_and_goodput(host: Host) -> None:
+    """The `sglang` runner's per-request latencies from real bench_serving (its `--output-details`)
+    and goodput under an SLO from them, on the baseline arm (torch_native decodes in milliseconds
+    here). The SLOs are ones no real request can miss (10 minutes) or meet (a microsecond to
+    the first token), so nothing here depends on how fast this machine is."""
+    out = host.runs / "bench-latencies"
+    res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--arms", "baseline", "--runner", "sglang",
+                  "--concurrency", "1,2", "--repeats", "1", "--num-prompts", str(LATENCY_PROMPTS), "--input-len", "8",
+                  "--output-len", "4", "--slo", "ttft_ms=600000,tpot_ms=600000", "--keep-servers",
+                  "--out", str(out))
+    assert res.exit_code == 0, res.output
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["runner"], r["status"], r["completed"]) for r in records] == [("sglang", "ok", LATENCY_PROMPTS)] * 2
+    for rec in records:
+        lat = rec["extra"]["request_latencies_ms"]
+        assert len(lat) == LATENCY_PROMPTS and "request_latencies_missing" not in rec["extra"], rec["extra"]
+        assert all(ttft > 0 and tpot > 0 and e2e >= ttft for ttft, tpot, e2e in lat), lat
+        # bench_serving's own mean TTFT is over the same ttfts; its TPOT and E2E also wait for
+        # the closing [DONE] line, which the details omit: ours are never above them
+        assert statistics.fmean(x[0] for x in lat) == pytest.approx(rec["mean_ttft_ms"], abs=0.01)
+        assert statistics.fmean(x[1] for x in lat) <= rec["mean_tpot_ms"] + 0.01
+        assert statistics.fmean(x[2] for x in lat) <= rec["mean_e2e_ms"] + 0.01
+        assert "ttfts" not in json.loads(rec["raw"])   # the arrays (generated text too) are not kept twice
+    doc = json.loads((out / "summary.json").read_text())
+    points = {p["concurrency"]: p for p in doc["hosts"][0]["points"]}
+    by_c = {r["concurrency"]: r for r in records}
+    for c in (1, 2):   # every request met a 10-minute limit
+        assert points[c]["slo_attainment"] == 1.0
+        assert points[c]["goodput"] == pytest.approx(LATENCY_PROMPTS / by_c[c]["duration_s"])
+    assert "goodput and attainment per point" in (out / "report.md").read_text()
+
+    # the same files under an SLO no request meets: goodput 0 measured, not missing
+    res = run_cli("report", str(out), "--slo", "ttft_ms=0.001", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["slo"] == {"ttft_ms": 0.001}
+    assert [(p["goodput"], p["slo_attainment"]) for p in doc["hosts"][0]["points"]] == [(0.0, 0.0)] * 2
 
 
 def _launch_alone(host: Host, tmp_path: Path, sshd, arms: dict[str, dict]) -> tuple[Path, dict]:

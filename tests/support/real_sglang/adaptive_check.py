@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,10 @@ LOG_EVERY_STEP = ["--decode-log-interval", "1"]
 #: what 0.5.x logs when SGLANG_ENABLE_SPEC_V2 turns the overlap scheduler on (the v2 worker
 #: runs exactly then: speculative/spec_info.py picks it on `enable_overlap`)
 OVERLAP_ON_LINE = "overlap schedule is turned on"
+#: the CPU stand-ins for EAGLE's CUDA-only kernels say they were put in place (an EAGLE server
+#: that ran without them would not be this tier's proof)
+STANDIN_LINES = tuple(f"{real.STANDIN_LINE} sglang.srt.speculative.eagle_utils: {name} = CPU stand-in"
+                      for name in ("sgl_build_tree_kernel_efficient", "verify_tree_greedy_func"))
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
 
@@ -98,19 +103,27 @@ def echo_draft(python: Path, src: Path, dest: Path, token: int) -> Path:
     return dest
 
 
+_HANDED_OUT: set[int] = set()
+_PORTS_LOCK = threading.Lock()
+
+
 def _free_ports(n: int) -> list[int]:
     """n distinct ports that bind now, below 50000: 0.5.12 refuses an HTTP port whose gRPC
-    port (+10000) passes 65535, and the nccl port keeps the scheduler off the OS's pick."""
+    port (+10000) passes 65535, and the nccl port keeps the scheduler off the OS's pick.
+    Never one handed out before: servers started side by side each ask for their own."""
     out: list[int] = []
-    while len(out) < n:
-        port = random.randrange(20000, 50000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
+    with _PORTS_LOCK:
+        while len(out) < n:
+            port = random.randrange(20000, 50000)
+            if port in _HANDED_OUT or port in out:
                 continue
-        if port not in out:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
             out.append(port)
+        _HANDED_OUT.update(out)
     return out
 
 
@@ -256,13 +269,19 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
         summary["echo_token"] = token
         for spec_v2 in workers:
             worker = "v2" if spec_v2 else "v1"
-            arms = {"eagle3": run_arm(f"eagle3-{worker}", python, pristine, models.target, draft, LOG_EVERY_STEP,
-                                      phases, work, spec_v2, overlay),
-                    "adaptive": run_arm(f"adaptive-{worker}", python, patched, models.target, draft,
-                                        [*LOG_EVERY_STEP, "--speculative-disable-batch-threshold", str(threshold)],
-                                        phases, work, spec_v2, overlay)}
+            # the two speculative servers side by side (each its own process; on 2 cores a server's
+            # start and its interpreted Triton steps leave room for the other's): each answers its
+            # own requests, so nothing they check depends on the other
+            with ThreadPoolExecutor(2) as pool:
+                jobs = {"eagle3": pool.submit(run_arm, f"eagle3-{worker}", python, pristine, models.target, draft,
+                                              LOG_EVERY_STEP, phases, work, spec_v2, overlay),
+                        "adaptive": pool.submit(run_arm, f"adaptive-{worker}", python, patched, models.target, draft,
+                                                [*LOG_EVERY_STEP, "--speculative-disable-batch-threshold",
+                                                 str(threshold)], phases, work, spec_v2, overlay)}
+                arms = {name: job.result() for name, job in jobs.items()}
             for name, arm in arms.items():
                 log = arm.pop("log")
+                problems += [f"{name} ({worker}) log lacks {line!r}" for line in STANDIN_LINES if line not in log]
                 summary[f"{name}-{worker}"] = arm
                 if "error" in arm or not arm.get("alive_after"):
                     problems.append(f"{name} ({worker}): {arm.get('error', 'server died')}")
