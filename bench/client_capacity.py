@@ -32,6 +32,12 @@ from specops.sim.model import BASELINE_CEILING_TOK_S  # noqa: E402
 from specops.sim.testing import run_sim  # noqa: E402
 
 
+def _ms(value: float | None) -> str:
+    """A lag in ms, or '-' where none was sampled (a point shorter than the loop probe's 5 ms
+    period on a busy machine has no event-loop sample)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,4,16,64,128")
@@ -71,12 +77,12 @@ def main() -> int:
           f"{'lag max':>8} {'loop p99':>9} {'loop max':>9}   (lags in wall ms)")
     for r in rows:
         print(f"{r['c']:>5} {r['ok']:>5} {r['failed']:>4} {r['tok_s']:>11.0f} {r['chunk_s']:>9.0f} {r['req_s']:>8.1f} "
-              f"{r['lag_mean']:>9.2f} {r['lag_p99']:>8.2f} {r['lag_max']:>8.2f} {r['loop_p99']:>9.2f} "
-              f"{r['loop_max']:>9.2f}")
+              f"{_ms(r['lag_mean']):>9} {_ms(r['lag_p99']):>8} {_ms(r['lag_max']):>8} {_ms(r['loop_p99']):>9} "
+              f"{_ms(r['loop_max']):>9}")
     best = max(rows, key=lambda r: r["tok_s"])
     print(f"\nhighest sustained streamed rate: {best['tok_s']:.0f} tok/s at concurrency {best['c']} "
-          f"(client lag mean {best['lag_mean']:.2f} ms, p99 {best['lag_p99']:.2f} ms, "
-          f"event-loop lag p99 {best['loop_p99']:.2f} ms)")
+          f"(client lag mean {_ms(best['lag_mean'])} ms, p99 {_ms(best['lag_p99'])} ms, "
+          f"event-loop lag p99 {_ms(best['loop_p99'])} ms)")
     for scale in (1.0, 0.5, 0.25, 0.1):
         need = BASELINE_CEILING_TOK_S / scale
         print(f"  demo at time scale {scale:<5g}: baseline peak asks {need:>7.0f} wall tok/s -> "
