@@ -239,45 +239,40 @@ class Scheduler:
                 await self.on_crash()
                 return
 
+    async def _wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait for wake-ups until `done()` holds (True) or `timeout_s` wall seconds pass (False);
+        the pacing clock restarts from now either way, since the model clock held meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            while not done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    return False
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), left)
+                except asyncio.TimeoutError:
+                    return done()
+            return True
+        finally:
+            self._clock = loop.time()
+
     async def _await_loops(self) -> None:
         """Hold the next step until no declared loop owes a request: what the step holds is
         then the workload's, not the machine's. A loop owing one past LOOP_REFILL_TIMEOUT_S is
         dropped (its client failed) and counted."""
-        owing = [lp for lp in self.loops.values() if lp.owed]
-        if not owing:
+        if not any(lp.owed for lp in self.loops.values()):
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + LOOP_REFILL_TIMEOUT_S
-        while owing:
-            left = deadline - loop.time()
-            if left <= 0:
-                for lp in owing:
-                    self.loops.pop(lp.key, None)
-                    self.loop_timeouts += 1
-                break
-            self.wake.clear()
-            try:
-                await asyncio.wait_for(self.wake.wait(), left)
-            except asyncio.TimeoutError:
-                pass
-            owing = [lp for lp in self.loops.values() if lp.owed]
-        self._clock = loop.time()
+        if not await self._wait_until(lambda: not any(lp.owed for lp in self.loops.values()), LOOP_REFILL_TIMEOUT_S):
+            for lp in [lp for lp in self.loops.values() if lp.owed]:
+                self.loops.pop(lp.key, None)
+                self.loop_timeouts += 1
 
     async def _await_refills(self, finished: int, since: int) -> None:
         """For clients that declared no loop: hold the model clock until `finished` requests
         arrived after `since` undeclared submissions, or CLIENT_GRACE_S wall seconds pass."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CLIENT_GRACE_S
-        while self.submitted_undeclared - since < finished:
-            left = deadline - loop.time()
-            if left <= 0:
-                break
-            self.wake.clear()
-            try:
-                await asyncio.wait_for(self.wake.wait(), left)
-            except asyncio.TimeoutError:
-                break
-        self._clock = loop.time()
+        await self._wait_until(lambda: self.submitted_undeclared - since >= finished, CLIENT_GRACE_S)
 
     async def _advance(self, model_ms: float) -> None:
         """Sleep model_ms of model time on an absolute timeline (catches up when the loop lags)."""
