@@ -102,16 +102,12 @@ class _Scanner:
         elif t.startswith("$'", i):
             self.stack.append("ansi")
             self.i += 2
-        elif t.startswith("$((", i) or t.startswith("((", i):
+        elif t.startswith("((", i):  # an arithmetic command
             self.stack.append("arith")
             self.arith_depth.append(0)
-            self.i += 3 if c == "$" else 2
-        elif t.startswith("$(", i):
-            self.stack.append("cmdsub")
             self.i += 2
-        elif c == "`":
-            self.stack.append("backtick")
-            self.i += 1
+        elif self._substitution():
+            pass
         elif c == ")" and self.stack[-1] == "cmdsub":
             self.stack.pop()
             self.i += 1
@@ -152,24 +148,30 @@ class _Scanner:
             self.stack.pop()
 
     def _dquote(self, c: str) -> None:
-        t, i = self.text, self.i
         if c == "\\":
             self.i += 2
         elif c == '"':
             self.stack.pop()
             self.i += 1
-        elif t.startswith("$((", i):
+        elif not self._substitution():
+            self.i += 1
+
+    def _substitution(self) -> bool:
+        """Enter `$((`, `$(` or a backtick at i, read alike bare and in double quotes; True when one was there."""
+        t, i = self.text, self.i
+        if t.startswith("$((", i):
             self.stack.append("arith")
             self.arith_depth.append(0)
             self.i += 3
         elif t.startswith("$(", i):
             self.stack.append("cmdsub")
             self.i += 2
-        elif c == "`":
+        elif t[i] == "`":
             self.stack.append("backtick")
             self.i += 1
         else:
-            self.i += 1
+            return False
+        return True
 
     def _backtick(self, c: str) -> None:
         self.i += 2 if c == "\\" else 1
