@@ -23,6 +23,10 @@ STANDINS = HERE / "standins"
 READY_LINE = "The server is fired up and ready to roll!"
 DECODE_LINE = "Decode batch"
 STANDIN_LINE = "[specops-standin]"
+#: how long a /health request may take: SGLang's `health_generate` sleeps a second before it
+#: looks whether the scheduler answered (and gives up after its own 20 s), so a shorter client
+#: timeout misses every answer but a lucky one
+HEALTH_TIMEOUT_S = 30.0
 
 #: flags specops' own launch does not emit (it emits model, host, port, max running requests,
 #: CUDA-graph max bs, the EAGLE flags, --mem-fraction-static and, for a cpu arm, --device cpu)
@@ -136,7 +140,7 @@ class Server:
         (noting when); raises with the log's tail if the server has exited."""
         if self.ready_s is not None:
             return True
-        if READY_LINE in self.log_text() and health_status(self.url) == 200:
+        if READY_LINE in self.log_text() and health_status(self.url, HEALTH_TIMEOUT_S) == 200:
             self.ready_s = time.monotonic() - self.started
             return True
         if self.proc.poll() is not None:
