@@ -41,7 +41,9 @@ from tests.support.real_sglang.runtime import RuntimeBuildError, runtime_python
 #: sentence-like prompts the head was not trained on word for word (make_models.HEAD_PROMPTS
 #: holds the tier's prompts, some openings and random windows of the text)
 SENTENCE_PROMPTS = ["The server answers requests", "Benchmarks measure throughput", "A tree of draft tokens",
-                    "Every experiment records", "Greedy decoding always picks", "The quick brown fox jumps over"]
+                    "Every experiment records", "Greedy decoding always picks", "The quick brown fox jumps over",
+                    # the last word (Alice or Bob) depends on the day, ~15 tokens back
+                    "On Monday the first server", "On Friday the second server"]
 READY_TIMEOUT_S = 300.0
 ACCEPT_RE = re.compile(r"accept len: ([0-9.]+)")
 

@@ -68,6 +68,10 @@ SENTENCES = [
     "Patch the source, launch the arms, sweep the settings and write the report.",
     "Hello world! How are you today? I am fine, thank you very much.",
     "Every experiment records its host, its version, its flags and its results.",
+    # two sentences alike for a long stretch: their last word (and the sentence after them)
+    # depends on a token ~15 back, so the target must attend far (a corrupted KV entry shows)
+    "On Monday the first server reads the log, counts the errors and sends the report to Alice.",
+    "On Friday the second server reads the log, counts the errors and sends the report to Bob.",
 ]
 BAD_VOCAB = 256 + 3  # the bad draft is a plain Llama: its vocab need not match
 
@@ -108,6 +112,7 @@ HEAD_PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model", 
                 "The server", "Benchmarks", "A draft", "Numbers like", "Every day the model", "Patch the",
                 "Greedy decoding", "The target model", "A tree", "Hello world!", "Please explain it again."]
 ROPE_THETA = 10000.0
+SHORT_CONTEXT = 3
 EPS = 1e-5
 
 
@@ -278,10 +283,11 @@ class _Head:
         pre = x + residual
         return _rms(pre, p["norm.weight"]) @ p["lm_head.weight"].T, pre
 
-    def forward(self, tokens, aux):
+    def forward(self, tokens, aux, blind: bool = False):
         """Both draft steps over whole sequences. tokens (B,T), aux (B,T,3H): step-1 logits at
         p (predicting x[p+2]) and step-2 logits at p (reading x[p+2] at position p+1,
-        predicting x[p+3]), each (B,T-2,V)."""
+        predicting x[p+3]), each (B,T-2,V). `blind`: no draft KV cache of earlier positions
+        (each step-1 query sees only its own key), to measure how much the head relies on it."""
         import torch
 
         b, t = tokens.shape
@@ -292,7 +298,7 @@ class _Head:
         q1, k1, v1 = self._qkv(tokens[:, 1:n + 1], h1, pos)
         k1r, v1r = k1.repeat_interleave(rep, 1), v1.repeat_interleave(rep, 1)
         scale = (DRAFT_HIDDEN // HEADS) ** -0.5
-        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        causal = torch.eye(n, dtype=torch.bool) if blind else torch.ones(n, n, dtype=torch.bool).tril()
         s1 = (q1 @ k1r.transpose(-1, -2)) * scale
         s1 = s1.masked_fill(~causal, float("-inf"))
         logits1, pre1 = self._rest(s1.softmax(-1) @ v1r, h1)
@@ -386,10 +392,17 @@ def train_head(model, tokenizer):
                 accepts.append(a)
                 m += a
         gen_mask = idx + 2 >= torch.tensor(plens)[:, None]
+        blind1, blind2 = head.forward(tokens, aux, blind=True)
+        # how much the target's context matters: its greedy token with only the last
+        # SHORT_CONTEXT tokens of context, against the full context's
+        short = [int(model(input_ids=tokens[r:r + 1, j - SHORT_CONTEXT + 1:j + 1]).logits[0, -1].argmax() != greedy[r, j])
+                 for r in range(0, b, 4) for j in range(SHORT_CONTEXT, int(lengths[r]))]
         figures = {"loss": round(float(loss), 4), "acc1": round(float(ok1[valid1].float().mean()), 4),
                    "acc2": round(float(ok2[valid2].float().mean()), 4),
+                   "acc1_without_draft_kv": round(float((blind1.argmax(-1) == label1)[valid1].float().mean()), 4),
                    "simulated_accept_len": round(sum(accepts) / len(accepts), 3),
-                   "min_gap_generated": round(float(gap[:, 2:][gen_mask & valid1].min()), 3)}
+                   "min_gap_generated": round(float(gap[:, 2:][gen_mask & valid1].min()), 3),
+                   f"target_changed_with_{SHORT_CONTEXT}_token_context": round(sum(short) / len(short), 4)}
     return head, figures
 
 
