@@ -1,14 +1,15 @@
 """Do the tier's tiny EAGLE-3 drafts get accepted on a real SGLang server? (issue 37, part 1)
 
     python -m tests.support.real_sglang.accept_check [--version 0.5.10.post1] [--max-new-tokens 16]
-        [--no-sequential] [--workdir DIR]
+        [--no-sequential] [--spec-v2] [--workdir DIR]
 
 Starts, one after the other, with the tier's launcher (server.start: cpu_flags, eagle3_flags):
 `plain` (no speculation, torch_native attention) and `eagle3` (the tiny EAGLE-3 head, Triton
 attention under its interpreter, num_steps 2, topk 1, 3 draft tokens), both with
 `--decode-log-interval 1`. Each gets the same greedy requests (temperature 0, ignore_eos):
 the tier's prompts (adaptive_check.PROMPTS) and sentence-like ones, first all at once (one
-batch), then one at a time (batch size 1), unless --no-sequential.
+batch), then one at a time (batch size 1), unless --no-sequential. --spec-v2: the EAGLE
+server runs the v2 worker (SGLANG_ENABLE_SPEC_V2=1, the overlap scheduler on).
 
 Prints one JSON summary: per request the accept length from meta_info
 (1 + spec_accept_token_num / spec_verify_ct: drafted tokens accepted per verify, plus the
@@ -70,10 +71,11 @@ def _answers(url: str, prompts: list[str], max_new: int, sequential: bool) -> di
 
 
 def run_server(name: str, python: Path, tree: Path, model: Path, draft: Path | None, prompts: list[str],
-               max_new: int, sequential: bool, work: Path) -> dict[str, Any]:
+               max_new: int, sequential: bool, work: Path, spec_v2: bool = False) -> dict[str, Any]:
     port, nccl_port = _free_ports(2)
+    env = {"SGLANG_ENABLE_SPEC_V2": "1"} if spec_v2 and draft is not None else {}
     server = real.start(python, tree, model, port, work / f"{name}.log", draft=draft, extra_args=LOG_EVERY_STEP,
-                        nccl_port=nccl_port)
+                        extra_env=env, nccl_port=nccl_port)
     out: dict[str, Any] = {}
     try:
         out["ready_s"] = round(server.wait_ready(READY_TIMEOUT_S), 1)
@@ -96,20 +98,21 @@ def accept_of(answer: dict[str, Any]) -> dict[str, Any]:
             "sglang_spec_accept_length": meta.get("spec_accept_length")}
 
 
-def run_check(version: str, max_new: int, sequential: bool, min_accept: float, work: Path) -> dict[str, Any]:
+def run_check(version: str, max_new: int, sequential: bool, min_accept: float, work: Path,
+              spec_v2: bool = False) -> dict[str, Any]:
     python = runtime_python()
     models = ensure_models()
     build = models.root / "build.json"
     tree = ensure_tree(version)
     prompts = PROMPTS + SENTENCE_PROMPTS
-    summary: dict[str, Any] = {"version": version, "max_new_tokens": max_new, "prompts": prompts,
+    summary: dict[str, Any] = {"version": version, "worker": "v2" if spec_v2 else "v1", "max_new_tokens": max_new, "prompts": prompts,
                                "settings": real.EAGLE3_SETTINGS, "workdir": str(work),
                                "models": str(models.root),
                                "build": json.loads(build.read_text()) if build.is_file() else None}
     problems: list[str] = []
     servers = {}
     for name, draft in (("plain", None), ("eagle3", models.draft)):
-        arm = run_server(name, python, tree, models.target, draft, prompts, max_new, sequential, work)
+        arm = run_server(name, python, tree, models.target, draft, prompts, max_new, sequential, work, spec_v2)
         log = arm.pop("log")
         if "error" in arm:
             problems.append(f"{name}: {arm['error']}")
@@ -159,12 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--min-accept", type=float, default=2.0)
     ap.add_argument("--no-sequential", action="store_true", help="only the concurrent batch")
+    ap.add_argument("--spec-v2", action="store_true", help="the EAGLE v2 worker (SGLANG_ENABLE_SPEC_V2=1)")
     ap.add_argument("--workdir", type=Path, help="keep logs here (default: a temp dir, removed on success)")
     args = ap.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="specops-accept-check-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        summary = run_check(args.version, args.max_new_tokens, not args.no_sequential, args.min_accept, work)
+        summary = run_check(args.version, args.max_new_tokens, not args.no_sequential, args.min_accept, work,
+                            args.spec_v2)
     except RuntimeBuildError as exc:
         print(f"accept_check: {exc}", file=sys.stderr)
         return 2
