@@ -11,6 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from specops import pysource
 from specops.patching.model import Anchor
 
 
@@ -156,7 +157,7 @@ def _function_spans(anchor: Anchor, tree: ast.Module, source: str, lines: list[s
 
 def resolve_python(anchor: Anchor, source: str, tree: ast.Module | None = None) -> list[Span]:
     """All spans the anchor matches in `source` (the caller decides what 0 or >1 means)."""
-    tree = tree or ast.parse(source)
+    tree = tree or pysource.parse(source)
     lines = [ln.rstrip("\r\n") for ln in split_lines(source)]
     if anchor.kind == "field":
         return _field_spans(anchor, tree, lines)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from specops import pysource
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
 from specops.patching.checks import CHECKS
 from specops.patching.manifest import EditRecord, FileEntry, PatchManifest, manifest_path
@@ -162,13 +163,8 @@ def _same(lines: list[str], start: int, block: list[str]) -> bool:
 
 
 def _compile_error(text: str, rel: str) -> str | None:
-    try:
-        compile(text, rel, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        return f"result does not compile: {type(exc).__name__} at line {exc.lineno}: {exc.msg}"
-    except ValueError as exc:
-        return f"result does not compile: {exc}"
-    return None
+    err = pysource.compile_error(text, rel)
+    return f"result does not compile: {err}" if err is not None else None
 
 
 def _sha(data: bytes | None) -> str | None:

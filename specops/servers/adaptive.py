@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from specops import pysource
+
 
 #: SGLang's speculative capture list (0.5.4 .. 0.5.14 `_generate_*cuda_graph_batch_sizes`,
 #: the `else:` branch for speculative_algorithm set), used when the tree's own source
@@ -72,7 +74,7 @@ def buckets_from_source(source: str, max_bs: int) -> list[int] | None:
     server_args.py up to 0.5.18, arg_groups/cuda_graph_hook.py since), or None when the
     source has no such function or it uses constructs we do not evaluate."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return None
     for fn in ast.walk(tree):

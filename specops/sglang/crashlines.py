@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from specops import pysource
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
 
@@ -192,7 +193,7 @@ def extract(files: TreeFiles) -> list[Message]:
         if data is None:
             continue
         try:
-            tree = ast.parse(data.decode("utf-8", "replace"))
+            tree = pysource.parse(data.decode("utf-8", "replace"))
         except SyntaxError:
             continue
         found = list(_logged_deaths(tree))

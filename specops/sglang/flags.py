@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
+from specops import pysource
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
 from specops.sglang.version import declared_version
@@ -177,8 +178,9 @@ class _Switch(argparse.Action):
 def parse_source(data: bytes | str, path: str) -> ast.Module:
     """Compile like the interpreter would at import: a broken file raises the real SyntaxError."""
     src = data.decode("utf-8") if isinstance(data, bytes) else data
-    compile(src, path, "exec", dont_inherit=True)
-    return ast.parse(src, filename=path)
+    if pysource.compile_error(src, path) is not None:
+        compile(src, path, "exec", dont_inherit=True)  # raises it, as the import would
+    return pysource.parse(src, path)
 
 
 def compile_or_raise(path: Path) -> ast.Module:

@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from specops import pysource
 from specops.sglang.flags import ARG_GROUPS, TreeFlags, module_path, read_flags
 from specops.sglang.paths import ADAPTIVE_PARAMS, EAGLE_WORKERS, PKG, SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
@@ -83,7 +84,7 @@ def _parse(files: TreeFiles, relpath: str) -> ast.Module | None:
     if data is None:
         return None
     try:
-        return ast.parse(data.decode("utf-8", errors="replace"))
+        return pysource.parse(data.decode("utf-8", errors="replace"))
     except SyntaxError:
         return None
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from specops import pysource
 from specops.sglang.treefiles import TreeFiles
 
 ATTENTION_DIR = "python/sglang/srt/layers/attention"
@@ -93,7 +94,7 @@ def _parse(files: TreeFiles, rel: str) -> ast.Module | None:
     data = files.read(rel)
     if data is None:
         return None
-    return ast.parse(data.decode("utf-8", errors="replace"), filename=rel)
+    return pysource.parse(data.decode("utf-8", errors="replace"), rel)
 
 
 def eagle_backends(files: TreeFiles) -> list[str]:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from specops import pysource
 from specops.sglang.paths import VERSION_FILES
 
 _PRE = {"a": "a", "alpha": "a", "b": "b", "beta": "b", "c": "rc", "rc": "rc", "pre": "rc", "preview": "rc"}
@@ -138,7 +139,7 @@ def declared_version(read: Callable[[str], bytes | None]) -> str | None:
         if data is None:
             continue
         try:
-            module = ast.parse(data.decode("utf-8", errors="replace"))
+            module = pysource.parse(data.decode("utf-8", errors="replace"))
         except SyntaxError:
             continue
         for stmt in module.body:
