@@ -18,6 +18,9 @@ from specops.bench.tune import Levels, choose_threshold
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli
 
+#: one worker builds the module's fixtures once (two would each build them)
+pytestmark = pytest.mark.xdist_group("goodput")
+
 QUIET_SIM = {"time_scale": 0.05, "noise": 0}
 SLO = {"ttft_ms": 50.0, "tpot_ms": 30.0}
 POINTS = ["--input-len", "32", "--output-len", "64"]

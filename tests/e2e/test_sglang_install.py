@@ -20,7 +20,8 @@ from tests.support.deploy import events, run_cli, write_yaml
 from tests.support.sshd import SSHD, start_sshd, stop_sshd
 from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels, home_python
 
-pytestmark = pytest.mark.slow
+#: one worker builds the module's fixtures once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sglang_install")]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The dynamic-spec-disable patch on real SGLang across its EAGLE workers and a second
 release (issue 28): greedy tokens identical to a plain server's above the threshold (one-
 token verify), as the batch shrinks back below it mid-request (drafting resumes on the
-draft state the one-token steps kept), and below it; transitions only in the log; the
+draft state the one-token steps kept), and below it, with drafts accepted (accept length
+>= 2.0 of 3, and as high right after drafting resumed); transitions only in the log; the
 `Decode batch` lines logged while drafting was off say so instead of accept figures.
 
 Each case is tests/support/real_sglang/adaptive_check.py's run: a plain, an EAGLE-3
@@ -36,3 +37,7 @@ def test_adaptive_keeps_greedy_tokens_across_the_threshold(real_runtime, tiny_mo
         lines = adaptive["transition_lines"]
         assert "drafting off (running batch 3 > threshold 1)" in lines[0], lines
         assert any("drafting on (running batch 1 <= threshold 1)" in ln for ln in lines), lines
+        # drafts accepted (issue 37): the trained head, alone and right after drafting resumed
+        assert adaptive["accept_len"] >= 2.0 and summary[f"eagle3-{worker}"]["accept_len"] >= 2.0, adaptive
+        resumed = adaptive["resumed_accept_lens"]
+        assert resumed and sum(resumed) / len(resumed) >= 0.9 * adaptive["accept_len"], adaptive

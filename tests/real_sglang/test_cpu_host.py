@@ -194,8 +194,8 @@ def test_a_request_arriving_during_the_last_step_of_the_running_batch_is_served(
     new one arrives, so the new request is prefilled and merged into a batch whose draft input
     is empty (adaptive with 2 running, when both decode in step: that last step is a trivial
     verify, drafting off). The new request is sent once every running request has streamed all
-    but its last token: a token a step here (the random head's drafts are rejected), a step about
-    a second. SGLang 0.5.10.post1 sizes that empty input by the target's hidden width, so a head
+    but its last token (the trained head's drafts are accepted: 1, 4, then 5 tokens while
+    drafting; a token a step while it is off), a step about a second. SGLang 0.5.10.post1 sizes that empty input by the target's hidden width, so a head
     narrower than the target aborted the scheduler here, patched or not (make_models.DRAFT_HIDDEN)."""
     port = host.ports[arm]
     progress = [0] * running
@@ -222,12 +222,13 @@ def test_a_request_arriving_during_the_last_step_of_the_running_batch_is_served(
 
 def test_bench_with_real_bench_serving_reads_the_running_batch(host: Host) -> None:
     out = host.runs / "bench"
-    res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--runner", "sglang",
+    # the two EAGLE arms (the baseline's bench_serving points are the next test's)
+    res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--runner", "sglang", "--arms", "eagle3,adaptive",
                   "--concurrency", "1,2", "--repeats", "1", "--num-prompts", "2", "--input-len", "8",
                   "--output-len", "4", "--keep-servers", "--out", str(out))
     assert res.exit_code == 0, res.output
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
-    assert {(r["arm"], r["concurrency"]) for r in records} == {(a, c) for a in host.ports for c in (1, 2)}
+    assert {(r["arm"], r["concurrency"]) for r in records} == {(a, c) for a in ("eagle3", "adaptive") for c in (1, 2)}
     assert all(r["status"] == "ok" and r["runner"] == "sglang" and not r.get("simulated") for r in records), records
     assert all(r["completed"] == 2 and r["output_throughput"] > 0 for r in records)
     assert all(r.get("running_req_p50") is not None for r in records), [r.get("running_req_p50") for r in records]

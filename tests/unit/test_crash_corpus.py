@@ -31,6 +31,9 @@ from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
+#: one worker builds the module's fixtures once (two would each build them)
+pytestmark = pytest.mark.xdist_group("crash_corpus")
+
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "sglang_logs"
 
 

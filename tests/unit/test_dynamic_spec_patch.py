@@ -40,6 +40,9 @@ from specops.sim.logs import SimLog
 from specops.sim.scheduler import EngineConfig, Scheduler
 from specops.transport.local import LocalTransport
 
+#: one worker builds the module's fixtures once (two would each build them)
+pytestmark = pytest.mark.xdist_group("dynamic_spec_patch")
+
 SPEC = "python/sglang/srt/speculative"
 W1 = f"{SPEC}/eagle_worker.py"
 W2 = f"{SPEC}/eagle_worker_v2.py"

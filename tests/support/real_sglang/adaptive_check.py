@@ -14,10 +14,13 @@ Checks: every `output_ids` of adaptive and eagle3 equals plain's, token for toke
 adaptive log has transition lines only (off first, then alternating, each on the right side
 of T, never one per step) and no crash; its `Decode batch` lines logged while drafting was
 off say so in place of the accept figures (eagle3's carry no note); in NARROW adaptive drafts exactly as eagle3 does
-(same spec_verify_ct and accepted draft tokens). So that drafting is visible in those
-counts, both EAGLE servers use an "echo" draft: the tiny EAGLE-3 head rewired to always
-propose the token the plain server repeats most, so drafting accepts tokens wherever the
-target repeats it and a trivial step accepts none.
+(same spec_verify_ct and accepted draft tokens). Both EAGLE servers run the tier's trained
+head (make_models.py), whose drafts the target accepts: in NARROW each EAGLE arm's accept
+length (1 + accepted / verify steps, from meta_info) is at least MIN_ACCEPT, and the
+adaptive arm's `Decode batch` lines logged right after drafting resumed in WIDE (the long
+request, on the draft KV cache the one-token steps kept) show an accept length at least
+RESUME_FLOOR times its NARROW one: a draft cache left stale while drafting was off shows
+here as acceptance that does not come back.
 
 The release's cached wheel tree is copied (never patched in place). Prints one JSON summary;
 exit 0 when every check holds, 1 when one fails, 2 when the environment lacks something.
@@ -26,13 +29,12 @@ exit 0 when every check holds, 1 when one fails, 2 when the environment lacks so
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import random
+import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -53,7 +55,7 @@ from tests.support.real_sglang.runtime import RuntimeBuildError, runtime_python
 
 PATCH_SET = "dynamic-spec-disable"
 PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model", "Hello there", "Once upon a time"]
-SHORT, LONG, NARROW = 6, 14, 10  # max_new_tokens
+SHORT, LONG, NARROW = 6, 20, 10  # max_new_tokens (LONG: RESUMED_STEPS whole steps left after the resume)
 READY_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0
 #: SGLang logs "Decode batch" every 40 decode steps by default; these requests make at most 14
@@ -65,25 +67,15 @@ OVERLAP_ON_LINE = "overlap schedule is turned on"
 #: that ran without them would not be this tier's proof)
 STANDIN_LINES = tuple(f"{real.STANDIN_LINE} sglang.srt.speculative.eagle_utils: {name} = CPU stand-in"
                       for name in ("sgl_build_tree_kernel_efficient", "verify_tree_greedy_func"))
+#: accept length (of 1 + num_steps = 3) the trained head must show, and the share of it the
+#: adaptive arm must show again right after drafting resumes (issue 37)
+MIN_ACCEPT = 2.0
+RESUME_FLOOR = 0.9
+RESUMED_STEPS = 3
+DECODE_LINE = "Decode batch"
+ACCEPT_LEN_RE = re.compile(r"accept len: ([0-9.]+)")
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
-
-#: Rewire the tiny EAGLE-3 head (argv: src dir, dest dir, target token) so that it always
-#: proposes that token: the final norm keeps one channel, lm_head rows 0/1 read it with
-#: opposite signs (so one of them wins whatever its sign), and d2t maps both to the token.
-ECHO_DRAFT = r"""
-import shutil, sys, torch
-from safetensors.torch import load_file, save_file
-src, dest, token = sys.argv[1], sys.argv[2], int(sys.argv[3])
-shutil.copytree(src, dest)
-sd = load_file(f"{src}/model.safetensors")
-norm = torch.zeros_like(sd["norm.weight"]); norm[0] = 1.0
-head = torch.zeros_like(sd["lm_head.weight"]); head[0, 0] = 100.0; head[1, 0] = -100.0
-d2t = torch.zeros_like(sd["d2t"]); d2t[0] = token; d2t[1] = token - 1
-sd.update({"norm.weight": norm, "lm_head.weight": head, "d2t": d2t})
-save_file(sd, f"{dest}/model.safetensors")
-"""
-
 
 def copy_tree(version: str, dest: Path) -> Path:
     shutil.copytree(ensure_tree(version), dest, symlinks=True)
@@ -94,12 +86,6 @@ def patched_tree(version: str, dest: Path, python: Path, patch_set: str) -> Path
     """A copy of the release's cached tree with the patch set applied (its verify included)."""
     copy_tree(version, dest)
     apply(load_patchset(patch_set), LocalTreeFiles(dest), LocalTransport(), python=str(python), tree=str(dest))
-    return dest
-
-
-def echo_draft(python: Path, src: Path, dest: Path, token: int) -> Path:
-    subprocess.run([str(python), "-c", ECHO_DRAFT, str(src), str(dest), str(token)], check=True, timeout=300,
-                   capture_output=True)
     return dest
 
 
@@ -206,14 +192,49 @@ def check_transitions(log: str, threshold: int) -> list[str]:
     return problems
 
 
-def _repeated_token(plain: dict[str, Any], phases: list[str]) -> int:
-    counts: collections.Counter[int] = collections.Counter()
-    for phase in phases:
-        for answer in plain.get(phase, []):
-            counts.update(answer.get("ids") or [])
-    if not counts:
-        raise RuntimeError("the plain server returned no output ids")
-    return counts.most_common(1)[0][0]
+def accept_length(answers: list[dict[str, Any]]) -> float | None:
+    """Tokens per verify step over `answers` (each verify commits its accepted drafts + 1),
+    from the server's own meta_info; None when none was verified."""
+    verifies = sum(a.get("verify_ct") or 0 for a in answers)
+    accepted = sum(a.get("accepted") or 0 for a in answers)
+    return round((verifies + accepted) / verifies, 3) if verifies else None
+
+
+def resumed_accept_lengths(log: str, steps: int = RESUMED_STEPS) -> list[float]:
+    """The `accept len` of the first `steps` decode lines after the log's first drafting-on
+    transition (one step a line: `--decode-log-interval 1`), before any later transition."""
+    out: list[float] = []
+    resumed = False
+    for ln in log.splitlines():
+        found = parse_transitions(ln)
+        if found:
+            if resumed:
+                break
+            resumed = found[0].drafting
+            continue
+        m = ACCEPT_LEN_RE.search(ln) if resumed and DECODE_LINE in ln else None
+        if m:
+            out.append(float(m.group(1)))
+            if len(out) == steps:
+                break
+    return out
+
+
+def check_acceptance(arms: dict[str, dict[str, Any]], worker: str) -> list[str]:
+    """Each EAGLE arm's NARROW accept length is at least MIN_ACCEPT (noted in the arm's
+    summary); the adaptive arm's right after drafting resumed, at least RESUME_FLOOR of it."""
+    problems = []
+    for name, arm in arms.items():
+        arm["accept_len"] = accept_length(arm.get("narrow", []))
+        if arm["accept_len"] is None or arm["accept_len"] < MIN_ACCEPT:
+            problems.append(f"{name} ({worker}): accept length {arm['accept_len']} below {MIN_ACCEPT} "
+                            "while drafting alone (NARROW)")
+    adaptive = arms["adaptive"]
+    resumed = adaptive.get("resumed_accept_lens") or []
+    if not resumed or sum(resumed) / len(resumed) < RESUME_FLOOR * (adaptive["accept_len"] or 0.0):
+        problems.append(f"adaptive ({worker}): accept length right after drafting resumed {resumed}, "
+                        f"below {RESUME_FLOOR} x its NARROW {adaptive['accept_len']}")
+    return problems
 
 
 def check_decode_notes(log: str, name: str) -> list[str]:
@@ -264,9 +285,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
         summary["plain"] = plain
         if "error" in plain:
             raise RuntimeError(f"the plain server failed: {plain['error']}")
-        token = _repeated_token(plain, list(phases))
-        draft = echo_draft(python, models.draft, work / "echo-draft", token)
-        summary["echo_token"] = token
+        draft = models.draft
         for spec_v2 in workers:
             worker = "v2" if spec_v2 else "v1"
             # the two speculative servers side by side (each its own process; on 2 cores a server's
@@ -288,6 +307,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
                 arm["overlap"] = OVERLAP_ON_LINE in log
                 if name == "adaptive":
                     arm["transition_lines"] = [ln.strip() for ln in log.splitlines() if "specops adaptive:" in ln]
+                    arm["resumed_accept_lens"] = resumed_accept_lengths(log)
                     problems += [f"adaptive ({worker}) log has {m!r}" for m in FAILURE_MARKERS if m in log]
                     problems += [f"{p} ({worker})" for p in check_transitions(log, threshold)]
                 elif parse_transitions(log):
@@ -300,6 +320,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
                 for name, arm in arms.items():
                     if [a.get("ids") for a in arm.get(phase, [])] != want:
                         problems.append(f"{name} ({worker}) output_ids differ from plain's in phase {phase}")
+            problems += check_acceptance(arms, worker)
             spec = [(a.get("verify_ct"), a.get("accepted")) for a in arms["eagle3"].get("narrow", [])]
             if [(a.get("verify_ct"), a.get("accepted")) for a in arms["adaptive"].get("narrow", [])] != spec:
                 problems.append(f"below the threshold adaptive ({worker}) did not draft as eagle3 does "
