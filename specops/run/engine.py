@@ -33,6 +33,10 @@ from specops.steps.base import PROBE, Outcome, StepContext, check_user_verify, h
 from specops.transport.base import Transport
 from specops.transport.connect import open_transport
 
+#: how often the main thread, waiting for the hosts, looks for a Ctrl-C (Python runs signal
+#: handlers in the main thread only, and a process's SIGINT may be handed to any thread)
+SIGNAL_CHECK_S = 0.2
+
 #: What happened to a step on a host (the words the summary table and --json show).
 StepState = Literal["ok", "changed", "skipped", "failed", "not run", "would run"]
 OK: StepState = "ok"
@@ -334,7 +338,11 @@ class Engine:
         for i in range(min(self.forks, len(self.hosts))):
             threading.Thread(target=worker, name=f"host-{i}", daemon=True).start()
         for _ in self.hosts:
-            left.acquire()
+            # with a timeout, so the main thread comes back to the interpreter now and then:
+            # a Ctrl-C the kernel handed to a worker thread is only run here, and a wait
+            # without one would hold it until the step running ended
+            while not left.acquire(timeout=SIGNAL_CHECK_S):
+                pass
 
     def interrupt(self, keep_servers: bool = False) -> list[Cleanup]:
         """After Ctrl-C: stop what this run launched (unless `keep_servers`); hosts not yet

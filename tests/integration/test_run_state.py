@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,35 @@ def test_bench_progress_reaches_the_callback_not_the_variables(tmp_path: Path) -
     finally:
         if _alive(pid):
             os.killpg(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_that_the_kernel_hands_to_another_thread_still_ends_the_run(tmp_path: Path,
+                                                                           no_os_exit: None) -> None:
+    """A process-directed SIGINT goes to any thread that does not block it. Python runs its
+    handler only in the main thread, and a main thread asleep on a lock without a timeout
+    never looked: Ctrl-C then waited for the running step to end (measured in CI: a
+    `sleep 60` step ran to its end, 62 s, where 2.7 s is usual). Here the signal is sent to a
+    step's worker thread on purpose; the step's `sleep 30` must not get to write its file."""
+    _inventory(tmp_path)
+    done = tmp_path / "slept"
+    step = {"name": "long", "shell": f"sleep 30; echo done > {done}"}
+
+    def press_ctrl_c_in_a_worker_thread() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            workers = [t for t in threading.enumerate() if t.name.startswith("host-")]
+            if workers and (tmp_path / "runs").is_dir() and any(
+                    e.get("step") == "long" and e["event"] == "step_start"
+                    for run in (tmp_path / "runs").iterdir() for e in events(run)):
+                signal.pthread_kill(workers[0].ident or 0, signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    presser = threading.Thread(target=press_ctrl_c_in_a_worker_thread, daemon=True)
+    presser.start()
+    with pytest.raises(Interrupted):
+        _run(tmp_path, _playbook(tmp_path, "long", [step]))
+    presser.join(5)
+    assert not done.exists(), "Ctrl-C waited for the step to end"
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
