@@ -74,6 +74,7 @@ RESUME_FLOOR = 0.9
 RESUMED_STEPS = 3
 DECODE_LINE = "Decode batch"
 ACCEPT_LEN_RE = re.compile(r"accept len: ([0-9.]+)")
+RUNNING_RE = re.compile(r"#running-req: (\d+)")
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
 
@@ -200,9 +201,11 @@ def accept_length(answers: list[dict[str, Any]]) -> float | None:
     return round((verifies + accepted) / verifies, 3) if verifies else None
 
 
-def resumed_accept_lengths(log: str, steps: int = RESUMED_STEPS) -> list[float]:
+def resumed_accept_lengths(log: str, threshold: int, steps: int = RESUMED_STEPS) -> list[float]:
     """The `accept len` of the first `steps` decode lines after the log's first drafting-on
-    transition (one step a line: `--decode-log-interval 1`), before any later transition."""
+    transition (one step a line: `--decode-log-interval 1`), before any later transition,
+    that ran at most `threshold` requests: the line logged with the on transition is the
+    step whose finished requests the batch still counts, verified one token a request."""
     out: list[float] = []
     resumed = False
     for ln in log.splitlines():
@@ -212,9 +215,9 @@ def resumed_accept_lengths(log: str, steps: int = RESUMED_STEPS) -> list[float]:
                 break
             resumed = found[0].drafting
             continue
-        m = ACCEPT_LEN_RE.search(ln) if resumed and DECODE_LINE in ln else None
-        if m:
-            out.append(float(m.group(1)))
+        accept, running = ACCEPT_LEN_RE.search(ln), RUNNING_RE.search(ln)
+        if resumed and DECODE_LINE in ln and accept and running and int(running.group(1)) <= threshold:
+            out.append(float(accept.group(1)))
             if len(out) == steps:
                 break
     return out
@@ -307,7 +310,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
                 arm["overlap"] = OVERLAP_ON_LINE in log
                 if name == "adaptive":
                     arm["transition_lines"] = [ln.strip() for ln in log.splitlines() if "specops adaptive:" in ln]
-                    arm["resumed_accept_lens"] = resumed_accept_lengths(log)
+                    arm["resumed_accept_lens"] = resumed_accept_lengths(log, threshold)
                     problems += [f"adaptive ({worker}) log has {m!r}" for m in FAILURE_MARKERS if m in log]
                     problems += [f"{p} ({worker})" for p in check_transitions(log, threshold)]
                 elif parse_transitions(log):

@@ -100,12 +100,12 @@ def train_tokenizer(out: Path):
 #: matters; a memorised continuation has a wide top-1/top-2 logit gap, so greedy tokens do not
 #: hang on float32 rounding (measured in main()'s report).
 TARGET_INIT_STD = 0.02
-TARGET_STEPS, TARGET_BATCH, TARGET_WINDOW, TARGET_LR = 300, 32, 48, 3e-3
+TARGET_STEPS, TARGET_BATCH, TARGET_WINDOW, TARGET_LR = 200, 32, 48, 3e-3
 NOISE_MAX = 6
 #: The head is trained on the target's own greedy continuations of HEAD_PROMPTS, of every
 #: sentence's first words and of random windows of the text (noise prefixes included), each
 #: continued for HEAD_CONTINUE tokens.
-HEAD_STEPS, HEAD_LR, HEAD_CONTINUE, HEAD_WINDOWS = 300, 1e-2, 24, 80
+HEAD_STEPS, HEAD_LR, HEAD_CONTINUE, HEAD_WINDOWS = 150, 1e-2, 24, 80
 #: the tier's prompts (adaptive_check.PROMPTS) and a few sentence-like ones; copied, not
 #: imported: this script is standalone
 HEAD_PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model", "Hello there", "Once upon a time",
