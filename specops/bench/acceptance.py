@@ -5,8 +5,14 @@ greedy `output_ids` of EAGLE-3 and adaptive equal baseline's at concurrency 1 an
 threshold+2 requests in flight at once; the adaptive server's log shows drafting turned
 off above its threshold and on again below it (dynamic-spec-disable; a native tier logs
 no such line, so that evidence is said to be unavailable, not failed); every arm's
-`/server_info`; accept length. The result is one report a user attaches to a bug report:
-versions, device, driver, the checks with their evidence, no secrets (`redact`).
+`/server_info`; each speculative arm accepts drafted tokens (the requests' own
+`spec_verify_ct`); and the adaptive arm drafts as well right after drafting resumes as
+before it stopped (its `Decode batch` lines: a draft KV cache left stale while drafting was
+off shows there, and greedy identity may not catch it). One of the requests in flight at
+once asks for more tokens than the rest, so it runs on alone once they finish: drafting
+resumes in the middle of a request that decoded through the off stretch. The result is one
+report a user attaches to a bug report: versions, device, driver, the checks with their
+evidence, no secrets (`redact`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 
 from specops import __version__
 from specops.bench.client import accept_length_from_info
+from specops.bench.running import RESUMED_STEPS, OffStretch, off_stretches
 from specops.config.inventory import Host, Inventory
 from specops.errors import ConfigError, StepError
 from specops.secrets import redact, remember_sources
@@ -47,6 +54,13 @@ REQUEST_TIMEOUT_S = 600.0
 #: the most of the adaptive log read for transitions (the span of this check only)
 LOG_SPAN_LIMIT = 8 * 1024 * 1024
 EXCERPT_LINES = 20
+#: the adaptive arm's accept length in its first steps after drafting resumes, at least this
+#: share of its accept length before drafting stopped
+RESUME_FLOOR = 0.9
+#: the adaptive mechanism whose server logs its drafting transitions
+PATCH_MECHANISM = "dynamic-spec-disable-patch"
+#: draft steps an EAGLE arm runs when its /server_info does not say (SGLang's largest default)
+DEFAULT_NUM_STEPS = 5
 
 
 @dataclass
@@ -94,7 +108,49 @@ class Verification:
 
 # ----------------------------------------------------------------------------- HTTP
 
-def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str, str] | None = None) -> list[int]:
+@dataclass(frozen=True)
+class Reply:
+    """One greedy request's answer: its token ids and what the server counted for it
+    (`spec_verify_ct`: verify steps, absent on a server that does not speculate)."""
+
+    ids: list[int]
+    completion_tokens: int
+    verify_steps: int | None
+
+
+@dataclass
+class Acceptance:
+    """What an arm's requests were verified and accepted: SGLang's accept length is tokens
+    per verify step (its meta_info's `spec_accept_length`); the first token of each request
+    comes from prefill, every verify step commits one token of the target's plus the drafted
+    tokens it accepted."""
+
+    requests: int = 0
+    tokens: int = 0
+    verify_steps: int = 0
+    reported: bool = True  # every request carried spec_verify_ct
+
+    def add(self, replies: list[Reply]) -> None:
+        for r in replies:
+            self.requests += 1
+            self.tokens += r.completion_tokens
+            self.verify_steps += r.verify_steps or 0
+            self.reported = self.reported and r.verify_steps is not None
+
+    @property
+    def accepted_drafts(self) -> int:
+        return max(0, self.tokens - self.requests - self.verify_steps)
+
+    @property
+    def accept_length(self) -> float | None:
+        return round(self.tokens / self.verify_steps, 4) if self.reported and self.verify_steps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "tokens": self.tokens, "verify_steps": self.verify_steps,
+                "accepted_drafts": self.accepted_drafts, "accept_length": self.accept_length}
+
+
+def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str, str] | None = None) -> Reply:
     """Greedy `output_ids` for one prompt (POST /generate, ignore_eos: exactly N tokens)."""
     body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
                                                 "ignore_eos": True}}
@@ -110,7 +166,11 @@ def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str,
     ids = doc.get("output_ids") if isinstance(doc, dict) else None
     if not isinstance(ids, list):
         raise StepError("/generate answered without `output_ids`: this server cannot show its token ids")
-    return [int(i) for i in ids]
+    meta = doc.get("meta_info") if isinstance(doc.get("meta_info"), dict) else {}
+    verify = meta.get("spec_verify_ct")
+    completion = meta.get("completion_tokens")
+    return Reply([int(i) for i in ids], int(completion) if isinstance(completion, int) else len(ids),
+                 int(verify) if isinstance(verify, int) and not isinstance(verify, bool) else None)
 
 
 def get_json(base_url: str, path: str) -> dict[str, Any]:
@@ -128,22 +188,23 @@ def _server_info(base_url: str) -> dict[str, Any]:
     raise StepError("no /server_info")
 
 
-def at_once(base_url: str, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
-    """The prompts in flight together: one decode batch of len(prompts) requests. They leave
-    together, and declare themselves one closed loop, so the simulator starts no step before
-    all have arrived however loaded the machine is (SGLang ignores the header)."""
-    start = threading.Barrier(len(prompts))
-    loop = loop_header(uuid.uuid4().hex, len(prompts), len(prompts))
+def at_once(base_url: str, jobs: list[tuple[str, int]]) -> list[Reply]:
+    """The (prompt, max_new_tokens) jobs in flight together: one decode batch of len(jobs)
+    requests. They leave together, and declare themselves one closed loop, so the simulator
+    starts no step before all have arrived however loaded the machine is (SGLang ignores the
+    header)."""
+    start = threading.Barrier(len(jobs))
+    loop = loop_header(uuid.uuid4().hex, len(jobs), len(jobs))
 
-    def one(prompt: str) -> list[int]:
+    def one(job: tuple[str, int]) -> Reply:
         try:
             start.wait(timeout=60)  # every thread ready first: the requests leave together
         except threading.BrokenBarrierError:
-            raise StepError(f"could not start {len(prompts)} requests at once") from None
-        return generate(base_url, prompt, max_new_tokens, loop)
+            raise StepError(f"could not start {len(jobs)} requests at once") from None
+        return generate(base_url, job[0], job[1], loop)
 
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        return list(pool.map(one, prompts))
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return list(pool.map(one, jobs))
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -249,18 +310,28 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
         single = [PROMPTS[i % len(PROMPTS)] for i in range(prompts)]
         batch = [PROMPTS[i % len(PROMPTS)] + ("" if i < len(PROMPTS) else f" ({i})")
                  for i in range((result.threshold or 0) + 2)]
+        # the first runs on alone for RESUMED_STEPS whole draft steps (and one to spare) after
+        # the others finish: drafting resumes in the middle of it
+        steps = result.arms["adaptive"]["info"].get("speculative_num_steps")
+        steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else DEFAULT_NUM_STEPS
+        jobs = [(p, max_new_tokens + (RESUMED_STEPS + 1) * (steps + 1) if i == 0 else max_new_tokens)
+                for i, p in enumerate(batch)]
         ids1: dict[str, list[list[int]]] = {}
         idsn: dict[str, list[list[int]]] = {}
         after: dict[str, list[list[int]]] = {}
+        accepted = {kind: Acceptance() for kind in KINDS}
         start = transport.stat_size(adaptive.log_path)
         errors: list[str] = []
         for kind, url in urls.items():
             try:
-                ids1[kind] = [generate(url, p, max_new_tokens) for p in single]
-                idsn[kind] = at_once(url, batch, max_new_tokens)
-                after[kind] = [generate(url, single[0], max_new_tokens)]  # alone again: below the threshold
+                alone = [generate(url, p, max_new_tokens) for p in single]
+                idsn[kind] = [r.ids for r in at_once(url, jobs)]
+                again = [generate(url, single[0], max_new_tokens)]  # alone again: below the threshold
             except StepError as exc:
                 errors.append(f"{kind} ({chosen[kind].arm}): {exc}")
+                continue
+            ids1[kind], after[kind] = [r.ids for r in alone], [r.ids for r in again]
+            accepted[kind].add(alone + again)
         if errors:
             result.checks.append(Check("greedy requests", False, "requests failed", errors))
         else:
@@ -268,14 +339,18 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
                                            single + [f"{single[0]} (alone again, after the batch)"],
                                            {k: ids1[k] + after[k] for k in KINDS}))
             result.checks.append(_identity(f"greedy token identity at concurrency {len(batch)} (above the "
-                                           f"threshold)", batch, idsn))
-        result.checks.append(_drafting(transport, adaptive, start, result.threshold))
+                                           f"threshold)", [f"{p} ({n} tokens)" for p, n in jobs], idsn))
+        log = _log_span(transport, adaptive.log_path, start) if adaptive.mechanism == PATCH_MECHANISM else None
+        result.checks.append(_drafting(adaptive, log, result.threshold))
         for kind in ("eagle3", "adaptive"):  # after the requests: the servers' running average
+            result.arms[kind]["acceptance"] = accepted[kind].to_dict()
             try:
-                result.arms[kind]["accept_length"] = accept_length_from_info(_server_info(urls[kind]))
+                result.arms[kind]["server_accept_length"] = accept_length_from_info(_server_info(urls[kind]))
             except StepError:
-                pass
-    result.checks.append(_accept(result))
+                result.arms[kind]["server_accept_length"] = None
+    if not errors:
+        result.checks.append(_accept(result, accepted))
+        result.checks.append(_resumed(result, adaptive, log))
     return result
 
 
@@ -308,24 +383,69 @@ def _threshold(state: ServerState, info: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _drafting(transport: Transport, adaptive: ServerState, start: int | None, threshold: int | None) -> Check:
+def _drafting(adaptive: ServerState, log: str | None, threshold: int | None) -> Check:
     name = "drafting stopped above the threshold and resumed below it"
-    if adaptive.mechanism != "dynamic-spec-disable-patch":
+    if log is None:
         return Check(name, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition "
                                  "lines: this evidence is unavailable")
-    text = _log_span(transport, adaptive.log_path, start)
-    check = _transitions(text, threshold)
+    check = _transitions(log, threshold)
     check.evidence = [f"log: {adaptive.log_path}", *check.evidence]
     return check
 
 
-def _accept(result: Verification) -> Check:
-    """Accept length from /server_info: a speculating arm that accepts nothing is broken."""
-    values = {k: result.arms.get(k, {}).get("accept_length") for k in ("eagle3", "adaptive")}
-    shown = [f"{k}: {v:.3f}" if v is not None else f"{k}: not reported" for k, v in values.items()]
-    if any(v is None for v in values.values()):
-        return Check("accept length", None, "not reported by every speculative arm's /server_info", shown)
-    return Check("accept length", True, ", ".join(shown), shown)
+def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
+    """Each speculative arm accepted drafted tokens in the requests it answered alone (its
+    requests' own `spec_verify_ct`): an arm whose drafts are never accepted is the target
+    plus wasted work, a draft model that does not fit it or a broken accept path."""
+    name = "drafted tokens accepted"
+    shown, none = [], []
+    for kind in ("eagle3", "adaptive"):
+        a, server = accepted[kind], result.arms[kind].get("server_accept_length")
+        shown.append(f"{kind}: accept length {a.accept_length if a.accept_length is not None else 'not reported'} "
+                     f"({a.tokens} tokens of {a.requests} requests in {a.verify_steps} verify steps, "
+                     f"{a.accepted_drafts} drafted tokens accepted); /server_info "
+                     f"{f'{server:.3f}' if isinstance(server, float) else 'not reported'}")
+        if a.accept_length is not None and a.accepted_drafts == 0:
+            none.append(kind)
+    if none:
+        return Check(name, False, f"{' and '.join(none)} accepted none of its drafted tokens: its draft model does "
+                                  "not fit the target, or its accept path is broken", shown)
+    if any(accepted[k].accept_length is None for k in ("eagle3", "adaptive")):
+        return Check(name, None, "a speculative arm's replies carry no `spec_verify_ct`", shown)
+    return Check(name, True, "; ".join(s.split(" (")[0] for s in shown), shown)
+
+
+def _resumed(result: Verification, adaptive: ServerState, log: str | None) -> Check:
+    """The adaptive arm's accept length in its first steps after drafting resumed, against
+    its accept length before drafting stopped, per off stretch, from its own decode lines."""
+    name = "acceptance after drafting resumed"
+    if log is None:
+        return Check(name, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition "
+                                 "lines: this evidence is unavailable")
+    stretches = off_stretches(log, result.threshold or 0)
+    result.arms["adaptive"]["off_stretches"] = [s.to_dict() for s in stretches]
+    shown = [_stretch_line(s) for s in stretches]
+    measured = [s for s in stretches if s.ratio is not None]
+    if not measured:
+        return Check(name, None, "the adaptive server's `Decode batch` lines carry no accept length on both sides of "
+                                 "an off stretch (SGLang logs one every 40 steps unless launched with "
+                                 "`--decode-log-interval 1`)", shown)
+    low = [s for s in measured if s.ratio is not None and s.ratio < RESUME_FLOOR]
+    if low:
+        return Check(name, False, f"{len(low)} of {len(measured)} off stretches resumed below {RESUME_FLOOR}x the "
+                                  "accept length before drafting stopped: a draft KV cache left stale while "
+                                  "drafting was off shows so", shown)
+    return Check(name, True, f"{len(measured)} off stretch(es): the first {RESUMED_STEPS} steps after drafting "
+                             f"resumed accept at least {RESUME_FLOOR}x as many tokens as before it stopped", shown)
+
+
+def _stretch_line(s: OffStretch) -> str:
+    def mean(xs: tuple[float, ...]) -> str:
+        return f"{sum(xs) / len(xs):.2f} ({len(xs)} steps)" if xs else "none logged"
+    on = f"on at running batch {s.on_batch}" if s.on_batch is not None else "never back on"
+    ratio = f": {s.ratio:.2f}x" if s.ratio is not None else ""
+    return (f"off at running batch {s.off_batch}, {on}; accept length before {mean(s.before)}, "
+            f"after {mean(s.after)}{ratio}")
 
 
 # ----------------------------------------------------------------------------- the report

@@ -129,6 +129,65 @@ def drafting_evidence(text: str, logs_transitions: bool = False) -> dict[str, An
             "drafting_transitions": transitions}
 
 
+#: decode steps read after drafting resumes: a draft KV cache left stale while drafting was
+#: off shows in the first steps after it comes back (later steps have drafted it fresh)
+RESUMED_STEPS = 3
+
+
+@dataclass(frozen=True)
+class OffStretch:
+    """One stretch of an adaptive server's drafting off, and its acceptance either side, from
+    its own `Decode batch` lines (one a step with `--decode-log-interval 1`): `before`, the
+    accept lengths logged while drafting since the previous resume (or the log's start);
+    `after`, those of the first RESUMED_STEPS steps after drafting resumed that ran at most
+    the threshold (the line logged with the on transition is the step that still counted the
+    requests that finished in it, each verified one token)."""
+
+    off_batch: int
+    on_batch: int | None
+    before: tuple[float, ...]
+    after: tuple[float, ...]
+
+    @property
+    def ratio(self) -> float | None:
+        """Mean accept length after / before; None when either side has no figure."""
+        if not self.before or not self.after:
+            return None
+        return round((sum(self.after) / len(self.after)) / (sum(self.before) / len(self.before)), 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"off_batch": self.off_batch, "on_batch": self.on_batch, "before": list(self.before),
+                "after": list(self.after), "ratio": self.ratio}
+
+
+def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS) -> list[OffStretch]:
+    """Every off stretch in a dynamic-spec-disable server's log text, in order. A decode line
+    carries accept figures only when all its steps drafted (a patched server notes the others:
+    MIXED_RE, ALL_OFF_NOTE), so only those lines count."""
+    out: list[OffStretch] = []
+    drafted: list[float] = []  # accept lengths since drafting last came on (or the text's start)
+    current: tuple[int, int | None, list[float]] | None = None  # the open stretch: off, on, before
+    after: list[float] = []
+    for line in text.splitlines():
+        t = TRANSITION_RE.search(line)
+        if t and t["state"] == "off":
+            if current is not None:
+                out.append(OffStretch(current[0], current[1], tuple(current[2]), tuple(after)))
+            current, drafted, after = (int(t["batch"]), None, drafted), [], []
+        elif t and current is not None and current[1] is None:
+            current = (current[0], int(t["batch"]), current[2])
+        m = None if t else DECODE_RE.search(line)
+        if not m or not m.group(2) or MIXED_RE.search(line):
+            continue
+        accept = float(m.group(2))
+        drafted.append(accept)
+        if current is not None and current[1] is not None and int(m.group(1)) <= threshold and len(after) < steps:
+            after.append(accept)
+    if current is not None:
+        out.append(OffStretch(current[0], current[1], tuple(current[2]), tuple(after)))
+    return out
+
+
 class RunningSampler:
     """Samples one server's running batch while a point runs: `start()`, measure, `stop()`.
 

@@ -12,6 +12,8 @@ the flags the tree declares. Each knob also reads an environment variable (the f
                                                      runs a one-token generation: seconds on a busy host)
   --sim-seed N              SPECOPS_SIM_SEED         noise and token seed
   --sim-noise F             SPECOPS_SIM_NOISE        relative step-time drift (0: none; default the model's 3%)
+  --sim-accept-length F     SPECOPS_SIM_ACCEPT_LENGTH  a speculative arm's accept length at batch 1 (a real
+                                                     head's, measured; default the model's calibrated one)
 
 Exit codes: 2 for argparse errors (as SGLang), 1 for a source that does not compile or a
 start-up failure, -9 (killed) after an injected crash.
@@ -33,7 +35,8 @@ from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
 _ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
         "slow_start": "SPECOPS_SIM_SLOW_START", "slow_health": "SPECOPS_SIM_SLOW_HEALTH", "seed": "SPECOPS_SIM_SEED",
-        "fail_at_start": "SPECOPS_SIM_FAIL_AT_START", "noise": "SPECOPS_SIM_NOISE"}
+        "fail_at_start": "SPECOPS_SIM_FAIL_AT_START", "noise": "SPECOPS_SIM_NOISE",
+        "accept_length": "SPECOPS_SIM_ACCEPT_LENGTH"}
 
 
 def split_argv(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -59,11 +62,14 @@ def options(knobs: dict[str, str]) -> SimOptions:
             slow_health=float(knobs.get("slow_health", 0) or 0),
             seed=int(knobs.get("seed", 0) or 0),
             noise=float(knobs["noise"]) if knobs.get("noise") not in (None, "") else None,
+            accept_length=float(knobs["accept_length"]) if knobs.get("accept_length") not in (None, "") else None,
         )
     except ValueError as e:
         raise UsageError(f"bad simulator option: {e}") from None
     if opts.time_scale <= 0:
         raise UsageError("--sim-time-scale must be > 0")
+    if opts.accept_length is not None and not opts.accept_length >= 1:
+        raise UsageError(f"--sim-accept-length must be at least 1 (tokens a step), got {opts.accept_length}")
     return opts
 
 

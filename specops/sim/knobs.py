@@ -9,7 +9,7 @@ from __future__ import annotations
 #: flag -> SimOptions field, for knobs that take a value
 VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
           "--sim-slow-start": "slow_start", "--sim-slow-health": "slow_health", "--sim-seed": "seed",
-          "--sim-noise": "noise"}
+          "--sim-noise": "noise", "--sim-accept-length": "accept_length"}
 #: flag -> SimOptions field, for switches
 SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
 #: injected faults, not configuration: a report may combine points measured with and without them

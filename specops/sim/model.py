@@ -86,8 +86,12 @@ def chain_alpha(tokens_at_default: float, num_steps: int = DEFAULT_SPEC_NUM_STEP
     return (lo + hi) / 2
 
 
-def accept_length(batch: int, num_steps: int | None = None) -> float:
+def accept_length(batch: int, num_steps: int | None = None, at_batch_1: float | None = None) -> float:
     """Mean tokens a speculative step of `num_steps` chain drafts emits per request at this batch.
+
+    `at_batch_1`: a measured accept length at batch 1 for these steps (`--sim-accept-length`,
+    to set the simulator beside a real head), falling with the batch as the calibrated one does
+    to the same share of itself as the calibrated floor, at most num_steps + 1.
 
     At SGLang's usual 3 steps this is the calibrated EAGLE-3 figure (3.0 at batch 1, slowly
     falling with the batch). Other step counts follow a chain draft with the same per-position
@@ -98,11 +102,14 @@ def accept_length(batch: int, num_steps: int | None = None) -> float:
     runs it, accepts less: the public EAGLE3-LLaMA3.1-Instruct-8B head measures 2.8-3.5 with a
     7-token chain at temperature 1, and about 3 at 3 steps in SGLang's own benchmarks.)
     """
-    acc = EAGLE_ACCEPT_LEN_BS1 - EAGLE_ACCEPT_DECAY_PER_DOUBLING * math.log2(max(1, batch))
-    acc = max(EAGLE_ACCEPT_LEN_FLOOR, acc)
+    decay = EAGLE_ACCEPT_DECAY_PER_DOUBLING * math.log2(max(1, batch))
     steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else int(num_steps)
     if steps <= 0:
         return 1.0
+    if at_batch_1 is not None:
+        floor = at_batch_1 * EAGLE_ACCEPT_LEN_FLOOR / EAGLE_ACCEPT_LEN_BS1
+        return max(1.0, min(steps + 1.0, max(floor, at_batch_1 - decay)))
+    acc = max(EAGLE_ACCEPT_LEN_FLOOR, EAGLE_ACCEPT_LEN_BS1 - decay)
     if steps == DEFAULT_SPEC_NUM_STEPS:
         return max(1.0, min(acc, steps + 1.0))
     alpha = chain_alpha(acc)
@@ -245,6 +252,7 @@ class ArmModel:
     threshold: int | None = None  # adaptive: speculate while batch <= threshold (0/None: always)
     tiers: AdaptiveTiers | None = None  # native adaptive config (0.5.14+), instead of threshold
     num_steps: int | None = None
+    accept_at_batch_1: float | None = None  # measured accept length (accept_length's at_batch_1)
 
     def speculates(self, batch: int) -> bool:
         if self.arm == "baseline":
@@ -269,7 +277,7 @@ class ArmModel:
         requests holding `kv_tokens` of context in all."""
         k = self.steps(batch)
         if k > 0:
-            acc = accept_length(batch, k)
+            acc = accept_length(batch, k, self.accept_at_batch_1)
             return step_ms(True, batch, acc, num_steps=k, kv_tokens=kv_tokens), acc
         tax = ADAPTIVE_TAX if self.arm == "adaptive" else 0.0
         return step_ms(False, batch, 1.0, tax, kv_tokens=kv_tokens), 1.0

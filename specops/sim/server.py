@@ -50,6 +50,7 @@ class SimOptions:
     slow_health: float = 0.0  # wall seconds a ready server's /health takes (SGLang's runs a generation)
     seed: int = 0
     noise: float | None = None  # relative step-time drift (None: the model's default)
+    accept_length: float | None = None  # a speculative arm's accept length at batch 1 (None: the model's)
 
 
 def resolve_args(args: dict[str, Any], log: SimLog) -> None:
@@ -70,19 +71,21 @@ def resolve_args(args: dict[str, Any], log: SimLog) -> None:
             args[key] = val
 
 
-def arm_model(args: dict[str, Any]) -> tuple[M.ArmModel, str | None]:
-    """Which arm resolved args describe and the adaptive mechanism (raises on a bad adaptive config)."""
+def arm_model(args: dict[str, Any], accept_length: float | None = None) -> tuple[M.ArmModel, str | None]:
+    """Which arm resolved args describe and the adaptive mechanism (raises on a bad adaptive
+    config); `accept_length`: the speculative arm's at batch 1 (--sim-accept-length)."""
     if not args.get("speculative_algorithm"):
         return M.ArmModel("baseline"), None
     steps = int(args["speculative_num_steps"])
     if args.get("speculative_adaptive"):
         tiers = M.load_adaptive_config(args.get("speculative_adaptive_config"),
                                        M.spec_cuda_graph_bs(args.get("_cuda_graph_max_bs") or 256))
-        return M.ArmModel("adaptive", tiers=tiers, num_steps=steps), "native-adaptive"
+        return M.ArmModel("adaptive", tiers=tiers, num_steps=steps, accept_at_batch_1=accept_length), "native-adaptive"
     threshold = args.get("speculative_disable_batch_threshold")
     if threshold:
-        return M.ArmModel("adaptive", threshold=int(threshold), num_steps=steps), "disable-batch-threshold"
-    return M.ArmModel("eagle3", num_steps=steps), None
+        return (M.ArmModel("adaptive", threshold=int(threshold), num_steps=steps, accept_at_batch_1=accept_length),
+                "disable-batch-threshold")
+    return M.ArmModel("eagle3", num_steps=steps, accept_at_batch_1=accept_length), None
 
 
 def _count_prompt_tokens(body: dict[str, Any], text_key: str) -> int:
@@ -428,7 +431,7 @@ class SimServer:
                 "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                 f"Current value: mem_fraction_static={mem}")
         try:
-            self.arm, self.mechanism = arm_model(args)
+            self.arm, self.mechanism = arm_model(args, opts.accept_length)
         except (OSError, ValueError) as e:
             self._scheduler_init_error(f"{type(e).__name__}: {e}")
             return
@@ -443,7 +446,8 @@ class SimServer:
                  f"context_len={args.get('context_length') or 131072}, available_gpu_mem=72.89 GB", rank=True)
         cfg = EngineConfig(arm=self.arm, max_running=max_running, time_scale=opts.time_scale, seed=opts.seed,
                            max_total_tokens=max_total, cuda_graph_max_bs=args.get("_cuda_graph_max_bs") or 256,
-                           crash_after=opts.crash_after, noise=opts.noise)
+                           crash_after=opts.crash_after, noise=opts.noise,
+                           decode_log_interval=max(1, int(args.get("decode_log_interval") or M.DECODE_LOG_INTERVAL)))
         self.scheduler = Scheduler(cfg, log, on_crash=self._crash)
         sched_task = asyncio.create_task(self.scheduler.run())
         log.info(f"INFO:     Started server process [{os.getpid()}]")

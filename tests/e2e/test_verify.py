@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops.bench.acceptance import Check, Verification, _drafting, _transitions, report_markdown
+from specops.bench.acceptance import (
+    RESUME_FLOOR,
+    Acceptance,
+    Check,
+    Verification,
+    _accept,
+    _drafting,
+    _resumed,
+    _transitions,
+    report_markdown,
+)
 from specops.secrets import remember
 from specops.servers.adaptive import transition_line
 from specops.servers.lifecycle import ServerState
@@ -36,8 +46,13 @@ def checks(doc: dict) -> dict[str, str]:
     return {c["name"]: c["verdict"] for c in doc["checks"]}
 
 
+#: a `Decode batch` line per step: the adaptive arm's acceptance either side of an off stretch
+EVERY_STEP = {"extra_args": ["--decode-log-interval", "1"]}
+
+
 def test_verify_passes_on_a_deployed_local_host_and_writes_the_report(tmp_path: Path) -> None:
-    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, name="local", sim=REAL_TIME)
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, name="local", sim=REAL_TIME,
+                        arms=arm_vars(adaptive=EVERY_STEP)["arms"])
     try:
         before = run_cli("verify", "--host", "local", "-i", str(inv))
         assert before.exit_code == 1 and "not ready" in before.output and "specops deploy --host local" in before.output
@@ -52,11 +67,21 @@ def test_verify_passes_on_a_deployed_local_host_and_writes_the_report(tmp_path: 
     assert checks(doc) == {
         "/server_info of the three arms": "PASS", "greedy token identity at concurrency 1": "PASS",
         "greedy token identity at concurrency 10 (above the threshold)": "PASS",
-        "drafting stopped above the threshold and resumed below it": "PASS", "accept length": "PASS"}
+        "drafting stopped above the threshold and resumed below it": "PASS", "drafted tokens accepted": "PASS",
+        "acceptance after drafting resumed": "PASS"}
     assert {k: a["mechanism"] for k, a in doc["arms"].items()} == {
         "baseline": "none", "eagle3": "eagle3", "adaptive": "dynamic-spec-disable-patch"}
     assert all(a["info"]["version"] == "0.5.10.post1" for a in doc["arms"].values())
-    assert doc["arms"]["eagle3"]["accept_length"] > 1
+    for kind in ("eagle3", "adaptive"):  # the requests' own counts: 3 + 1 requests of 8 tokens alone
+        acc = doc["arms"][kind]["acceptance"]
+        assert acc["requests"] == 4 and acc["tokens"] == 32 and acc["accepted_drafts"] > 0, acc
+        assert acc["accept_length"] == round(32 / acc["verify_steps"], 4) > 2, acc
+        assert doc["arms"][kind]["server_accept_length"] > 1
+    # the simulator drafts as well after a resume as before: its accept model has no cache to go stale;
+    # the long request of the 10 ran on alone, so drafting resumed in the middle of it
+    [stretch] = doc["arms"]["adaptive"]["off_stretches"]
+    assert stretch["off_batch"] > 8 and stretch["on_batch"] == 1 and len(stretch["after"]) == 3, stretch
+    assert stretch["ratio"] >= RESUME_FLOOR and len(stretch["before"]) >= 3, stretch
     report = out.read_text()
     assert report.startswith("# specops verify: local") and "Result: **PASS**" in report
     assert "SGLang 0.5.10.post1 (simulated)" in report and "- driver:" in report and "- CPU:" in report
@@ -120,6 +145,9 @@ def test_verify_over_ssh_reaches_the_arms_through_the_connection(tmp_path: Path,
     doc = json.loads(res.output)
     assert checks(doc)["greedy token identity at concurrency 4 (above the threshold)"] == "PASS"
     assert checks(doc)["drafting stopped above the threshold and resumed below it"] == "PASS"
+    # SGLang's default: a Decode batch line every 40 steps, too few to see a resume's first steps
+    resumed = next(c for c in doc["checks"] if c["name"] == "acceptance after drafting resumed")
+    assert resumed["verdict"] == "UNAVAILABLE" and "--decode-log-interval 1" in resumed["detail"], resumed
     assert Path(doc["report"]).is_file() and Path(doc["report"]).is_relative_to(tmp_path / "runs")
 
 
@@ -150,7 +178,64 @@ def test_a_native_adaptive_arm_makes_the_log_evidence_unavailable_not_failed() -
     state = ServerState(arm="adaptive", kind="adaptive", pid=1, pgid=1, proc_start="1", port=1, command="",
                         argv=[], env={}, args_hash="", log_path="/nonexistent.log", state_path="", started_at=0.0,
                         mechanism="native-adaptive", workdir="/")
-    check = _drafting(None, state, 0, 8)  # type: ignore[arg-type]  # the log is not read: no transport needed
+    check = _drafting(state, None, 8)
     assert check.ok is None and check.verdict == "UNAVAILABLE" and "native-adaptive" in check.detail
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=1, checks=[check])
     assert v.ok and "### UNAVAILABLE: drafting stopped" in report_markdown(v)
+    assert _resumed(v, state, None).verdict == "UNAVAILABLE"
+
+
+def _decode(running: int, accept: float | None) -> str:
+    figures = f"accept len: {accept:.2f}, accept rate: 0.75, " if accept is not None else \
+        "drafting off (one-token verify, no accept figures), "
+    return (f"[2026-12-03 10:00:00 TP0] Decode batch, #running-req: {running}, #token: 40, token usage: 0.01, "
+            f"{figures}cuda graph: False, gen throughput (token/s): 2.00, #queue-req: 0, ")
+
+
+def _adaptive_log(resumed: list[float]) -> str:
+    """A patched adaptive server's lines around one off stretch (threshold 1), as SGLang 0.5.10.post1
+    writes them with --decode-log-interval 1: the step logged with the on transition still counts
+    the requests that finished in it."""
+    lines = [_decode(1, 3.0), _decode(1, 3.0), _decode(1, 2.0),
+             f"[2026-12-03 10:00:01 TP0] {transition_line(False, 3, 1)}", _decode(3, None), _decode(3, None),
+             f"[2026-12-03 10:00:02 TP0] {transition_line(True, 1, 1)}", _decode(3, 1.0),
+             *[_decode(1, a) for a in resumed]]
+    return "\n".join(lines) + "\n"
+
+
+def _state(mechanism: str = "dynamic-spec-disable-patch") -> ServerState:
+    return ServerState(arm="adaptive", kind="adaptive", pid=1, pgid=1, proc_start="1", port=1, command="",
+                       argv=[], env={}, args_hash="", log_path="/x.log", state_path="", started_at=0.0,
+                       mechanism=mechanism, workdir="/")
+
+
+def test_acceptance_that_drops_after_drafting_resumes_fails_the_check_quoting_both_sides() -> None:
+    """A draft KV cache left stale while drafting was off: the steps right after the resume
+    accept fewer drafts; the identity of the tokens need not change, so only this shows it."""
+    v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=8, threshold=1,
+                     arms={"adaptive": {}})
+    stale = _resumed(v, _state(), _adaptive_log([1.0, 1.5, 2.0, 3.0, 3.0]))
+    assert stale.ok is False and f"below {RESUME_FLOOR}x" in stale.detail, stale
+    assert stale.evidence == ["off at running batch 3, on at running batch 1; accept length before 2.67 (3 steps), "
+                              "after 1.50 (3 steps): 0.56x"]
+    assert v.arms["adaptive"]["off_stretches"] == [{"off_batch": 3, "on_batch": 1, "before": [3.0, 3.0, 2.0],
+                                                    "after": [1.0, 1.5, 2.0], "ratio": 0.5625}]
+    fresh = _resumed(v, _state(), _adaptive_log([3.0, 3.0, 2.0, 1.0]))
+    assert fresh.ok is True and fresh.evidence[0].endswith("after 2.67 (3 steps): 1.00x"), fresh
+    # lines every 40 steps: nothing logged right after the resume
+    sparse = _resumed(v, _state(), _adaptive_log([]))
+    assert sparse.ok is None and "--decode-log-interval 1" in sparse.detail
+
+
+def test_an_arm_that_accepts_no_drafted_token_fails_the_check() -> None:
+    v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=8,
+                     arms={"eagle3": {"server_accept_length": None}, "adaptive": {"server_accept_length": 2.5}})
+    drafting, wasted, silent = Acceptance(), Acceptance(), Acceptance()
+    drafting.requests, drafting.tokens, drafting.verify_steps = 2, 16, 6  # 8 drafts accepted
+    wasted.requests, wasted.tokens, wasted.verify_steps = 2, 16, 14  # each verify committed the target's token only
+    assert (drafting.accepted_drafts, wasted.accepted_drafts) == (8, 0)
+    check = _accept(v, {"eagle3": wasted, "adaptive": drafting})
+    assert check.ok is False and check.detail.startswith("eagle3 accepted none of its drafted tokens"), check
+    assert _accept(v, {"eagle3": drafting, "adaptive": drafting}).ok is True
+    silent.requests, silent.tokens, silent.reported = 2, 16, False  # a server that does not count
+    assert _accept(v, {"eagle3": drafting, "adaptive": silent}).ok is None

@@ -406,6 +406,26 @@ def test_speculative_stream_carries_several_tokens_per_step_and_logs_accept_len(
                     r"#queue-req: 0, $", line), line
 
 
+def test_a_measured_accept_length_sets_the_speculative_arms_tokens_per_step():
+    """`--sim-accept-length 3` with 2 draft steps: a head whose drafts are always accepted (the
+    real tier's tiny one): every step at batch 1 commits 3 tokens; the model's own calibration
+    at 2 steps commits fewer."""
+    two_steps = ["--speculative-num-steps", "2", "--speculative-num-draft-tokens", "3"]
+    with run_sim(ensure_tree("0.5.10.post1"), MODEL + EAGLE + FAST + two_steps + ["--sim-accept-length", "3"]) as sim:
+        events = post_stream(sim.url + "/generate", {"text": "a b", "stream": True,
+                                                    "sampling_params": {"max_new_tokens": 31, "ignore_eos": True}})
+        info = sim.server_info()
+    metas = [e["meta_info"] for e in events[:-1]]
+    steps = [b["completion_tokens"] - a["completion_tokens"] for a, b in zip(metas, metas[1:], strict=False)]
+    assert steps == [3] * 10, steps  # the first token from prefill, then 10 steps of 3
+    assert metas[-1]["spec_verify_ct"] == 10
+    assert info["internal_states"][0]["avg_spec_accept_length"] > 2.8  # with the warm-up request's short last step
+    assert M.accept_length(1, 2) < 2.5 and M.accept_length(1, 2, at_batch_1=3.0) == 3.0
+    assert M.accept_length(4, 2, at_batch_1=2.0) == pytest.approx(2.0 - 2 * M.EAGLE_ACCEPT_DECAY_PER_DOUBLING)
+    assert M.accept_length(1024, 2, at_batch_1=2.0) == pytest.approx(2.0 * 2.4 / 3.0)  # the calibrated floor's share
+    assert M.accept_length(1, 2, at_batch_1=9.0) == 3.0  # never more than steps + 1
+
+
 def test_native_adaptive_config_on_0_5_14(sglang_tree, tmp_path):
     cfg = tmp_path / "adaptive.json"
     cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "16": {"candidate_steps": [0]}}))
@@ -483,6 +503,7 @@ def test_measured_throughput_baseline_beats_eagle_at_32_and_loses_at_1():
 
 def test_sim_knobs_come_from_flags_or_env_and_are_stripped():
     from specops.sim.__main__ import options, split_argv
+    from specops.sim.knobs import UsageError
 
     knobs, rest = split_argv(["--sglang-tree", "/t", "--model-path", "m", "--sim-time-scale=0.1", "--sim-fail-at-start",
                               "--port", "5"], env={"SPECOPS_SIM_TIME_SCALE": "0.5", "SPECOPS_SIM_CRASH_AFTER": "3"})
@@ -492,6 +513,9 @@ def test_sim_knobs_come_from_flags_or_env_and_are_stripped():
     knobs, _ = split_argv([], env={"SPECOPS_SIM_TREE": "/x", "SPECOPS_SIM_SLOW_START": "2", "SPECOPS_SIM_SEED": "9"})
     opts = options(knobs)
     assert (str(opts.tree), opts.slow_start, opts.seed, opts.fail_at_start) == ("/x", 2.0, 9, False)
+    assert options(split_argv(["--sim-accept-length", "2.5"], env={"SPECOPS_SIM_TREE": "/x"})[0]).accept_length == 2.5
+    with pytest.raises(UsageError, match="--sim-accept-length must be at least 1"):
+        options(split_argv(["--sim-accept-length", "0.5"], env={"SPECOPS_SIM_TREE": "/x"})[0])
 
 
 def test_broken_eagle_worker_kills_only_speculative_servers(sglang_tree):

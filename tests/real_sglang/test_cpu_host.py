@@ -32,7 +32,7 @@ from tests.support.arms import free_port
 from tests.support.deploy import events, run_cli, write_yaml
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
-from tests.support.real_sglang.server import STANDINS, arm_extra_args, arm_profile
+from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, STANDINS, arm_extra_args, arm_profile
 from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
@@ -51,6 +51,8 @@ class Host:
     ports: dict[str, int]
     models: TinyModels
     deploy_output: str
+    #: per arm, the file whose presence breaks its accept path (standins: BREAK_ACCEPT_ENV)
+    break_accept: dict[str, Path]
 
 
 def _generate(port: int, prompt: str) -> list[int]:
@@ -67,6 +69,10 @@ def _at_once(port: int, prompts: list[str]) -> list[list[int]]:
         return list(pool.map(lambda p: _generate(port, p), prompts))
 
 
+def _break_accept_flags(tmp: Path) -> dict[str, Path]:
+    return {arm: tmp / f"break-accept-{arm}" for arm in ("baseline", "eagle3", "adaptive")}
+
+
 def _inventory(tmp: Path, sshd, models: TinyModels, python: Path, ports: dict[str, int],
                arms: dict[str, dict] | None = None) -> Path:
     common = ["--enable-metrics", "--decode-log-interval", "1"]  # a Decode batch line per step: few steps here
@@ -77,8 +83,9 @@ def _inventory(tmp: Path, sshd, models: TinyModels, python: Path, ports: dict[st
             "adaptive": {**arm_profile("adaptive", models.target, port=ports["adaptive"], draft=models.draft),
                          "threshold": THRESHOLD},
         }
-        for arm in arms.values():
+        for name, arm in arms.items():
             arm["extra_args"] = [*arm["extra_args"], *common]  # type: ignore[misc]
+            arm["env"] = {**arm["env"], BREAK_ACCEPT_ENV: str(_break_accept_flags(tmp)[name])}  # type: ignore[dict-item]
     entry = {**sshd.host_entry(0, workdir=str(tmp / "w")), "engine": "sglang", "device": "cpu"}
     variables = {
         "model": str(models.target), "draft_model": str(models.draft),
@@ -104,7 +111,7 @@ def host(tmp_path_factory, sshd):
     res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "--runs-dir", str(runs))
     try:
         assert res.exit_code == 0, res.output
-        yield Host(inv, tmp / "w", runs, ports, models, res.output)
+        yield Host(inv, tmp / "w", runs, ports, models, res.output, _break_accept_flags(tmp))
     finally:
         run_cli("stop", "--host", "cpu", "-i", str(inv))
 
@@ -341,6 +348,37 @@ def test_verify_passes_the_same_checks_against_real_sglang(host: Host, tmp_path:
     assert verdicts["drafting stopped above the threshold and resumed below it"] == "PASS", verdicts
     assert all(a["info"]["version"] == STANDIN_VERSION for a in doc["arms"].values())
     assert "Result: **PASS**" in out.read_text() and "drafting off (running batch" in out.read_text()
+    # issue 37: the trained head's drafts are accepted, counted by the server per request...
+    assert verdicts["drafted tokens accepted"] == "PASS", verdicts
+    for kind in ("eagle3", "adaptive"):
+        acc = doc["arms"][kind]["acceptance"]
+        assert acc["accept_length"] >= 2.0 and acc["accepted_drafts"] > 0, (kind, acc)
+    # ...and drafting resumed in the middle of the long request as good as it stopped
+    assert verdicts["acceptance after drafting resumed"] == "PASS", doc["checks"]
+    [stretch] = doc["arms"]["adaptive"]["off_stretches"]
+    assert stretch["on_batch"] == THRESHOLD and len(stretch["after"]) == 3 and stretch["ratio"] >= 0.9, stretch
+
+
+def test_a_broken_accept_path_fails_verify_naming_the_arm_the_prompt_and_the_token(host: Host) -> None:
+    """Issue 37's teeth: the eagle3 server's accept path commits the first drafted token it
+    accepts as another token (the stand-in kernel, while its flag file exists). Greedy identity
+    must catch it; it could not while no draft was ever accepted. The first token of a request
+    comes from prefill, the first drafts are accepted in the step after: token 1 differs."""
+    flag = host.break_accept["eagle3"]
+    flag.touch()
+    try:
+        res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
+                      "--max-new-tokens", str(NEW_TOKENS), "--json")
+    finally:
+        flag.unlink()
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.output)
+    identity = next(c for c in doc["checks"] if c["name"] == "greedy token identity at concurrency 1")
+    assert identity["verdict"] == "FAIL", doc["checks"]
+    assert identity["evidence"][0].startswith(f"eagle3 prompt 0 {PROMPTS[0]!r}: differs at token 1: "), identity
+    assert not any(line.startswith("adaptive") for line in identity["evidence"]), identity
+    # unbroken again: the same server answers as baseline does
+    assert _generate(host.ports["eagle3"], PROMPTS[0]) == _generate(host.ports["baseline"], PROMPTS[0])
 
 
 def test_after_revert_the_adaptive_launch_fails_naming_the_flag(host: Host, tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -33,9 +32,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specops.bench.running import parse_decode_lines
 from specops.sglang.source import ensure_tree
 from tests.support.real_sglang import server as real
-from tests.support.real_sglang.adaptive_check import LOG_EVERY_STEP, PROMPTS, _free_ports, concurrent, generate
+from tests.support.real_sglang.adaptive_check import (
+    LOG_EVERY_STEP,
+    PROMPTS,
+    _free_ports,
+    accept_length,
+    concurrent,
+    generate,
+)
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import RuntimeBuildError, runtime_python
 
@@ -46,7 +53,6 @@ SENTENCE_PROMPTS = ["The server answers requests", "Benchmarks measure throughpu
                     # the last word (Alice or Bob) depends on the day, ~15 tokens back
                     "On Monday the first server", "On Friday the second server"]
 READY_TIMEOUT_S = 300.0
-ACCEPT_RE = re.compile(r"accept len: ([0-9.]+)")
 
 
 def first_difference(a: list[int] | None, b: list[int] | None) -> int | None:
@@ -93,8 +99,8 @@ def run_server(name: str, python: Path, tree: Path, model: Path, draft: Path | N
 def accept_of(answer: dict[str, Any]) -> dict[str, Any]:
     meta = answer.get("meta_info", {})
     verify, accepted = meta.get("spec_verify_ct"), meta.get("spec_accept_token_num")
-    return {"verify_ct": verify, "accepted_drafts": accepted,
-            "accept_len": round(1 + accepted / verify, 3) if verify else None,
+    return {"verify_ct": verify, "accepted": accepted,
+            "accept_len": accept_length([{"verify_ct": verify, "accepted": accepted}]),
             "sglang_spec_accept_length": meta.get("spec_accept_length")}
 
 
@@ -120,7 +126,7 @@ def run_check(version: str, max_new: int, sequential: bool, min_accept: float, w
         summary[f"{name}_ready_s"] = arm.get("ready_s")
         summary[f"{name}_requests_s"] = arm.get("requests_s")
         if name == "eagle3":
-            lens = [float(x) for x in ACCEPT_RE.findall(log)]
+            lens = parse_decode_lines(log).accept
             summary["decode_line_accept_len"] = lens
             summary["decode_line_accept_len_mean"] = round(sum(lens) / len(lens), 3) if lens else None
     plain, eagle = servers["plain"].get("answers", {}), servers["eagle3"].get("answers", {})
@@ -140,9 +146,7 @@ def run_check(version: str, max_new: int, sequential: bool, min_accept: float, w
         texts[prompt] = ref.get("text")
     per_request = {mode: [{"prompt": p, **accept_of(a)} for p, a in zip(prompts, answers, strict=False)]
                    for mode, answers in eagle.items()}
-    verify = sum(r["verify_ct"] or 0 for rows in per_request.values() for r in rows)
-    accepted = sum(r["accepted_drafts"] or 0 for rows in per_request.values() for r in rows)
-    overall = round(1 + accepted / verify, 3) if verify else None
+    overall = accept_length([r for rows in per_request.values() for r in rows])
     summary.update({"plain_texts": texts, "accept_per_request": per_request, "accept_len_overall": overall,
                     "identical": identity and bool(want), "differences": differs})
     if not want or not all(isinstance(a.get("output_ids"), list) for a in want):

@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import random
-import re
 import shutil
 import socket
 import sys
@@ -44,6 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from specops.bench.acceptance import RESUME_FLOOR
+from specops.bench.running import RESUMED_STEPS, off_stretches
 from specops.patching import apply, load_patchset
 from specops.servers.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree
@@ -70,11 +71,6 @@ STANDIN_LINES = tuple(f"{real.STANDIN_LINE} sglang.srt.speculative.eagle_utils: 
 #: accept length (of 1 + num_steps = 3) the trained head must show, and the share of it the
 #: adaptive arm must show again right after drafting resumes (issue 37)
 MIN_ACCEPT = 2.0
-RESUME_FLOOR = 0.9
-RESUMED_STEPS = 3
-DECODE_LINE = "Decode batch"
-ACCEPT_LEN_RE = re.compile(r"accept len: ([0-9.]+)")
-RUNNING_RE = re.compile(r"#running-req: (\d+)")
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
 
@@ -202,25 +198,9 @@ def accept_length(answers: list[dict[str, Any]]) -> float | None:
 
 
 def resumed_accept_lengths(log: str, threshold: int, steps: int = RESUMED_STEPS) -> list[float]:
-    """The `accept len` of the first `steps` decode lines after the log's first drafting-on
-    transition (one step a line: `--decode-log-interval 1`), before any later transition,
-    that ran at most `threshold` requests: the line logged with the on transition is the
-    step whose finished requests the batch still counts, verified one token a request."""
-    out: list[float] = []
-    resumed = False
-    for ln in log.splitlines():
-        found = parse_transitions(ln)
-        if found:
-            if resumed:
-                break
-            resumed = found[0].drafting
-            continue
-        accept, running = ACCEPT_LEN_RE.search(ln), RUNNING_RE.search(ln)
-        if resumed and DECODE_LINE in ln and accept and running and int(running.group(1)) <= threshold:
-            out.append(float(accept.group(1)))
-            if len(out) == steps:
-                break
-    return out
+    """The `accept len` of the first `steps` decode lines after drafting first resumed that ran
+    at most `threshold` requests (specops verify's reading: bench.running.off_stretches)."""
+    return next((list(s.after) for s in off_stretches(log, threshold, steps) if s.on_batch is not None), [])
 
 
 def check_acceptance(arms: dict[str, dict[str, Any]], worker: str) -> list[str]:

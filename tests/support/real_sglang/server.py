@@ -23,6 +23,9 @@ STANDINS = HERE / "standins"
 READY_LINE = "The server is fired up and ready to roll!"
 DECODE_LINE = "Decode batch"
 STANDIN_LINE = "[specops-standin]"
+#: an arm's environment variable naming a file whose presence breaks its accept path (the
+#: stand-in verify kernel: specops_cpu_spec_kernels.BREAK_ACCEPT_ENV)
+BREAK_ACCEPT_ENV = "SPECOPS_STANDIN_BREAK_ACCEPT"
 #: how long a /health request may take: SGLang's `health_generate` sleeps a second before it
 #: looks whether the scheduler answered (and gives up after its own 20 s), so a shorter client
 #: timeout misses every answer but a lucky one

@@ -9,6 +9,8 @@ unwritten. Trees are a few tokens per request, so Python loops over `.tolist()` 
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING = 0, 1, 2
@@ -86,6 +88,17 @@ def build_tree_kernel_efficient(
         prefix += seq_len
 
 
+#: a file whose presence makes `verify_tree_greedy` commit the first drafted token it accepts
+#: as another token: the broken accept path the tier's verify test must catch (issue 37). The
+#: tier gives each arm its own file, so one test can break one arm and leave the others be.
+BREAK_ACCEPT_ENV = "SPECOPS_STANDIN_BREAK_ACCEPT"
+
+
+def _accept_path_broken() -> bool:
+    flag = os.environ.get(BREAK_ACCEPT_ENV)
+    return bool(flag) and os.path.exists(flag)
+
+
 def verify_tree_greedy(
     predicts: torch.Tensor,  # mutable, flat (bs * num_draft_tokens)
     accept_index: torch.Tensor,  # mutable, (bs, num_speculative_tokens)
@@ -101,6 +114,7 @@ def verify_tree_greedy(
     target's token after the last accepted one (the bonus token)."""
     bs, n = candidates.shape
     steps = accept_index.shape[1]
+    broken = _accept_path_broken()
     cand = candidates.tolist()
     r_index = retrive_index.tolist()
     r_next = retrive_next_token.tolist()
@@ -126,6 +140,9 @@ def verify_tree_greedy(
                 break
         accept_token_num[b] = accepted
         flat_predicts[last] = target[last]
+        if accepted and broken:  # the first accepted drafted token, committed as another one
+            first = int(accept_index[b, 0])
+            flat_predicts[first] = target[first] - 1 if target[first] > 0 else 1
 
 
 def assign_extend_cache_locs(
