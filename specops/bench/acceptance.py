@@ -398,11 +398,11 @@ def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
     requests' own `spec_verify_ct`): an arm whose drafts are never accepted is the target
     plus wasted work, a draft model that does not fit it or a broken accept path."""
     name = "drafted tokens accepted"
-    shown, none = [], []
+    shown, brief, none = [], [], []
     for kind in ("eagle3", "adaptive"):
         a, server = accepted[kind], result.arms[kind].get("server_accept_length")
-        shown.append(f"{kind}: accept length {a.accept_length if a.accept_length is not None else 'not reported'} "
-                     f"({a.tokens} tokens of {a.requests} requests in {a.verify_steps} verify steps, "
+        brief.append(f"{kind}: accept length {a.accept_length if a.accept_length is not None else 'not reported'}")
+        shown.append(f"{brief[-1]} ({a.tokens} tokens of {a.requests} requests in {a.verify_steps} verify steps, "
                      f"{a.accepted_drafts} drafted tokens accepted); /server_info "
                      f"{f'{server:.3f}' if isinstance(server, float) else 'not reported'}")
         if a.accept_length is not None and a.accepted_drafts == 0:
@@ -412,7 +412,7 @@ def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
                                   "not fit the target, or its accept path is broken", shown)
     if any(accepted[k].accept_length is None for k in ("eagle3", "adaptive")):
         return Check(name, None, "a speculative arm's replies carry no `spec_verify_ct`", shown)
-    return Check(name, True, "; ".join(s.split(" (")[0] for s in shown), shown)
+    return Check(name, True, "; ".join(brief), shown)
 
 
 def _resumed(result: Verification, adaptive: ServerState, log: str | None) -> Check:
