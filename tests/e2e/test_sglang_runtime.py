@@ -8,9 +8,12 @@ GPU preflight runs."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,31 +36,37 @@ print(json.dumps({"origin": os.path.realpath(spec.origin), "version": importlib.
 """
 
 
-def _package(root: Path, name: str, module: str, version: str, body: str) -> Path:
-    """A one-module (or one-package) distribution, built from source by pip."""
-    src = root / f"src-{name}"
-    if module.endswith("/"):
-        (src / module).mkdir(parents=True)
-        (src / module / "__init__.py").write_text(body)
-        layout = f'packages = ["{module[:-1]}"]'
-    else:
-        src.mkdir(parents=True)
-        (src / f"{module}.py").write_text(body)
-        layout = f'py-modules = ["{module}"]'
-    (src / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        f'[project]\nname = "{name}"\nversion = "{version}"\n[tool.setuptools]\n{layout}\n')
-    return src
+def _wheel(root: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """A pure-Python wheel of `files`, written as a build backend writes one (what the
+    runtime holds is what matters here, not how its packages were built: building each
+    from source in an isolated environment cost seconds a package)."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    entries = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+               f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: specops-tests\nRoot-Is-Purelib: true\n"
+                                "Tag: py3-none-any\n"}
+    record = ""
+    for path, text in entries.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record += f"{path},sha256={digest},{len(text.encode())}\n"
+    entries[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
+    wheel = root / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in entries.items():
+            zf.writestr(path, text)
+    return wheel
 
 
 def _runtime(root: Path, who: str) -> Path:
-    """A prepared runtime: a venv with the tiny probe package and an sglang 0.4.0 of its own."""
+    """A prepared runtime: a venv with the tiny probe package and an sglang 0.4.0 of its own,
+    installed by pip (this interpreter's, into the venv's python: the venv needs no pip)."""
     venv = root / f"runtime-{who}"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    probe = _package(root, f"probe-{who}", "specops_runtime_probe", "1.0", f"WHO = {who!r}\n")
-    other = _package(root, f"sglang-{who}", "sglang/", "0.4.0", "__version__ = '0.4.0'\n")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
-                    str(build_wheels()), str(probe), str(other)], check=True, timeout=600, cwd="/")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    probe = _wheel(root, f"probe-{who}", "1.0", {"specops_runtime_probe.py": f"WHO = {who!r}\n"})
+    other = _wheel(root, f"sglang-{who}", "0.4.0", {"sglang/__init__.py": "__version__ = '0.4.0'\n"})
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--disable-pip-version-check", "--no-index", "--no-deps", str(probe), str(other)],
+                   check=True, timeout=600, cwd="/")
     return venv / "bin" / "python"
 
 
