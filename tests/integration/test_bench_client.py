@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from contextlib import contextmanager
 from dataclasses import replace
@@ -15,9 +14,6 @@ from specops.bench.client import _split_counts, default_num_prompts, make_prompt
 from specops.errors import ConfigError
 from specops.sim.testing import free_port
 
-SIM_READY = importlib.util.find_spec("specops.sim.__main__") is not None
-needs_sim = pytest.mark.skipif(not SIM_READY, reason="specops/sim/__main__.py (the simulator, `python -m "
-                               "specops.sim`) does not exist yet; these tests run the client against it")
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 EAGLE_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B", "--speculative-num-steps", "3",
@@ -84,7 +80,6 @@ def test_unreachable_server_fails_the_point_without_raising():
 
 # ---------------------------------------------------------------- against the simulator
 
-@needs_sim
 def test_baseline_point_against_the_simulator(tmp_path):
     from specops.sim.model import predicted_output_throughput
 
@@ -104,7 +99,6 @@ def test_baseline_point_against_the_simulator(tmp_path):
     assert rec.extra["flush_cache"] == "ok"
 
 
-@needs_sim
 def test_eagle3_point_reports_accept_length_and_spread_itl(tmp_path):
     with simulator(*EAGLE_FLAGS, time_scale=0.25, tmp=tmp_path) as base:
         rec = measure_point(base, concurrency=2, num_prompts=8, input_len=16, output_len=48, seed=1, timeout_s=60)
@@ -122,7 +116,6 @@ def test_eagle3_point_reports_accept_length_and_spread_itl(tmp_path):
     assert comp.output_throughput > 0 and comp.mean_ttft_ms < comp.mean_e2e_ms
 
 
-@needs_sim
 def test_sweep_against_two_simulated_arms_finds_the_models_crossover(tmp_path):
     """Library-level sweep: plan, run each point, store it, render; the report's crossover
     and threshold bracket the levels the simulator's own model predicts."""
