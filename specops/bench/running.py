@@ -23,8 +23,10 @@ and `drafting_transitions`; the state at the window's start is the last transiti
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
+import statistics
 import threading
 import urllib.request
 from dataclasses import dataclass, field
@@ -37,6 +39,10 @@ from specops.transport.base import Transport
 METRIC_RUNNING = "sglang:num_running_reqs"
 METRIC_ACCEPT = "sglang:spec_accept_length"
 DECODE_RE = re.compile(r"Decode batch[^\n]*?#running-req: (\d+)(?:[^\n]*?accept len: ([0-9.]+))?")
+#: a `Decode batch` line whose step finished every running request: their KV freed, SGLang
+#: (and the simulator) log `#token: 0`; the step was cut by max_new_tokens, so its accept
+#: length is not what the drafts would have given
+ALL_FINISHED_RE = re.compile(r"#token: 0\b")
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
 FIELDS = ("running_req_p50", "running_req_p90", "server_accept_length", "running_samples", "running_source")
 DRAFTING_FIELDS = ("drafting_off", "drafting_off_share", "drafting_transitions")
@@ -141,7 +147,8 @@ class OffStretch:
     accept lengths logged while drafting since the previous resume (or the log's start);
     `after`, those of the first RESUMED_STEPS steps after drafting resumed that ran at most
     the threshold (the line logged with the on transition is the step that still counted the
-    requests that finished in it, each verified one token)."""
+    requests that finished in it, each verified one token). Neither counts a step that
+    finished every running request (ALL_FINISHED_RE): max_new_tokens cut it short."""
 
     off_batch: int
     on_batch: int | None
@@ -153,11 +160,21 @@ class OffStretch:
         """Mean accept length after / before; None when either side has no figure."""
         if not self.before or not self.after:
             return None
-        return round((sum(self.after) / len(self.after)) / (sum(self.before) / len(self.before)), 4)
+        return round(statistics.fmean(self.after) / statistics.fmean(self.before), 4)
+
+    @property
+    def ratio_bound(self) -> float | None:
+        """The ratio with two standard errors of the after-mean added: a real head's accept
+        length varies from step to step (a stale draft cache drops it far below this), a
+        tiny head that accepts every draft gives the ratio itself."""
+        if self.ratio is None:
+            return None
+        se = statistics.stdev(self.after) / math.sqrt(len(self.after)) if len(self.after) > 1 else 0.0
+        return round((statistics.fmean(self.after) + 2 * se) / statistics.fmean(self.before), 4)
 
     def to_dict(self) -> dict[str, Any]:
         return {"off_batch": self.off_batch, "on_batch": self.on_batch, "before": list(self.before),
-                "after": list(self.after), "ratio": self.ratio}
+                "after": list(self.after), "ratio": self.ratio, "ratio_bound": self.ratio_bound}
 
 
 def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS) -> list[OffStretch]:
@@ -177,7 +194,7 @@ def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS) -> list
         elif t and current is not None and current[1] is None:
             current = (current[0], int(t["batch"]), current[2])
         m = None if t else DECODE_RE.search(line)
-        if not m or not m.group(2) or MIXED_RE.search(line):
+        if not m or not m.group(2) or MIXED_RE.search(line) or ALL_FINISHED_RE.search(line):
             continue
         accept = float(m.group(2))
         drafted.append(accept)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from specops.bench.acceptance import report_markdown
+from specops.bench.acceptance import DEFAULT_RESUME_STEPS, report_markdown
 from specops.bench.acceptance import verify as run_checks
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
@@ -26,16 +26,19 @@ from specops.transport.connect import open_transport
               help="prompts sent alone (concurrency 1); threshold+2 more go at once")
 @click.option("--max-new-tokens", default=8, show_default=True, type=click.IntRange(min=1),
               help="greedy tokens per prompt")
+@click.option("--resume-steps", default=DEFAULT_RESUME_STEPS, show_default=True, type=click.IntRange(min=1),
+              help="the adaptive arm's decode steps read right after drafting resumes")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="the report file (default runs/<id>/verify.md beside the inventory)")
 @click.option("--json", "as_json", is_flag=True, help="print the verdicts as one JSON document")
-def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tokens: int, out: Path | None,
-           as_json: bool) -> None:
+def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tokens: int, resume_steps: int,
+           out: Path | None, as_json: bool) -> None:
     """Check a deployed host: greedy token identity across the arms, drafting off above the threshold."""
     inv = load_inventory(inventory_path)
     host = inv.select_one(host_spec, "verify checks")
     with open_transport(host) as transport:
-        result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens)
+        result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens,
+                            resume_steps=resume_steps)
     path = out or default_runs_dir(inv.path) / new_run_id("verify") / "verify.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, report_markdown(result) + "\n")

@@ -317,7 +317,7 @@ def test_verify_passes_the_same_checks_against_real_sglang(host: Host, tmp_path:
     again in the adaptive server's own log and only there."""
     out = tmp_path / "verify.md"
     res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
-                  "--max-new-tokens", str(NEW_TOKENS), "--out", str(out), "--json")
+                  "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3", "--out", str(out), "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     verdicts = {c["name"]: c["verdict"] for c in doc["checks"]}
@@ -348,7 +348,7 @@ def test_a_broken_accept_path_fails_verify_naming_the_arm_the_prompt_and_the_tok
     flag.touch()
     try:
         res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
-                      "--max-new-tokens", str(NEW_TOKENS), "--json")
+                      "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3", "--json")
     finally:
         flag.unlink()
     assert res.exit_code == 1, res.output
