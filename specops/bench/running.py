@@ -145,7 +145,7 @@ class OffStretch:
     """One stretch of an adaptive server's drafting off, and its acceptance either side, from
     its own `Decode batch` lines (one a step with `--decode-log-interval 1`): `before`, the
     accept lengths logged while drafting since the previous resume (or the log's start);
-    `after`, those of the first RESUMED_STEPS steps after drafting resumed that ran at most
+    `after`, those of the first steps (off_stretches' `steps`) after drafting resumed that ran at most
     the threshold (the line logged with the on transition is the step that still counted the
     requests that finished in it, each verified one token). Neither counts a step that
     finished every running request (ALL_FINISHED_RE): max_new_tokens cut it short."""
