@@ -18,6 +18,7 @@ evidence, no secrets (`redact`).
 from __future__ import annotations
 
 import json
+import statistics
 import threading
 import urllib.error
 import urllib.request
@@ -387,11 +388,15 @@ def _threshold(state: ServerState, info: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _no_transition_lines(name: str, adaptive: ServerState) -> Check:
+    return Check(name, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition lines: "
+                             "this evidence is unavailable")
+
+
 def _drafting(adaptive: ServerState, log: str | None, threshold: int | None) -> Check:
     name = "drafting stopped above the threshold and resumed below it"
     if log is None:
-        return Check(name, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition "
-                                 "lines: this evidence is unavailable")
+        return _no_transition_lines(name, adaptive)
     check = _transitions(log, threshold)
     check.evidence = [f"log: {adaptive.log_path}", *check.evidence]
     return check
@@ -427,8 +432,7 @@ def _resumed(result: Verification, adaptive: ServerState, log: str | None, steps
     that fails on that noise is one users learn to ignore."""
     name = "acceptance after drafting resumed"
     if log is None:
-        return Check(name, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition "
-                                 "lines: this evidence is unavailable")
+        return _no_transition_lines(name, adaptive)
     stretches = off_stretches(log, result.threshold or 0, steps)
     result.arms["adaptive"]["off_stretches"] = [s.to_dict() for s in stretches]
     shown = [_stretch_line(s) for s in stretches]
@@ -449,7 +453,7 @@ def _resumed(result: Verification, adaptive: ServerState, log: str | None, steps
 
 def _stretch_line(s: OffStretch) -> str:
     def mean(xs: tuple[float, ...]) -> str:
-        return f"{sum(xs) / len(xs):.2f} ({len(xs)} steps)" if xs else "none logged"
+        return f"{statistics.fmean(xs):.2f} ({len(xs)} steps)" if xs else "none logged"
     on = f"on at running batch {s.on_batch}" if s.on_batch is not None else "never back on"
     ratio = f": {s.ratio:.2f}x" if s.ratio is not None else ""
     if s.ratio is not None and s.ratio_bound is not None and s.ratio_bound != s.ratio:

@@ -183,25 +183,29 @@ def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS) -> list
     MIXED_RE, ALL_OFF_NOTE), so only those lines count."""
     out: list[OffStretch] = []
     drafted: list[float] = []  # accept lengths since drafting last came on (or the text's start)
-    current: tuple[int, int | None, list[float]] | None = None  # the open stretch: off, on, before
+    off_batch: int | None = None  # the open stretch: where drafting went off, came on, and either side
+    on_batch: int | None = None
+    before: list[float] = []
     after: list[float] = []
     for line in text.splitlines():
         t = TRANSITION_RE.search(line)
-        if t and t["state"] == "off":
-            if current is not None:
-                out.append(OffStretch(current[0], current[1], tuple(current[2]), tuple(after)))
-            current, drafted, after = (int(t["batch"]), None, drafted), [], []
-        elif t and current is not None and current[1] is None:
-            current = (current[0], int(t["batch"]), current[2])
-        m = None if t else DECODE_RE.search(line)
+        if t:
+            if t["state"] == "off":
+                if off_batch is not None:
+                    out.append(OffStretch(off_batch, on_batch, tuple(before), tuple(after)))
+                off_batch, on_batch, before, drafted, after = int(t["batch"]), None, drafted, [], []
+            elif off_batch is not None and on_batch is None:
+                on_batch = int(t["batch"])
+            continue
+        m = DECODE_RE.search(line)
         if not m or not m.group(2) or MIXED_RE.search(line) or ALL_FINISHED_RE.search(line):
             continue
         accept = float(m.group(2))
         drafted.append(accept)
-        if current is not None and current[1] is not None and int(m.group(1)) <= threshold and len(after) < steps:
+        if on_batch is not None and int(m.group(1)) <= threshold and len(after) < steps:
             after.append(accept)
-    if current is not None:
-        out.append(OffStretch(current[0], current[1], tuple(current[2]), tuple(after)))
+    if off_batch is not None:
+        out.append(OffStretch(off_batch, on_batch, tuple(before), tuple(after)))
     return out
 
 
