@@ -175,9 +175,7 @@ def test_the_report_masks_secrets() -> None:
 
 
 def test_a_native_adaptive_arm_makes_the_log_evidence_unavailable_not_failed() -> None:
-    state = ServerState(arm="adaptive", kind="adaptive", pid=1, pgid=1, proc_start="1", port=1, command="",
-                        argv=[], env={}, args_hash="", log_path="/nonexistent.log", state_path="", started_at=0.0,
-                        mechanism="native-adaptive", workdir="/")
+    state = _state("native-adaptive")
     check = _drafting(state, None, 8)
     assert check.ok is None and check.verdict == "UNAVAILABLE" and "native-adaptive" in check.detail
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=1, checks=[check])
