@@ -103,7 +103,7 @@ for text in json.loads(sys.argv[1]):
 #: SGLang's CPU install (`device: cpu`) builds from this file: its pins differ (CPU torch, no CUDA kernels).
 PYPROJECT_CPU = "python/pyproject_cpu.toml"
 
-#: What a prepared runtime must hold, said by the refusal and the README.
+#: What a prepared runtime must hold, said by the refusal and docs/gpu-hosts.md.
 RULE = ("a prepared runtime (sglang_runtime) or a venv made by hand must hold every package the release's "
         "python/pyproject.toml pins (python/pyproject_cpu.toml on a device: cpu host), at a version inside the pin")
 
