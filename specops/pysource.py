@@ -18,19 +18,34 @@ PARSED_KEPT = 32
 COMPILED_KEPT = 256
 
 
-@functools.lru_cache(maxsize=PARSED_KEPT)
 def parse(source: str, filename: str = "<unknown>") -> ast.Module:
     """`ast.parse(source, filename)`, shared: do not modify the tree. Raises SyntaxError
-    (never cached) like ast.parse."""
-    return ast.parse(source, filename=filename)
+    (never cached, naming `filename`) like ast.parse. Keyed by the text alone: the same
+    release's files sit in a new folder for every checkout, and a tree does not hold its
+    file's name."""
+    try:
+        return _parsed(source)
+    except SyntaxError:
+        return ast.parse(source, filename=filename)  # raises again, naming the file
+
+
+def compile_error(source: str, filename: str) -> str | None:
+    """Why `source` would not compile as the interpreter compiles a module at import (the
+    exception's class and message, line included), or None when it compiles. The verdict
+    does not name the file, so it is kept per text."""
+    del filename  # the verdict is the same wherever the text lies
+    return _compile_verdict(source)
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def _parsed(source: str) -> ast.Module:
+    return ast.parse(source)
 
 
 @functools.lru_cache(maxsize=COMPILED_KEPT)
-def compile_error(source: str, filename: str) -> str | None:
-    """Why `source` would not compile as the interpreter compiles a module at import (the
-    exception's class and message, line included), or None when it compiles."""
+def _compile_verdict(source: str) -> str | None:
     try:
-        compile(source, filename, "exec", dont_inherit=True)
+        compile(source, "<source>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         return f"{type(exc).__name__} at line {exc.lineno}: {exc.msg}"
     except ValueError as exc:

@@ -19,6 +19,14 @@ def test_the_same_text_is_parsed_once_and_another_text_again() -> None:
     assert pysource.parse(src + "y = 2\n", "a.py") is not first
 
 
+def test_the_same_text_in_another_folder_is_not_parsed_again() -> None:
+    """Every checkout of a release is a new folder holding the same files (issue 36: keyed by
+    path too, every deploy into a new folder parsed them all again)."""
+    src = "z = 3\n" * 50
+    assert pysource.parse(src, "/tmp/a/server_args.py") is pysource.parse(src, "/tmp/b/server_args.py")
+    assert pysource.compile_error("def g(:\n", "/tmp/a/x.py") == pysource.compile_error("def g(:\n", "/tmp/b/x.py")
+
+
 def test_compile_error_names_the_line_and_a_good_text_has_none() -> None:
     assert pysource.compile_error("def f(:\n    pass\n", "b.py") == "SyntaxError at line 1: invalid syntax"
     assert pysource.compile_error("return 1\n", "c.py") == "SyntaxError at line 1: 'return' outside function"
