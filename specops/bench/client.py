@@ -38,7 +38,6 @@ from typing import Any, Sequence, cast
 import aiohttp
 
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
-from specops.config.yamlfile import read_text
 from specops.errors import ConfigError
 from specops.sim.closedloop import loop_header
 
@@ -76,6 +75,9 @@ _VOCAB = _vocabulary()
 
 def _load_dataset_texts(path: Path) -> list[str]:
     """Prompts from a ShareGPT JSON list (first human turn) or a JSONL of {prompt|text}."""
+    # imported here: yaml (~25 ms) would otherwise load in every point's client process
+    from specops.config.yamlfile import read_text
+
     raw = read_text(path, "dataset")  # missing, unreadable, not UTF-8: one error naming the file
     items: list[Any]
     try:
