@@ -71,6 +71,8 @@ STANDIN_LINES = tuple(f"{real.STANDIN_LINE} sglang.srt.speculative.eagle_utils: 
 #: accept length (of 1 + num_steps = 3) the trained head must show, and the share of it the
 #: adaptive arm must show again right after drafting resumes (issue 37)
 MIN_ACCEPT = 2.0
+#: servers alive at once: the plain one beside the first pair, then the next pair as each ends
+SERVERS_AT_ONCE = 3
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
 
@@ -263,24 +265,31 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
     try:
         pristine = copy_tree(version, work / f"sglang-{version}-pristine")
         patched = patched_tree(version, work / f"sglang-{version}-patched", python, patch_set)
-        plain = run_arm("plain", python, pristine, models.target, None, LOG_EVERY_STEP, phases, work, False, overlay)
-        plain.pop("log")
-        summary["plain"] = plain
-        if "error" in plain:
-            raise RuntimeError(f"the plain server failed: {plain['error']}")
         draft = models.draft
-        for spec_v2 in workers:
-            worker = "v2" if spec_v2 else "v1"
-            # the two speculative servers side by side (each its own process; on 2 cores a server's
-            # start and its interpreted Triton steps leave room for the other's): each answers its
-            # own requests, so nothing they check depends on the other
-            with ThreadPoolExecutor(2) as pool:
-                jobs = {"eagle3": pool.submit(run_arm, f"eagle3-{worker}", python, pristine, models.target, draft,
-                                              LOG_EVERY_STEP, phases, work, spec_v2, overlay),
-                        "adaptive": pool.submit(run_arm, f"adaptive-{worker}", python, patched, models.target, draft,
-                                                [*LOG_EVERY_STEP, "--speculative-disable-batch-threshold",
-                                                 str(threshold)], phases, work, spec_v2, overlay)}
-                arms = {name: job.result() for name, job in jobs.items()}
+        # every server of the run through one pool, at most SERVERS_AT_ONCE alive (each its own
+        # process): on 2 cores a server's start and its interpreted Triton steps leave room for
+        # others, so the plain server starts beside the first pair and the second worker's pair
+        # as soon as the plain one is done. Each server answers its own requests, so nothing
+        # they check depends on another.
+        with ThreadPoolExecutor(SERVERS_AT_ONCE) as pool:
+            plain_job = pool.submit(run_arm, "plain", python, pristine, models.target, None, LOG_EVERY_STEP, phases,
+                                    work, False, overlay)
+            jobs = {}
+            for spec_v2 in workers:
+                worker = "v2" if spec_v2 else "v1"
+                jobs[worker] = {
+                    "eagle3": pool.submit(run_arm, f"eagle3-{worker}", python, pristine, models.target, draft,
+                                          LOG_EVERY_STEP, phases, work, spec_v2, overlay),
+                    "adaptive": pool.submit(run_arm, f"adaptive-{worker}", python, patched, models.target, draft,
+                                            [*LOG_EVERY_STEP, "--speculative-disable-batch-threshold", str(threshold)],
+                                            phases, work, spec_v2, overlay)}
+            plain = plain_job.result()
+            plain.pop("log")
+            summary["plain"] = plain
+            if "error" in plain:
+                raise RuntimeError(f"the plain server failed: {plain['error']}")
+            done = {worker: {name: job.result() for name, job in arms.items()} for worker, arms in jobs.items()}
+        for worker, arms in done.items():
             for name, arm in arms.items():
                 log = arm.pop("log")
                 problems += [f"{name} ({worker}) log lacks {line!r}" for line in STANDIN_LINES if line not in log]
