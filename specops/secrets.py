@@ -142,9 +142,12 @@ def loader_argv(*env_files: str) -> list[str]:
 #: and the arms load (before any Run exists), and the writers below the run (journal,
 #: results, manifest, server state files). Two runs in one process sharing it only mask
 #: more in each other's output, never less: the safe direction for this registry.
+#: Keyed by the secret value itself; it only grows (remember() adds, nothing removes).
 _known: set[str] = set()  # masked wherever they appear, inside any text
 _tokens: set[str] = set()  # masked only as whole tokens (short or number-like declared secrets)
 _lock = threading.Lock()
+#: A cache of the two sets above as one regex, rebuilt under _lock whenever either grows,
+#: so it always masks exactly what they hold.
 _pattern: re.Pattern[str] | None = None
 
 

@@ -66,6 +66,8 @@ def _template(env: str, text: str) -> jinja2.Template:
 
 @functools.lru_cache(maxsize=4096)
 def _expression(text: str) -> Callable[..., Any]:
+    """Compiled once per text, as _template: a cache keyed by the expression's own text, so
+    the same entry is right for every host and every run in the process."""
     return _envs()["plain"].compile_expression(text, undefined_to_none=False)
 
 
@@ -130,7 +132,7 @@ def evaluate(expression: str, variables: dict[str, Any], *, where: str = "") -> 
 @functools.lru_cache(maxsize=1024)
 def names_in(expression: str) -> frozenset[str]:
     """The variables a bare expression (a `when:`) reads; empty when it does not parse (the
-    evaluation then says why)."""
+    evaluation then says why). Cached by the expression's text, which alone decides it."""
     import jinja2
     from jinja2 import meta
 

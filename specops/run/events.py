@@ -405,7 +405,9 @@ KINDS: tuple[type[Event], ...] = (
     Gpus, Server, SlurmJob, BenchLease, BenchServer, BenchRelaunch, BenchTakenOver, BenchClient, BenchPoint,
     BenchScheduling, BenchSlurmJob,
 )
-#: the classes for each `event` name, in the order `parse` tries them
+#: A registry, module-level on purpose: the classes for each `event` name (the key), in the
+#: order `parse` tries them. Built once here at import from KINDS and only read after, so
+#: every run and every reader in the process sees the same table; it holds no run's state.
 BY_NAME: dict[str, list[type[Event]]] = {}
 for _cls in KINDS:
     BY_NAME.setdefault(_cls.EVENT, []).append(_cls)

@@ -59,6 +59,7 @@ class Signature:
 
 @functools.lru_cache(maxsize=None)
 def _compiled(pattern: str) -> re.Pattern[str]:
+    """A cache keyed by the pattern's text: the signatures are fixed, so each compiles once."""
     return re.compile(pattern, re.IGNORECASE)
 
 

@@ -481,6 +481,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 @functools.lru_cache(maxsize=8)
 def sim_version(tree: str, fallback: str) -> str:
     """The version of the tree the simulator read (what `/server_info` reports, as SGLang
-    reports its own), by the same reader the install check uses."""
+    reports its own), by the same reader the install check uses. Cached by (tree, fallback):
+    a simulator process serves one tree, which does not change under it."""
     version, _ = tree_version(LocalTreeFiles(tree))
     return version or fallback

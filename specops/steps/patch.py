@@ -56,8 +56,8 @@ class _JournaledFiles:
         return self._files.git_describe()
 
 
-#: A cache, module-level on purpose: parsed patch sets keyed by (file, mtime, size), so a
-#: run over 2000 hosts parses each set once and a changed file is parsed again. It holds
+#: A cache, module-level on purpose: parsed patch sets keyed by (resolved file, mtime in ns, size),
+#: so a run over 2000 hosts parses each set once and a changed file is parsed again. It holds
 #: no run's state (a PatchSet is immutable input, the same for every run in the process).
 _LOADED: dict[tuple[str, int, int], PatchSet] = {}
 
