@@ -17,7 +17,7 @@ from specops.bench.schema import ResultRecord
 from specops.bench.sweep import BenchSettings, unsettled
 from specops.errors import ConfigError
 from tests.support.arms import arm_vars
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli
 
 
 def _rec(arm: str, c: int, r: int, tput: float) -> ResultRecord:
@@ -69,7 +69,7 @@ def _inventory(tmp_path: Path, noise: str) -> Path:
     extra = ["--sim-noise", noise, "--decode-log-interval", "40"]
     variables = {**arm_vars(baseline={"extra_args": extra}), "sim": {"time_scale": 0.05}}
     host = {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": host}, "vars": variables})
+    return inventory(tmp_path, {"h": host}, variables)
 
 
 def _repeats(out: Path) -> Counter:

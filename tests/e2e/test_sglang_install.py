@@ -16,7 +16,7 @@ from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli
 from tests.support.sshd import SSHD, start_sshd, stop_sshd
 from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels, home_python
 
@@ -65,7 +65,7 @@ def _inventory(tmp_path: Path, sshd, **extra) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text("{}")
         variables[name] = str(folder)
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": entry}, "vars": variables})
+    return inventory(tmp_path, {"gpu": entry}, variables)
 
 
 def _where(venv: Path) -> dict:

@@ -20,7 +20,7 @@ import pytest
 
 from specops.sglang.venv import RUNTIME_PTH
 from tests.support.arms import arm_vars
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,7 @@ def _inventory(tmp_path: Path, runtime: Path | str, allow_mismatch: bool = True)
     variables["arms"] = {"baseline": variables["arms"]["baseline"]}
     variables.pop("sim", None)
     host = {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(tmp_path / "cpu")}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"cpu": host}, "vars": variables})
+    return inventory(tmp_path, {"cpu": host}, variables)
 
 
 def _playbook(tmp_path: Path) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 
 from specops.steps.base import PROBE
 from specops.steps.git import FETCH_BY_NAME
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 from tests.support.sglang_trees import tree_is_pristine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,12 +44,8 @@ def _newest(runs: Path) -> Path:
     return sorted(p for p in runs.iterdir() if p.is_dir())[-1]
 
 
-def _inventory(tmp_path: Path, sshd: Any) -> Path:
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": sshd.host_entry(2, workdir=str(tmp_path / "w"))}})
-
-
 def test_shell_copy_fetch(tmp_path: Path, sshd: Any) -> None:
-    inv = _inventory(tmp_path, sshd)
+    inv = inventory(tmp_path, {"h": sshd.host_entry(2, workdir=str(tmp_path / "w"))})
     (tmp_path / "local.txt").write_text("from here\n")
     book = write_yaml(tmp_path / "p.yaml", {"name": "kinds", "steps": [
         {"name": "script", "shell": {"cmd": "echo {{ word }} > out.txt", "chdir": "{{ workdir }}",
@@ -90,7 +86,7 @@ def _repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def test_git_fresh_clone_then_move_to_a_branch(tmp_path: Path, sshd: Any) -> None:
-    inv = _inventory(tmp_path, sshd)
+    inv = inventory(tmp_path, {"h": sshd.host_entry(2, workdir=str(tmp_path / "w"))})
     bare, shas = _repo(tmp_path)
     dest = f"{tmp_path}/w/co"
     book = write_yaml(tmp_path / "p.yaml", {"name": "git", "steps": [
@@ -120,7 +116,7 @@ def test_git_fresh_clone_then_move_to_a_branch(tmp_path: Path, sshd: Any) -> Non
 
 def test_patch(tmp_path: Path, sshd: Any, sglang_tree: Any) -> None:
     tree = sglang_tree("0.5.10.post1")
-    inv = _inventory(tmp_path, sshd)
+    inv = inventory(tmp_path, {"h": sshd.host_entry(2, workdir=str(tmp_path / "w"))})
     book = write_yaml(tmp_path / "p.yaml", {"name": "patch", "steps": [
         {"name": "dsd", "patch": {"set": str(REPO / "playbooks/patches/dynamic-spec-disable.yaml"), "tree": str(tree)}}]})
     planned = _planned(tmp_path, inv, book)["dsd"]

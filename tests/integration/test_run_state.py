@@ -19,7 +19,7 @@ from specops.config.inventory import load_inventory
 from specops.run.play import run_playbook
 from specops.run.state import Interrupted
 from tests.support.arms import arm_vars
-from tests.support.deploy import events, write_yaml
+from tests.support.deploy import events, inventory, write_yaml
 
 
 def _alive(pid: int) -> bool:
@@ -49,11 +49,11 @@ def no_os_exit(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _inventory(tmp_path: Path) -> Path:
+    """Host `lab`, simulated, with the baseline arm only (one server to launch and stop)."""
     variables = arm_vars()
     variables["arms"] = {"baseline": variables["arms"]["baseline"]}
-    return write_yaml(tmp_path / "hosts.yaml", {
-        "hosts": {"lab": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
-        "vars": variables})
+    return inventory(tmp_path, {"lab": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
+                     variables)
 
 
 LAUNCH = [{"name": "tree", "sglang_wheel": {"version": "0.5.10.post1", "dest": "{{ workdir }}/sglang"}},

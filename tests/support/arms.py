@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.sim.testing import free_port
-from tests.support.deploy import write_yaml
+from tests.support.deploy import inventory
 
 TIME_SCALE = 0.05
 
@@ -24,5 +24,4 @@ def arm_vars(threshold: int = 8, **per_arm: dict[str, Any]) -> dict[str, Any]:
 
 def sim_inventory(tmp_path: Path, entry: dict[str, Any], name: str = "gpu", **vars_: Any) -> Path:
     """hosts.yaml with one simulated host; `vars_` override arm_vars()."""
-    variables = {**arm_vars(), **vars_}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {name: {**entry, "engine": "sim"}}, "vars": variables})
+    return inventory(tmp_path, {name: {**entry, "engine": "sim"}}, {**arm_vars(), **vars_})

@@ -21,6 +21,17 @@ def write_yaml(path: Path, data: Any) -> Path:
     return path
 
 
+def inventory(folder: Path, hosts: dict[str, dict[str, Any]], variables: dict[str, Any] | None = None,
+              **sections: Any) -> Path:
+    """`folder`/hosts.yaml with these hosts, `vars:` when given and any other top-level section
+    (groups, secrets, defaults): the one writer of test inventories, so a test says only
+    what its hosts and variables are."""
+    doc: dict[str, Any] = {"hosts": hosts}
+    if variables is not None:
+        doc["vars"] = variables
+    return write_yaml(folder / "hosts.yaml", {**doc, **sections})
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> Result:
     """Invoke the real CLI in-process; output and exit code as a user would see them."""
     runner = CliRunner()
