@@ -1,10 +1,10 @@
-"""Issue 23's two config defects: a variable only a `when`-skipped step uses is not required
-before the run (Ansible does not require it either), and a relative `secrets: {NAME: {file:
-PATH}}` resolves against the inventory file's folder, as `key:` and `known_hosts:` do."""
+"""Prevalidation and `when:`: a variable only a step whose `when` is already false before the
+run uses is not required (Ansible does not require it either; issue 23), while a step that
+will run, or whose `when` is only decided at run time, still has its variables checked
+before anything starts."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,12 +16,12 @@ from specops.errors import ConfigError
 from specops.run.engine import Engine
 from specops.steps import KINDS
 from tests.support.arms import arm_vars
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
-def _engine(tmp_path: Path, host: dict, variables: dict, playbook: Path) -> Engine:
-    inv = load_inventory(write_yaml(tmp_path / "hosts.yaml", {"hosts": {"local": host}, "vars": variables}))
-    return Engine(inv, load_playbook(playbook, KINDS), [inv.hosts["local"]], runs_dir=tmp_path / "runs")
+def _engine(tmp_path: Path, host: dict, variables: dict, playbook: Path, check: bool = False) -> Engine:
+    inv = load_inventory(inventory(tmp_path, {"local": host}, variables))
+    return Engine(inv, load_playbook(playbook, KINDS), [inv.hosts["local"]], runs_dir=tmp_path / "runs", check=check)
 
 
 def _deploy_vars() -> dict:
@@ -32,9 +32,22 @@ def _deploy_vars() -> dict:
 
 def test_a_variable_only_a_skipped_step_uses_is_not_required(tmp_path: Path) -> None:
     """Before: `deploy --host local` on a sim host without `sglang_repo` failed with
-    "undefined variable 'sglang_repo'", though the git step has `when: engine != 'sim'`."""
+    "undefined variable 'sglang_repo'", though the git step has `when: engine != 'sim'`.
+    Now prevalidation passes, writing nothing, and the run (as --check) skips that step for
+    its `when` and goes on past it."""
     host = {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}
-    _engine(tmp_path, host, _deploy_vars(), shipped_playbooks() / "deploy.yaml").prevalidate()
+    variables = _deploy_vars()
+    assert "sglang_repo" not in variables  # the git step's variable really is undefined
+    engine = _engine(tmp_path, host, variables, shipped_playbooks() / "deploy.yaml", check=True)
+    engine.prevalidate()
+    assert [p.name for p in tmp_path.iterdir()] == ["hosts.yaml"]  # nothing written before the run
+    engine.run()
+    report = engine.reports["local"]
+    steps = {step.name: status for step, status in zip(engine.playbook.steps, report.steps, strict=True)}
+    git = steps["check out sglang"]
+    assert (git.status, git.detail) == ("skipped", "when: engine != 'sim' is false")
+    assert steps["sglang source from its wheel"].status == "would run"
+    assert report.failed_step is None
 
 
 def test_a_variable_a_step_that_will_run_uses_is_still_checked_before_anything_starts(tmp_path: Path) -> None:
@@ -65,48 +78,7 @@ def test_the_run_skips_the_step_and_runs_the_rest(tmp_path: Path) -> None:
         {"name": "only on real hosts", "shell": "git clone {{ sglang_repo }} x", "when": "engine != 'sim'"},
         {"name": "always", "shell": ["touch", "{{ workdir }}/ran"]},
     ]})
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"local": {
-        "connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"local": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}})
     res = run_cli("deploy", "--host", "local", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 0, res.output
     assert (tmp_path / "w" / "ran").exists()
-
-
-# ------------------------------------------------------------------ secrets
-
-
-def test_a_relative_secret_file_is_read_beside_the_inventory(tmp_path: Path, monkeypatch) -> None:
-    """Before: resolved against the current directory (unlike `key:` and `known_hosts:`)."""
-    (tmp_path / "conf" / "tokens").mkdir(parents=True)
-    (tmp_path / "conf" / "tokens" / "hf").write_text("hf_from_beside_the_inventory\n")
-    inv_path = write_yaml(tmp_path / "conf" / "hosts.yaml", {
-        "hosts": {"gpu": {"address": "10.0.0.5", "key": "keys/id", "secrets": {"HF_TOKEN": {"file": "tokens/hf"}}}},
-        "groups": {"g": {"hosts": ["gpu"], "secrets": {"G_TOKEN": {"file": "tokens/hf"}}}},
-        "secrets": {"TOP_TOKEN": {"file": "./tokens/hf"}}})
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
-    host = load_inventory(inv_path).hosts["gpu"]
-    assert host.key == str(tmp_path / "conf" / "keys" / "id")
-    for name in ("HF_TOKEN", "G_TOKEN", "TOP_TOKEN"):
-        assert host.secrets[name].file in ("tokens/hf", "./tokens/hf")  # shown as written
-        assert host.secrets[name].path == tmp_path / "conf" / "tokens" / "hf", name
-        assert host.secrets[name].read() == "hf_from_beside_the_inventory"
-
-
-def test_a_missing_relative_secret_file_names_where_it_was_looked_for(tmp_path: Path) -> None:
-    inv_path = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {"address": "10.0.0.5", "secrets": {
-        "HF_TOKEN": {"file": "nope/hf"}}}}})
-    with pytest.raises(ConfigError, match=rf"secret HF_TOKEN: cannot read nope/hf \({tmp_path}/nope/hf\): No such file"):
-        load_inventory(inv_path).hosts["gpu"].secrets["HF_TOKEN"].read()
-
-
-def test_absolute_and_home_secret_files_stay_as_written(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
-    inv_path = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {"address": "10.0.0.5", "secrets": {
-        "A_TOKEN": {"file": "/etc/specops/a"}, "B_TOKEN": {"file": "~/b"}, "C_TOKEN": {"env": "C_TOKEN"}}}}})
-    secrets = load_inventory(inv_path).hosts["gpu"].secrets
-    assert str(secrets["A_TOKEN"].path) == "/etc/specops/a"
-    assert str(secrets["B_TOKEN"].path) == os.path.join(str(tmp_path / "home"), "b")
-    assert secrets["C_TOKEN"].env == "C_TOKEN" and secrets["C_TOKEN"].file is None
