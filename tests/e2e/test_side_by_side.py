@@ -2,8 +2,11 @@
 and the simulator: the figures agree with one-arm-at-a-time ones, a failed fairness check
 falls back to one arm at a time and says why, arms sharing a GPU still interleave.
 
-The simulator's time scale is gentle (0.2) so that three clients and three simulators at
-once do not starve each other on a 2-core CI machine: the starved case is made on purpose."""
+Every figure compared is read on the simulators' model clock, which a closed-loop client's
+declared refills hold (specops.sim.scheduler), so three clients and three simulators at once
+on 2 cores change how long a point takes, not what it measures: the simulators run fast
+(time scale 0.01; at 0.2 the file took 62 s alone, now 40 s). The starved case is made on
+purpose."""
 
 from __future__ import annotations
 
@@ -23,10 +26,11 @@ from tests.support.deploy import events, run_cli, write_yaml
 LEVELS = "1,4,8"   # the fairness probe is the median level: 4
 SMALL = ["--concurrency", LEVELS, "--repeats", "2", "--input-len", "32", "--output-len", "24"]
 ARMS = ("baseline", "eagle3", "adaptive")
+SIM_TIME_SCALE = 0.01
 
 
 def _inventory(tmp_path: Path, gpus: list[int], **per_arm: dict) -> Path:
-    variables = {**arm_vars(**per_arm), "sim": {"time_scale": 0.2}}
+    variables = {**arm_vars(**per_arm), "sim": {"time_scale": SIM_TIME_SCALE}}
     host = {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w"), "gpus": gpus}
     return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu3": host}, "vars": variables})
 
