@@ -2,7 +2,7 @@
 end against simulated servers on the `local` host: tune takes the points an earlier bench
 measured on the same servers and client settings instead of measuring them again (and none
 from another configuration), and `--input-len A,B` gives one recommendation per length.
-The simulator runs at time scale 0.25 with its noise off, as in test_tune_e2e.py."""
+The simulator runs with its noise off, as in test_tune_e2e.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from specops.bench import store
 from tests.support.arms import arm_vars
 from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
 
-QUIET_SIM = {"time_scale": 0.02, "noise": 0}
+QUIET_SIM = {"time_scale": 0.005, "noise": 0}
 LENS = ["--input-len", "32", "--output-len", "64"]
 
 
