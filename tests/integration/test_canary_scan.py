@@ -9,7 +9,11 @@ from pathlib import Path
 
 from tests.support import canary
 
-SECRET = "hf_CanaryQ7xZ3kP9mW2vB8nR4tY6uJ1sD5"
+#: not the e2e canary's value: the argv sampler reads every process on the machine, so a
+#: piece of the e2e value in this test's argv, run beside test_canary.py on the other worker,
+#: was a finding there (seen once, with test_weights_step's token)
+SECRET = "hf_ScanTestN4pL8qR2wX6zC3vB7mK5jH9"
+CANARY_TEST = Path(__file__).resolve().parents[1] / "e2e" / "test_canary.py"
 
 
 def test_the_scan_finds_a_piece_in_a_file_a_name_an_output_and_an_argv(tmp_path: Path) -> None:
@@ -31,3 +35,17 @@ def test_the_scan_finds_a_piece_in_a_file_a_name_an_output_and_an_argv(tmp_path:
         finally:
             proc.communicate(b"")
     assert argv.findings and f"argv of pid {proc.pid} " in argv.findings[0]
+
+
+def test_no_other_test_holds_a_piece_of_the_e2e_canary() -> None:
+    """test_canary.py's ArgvSampler scans every process on the machine, the other xdist
+    worker's too: a test that puts a piece of the same value in an argv (on purpose, to test
+    a mask) fails the canary whenever the two run at the same time."""
+    import ast
+
+    tree = ast.parse(CANARY_TEST.read_text())
+    value = next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 and [getattr(t, "id", None) for t in node.targets] == ["SECRET"] and isinstance(node.value, ast.Constant))
+    holders = [str(path) for path in CANARY_TEST.parents[1].rglob("*.py") if path != CANARY_TEST
+               and any(piece in path.read_text() for piece in canary.pieces(value))]
+    assert holders == []

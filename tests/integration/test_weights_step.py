@@ -75,7 +75,7 @@ def test_the_hub_planning_script_masks_the_token_before_it_cuts_the_error(tmp_pa
         line = next(ln for ln in out.stdout.splitlines() if ln.startswith("@@PLAN "))
         return str(json.loads(line[len("@@PLAN "):])["detail"])
 
-    token = "hf_" + "Q7xZ3kP9" * 4
+    token = "hf_" + "T5wQ2nV8" * 4  # shares no piece with test_canary.py's value (see test_canary_scan)
     at = detail("MARK" + "x" * 200, None).index("MARK")  # where the error echoes the repo id
     repo = "x" * (600 - at - 10) + token  # the token straddles the 600-character cut
     unmasked = detail(repo, None)
