@@ -9,7 +9,7 @@ mean/median/p99 of TTFT, TPOT and ITL plus mean/median/p99 E2E latency
 p99, ITL and some E2E keys; a missing key is None. Python's json accepts the `NaN` and
 `Infinity` that numpy statistics produce on empty lists; they become None here.
 
-Per-request latencies (what an SLO is checked against, bench/slo.py) come from the
+Per-request latencies (what an SLO is checked against, decide/slo.py) come from the
 `result_details` arrays that `--output-details` adds to the same line (every cached release,
 0.4.10 to 0.5.23): `ttfts` (s), `itls` (s, one list per request: the sglang backend spreads a
 chunk's gap over its tokens), `output_lens` (0 for a failed request), `errors` ("" when it
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from specops.bench.schema import clean_number
-from specops.bench.slo import LATENCIES_KEY, MISSING_KEY
+from specops.decide.slo import LATENCIES_KEY, MISSING_KEY
 from specops.errors import ConfigError, SpecopsError
 from specops.secrets import clip
 from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version

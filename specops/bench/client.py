@@ -526,7 +526,7 @@ async def measure_point_async(
                          ("e2e", [r.e2e for r in ok if r.e2e is not None])):
         for key, value in _stats(name, values, unit).items():
             setattr(record, key, value)
-    # [TTFT, TPOT, E2E] ms per completed request: what an SLO is checked against (bench/slo.py)
+    # [TTFT, TPOT, E2E] ms per completed request: what an SLO is checked against (decide/slo.py)
     ms = 1000.0 / unit
     record.extra["request_latencies_ms"] = [
         [round(r.ttft * ms, 3), round((r.e2e - r.ttft) * ms / (r.output_tokens - 1), 3) if r.output_tokens > 1

@@ -10,13 +10,8 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from specops.bench.artifacts import render_report
-from specops.bench.hostops import stop_all
 from specops.bench.repeats import parse_repeats
-from specops.bench.report import objective_of, terminal_table
-from specops.bench.slo import OBJECTIVES, check_objective, parse_slo
 from specops.bench.store import load_manifest, write_csv
-from specops.bench.summary_doc import SUMMARY_JSON
 from specops.bench.sweep import BenchSettings, check_for_hosts
 from specops.cli.exits import exit_with
 from specops.cli.options import (
@@ -40,10 +35,15 @@ from specops.config.inventory import default_inventory_path, load_inventory
 from specops.config.playbook import load_playbook
 from specops.config.settings import cost_var, slo_var
 from specops.data import default_playbook, shipped_inventory
+from specops.decide.slo import OBJECTIVES, check_objective, parse_slo
+from specops.decide.summary import objective_of, terminal_table
 from specops.errors import ConfigError
+from specops.flows.hostops import stop_all
+from specops.flows.play import print_resume, report_dict, run_playbook
 from specops.render.bar import PointBar
+from specops.report.artifacts import render_report
+from specops.report.summary_doc import SUMMARY_JSON
 from specops.run.engine import RunReport, resolve_vars
-from specops.run.play import print_resume, report_dict, run_playbook
 from specops.run.resume import bench_start
 from specops.secrets import redact
 from specops.servers.lease import LeasePolicy

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from specops.bench.compare import compare_runs, to_document, write_comparison
 from specops.cli.options import console, verbose
 from specops.render.fit import Cell, Column, fit_table
+from specops.report.compare import compare_runs, to_document, write_comparison
 
 
 @click.command()

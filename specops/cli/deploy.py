@@ -22,7 +22,7 @@ from specops.cli.options import (
 )
 from specops.config.inventory import load_inventory
 from specops.data import default_playbook
-from specops.run.play import run_playbook
+from specops.flows.play import run_playbook
 
 
 @click.command()

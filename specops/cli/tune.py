@@ -8,11 +8,11 @@ from typing import Any
 import click
 
 from specops.bench.repeats import normalized
-from specops.bench.tune import TUNE_JSON, lengths_table
-from specops.bench.tune_run import Tuned, tune_host
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
+from specops.decide.tune import TUNE_JSON, lengths_table
 from specops.errors import ConfigError
+from specops.flows.tune_run import Tuned, tune_host
 
 
 def _ints(value: str, option: str) -> list[int]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops.bench.artifacts import render_report
 from specops.bench.manifest import read as load_manifest
 from specops.bench.manifest import render as render_manifest
+from specops.report.artifacts import render_report
 from specops.sim.model import predicted_output_throughput
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli, write_yaml

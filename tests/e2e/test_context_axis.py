@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from specops.bench import store
-from specops.bench.report import find_crossover
+from specops.decide.summary import find_crossover
 from specops.sim import model as M
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli

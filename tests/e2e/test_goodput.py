@@ -14,7 +14,7 @@ import pytest
 
 from specops.bench import store
 from specops.bench.schema import ResultRecord
-from specops.bench.tune import Levels, choose_threshold
+from specops.decide.tune import Levels, choose_threshold
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import yaml
 
+from specops.flows.play import report_dict
 from specops.render.progress import outcome_line, result_line
 from specops.run import events
 from specops.run.engine import HostReport, RunReport, StepStatus
-from specops.run.play import report_dict
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli, write_yaml
 

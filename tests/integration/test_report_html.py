@@ -12,8 +12,8 @@ import pytest
 from matplotlib.image import imread
 
 from specops.bench import store
-from specops.bench.artifacts import render_report
 from specops.bench.schema import ResultRecord
+from specops.report.artifacts import render_report
 
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (.ci/run installs it)")

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from specops.config.inventory import load_inventory
-from specops.run.play import run_playbook
+from specops.flows.play import run_playbook
 from specops.run.state import Interrupted
 from tests.support.arms import arm_vars
 from tests.support.deploy import events, inventory, write_yaml

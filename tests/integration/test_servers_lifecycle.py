@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from specops.bench.report import summarize
+from specops.decide.summary import summarize
 from specops.errors import ConfigError, StepError
 from specops.patching.applier import apply as apply_patchset
 from specops.patching.applier import revert as revert_patchset

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from specops.bench import store
-from specops.bench.artifacts import render_report
-from specops.bench.report import (
+from specops.bench.schema import ResultRecord
+from specops.decide.summary import (
     SIM_BANNER,
     fairness_warnings,
     find_crossover,
@@ -17,8 +17,8 @@ from specops.bench.report import (
     summarize,
     terminal_table,
 )
-from specops.bench.schema import ResultRecord
 from specops.errors import ConfigError
+from specops.report.artifacts import render_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -240,7 +240,7 @@ def test_an_old_run_directory_still_renders(tmp_path):
 
 
 def test_pareto_frontier_per_gpu_figures_and_cost_per_million_tokens(tmp_path):
-    from specops.bench.plots import frontier
+    from specops.report.plots import frontier
 
     assert frontier([(10, 100), (20, 80), (15, 90), (12, 70), (20, 60)]) == [(10, 100), (15, 90), (20, 80)]
     records = _records({"baseline": {1: [100, 100], 4: [300, 300]}, "eagle3": {1: [150, 150], 4: [330, 330]}})

@@ -17,9 +17,9 @@ from specops.bench.bench_serving import (
     parse_bench_serving_output,
     to_model_time,
 )
-from specops.bench.report import summarize
 from specops.bench.schema import ResultRecord
-from specops.bench.slo import LATENCIES_KEY, MISSING_KEY, latencies_missing, point_goodput
+from specops.decide.slo import LATENCIES_KEY, MISSING_KEY, latencies_missing, point_goodput
+from specops.decide.summary import summarize
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.sglang_trees import CI_RELEASES

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from specops.bench import store
-from specops.bench.artifacts import render_report
 from specops.bench.matrix import Point, length_pairs, plan_points
-from specops.bench.report import context_rows, summarize
 from specops.bench.schema import CONTEXT_AXIS, ResultRecord
-from specops.bench.summary_doc import summary_document
 from specops.bench.sweep import BenchSettings, check_resume
+from specops.decide.summary import context_rows, summarize
 from specops.errors import ConfigError
+from specops.report.artifacts import render_report
+from specops.report.summary_doc import summary_document
 from specops.sim import model as M
 
 # EAGLE-3 over baseline: wins to c=4 at 256 tokens, to c=16 at 8192 (as the simulator models it)

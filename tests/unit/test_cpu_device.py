@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench.report import render_markdown, summarize
 from specops.bench.sweep import device_facts, gpus_share
 from specops.config.inventory import load_inventory
+from specops.decide.summary import render_markdown, summarize
 from specops.errors import ConfigError
 from specops.render.hosts import device_cell
 from specops.servers.arms import arms_from_vars

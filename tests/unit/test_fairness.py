@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specops.bench.report import summarize
+from specops.decide.summary import summarize
 from specops.servers import fairness_warnings as deploy_warnings
 from specops.servers.fairness import IGNORED_KEYS, args_from_argv, ignored
 

@@ -17,7 +17,7 @@ LAZY_ALLOWED = {
     "specops.bench.client": {"specops.config.yamlfile"},      # yaml, ~25 ms in every point's client process
     "specops.bench.sweep": {"specops.bench.client"},          # aiohttp + asyncio, 0.1-0.4 s; only where a point is measured
     "specops.bench.runners": {"specops.bench.client"},        # the same; only where the builtin client measures a point
-    "specops.bench.plots": {"matplotlib.backends.backend_agg", "matplotlib.figure"},  # 0.5 s; only where a plot is drawn
+    "specops.report.plots": {"matplotlib.backends.backend_agg", "matplotlib.figure"},  # 0.5 s; only where a plot is drawn
     "specops.config.templating": {"jinja2", "jinja2.nativetypes"},  # 0.1 s; only where a `{{ }}` renders
     "specops.transport.forward": {"paramiko"},                # 0.2 s; only an SSH forward's errors need it
     "specops.cli.exits": {"specops.run.state"},               # the servers package (50 ms); only Ctrl-C needs it

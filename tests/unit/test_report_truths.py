@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from specops.bench.report import render_markdown, summarize
 from specops.bench.schema import ResultRecord
-from specops.render.html_report import render_html
+from specops.decide.summary import render_markdown, summarize
+from specops.report.html_report import render_html
 
 
 def _records(slo_cost: bool = False) -> list[ResultRecord]:

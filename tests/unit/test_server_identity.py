@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from specops.bench import store
-from specops.bench.report import server_notes, summarize
 from specops.bench.schema import ResultRecord
+from specops.decide.summary import server_notes, summarize
 from specops.errors import ConfigError
 from specops.servers.launch import LaunchPlan
 from specops.servers.lease import EXPIRE_S, Lease, argv_difference, is_live

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from specops.bench import store
-from specops.bench.artifacts import render_report
 from specops.bench.schema import STATUS_FAILED, ResultRecord
+from specops.report.artifacts import render_report
 
 RUN = Path(__file__).resolve().parents[1] / "data" / "bench_run_main"
 

@@ -1,4 +1,4 @@
-"""The one threshold rule (bench/threshold.py): its units, and that the report, summary.json
+"""The one threshold rule (decide/threshold.py): its units, and that the report, summary.json
 and `specops tune` give the same threshold for the same points."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ import json
 from pathlib import Path
 
 from specops.bench import store
-from specops.bench.artifacts import render_report
-from specops.bench.report import summarize
 from specops.bench.schema import ResultRecord
-from specops.bench.threshold import (
+from specops.decide.summary import summarize
+from specops.decide.threshold import (
     NO_RUNNING,
     UNIT_CONCURRENCY,
     UNIT_RUNNING,
     LevelPoint,
     choose,
 )
-from specops.bench.tune import Levels, choose_threshold
+from specops.decide.tune import Levels, choose_threshold
+from specops.report.artifacts import render_report
 
 
 def test_running_batch_units_from_the_p90_at_the_last_winning_level() -> None:

@@ -17,7 +17,8 @@ from specops.bench.matrix import Point
 from specops.bench.running import RunningSampler, parse_decode_lines, parse_metrics, percentile
 from specops.bench.schema import ResultRecord
 from specops.bench.sweep import BenchSettings, unsettled
-from specops.bench.tune import (
+from specops.config.writeback import write_adaptive
+from specops.decide.tune import (
     TIERS_ARM,
     Levels,
     Phase,
@@ -31,7 +32,6 @@ from specops.bench.tune import (
     verify,
     verify_order,
 )
-from specops.config.writeback import write_adaptive
 from specops.errors import ConfigError
 from specops.servers.adaptive import default_spec_buckets, route_steps, tier_config
 from specops.servers.arms import arms_from_vars
@@ -250,7 +250,7 @@ def test_verification_stops_at_the_first_level_below_the_ratio() -> None:
 
 
 def test_points_already_in_the_run_are_not_measured_again() -> None:
-    """Reused points (bench/reuse.py copies them into the run directory) count as measured
+    """Reused points (flows/reuse.py copies them into the run directory) count as measured
     levels: the coarse phase runs only the levels and repeats still missing."""
     have = model_records("baseline", [1, 2, 4]) + model_records("eagle3", [1, 2, 4])
     for r in have:

@@ -9,7 +9,7 @@ min-max spread; median TTFT and TPOT. The speculative/baseline ratio at a level 
 ratio of the medians; its spread is the min-max of the per-repeat ratios (repeat r of the
 arm over repeat r of baseline). Crossover: the first level whose EAGLE-3 ratio is below 1,
 interpolated linearly in log2(concurrency) between it and the level before. Threshold:
-bench/threshold.py's one rule (shared with `specops tune`), in the server's running-batch
+decide/threshold.py's one rule (shared with `specops tune`), in the server's running-batch
 units where the records carry its running batch, else in concurrency units.
 
 Context length: a sweep of several input/output lengths (`--input-len 256,2048`) gets one
@@ -30,7 +30,7 @@ from specops.bench import store
 from specops.bench.manifest import ArmRecord, Manifest, ManifestLike, as_manifest
 from specops.bench.scheduling import lines as scheduling_lines
 from specops.bench.schema import STATUS_OK, ResultRecord
-from specops.bench.slo import (
+from specops.decide.slo import (
     DEFAULT_OBJECTIVE,
     Slo,
     check_objective,
@@ -39,8 +39,8 @@ from specops.bench.slo import (
     point_goodput,
     slo_text,
 )
-from specops.bench.threshold import RULE as THRESHOLD_RULE
-from specops.bench.threshold import LevelPoint, ThresholdChoice, choose
+from specops.decide.threshold import RULE as THRESHOLD_RULE
+from specops.decide.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table

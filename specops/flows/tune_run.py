@@ -12,24 +12,24 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from specops.bench.artifacts import render_report
-from specops.bench.hostops import free_ports, releaser
 from specops.bench.manifest import Manifest
-from specops.bench.reuse import Reuse, config_hashes, find_reusable
 from specops.bench.runners import runner_name
 from specops.bench.schema import ResultRecord
 from specops.bench.store import append_result, load_manifest, load_results
 from specops.bench.sweep import BenchSettings
-from specops.bench.tune import REUSED_FROM, TUNE_JSON, Phase, Tuner, TuneResult, length_dir, write_lengths, write_tune
 from specops.config.inventory import Host, Inventory, default_inventory_path, load_inventory
 from specops.config.settings import host_variables, phase_vars, settings_from_run, sim_vars
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
+from specops.decide.tune import REUSED_FROM, TUNE_JSON, Phase, Tuner, TuneResult, length_dir, write_lengths, write_tune
 from specops.errors import ConfigError, SpecopsError
+from specops.flows.hostops import free_ports, releaser
+from specops.flows.play import run_playbook
+from specops.flows.reuse import Reuse, config_hashes, find_reusable
 from specops.render.progress import failure_lines, warning_lines
+from specops.report.artifacts import render_report
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
-from specops.run.play import run_playbook
 from specops.servers.arms import arms_from_vars
 
 Say = Callable[[str], None]

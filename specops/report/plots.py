@@ -15,7 +15,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specops.bench.report import CONTEXT_PLOT, HostSummary, ReportSummary, context_rows
+from specops.decide.summary import CONTEXT_PLOT, HostSummary, ReportSummary, context_rows
 from specops.fsutil import atomic_write
 
 if TYPE_CHECKING:

@@ -30,9 +30,9 @@ from specops.bench.manifest import Manifest
 from specops.bench.schema import CONTEXT_AXIS, STATUS_OK, ResultRecord
 from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
 from specops.bench.sweep import BenchSettings, dataset_hash, gpus_share
-from specops.bench.tune import REUSED_FROM
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import load_playbook
+from specops.decide.tune import REUSED_FROM
 from specops.errors import SpecopsError
 from specops.run.engine import resolve_vars
 from specops.servers.plans import plan_arms

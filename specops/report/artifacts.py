@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from specops.bench import store
-from specops.bench.plots import write_plots
-from specops.bench.report import REPORT_MD, ReportSummary, summarize
-from specops.bench.slo import Slo
-from specops.bench.summary_doc import SUMMARY_JSON, render_summary_json
-from specops.bench.tune import load_tune, tune_markdown
+from specops.decide.slo import Slo
+from specops.decide.summary import REPORT_MD, ReportSummary, summarize
+from specops.decide.tune import load_tune, tune_markdown
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
-from specops.render.html_report import REPORT_HTML, render_html
+from specops.report.html_report import REPORT_HTML, render_html
+from specops.report.plots import write_plots
+from specops.report.summary_doc import SUMMARY_JSON, render_summary_json
 
 
 def render_report(run_dir: Path, *, plots: bool = True, objective: str | None = None,

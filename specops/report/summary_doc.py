@@ -13,7 +13,7 @@ settings' `input_len`/`output_len` are lists; a one-length run has none of these
 
     {"schema": "specops.summary/2", "run_id": str|null, "simulated": bool,
      "objective": "throughput"|"goodput"|"tpot",   # what crossover, threshold, envelope and tax compare
-     "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (bench/slo.py)
+     "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (decide/slo.py)
      "settings": {"runner", "dataset", "input_len", "output_len", "num_prompts", "repeats",
                   "repeats_auto" (only when true: --repeats auto, repeats is then its MAX), "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost"},   # what the client did
      "sglang": {"version", "commit"}, "gpu": str|null, "gpu_count": int|null,
@@ -22,7 +22,7 @@ settings' `input_len`/`output_len` are lists; a one-length run has none of these
      "hosts": [{"host": str,
                 "crossover": {"kind": "interpolated"|"never"|"every"|"n/a", "value", "below", "above"},
                 "recommended_threshold": int|null, "threshold_text": str,
-                "threshold_unit": "running batch"|"concurrency"|null,   # bench/threshold.py
+                "threshold_unit": "running batch"|"concurrency"|null,   # decide/threshold.py
                 "adaptive": {"checked": bool, "ok": bool|null,
                              "shortfalls": [{"concurrency": int, "ratio": float|null}]},
                 # adaptive / max(baseline, EAGLE-3) per level; null without an adaptive arm
@@ -52,7 +52,7 @@ import json
 from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
-from specops.bench.report import HostSummary, ReportSummary, context_rows
+from specops.decide.summary import HostSummary, ReportSummary, context_rows
 
 SCHEMA = "specops.summary/2"
 SUMMARY_JSON = "summary.json"

@@ -7,11 +7,11 @@ directory, and writes `tune.json` beside results.jsonl:
 1. coarse: baseline and EAGLE-3 at the coarse levels (or the points of an existing run)
    bracket the crossover: the last level where EAGLE-3 is at least as fast, the first
    where it is not; points already in the run directory (reused from an earlier run of the
-   same configuration, bench/reuse.py) are not measured again;
+   same configuration, flows/reuse.py) are not measured again;
 2. fine: both arms at every level inside the bracket, or, when the bracket holds
    `BISECT_FROM` levels or more, a bisection of it: one level at a time (the geometric middle
    of the bracket), the bracket narrowed by each, until its ends are neighbours;
-3. the threshold, in running-batch units (`THRESHOLD_RULE`, bench/threshold.py: the rule the
+3. the threshold, in running-batch units (`THRESHOLD_RULE`, decide/threshold.py: the rule the
    report uses too), from the server's own running batch measured during each point
    (bench/running.py);
 4. verify: arm `adaptive-t<T>` (the adaptive profile with that threshold) at every level;
@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from specops.bench.repeats import LevelKey, RepeatRule, parse_repeats, settled, throughputs
-from specops.bench.report import (
+from specops.bench.running import median_running, percentile
+from specops.bench.schema import ResultRecord
+from specops.decide.summary import (
     BASELINE_ARM,
     EAGLE_ARM,
     Cell,
@@ -48,10 +50,8 @@ from specops.bench.report import (
     summarize_host,
     threshold_points,
 )
-from specops.bench.running import median_running, percentile
-from specops.bench.schema import ResultRecord
-from specops.bench.threshold import RULE as THRESHOLD_RULE
-from specops.bench.threshold import ThresholdChoice, choose
+from specops.decide.threshold import RULE as THRESHOLD_RULE
+from specops.decide.threshold import ThresholdChoice, choose
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.sim import model as M
@@ -69,7 +69,7 @@ TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the hig
               "no higher than the running-batch median of its own first level")
 
 
-REUSED_FROM = "reused_from"   # a record copied from another run (bench/reuse.py, `tune --from`): its run
+REUSED_FROM = "reused_from"   # a record copied from another run (flows/reuse.py, `tune --from`): its run
 
 
 def is_reused(rec: ResultRecord) -> bool:
@@ -157,7 +157,7 @@ def verify_order(levels: Sequence[int], threshold: int) -> list[int]:
 
 
 def choose_threshold(lv: Levels) -> ThresholdChoice:
-    """THRESHOLD_RULE (bench/threshold.py, the rule the report uses) on the measured cells."""
+    """THRESHOLD_RULE (decide/threshold.py, the rule the report uses) on the measured cells."""
     return choose(threshold_points(lv.cells, lv.both()))
 
 
@@ -301,7 +301,7 @@ class TuneResult:
     rule: str = THRESHOLD_RULE
     coarse_levels: list[int] = field(default_factory=list)
     reused_from: str | None = None
-    reuse: str | None = None                # what the automatic reuse found (bench/reuse.py), as said
+    reuse: str | None = None                # what the automatic reuse found (flows/reuse.py), as said
     bracket: list[int | None] = field(default_factory=lambda: [None, None])
     fine_levels: list[int] = field(default_factory=list)
     bisected: bool = False                  # the fine levels came from a bisection of the bracket

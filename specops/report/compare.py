@@ -16,11 +16,11 @@ from typing import Any
 
 from specops.bench import store
 from specops.bench.manifest import Manifest
-from specops.bench.plots import figure, save_figure
-from specops.bench.report import Cell, HostSummary, summarize
-from specops.bench.summary_doc import envelope_doc, settings_of, tax_doc
+from specops.decide.summary import Cell, HostSummary, summarize
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
+from specops.report.plots import figure, save_figure
+from specops.report.summary_doc import envelope_doc, settings_of, tax_doc
 
 #: Settings two runs must share for their points to be compared.
 MUST_MATCH = ("runner", "dataset", "input_len", "output_len", "num_prompts", "prompts_per_level")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
-from specops.bench.report import ADAPTIVE_TOLERANCE, ReportSummary, result_columns
-from specops.bench.threshold import RULE as THRESHOLD_RULE
-from specops.bench.tune import tune_markdown
+from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary, result_columns
+from specops.decide.threshold import RULE as THRESHOLD_RULE
+from specops.decide.tune import tune_markdown
 from specops.secrets import clip
 
 REPORT_HTML = "report.html"
