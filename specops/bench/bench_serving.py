@@ -28,8 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from specops.bench.schema import clean_number
-from specops.decide.slo import LATENCIES_KEY, MISSING_KEY
+from specops.bench.schema import LATENCIES_KEY, MISSING_KEY, clean_number
 from specops.errors import ConfigError, SpecopsError
 from specops.secrets import clip
 from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version

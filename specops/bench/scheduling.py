@@ -29,12 +29,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from specops.bench.repeats import AUTO_MAX, RepeatRule, cv
-
-if TYPE_CHECKING:  # manifest.py imports Scheduling from here
-    from specops.bench.manifest import Manifest
+from specops.bench.repeats import cv
 
 AT_ONCE = "arms-at-once"
 ONE_AT_A_TIME = "one-arm-at-a-time"
@@ -119,22 +116,3 @@ def _tps(value: float | None) -> str:
 
 def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
-
-
-def lines(manifest: Manifest) -> list[str]:
-    """report.md's lines on scheduling and repeats (one per host that records one)."""
-    out = []
-    bench = manifest.settings()
-    for host, part in sorted((manifest.hosts or {}).items()):
-        sched = part.scheduling
-        if sched is None:
-            continue
-        text = f"scheduling on {host}: {sched.mode} ({sched.reason})"
-        for check in sched.fairness:
-            text += f"; fairness check {check.get('phase')}: {'passed' if check.get('ok') else 'FAILED'}"
-            if not check.get("ok") and check.get("why"):
-                text += f" ({check['why']})"
-        out.append(text)
-    if bench.repeats_auto:
-        out.append(f"repeats {RepeatRule(True, int(bench.repeats or AUTO_MAX)).describe()}")
-    return out

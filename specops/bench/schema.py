@@ -32,6 +32,10 @@ STATUS_FAILED: PointStatus = "failed"
 # The latency families every runner reports (as far as it can) and the statistics kept.
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
 LATENCY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p99")
+# [TTFT, TPOT, E2E] ms per completed request in `extra` (what an SLO is checked against,
+# decide/slo.py), and why a record has none where its runner said so
+LATENCIES_KEY = "request_latencies_ms"
+MISSING_KEY = "request_latencies_missing"
 
 
 @dataclass

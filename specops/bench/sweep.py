@@ -41,7 +41,7 @@ from specops.bench.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
 from specops.bench.store import append_result, load_results, missing_points
 from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
-from specops.decide.slo import check_cost, check_objective, parse_slo
+from specops.config.slo import check_cost, check_objective, parse_slo
 from specops.errors import ConfigError, SpecopsError
 from specops.servers import LaunchPlan, ServerState, end_reason, server_info
 from specops.servers.container import image_manifest, image_record
@@ -80,7 +80,7 @@ class BenchSettings:
     keep_servers: bool = False
     ready_timeout: float = 1800.0
     point_timeout: float = 1800.0
-    slo: dict[str, float] | None = None   # latency limits (decide/slo.py): goodput per point in the report
+    slo: dict[str, float] | None = None   # latency limits (config/slo.py): goodput per point in the report
     objective: str = "throughput"         # what the report's crossover and threshold compare
     gpu_hour_cost: float | dict[str, float] | None = None   # $ per GPU-hour (or per host): $/1M tokens
     scheduling: str = "auto"              # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)

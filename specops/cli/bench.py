@@ -34,14 +34,15 @@ from specops.cli.options import (
 from specops.config.inventory import default_inventory_path, load_inventory
 from specops.config.playbook import load_playbook
 from specops.config.settings import cost_var, slo_var
+from specops.config.slo import OBJECTIVES, check_objective, parse_slo
 from specops.data import default_playbook, shipped_inventory
-from specops.decide.slo import OBJECTIVES, check_objective, parse_slo
-from specops.decide.summary import objective_of, terminal_table
+from specops.decide.summary import objective_of
 from specops.errors import ConfigError
 from specops.flows.hostops import stop_all
 from specops.flows.play import print_resume, report_dict, run_playbook
 from specops.render.bar import PointBar
 from specops.report.artifacts import render_report
+from specops.report.markdown import terminal_table
 from specops.report.summary_doc import SUMMARY_JSON
 from specops.run.engine import RunReport, resolve_vars
 from specops.run.resume import bench_start

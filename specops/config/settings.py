@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.inventory import Host, Inventory
-from specops.decide.slo import check_cost, parse_slo, slo_text
+from specops.config.slo import check_cost, parse_slo, slo_text
 from specops.errors import ConfigError
 
 #: the client settings `tune --from DIR` takes from the run's manifest (its points were

@@ -370,18 +370,6 @@ class TuneResult:
         return f"points: {self.measured_points} measured, {self.reused_points} reused"
 
 
-def tune_markdown(doc: dict[str, Any]) -> list[str]:
-    """The Tuning section of report.md, from tune.json."""
-    out = ["## Tuning", ""]
-    res = doc.get("result") or {}
-    for line in TuneResult(**{k: v for k, v in res.items() if k in TuneResult.__dataclass_fields__}).lines():
-        out.append(f"- {line}")
-    if res.get("written"):
-        out.append(f"- written: {res['written']}")
-    out.append("")
-    return out
-
-
 def load_tune(run_dir: Path) -> dict[str, Any] | None:
     path = Path(run_dir) / TUNE_JSON
     if not path.exists():

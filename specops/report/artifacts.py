@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from specops.bench import store
-from specops.decide.slo import Slo
-from specops.decide.summary import REPORT_MD, ReportSummary, summarize
-from specops.decide.tune import load_tune, tune_markdown
+from specops.config.slo import Slo
+from specops.decide.summary import ReportSummary, summarize
+from specops.decide.tune import load_tune
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.report.html_report import REPORT_HTML, render_html
+from specops.report.markdown import REPORT_MD, render_markdown
 from specops.report.plots import write_plots
 from specops.report.summary_doc import SUMMARY_JSON, render_summary_json
 
@@ -31,13 +32,9 @@ def render_report(run_dir: Path, *, plots: bool = True, objective: str | None = 
         summary = summarize(records, manifest, objective=objective, slo=slo)
     except ConfigError as exc:  # points of one arm under different server arguments: name the file
         raise ConfigError(exc.message, where=str(run_dir / store.RESULTS_JSONL), hint=exc.hint) from None
-    tuning = load_tune(run_dir)
-    if tuning is not None:
-        summary.tuning = tuning
-        section = "\n".join(tune_markdown(tuning))
-        summary.markdown = summary.markdown.replace("## Fairness", section + "\n## Fairness", 1)
+    summary.tuning = load_tune(run_dir)
     summary.report_path = run_dir / REPORT_MD
-    atomic_write(summary.report_path, summary.markdown)
+    atomic_write(summary.report_path, render_markdown(summary, manifest))
     atomic_write(run_dir / SUMMARY_JSON, render_summary_json(summary, manifest))
     if plots:
         summary.plot_paths = write_plots(summary, run_dir / "plots")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
-from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary, result_columns
+from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary
 from specops.decide.threshold import RULE as THRESHOLD_RULE
-from specops.decide.tune import tune_markdown
+from specops.report.markdown import result_columns, tune_section
 from specops.secrets import clip
 
 REPORT_HTML = "report.html"
@@ -120,7 +120,7 @@ def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequenc
     out += _results_table(summary)
     out += _plots(plot_paths)
     if summary.tuning:
-        lines = [ln[2:] for ln in tune_markdown(summary.tuning) if ln.startswith("- ")]
+        lines = [ln[2:] for ln in tune_section(summary.tuning) if ln.startswith("- ")]
         out.append("<h2>Tuning</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
     out.append("<h2>Fairness</h2><ul>" + ("".join(f'<li class="warn">{_e(w)}</li>' for w in summary.warnings)
                                           or "<li>no differences found between arms beyond the speculative "

@@ -15,8 +15,9 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specops.decide.summary import CONTEXT_PLOT, HostSummary, ReportSummary, context_rows
+from specops.decide.summary import HostSummary, ReportSummary, context_rows
 from specops.fsutil import atomic_write
+from specops.report.markdown import CONTEXT_PLOT
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -13,7 +13,7 @@ settings' `input_len`/`output_len` are lists; a one-length run has none of these
 
     {"schema": "specops.summary/2", "run_id": str|null, "simulated": bool,
      "objective": "throughput"|"goodput"|"tpot",   # what crossover, threshold, envelope and tax compare
-     "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (decide/slo.py)
+     "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (config/slo.py)
      "settings": {"runner", "dataset", "input_len", "output_len", "num_prompts", "repeats",
                   "repeats_auto" (only when true: --repeats auto, repeats is then its MAX), "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost"},   # what the client did
      "sglang": {"version", "commit"}, "gpu": str|null, "gpu_count": int|null,

@@ -14,6 +14,7 @@ from specops.bench.sweep import BenchSettings, check_resume
 from specops.decide.summary import context_rows, summarize
 from specops.errors import ConfigError
 from specops.report.artifacts import render_report
+from specops.report.markdown import render_markdown
 from specops.report.summary_doc import summary_document
 from specops.sim import model as M
 
@@ -102,7 +103,8 @@ def test_report_gives_a_crossover_and_threshold_per_length() -> None:
     assert rows[0].crossover.value < rows[1].crossover.value
     assert [r.threshold for r in rows] == [4, 16]
     assert any(line.startswith("crossover by context length: in=256 out=64: c≈") for line in summary.headline)
-    assert "## Context length" in summary.markdown and "## Results on h in=8192 out=64" in summary.markdown
+    text = render_markdown(summary, MANIFEST)
+    assert "## Context length" in text and "## Results on h in=8192 out=64" in text
     assert not any("client settings differ" in w for w in summary.warnings)
     doc = summary_document(summary, MANIFEST)
     assert [(c["input_len"], c["recommended_threshold"]) for c in doc["contexts"]] == [(256, 4), (8192, 16)]
@@ -118,7 +120,7 @@ def test_one_length_run_reads_as_before() -> None:
     assert [s.length for s in summary.hosts] == [None] and context_rows(summary) == []
     doc = summary_document(summary, {})
     assert "contexts" not in doc and "input_len" not in doc["hosts"][0]
-    assert "## Context length" not in summary.markdown
+    assert "## Context length" not in render_markdown(summary, {"bench": {"input_len": 256, "output_len": 64}})
     odd = _records({256: TPS[256], 8192: TPS[8192]}, axis=False)
     assert len(store.effective_records(odd)) == len(odd) // 2   # same points: the latest wins
 

@@ -11,9 +11,10 @@ import pytest
 
 from specops.bench.sweep import device_facts, gpus_share
 from specops.config.inventory import load_inventory
-from specops.decide.summary import render_markdown, summarize
+from specops.decide.summary import summarize
 from specops.errors import ConfigError
 from specops.render.hosts import device_cell
+from specops.report.markdown import render_markdown
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import build_launch
 from specops.servers.plans import placements_for

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from specops.decide.summary import summarize
+from specops.report.markdown import render_markdown
 from specops.servers import fairness_warnings as deploy_warnings
 from specops.servers.fairness import IGNORED_KEYS, args_from_argv, ignored
 
@@ -93,7 +94,7 @@ def test_an_attention_backend_or_device_difference_is_in_the_reports_headline() 
     assert len(lines) == 1 and "baseline=torch_native, eagle3=triton" in lines[0]
     assert "not speculation alone" in lines[0] and "CPU" in lines[0]
     assert any("attention_backend differs" in w for w in summary.warnings)
-    assert "attention_backend differs" in summary.markdown.split("## Headline")[1].split("##")[0]
+    assert "attention_backend differs" in render_markdown(summary, manifest).split("## Headline")[1].split("##")[0]
     same = {arm: {**info, "attention_backend": "triton"} for arm, info in infos.items()}
     same_manifest = {"arms": {arm: {"server_args": info} for arm, info in same.items()}}
     assert not [ln for ln in summarize([], same_manifest).headline if "differs" in ln]

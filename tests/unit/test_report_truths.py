@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 from specops.bench.schema import ResultRecord
-from specops.decide.summary import render_markdown, summarize
+from specops.decide.summary import summarize
 from specops.report.html_report import render_html
+from specops.report.markdown import render_markdown
 
 
 def _records(slo_cost: bool = False) -> list[ResultRecord]:
