@@ -30,11 +30,13 @@ import statistics
 import threading
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from specops.bench.schema import ResultRecord
 from specops.servers.adaptive import MIXED_RE, TRANSITION_RE
-from specops.transport.base import Transport
+
+if TYPE_CHECKING:  # an annotation only: the decisions that read running batches import no transport
+    from specops.transport.base import Transport
 
 METRIC_RUNNING = "sglang:num_running_reqs"
 METRIC_ACCEPT = "sglang:spec_accept_length"

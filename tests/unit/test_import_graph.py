@@ -131,6 +131,107 @@ def test_forbidden_imports_are_not_reached():
     assert crossing == []
 
 
+# ----- the layers, package by package (issue 33 point 1) -----------------------------------
+
+#: specops's packages from the bottom up: a module imports from its own package or from one
+#: listed before it, never after. The first tier (`specops` itself for `__version__`, errors,
+#: fsutil, secrets, pysource, data) is shared by every layer; its members may import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("specops", "errors", "fsutil", "secrets", "pysource", "data"),
+    ("config",),      # hosts.yaml, playbooks, variable precedence, the SLO/objective/cost options
+    ("transport",),
+    ("sglang",),
+    ("patching",),
+    ("sim",),
+    ("servers",),
+    ("bench",),       # measuring: points, sweeps, arm pools, runners, clients, records and their files
+    ("decide",),      # deciding: threshold, goodput, summary math (crossover, envelope, tax), tune's search
+    ("steps",),
+    ("run",),
+    ("render",),      # the console: progress, bars, tables, hosts, logs
+    ("report",),      # reporting what decide computed: report.md, report.html, summary.json, plots, compare
+    ("flows",),       # command flows above run/: a playbook's run, tune, tune's reuse, host actions
+    ("cli",),
+    ("__main__",),
+)
+
+#: (importing package, imported module) pairs that go up the order, and why. Nothing else may.
+LAYER_EXCEPTIONS = {
+    # the run's records, which every step writes: the engine that drives the steps is above them
+    ("steps", "specops.run.events"): "a step journals its events",
+    ("steps", "specops.run.journal"): "StepContext carries the run's Journal",
+    ("steps", "specops.run.state"): "StepContext carries the Run (arms launched, leases, progress)",
+    # issue 33: the simulator prints the adaptive mechanism's log lines in the format servers/ parses
+    ("sim", "specops.servers.adaptive"): "sim/logs and sim/scheduler write the lines servers/adaptive reads",
+}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _layer_of() -> dict[str, int]:
+    return {pkg: i for i, tier in enumerate(LAYERS) for pkg in tier}
+
+
+def _module_imports(tree: ast.Module, mods: dict[str, Path]) -> set[str]:
+    """The specops modules a module imports (inside functions too; TYPE_CHECKING blocks
+    skipped): `from pkg import module` is an import of that module, not of pkg."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names if a.name in mods)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                for a in child.names:
+                    sub = f"{child.module}.{a.name}"
+                    found.add(sub if sub in mods else child.module)
+            visit(child)
+
+    visit(tree)
+    return {m for m in found if m in mods}
+
+
+def _upward_imports() -> list[str]:
+    mods = _modules()
+    layer = _layer_of()
+    up = []
+    for name, path in sorted(mods.items()):
+        mine = _package(name)
+        for target in sorted(_module_imports(ast.parse(path.read_text()), mods)):
+            theirs = _package(target)
+            if layer[theirs] > layer[mine] and (mine, target) not in LAYER_EXCEPTIONS:
+                up.append(f"{name} ({mine}) imports {target} ({theirs}, above it)")
+    return up
+
+
+def test_every_package_has_a_layer():
+    assert sorted({_package(m) for m in _modules()} - set(_layer_of())) == []
+
+
+def test_packages_import_only_downward():
+    """The package order of LAYERS holds for every module: measuring (bench/) knows nothing
+    of deciding, deciding nothing of reporting, and none of them of the command flows."""
+    assert _upward_imports() == []
+
+
+def test_deciding_reaches_no_transport():
+    """decide/ is pure functions over records: nothing it imports, even through others,
+    opens or names a connection."""
+    edges, _ = _graph()
+    seen: set[str] = set()
+    todo = [m for m in edges if _package(m) == "decide"]
+    while todo:
+        for nxt in edges[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    assert sorted(m for m in seen if _package(m) == "transport") == []
+
+
 # ----- cli/ only parses, calls and renders (issue 22 point 4) ------------------------------
 
 #: The longest a function in specops/cli may be, `def` line to last line (decorators not
@@ -138,7 +239,7 @@ def test_forbidden_imports_are_not_reached():
 #: the logic that moved out was longer (tune's per-length run 68, `run_tune` 53).
 CLI_FUNCTION_LINES = 50
 #: The cli modules that may import from specops.transport, and what: every other one gets
-#: its connections from the layer that does the work (bench.hostops, bench.tune_run, ...).
+#: its connections from the layer that does the work (flows.hostops, flows.tune_run, ...).
 CLI_TRANSPORT_IMPORTS = {
     "specops.cli.servers": {"specops.transport.connect.open_transport"},  # logs/status/stop print per host as read
     "specops.cli.verify": {"specops.transport.connect.open_transport"},   # one `with` around bench.acceptance.verify
@@ -151,7 +252,7 @@ def _cli_modules() -> dict[str, Path]:
 
 
 def test_cli_functions_stay_short():
-    """A long function in cli/ is logic that belongs below it (config/, run/, bench/, render/)."""
+    """A long function in cli/ is logic that belongs below it (config/, run/, bench/, flows/, render/)."""
     long = []
     for name, path in _cli_modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -164,7 +265,7 @@ def test_cli_functions_stay_short():
 
 def test_cli_opens_connections_only_where_listed():
     """Opening hosts' connections is the work layers' job: `bench`, `tune`, `deploy` and the
-    rest import nothing from specops.transport (the host setup tune had moved to bench/)."""
+    rest import nothing from specops.transport (the host setup tune had moved to flows/)."""
     found = []
     for name, path in _cli_modules().items():
         allowed = CLI_TRANSPORT_IMPORTS.get(name, set())
