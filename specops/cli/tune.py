@@ -47,7 +47,7 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
              from_dir: Path | None, budget_minutes: float | None, write: bool, as_json: bool,
              tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
              lengths: list[tuple[int, int]] | None = None, for_length: int | None = None, reuse: bool = True) -> int:
-    """Tune the host (bench.tune_run) and print the outcome; the exit code."""
+    """Tune the host (flows.tune_run) and print the outcome; the exit code."""
     say = _say if not as_json else (lambda _l: None)
     outcome = tune_host(inventory_path, host_spec, coarse=coarse, settings=settings, from_dir=from_dir,
                         budget_minutes=budget_minutes, write=write, tier_steps=tier_steps, out=out,

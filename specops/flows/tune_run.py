@@ -1,5 +1,5 @@
 """`specops tune` on a host: the settings checked, earlier points reused, each context
-length tuned into its run directory (bench.tune's `Tuner`, its phases run through the
+length tuned into its run directory (decide.tune's `Tuner`, its phases run through the
 bench playbook), tune.json and the report written, and with `write` the verified
 threshold put into hosts.yaml. The CLI parses the options, calls `tune_host` and prints
 the outcome; everything a person reads while it runs goes through `say`."""

@@ -38,7 +38,7 @@ def _color(host: HostSummary, arm: str) -> str:
 
 def figure(title: str, ylabel: str, simulated: bool) -> tuple[Figure, Axes]:
     """A new figure. matplotlib (0.5 s to import) is imported here, where a plot is drawn,
-    not at the top: bench/artifacts and bench/compare import this module on paths that
+    not at the top: report/artifacts and report/compare import this module on paths that
     draw nothing (`compare --json`, a bench refused before it runs)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
