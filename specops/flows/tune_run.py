@@ -1,5 +1,5 @@
 """`specops tune` on a host: the settings checked, earlier points reused, each context
-length tuned into its run directory (decide.tune's `Tuner`, its phases run through the
+length tuned into its run directory (flows.tuner's `Tuner`, its phases run through the
 bench playbook), tune.json and the report written, and with `write` the verified
 threshold put into hosts.yaml. The CLI parses the options, calls `tune_host` and prints
 the outcome; everything a person reads while it runs goes through `say`."""
@@ -21,11 +21,12 @@ from specops.config.inventory import Host, Inventory, default_inventory_path, lo
 from specops.config.settings import host_variables, phase_vars, settings_from_run, sim_vars
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
-from specops.decide.tune import REUSED_FROM, TUNE_JSON, Phase, Tuner, TuneResult, length_dir, write_lengths, write_tune
+from specops.decide.tune import REUSED_FROM, TUNE_JSON, Phase, TuneResult, length_dir, write_lengths, write_tune
 from specops.errors import ConfigError, SpecopsError
 from specops.flows.hostops import free_ports, releaser
 from specops.flows.play import run_playbook
 from specops.flows.reuse import Reuse, config_hashes, find_reusable
+from specops.flows.tuner import Tuner
 from specops.render.progress import failure_lines, warning_lines
 from specops.report.artifacts import render_report
 from specops.run.engine import default_runs_dir

@@ -22,7 +22,6 @@ from specops.decide.tune import (
     TIERS_ARM,
     Levels,
     Phase,
-    Tuner,
     bracket,
     candidate_arm,
     choose_threshold,
@@ -33,6 +32,7 @@ from specops.decide.tune import (
     verify_order,
 )
 from specops.errors import ConfigError
+from specops.flows.tuner import Tuner
 from specops.servers.adaptive import default_spec_buckets, route_steps, tier_config
 from specops.servers.arms import arms_from_vars
 from specops.sim import model as M
