@@ -1,4 +1,4 @@
-"""Tune's host setup (bench.hostops.free_ports), on this machine: the ports it reports for
+"""Tune's host setup (flows.hostops.free_ports), on this machine: the ports it reports for
 the arms tune adds are distinct and free right now."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from specops.bench.hostops import free_ports
 from specops.config.inventory import load_inventory
+from specops.flows.hostops import free_ports
 from tests.support.deploy import inventory
 
 
