@@ -8,11 +8,11 @@ import argparse
 import json
 import sys
 
-from specops.bench.client import measure_point
 from specops.errors import SpecopsError
+from specops.plainhttp import without_tls
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, as_program: bool = False) -> int:
     ap = argparse.ArgumentParser(prog="python -m specops.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--url", required=True)
     ap.add_argument("--concurrency", type=int, required=True)
@@ -24,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api", default="generate", choices=["generate", "completions"])
     ap.add_argument("--timeout", type=float, default=300.0)
     args = ap.parse_args(argv)
+    if as_program and args.url.startswith("http://"):
+        without_tls()  # plain HTTP only: aiohttp then builds no TLS contexts (specops/plainhttp.py)
+    from specops.bench.client import measure_point  # imported after without_tls()
+
     try:
         record = measure_point(args.url, concurrency=args.concurrency, num_prompts=args.num_prompts,
                            input_len=args.input_len, output_len=args.output_len, seed=args.seed,
@@ -36,4 +40,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(as_program=True))

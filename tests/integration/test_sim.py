@@ -502,8 +502,8 @@ def test_measured_throughput_baseline_beats_eagle_at_32_and_loses_at_1():
 
 
 def test_sim_knobs_come_from_flags_or_env_and_are_stripped():
-    from specops.sim.__main__ import options, split_argv
     from specops.sim.knobs import UsageError
+    from specops.sim.program import options, split_argv
 
     knobs, rest = split_argv(["--sglang-tree", "/t", "--model-path", "m", "--sim-time-scale=0.1", "--sim-fail-at-start",
                               "--port", "5"], env={"SPECOPS_SIM_TIME_SCALE": "0.5", "SPECOPS_SIM_CRASH_AFTER": "3"})

@@ -39,7 +39,7 @@ runtime = "runc"
 #: what the standard library can do without in a server image
 _STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages",
                 "dist-packages", "unittest/test"}
-_FIND_MODULES = ("import json, sys, specops.sim.__main__\n"
+_FIND_MODULES = ("import json, sys, specops.sim.program\n"
                  "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))")
 
 

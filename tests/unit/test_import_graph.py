@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[2] / "specops"
 LAZY_ALLOWED = {
     "specops.transport.connect": {"specops.transport.ssh", "specops.transport.sshconfig"},  # paramiko costs ~0.2 s
     "specops.sim.testing": {"aiohttp"},                       # only the streaming test helper needs it
+    # the on-host client imports aiohttp after without_tls() (specops/plainhttp.py): ~50 ms a point
+    "specops.bench.__main__": {"specops.bench.client"},
     # Issue 26: what a light command (`status`, `logs`, `deploy` of a plain playbook) would load
     # for nothing; tests/unit/test_cli_imports.py checks that they stay unloaded.
     "specops.bench.client": {"specops.config.yamlfile"},      # yaml, ~25 ms in every point's client process
@@ -137,7 +139,7 @@ def test_forbidden_imports_are_not_reached():
 #: listed before it, never after. The first tier (`specops` itself for `__version__`, errors,
 #: fsutil, secrets, pysource, data) is shared by every layer; its members may import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("specops", "errors", "fsutil", "secrets", "pysource", "data"),
+    ("specops", "errors", "fsutil", "secrets", "pysource", "plainhttp", "data"),
     ("config",),      # hosts.yaml, playbooks, variable precedence, the SLO/objective/cost options
     ("transport",),
     ("sglang",),
