@@ -34,8 +34,8 @@ from specops.config.inventory import Host, Inventory
 from specops.errors import ConfigError, StepError
 from specops.secrets import redact, remember_sources
 from specops.servers import ServerState, read_states, supervisor_for
-from specops.servers.adaptive import TRANSITION_RE, parse_transitions
 from specops.servers.arms import arms_from_vars
+from specops.sglang.adaptive import TRANSITION_RE, parse_transitions
 from specops.sim.closedloop import loop_header
 from specops.transport.base import Transport
 from specops.transport.forward import reach

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from specops.bench.schema import ResultRecord
-from specops.servers.adaptive import MIXED_RE, TRANSITION_RE
+from specops.sglang.adaptive import MIXED_RE, TRANSITION_RE
 
 if TYPE_CHECKING:  # an annotation only: the decisions that read running batches import no transport
     from specops.transport.base import Transport

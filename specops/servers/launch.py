@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from specops.errors import ConfigError
-from specops.servers.adaptive import adaptive_config, tier_config
 from specops.servers.arms import ArmSpec
 from specops.servers.container import run_argv
 from specops.sglang import paths
+from specops.sglang.adaptive import adaptive_config, tier_config
 from specops.sglang.flags import FlagSet
 from specops.sglang.venv import neutral_cwd
 from specops.sim.knobs import FAULTS, VALUED, UsageError, split_knobs

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from specops.servers.adaptive import ALL_OFF_NOTE
+from specops.sglang.adaptive import ALL_OFF_NOTE
 from specops.sglang.paths import EAGLE_WORKERS, LAUNCH_SERVER, PKG
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -42,7 +42,7 @@ class SimLog:
 def decode_batch_line(running: int, tokens: int, usage: float, accept_len: float | None, cuda_graph: bool,
                       gen_throughput: float, queued: int, drafting_note: str | None = None) -> str:
     """The periodic scheduler line, field for field as SGLang's scheduler_metrics_mixin formats it;
-    `drafting_note` (servers.adaptive.decode_line_note) as a dynamic-spec-disable server writes it:
+    `drafting_note` (sglang.adaptive.decode_line_note) as a dynamic-spec-disable server writes it:
     ALL_OFF_NOTE in place of the accept figures, a mixed note after them."""
     msg = f"Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2f}, "
     if drafting_note == ALL_OFF_NOTE:

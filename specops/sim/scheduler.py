@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from specops.servers.adaptive import decode_line_note, transition_line
+from specops.sglang.adaptive import decode_line_note, transition_line
 from specops.sim import model as M
 from specops.sim.closedloop import ClosedLoop
 from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line

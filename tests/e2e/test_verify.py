@@ -25,8 +25,8 @@ from specops.bench.acceptance import (
     report_markdown,
 )
 from specops.secrets import remember
-from specops.servers.adaptive import transition_line
 from specops.servers.lifecycle import ServerState
+from specops.sglang.adaptive import transition_line
 from tests.support.arms import arm_vars, sim_inventory
 from tests.support.deploy import run_cli, write_yaml
 

@@ -27,7 +27,7 @@ from typing import Callable
 
 import pytest
 
-from specops.servers.adaptive import parse_transitions
+from specops.sglang.adaptive import parse_transitions
 from tests.support.arms import free_port
 from tests.support.deploy import events, run_cli, write_yaml
 from tests.support.real_sglang.models import TinyModels, ensure_models

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specops.bench.running import RunningSampler, decode_lines_script, drafting_evidence
-from specops.servers.adaptive import transition_line
+from specops.sglang.adaptive import transition_line
 from specops.transport.local import LocalTransport
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from specops.bench.running import parse_decode_lines
 from specops.patching import apply, load_patchset
-from specops.servers.adaptive import (
+from specops.sglang.adaptive import (
     ALL_OFF_NOTE,
     DRAFTING_OFF_LINE,
     DRAFTING_ON_LINE,

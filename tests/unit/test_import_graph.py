@@ -163,8 +163,6 @@ LAYER_EXCEPTIONS = {
     ("steps", "specops.run.events"): "a step journals its events",
     ("steps", "specops.run.journal"): "StepContext carries the run's Journal",
     ("steps", "specops.run.state"): "StepContext carries the Run (arms launched, leases, progress)",
-    # issue 33: the simulator prints the adaptive mechanism's log lines in the format servers/ parses
-    ("sim", "specops.servers.adaptive"): "sim/logs and sim/scheduler write the lines servers/adaptive reads",
 }
 
 

@@ -13,10 +13,10 @@ import pytest
 from specops.errors import ConfigError
 from specops.patching.applier import apply
 from specops.patching.model import load_patchset
-from specops.servers.adaptive import adaptive_config, buckets_from_source, default_spec_buckets
 from specops.servers.arms import arms_from_vars
 from specops.servers.fairness import fairness_warnings
 from specops.servers.launch import build_launch
+from specops.sglang.adaptive import adaptive_config, buckets_from_source, default_spec_buckets
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles

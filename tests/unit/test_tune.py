@@ -33,8 +33,8 @@ from specops.decide.tune import (
 )
 from specops.errors import ConfigError
 from specops.flows.tuner import Tuner
-from specops.servers.adaptive import default_spec_buckets, route_steps, tier_config
 from specops.servers.arms import arms_from_vars
+from specops.sglang.adaptive import default_spec_buckets, route_steps, tier_config
 from specops.sim import model as M
 from specops.sim.logs import decode_batch_line
 

@@ -46,7 +46,7 @@ from typing import Any
 from specops.bench.acceptance import RESUME_FLOOR
 from specops.bench.running import RESUMED_STEPS, off_stretches
 from specops.patching import apply, load_patchset
-from specops.servers.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
+from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
