@@ -6,6 +6,10 @@ planning strips them the same way before checking an argv against the tree's fla
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
+from specops.errors import ConfigError
+
 #: flag -> SimOptions field, for knobs that take a value
 VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
           "--sim-slow-start": "slow_start", "--sim-slow-health": "slow_health", "--sim-seed": "seed",
@@ -41,3 +45,18 @@ def split_knobs(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             rest.append(a)
         i += 1
     return knobs, rest
+
+
+def sim_options(variables: Mapping[str, Any]) -> list[str]:
+    """Simulator knobs from vars (`sim: {time_scale: 0.05, crash_after: 40, ...}`), for sim hosts only."""
+    opts = variables.get("sim") or {}
+    if not isinstance(opts, dict):
+        raise ConfigError("'sim' must be a mapping such as {time_scale: 0.05}")
+    out: list[str] = []
+    for key, value in opts.items():
+        flag = "--sim-" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is not None and value is not False:
+            out += [flag, str(value)]
+    return out

@@ -16,8 +16,6 @@ from typing import TextIO
 from specops.sglang.adaptive import ALL_OFF_NOTE
 from specops.sglang.paths import EAGLE_WORKERS, LAUNCH_SERVER, PKG
 
-READY_LINE = "The server is fired up and ready to roll!"
-
 
 class SimLog:
     """Line-flushed writer with SGLang's `[YYYY-mm-dd HH:MM:SS TP0] ` prefix."""

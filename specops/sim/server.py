@@ -27,11 +27,12 @@ from aiohttp.typedefs import Handler
 from specops.sglang import paths
 from specops.sglang.flags import TreeFlags, compile_or_raise
 from specops.sglang.layout import ready_path
+from specops.sglang.serving import READY_LINE
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.treeversion import tree_version
 from specops.sim import model as M
 from specops.sim.closedloop import LOOP_HEADER, LoopHeaderError, parse_loop_header
-from specops.sim.logs import READY_LINE, SimLog, init_failure_traceback, scheduler_crash_traceback
+from specops.sim.logs import SimLog, init_failure_traceback, scheduler_crash_traceback
 from specops.sim.scheduler import EngineConfig, Mark, Scheduler, SimRequest
 
 #: the simulated tokenizer's vocabulary (Llama 3's size), for `output_ids`

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from specops.sglang.serving import READY_LINE
 from specops.sim.closedloop import loop_header
-from specops.sim.logs import READY_LINE
 
 if TYPE_CHECKING:
     import aiohttp

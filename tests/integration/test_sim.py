@@ -23,10 +23,10 @@ import pytest
 from specops.bench.client import measure_point
 from specops.bench.schema import ResultRecord
 from specops.sglang.flags import tree_flags
+from specops.sglang.serving import READY_LINE
 from specops.sglang.source import ensure_tree
 from specops.sim import model as M
 from specops.sim.closedloop import loop_header
-from specops.sim.logs import READY_LINE
 from specops.sim.testing import SimStartError, drive, health_status, run_sim, start_sim, stop_sim, wait_ready
 
 FAST = ["--sim-time-scale", "0.05"]

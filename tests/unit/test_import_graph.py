@@ -145,6 +145,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sglang",),
     ("patching",),
     ("sim",),
+    ("engines",),     # the serving engine behind one protocol (SGLang, the simulator): flags, launch, lines, metrics
     ("servers",),
     ("bench",),       # measuring: points, sweeps, arm pools, runners, clients, records and their files
     ("decide",),      # deciding: threshold, goodput, summary math (crossover, envelope, tax), tune's search

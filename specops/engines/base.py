@@ -1,0 +1,130 @@
+"""The `ServingEngine` protocol: everything specops knows about the server an arm runs, as one
+object chosen once per host (`specops.engines.engine_for`), so the layers above ask the engine
+instead of naming SGLang.
+
+Named `ServingEngine`, not `Engine`: `run.engine.Engine` is the step engine (one playbook run:
+journal, hosts in parallel, steps in order), and `flows/` and `steps/` hold both in the same
+scope; one name for two things would be read wrong there.
+
+The seams, each delegating to the code that knows the engine (for SGLang: `specops.sglang`,
+the simulator `specops.sim`):
+
+- the flag reader: `layout` (what a tree contains, its flags among it);
+- launch: `server_python`, `launch_options`, `eagle_flags`, `model_flags`, `parser_flags`,
+  `launch_argv`, `launch_env`, and `launched` (recognise an argv this engine started);
+- readiness and crash lines: `face`, `ready_line`, `crash_messages`;
+- running-batch and acceptance metrics: `metrics` (`BatchMetrics`), `serves_metrics`;
+- the adaptive mechanism: `adaptive_config` (a native tier config from a threshold),
+  `tier_config` (from explicit tiers), `adaptive_flags`, `patch_threshold_flag`;
+- the benchmark runner: `runner_name` (what `--runner auto` is), `benchmark_module`;
+- the simulator's face: `simulated` (the engine answers with SGLang's face but runs no model:
+  no weights, no GPUs needed, specops' own client measures it).
+
+A second engine is a module implementing these plus a line in `specops.engines.ENGINES`
+(and its name in `config.inventory.ENGINES`, where hosts.yaml is checked).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:  # annotations only: bench.running (below decide/) takes BatchMetrics and reaches no transport
+    from specops.sglang.adaptive import AdaptivePlan, TierPlan
+    from specops.sglang.layout import SGLangLayout
+    from specops.sglang.treefiles import TreeFiles
+
+#: one crash message an engine's processes log: (text with `{}` where a value goes, the process
+#: that logs it, its source file, the releases whose source has it)
+CrashMessage = tuple[str, str, str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class BatchMetrics:
+    """How a server shows its running batch and acceptance while a point runs: two `/metrics`
+    gauges, and the log line each decode step writes (bench.running reads either)."""
+
+    #: the gauge of requests in the running batch
+    running: str
+    #: the gauge of the mean accept length
+    accept: str
+    #: fixed text every decode step's log line holds (grep on the host)
+    decode_line: str
+    #: a decode step's line: group 1 the running requests, group 2 the accept length (optional)
+    decode_re: re.Pattern[str]
+    #: a decode line whose step finished every running request (its accept length is cut short)
+    all_finished_re: re.Pattern[str]
+
+
+@runtime_checkable
+class ServingEngine(Protocol):
+    """What runs an arm's server, and everything about it the other layers need."""
+
+    #: hosts.yaml's `engine:` value
+    name: str
+    #: the face the server shows (log lines, metrics, HTTP API): engines that share one share
+    #: the readiness and crash lines the watch looks for
+    face: str
+    #: a simulator: no model, no weights, no GPUs; the builtin client measures it
+    simulated: bool
+    #: the line the server logs once it serves
+    ready_line: str
+    #: the messages its processes log when one dies (servers.logwatch's signatures)
+    crash_messages: tuple[CrashMessage, ...]
+    #: its running-batch and acceptance figures
+    metrics: BatchMetrics
+    #: the launch flag of the dynamic-spec-disable patch's threshold
+    patch_threshold_flag: str
+    #: the launch flags whose value is a model (checked on the host before launch, mounted into a container)
+    model_flags: tuple[str, ...]
+
+    # --- the flag reader ----------------------------------------------------------------
+    def layout(self, files: TreeFiles) -> SGLangLayout:
+        """What the tree contains: its version, the flags its parser accepts, the adaptive
+        mechanism it has, its readiness endpoint."""
+
+    # --- launch -------------------------------------------------------------------------
+    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
+        """The python that starts the server (the tree's environment; the host's for a simulator)."""
+
+    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
+        """Options of this engine's own from the host's vars, appended to every arm's argv."""
+
+    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
+        """The part of an arm's flags the tree's own parser checks (ConfigError for a bad one of ours)."""
+
+    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
+                    where: str) -> list[str]:
+        """The command that starts one arm's server with these flags."""
+
+    def eagle_flags(self, draft_model: str, num_steps: int, topk: int, draft_tokens: int) -> list[str]:
+        """The flags of EAGLE3 speculation with this draft model and shape."""
+
+    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
+        """The server's environment: the arm's `env` with what the engine needs added (the arm's own wins)."""
+
+    def launched(self, argv: Sequence[str]) -> bool:
+        """Whether this engine started a server with `argv` (a state file's)."""
+
+    def serves_metrics(self, argv: Sequence[str]) -> bool:
+        """Whether a server started with `argv` answers `/metrics`."""
+
+    # --- the adaptive mechanism ---------------------------------------------------------
+    def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
+                        bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
+        """The native adaptive config that speculates up to `threshold`, and the threshold it really gives."""
+
+    def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
+                    bucket_sources: Mapping[str, str] | None = None) -> TierPlan:
+        """The native adaptive config of explicit tiers."""
+
+    def adaptive_flags(self, config_path: str) -> list[str]:
+        """The flags that turn native adaptive speculation on with the config at `config_path`."""
+
+    # --- the benchmark runner -----------------------------------------------------------
+    def runner_name(self, choice: str) -> str:
+        """The runner `--runner choice` means on this engine's hosts (`auto` decided here)."""
+
+    def benchmark_module(self, files: TreeFiles) -> str | None:
+        """The engine's own serving benchmark in the tree (None: it has none)."""

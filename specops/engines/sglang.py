@@ -1,0 +1,129 @@
+"""SGLang as a `ServingEngine`, and the simulator that speaks its face.
+
+Every seam delegates to what knows SGLang (`specops.sglang`: the flag reader, the layout, the
+crash messages, the serving face, the adaptive mechanism) or the simulator (`specops.sim`:
+its knobs). `Simulator` is a subclass: it shares SGLang's face (ready line, crash lines,
+metrics, flags checked against a real tree's parser) and differs where it starts (`python -m
+specops.sim --sglang-tree TREE`, the host's python, its own `--sim-*` options) and in what
+`--runner auto` means (the builtin client: no SGLang is installed beside it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from specops.engines.base import CrashMessage
+from specops.engines.metrics import SGLANG as SGLANG_METRICS
+from specops.errors import ConfigError
+from specops.sglang import adaptive, serving
+from specops.sglang.adaptive import AdaptivePlan, TierPlan
+from specops.sglang.crashdata import MESSAGES
+from specops.sglang.layout import ADAPTIVE_FLAGS, DISABLE_FLAG, SGLangLayout, bench_module, detect_layout
+from specops.sglang.treefiles import TreeFiles
+from specops.sglang.venv import venv_dir, venv_python
+from specops.sim.knobs import UsageError, sim_options, split_knobs
+
+#: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
+CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
+
+
+class SGLang:
+    """A real SGLang server: `python -m sglang.launch_server` from the tree's environment."""
+
+    name = "sglang"
+    face = "sglang"
+    simulated = False
+    ready_line = serving.READY_LINE
+    crash_messages: tuple[CrashMessage, ...] = MESSAGES
+    metrics = SGLANG_METRICS
+    patch_threshold_flag = DISABLE_FLAG
+    model_flags: tuple[str, ...] = ("--model-path", "--speculative-draft-model-path")
+
+    def layout(self, files: TreeFiles) -> SGLangLayout:
+        return detect_layout(files)
+
+    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
+        # the environment the install step put the tree into, never a bare python3
+        return venv_python(expand(venv_dir(dict(variables))))
+
+    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
+        return list(flags)
+
+    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
+                    where: str) -> list[str]:
+        return [python, "-m", serving.LAUNCH_MODULE, *flags]
+
+    def eagle_flags(self, draft_model: str, num_steps: int, topk: int, draft_tokens: int) -> list[str]:
+        return ["--speculative-algorithm", "EAGLE3",
+                "--speculative-draft-model-path", draft_model,
+                "--speculative-num-steps", str(num_steps),
+                "--speculative-eagle-topk", str(topk),
+                "--speculative-num-draft-tokens", str(draft_tokens)]
+
+    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
+        out = {**CPU_ENGINE_ENV, **env} if cpu else dict(env)  # the arm's own env wins
+        if hub_offline:
+            out.setdefault("HF_HUB_OFFLINE", "1")  # weights were settled before launch: a gap fails fast
+        return out
+
+    def launched(self, argv: Sequence[str]) -> bool:
+        return serving.LAUNCH_MODULE in argv
+
+    def serves_metrics(self, argv: Sequence[str]) -> bool:
+        return serving.METRICS_FLAG in argv
+
+    def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
+                        bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
+        return adaptive.adaptive_config(threshold, num_steps, max_bs, bucket_sources)
+
+    def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
+                    bucket_sources: Mapping[str, str] | None = None) -> TierPlan:
+        return adaptive.tier_config(tiers, max_bs, bucket_sources)
+
+    def adaptive_flags(self, config_path: str) -> list[str]:
+        switch, config = ADAPTIVE_FLAGS
+        return [switch, config, config_path]
+
+    def runner_name(self, choice: str) -> str:
+        return choice if choice != "auto" else "sglang"
+
+    def benchmark_module(self, files: TreeFiles) -> str | None:
+        return bench_module(files)
+
+
+class Simulator(SGLang):
+    """specops' simulated server (`specops.sim`): SGLang's face over a model clock. Its flags are
+    checked against a real tree's parser once its own `--sim-*` knobs are set aside."""
+
+    name = "sim"
+    simulated = True
+
+    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
+        return host_python
+
+    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
+        return sim_options(variables)
+
+    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
+        try:
+            return split_knobs(list(flags))[1]  # the simulator's own knobs aside
+        except UsageError as exc:
+            raise ConfigError(f"simulator option: {exc}", where=where) from None
+
+    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
+                    where: str) -> list[str]:
+        if not tree:
+            raise ConfigError("engine sim needs the SGLang tree path", where=where)
+        return [python, "-m", "specops.sim", "--sglang-tree", tree, *flags, *options]
+
+    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
+        return super().launch_env(env, cpu=cpu, hub_offline=False)  # it loads no weights
+
+    def launched(self, argv: Sequence[str]) -> bool:
+        return "specops.sim" in argv
+
+    def runner_name(self, choice: str) -> str:
+        return choice if choice != "auto" else "builtin"  # no SGLang installed beside it
