@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
 from specops.bench.running import RunningSampler
 from specops.bench.schema import ResultRecord
+from specops.engines import engine_named, engine_of
 from specops.errors import SpecopsError
 from specops.secrets import clip, loader_argv
 from specops.servers import LaunchPlan, ServerState, arm_status, client_prefix
@@ -40,9 +41,10 @@ Log = Callable[[str, dict[str, Any]], None]
 
 
 def runner_name(choice: str, engine: str) -> str:
-    """The runner a host uses for `--runner choice`: auto is the builtin client on a
-    simulated host (no SGLang installed there) and SGLang's bench_serving elsewhere."""
-    return choice if choice != "auto" else ("builtin" if engine == "sim" else "sglang")
+    """The runner a host of `engine` uses for `--runner choice`: the engine decides what auto is
+    (the builtin client on a simulated host, where no SGLang is installed; SGLang's
+    bench_serving on an SGLang host)."""
+    return engine_named(engine).runner_name(choice)
 
 
 @dataclass(frozen=True)
@@ -207,16 +209,17 @@ def runner_for(choice: str, *, engine: str, python: str, tree: str, log: Log) ->
 
 
 def sampled(transport: Transport, state: ServerState, measure: Callable[[], ResultRecord]) -> ResultRecord:
-    """`measure()` with the server's running batch sampled meanwhile (bench/running.py):
-    from `/metrics` where the server was started with --enable-metrics, else its log."""
+    """`measure()` with the server's running batch sampled meanwhile (bench/running.py), by the
+    names of the engine that started it: from `/metrics` where it serves them, else its log."""
     logs = state.mechanism == "dynamic-spec-disable-patch"  # it logs its drafting transitions
-    if "--enable-metrics" not in (state.argv or []):
-        sampler = RunningSampler(transport, state.log_path, logs_transitions=logs)
+    engine = engine_of(state.argv)
+    if not engine.serves_metrics(state.argv or []):
+        sampler = RunningSampler(transport, state.log_path, logs_transitions=logs, metrics=engine.metrics)
         sampler.start()
         raw = measure()
         return replace(raw, **sampler.stop())
     with reach(transport, state.port) as base_url:
-        sampler = RunningSampler(transport, state.log_path, base_url, logs_transitions=logs)
+        sampler = RunningSampler(transport, state.log_path, base_url, logs_transitions=logs, metrics=engine.metrics)
         sampler.start()
         raw = measure()
         return replace(raw, **sampler.stop())

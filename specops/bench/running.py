@@ -5,12 +5,14 @@ next one, prefill interleaves, a capped server queues. SGLang's adaptive tiers a
 `--speculative-disable-batch-threshold` patch both decide on the running batch, so tuning
 needs it measured, per point, from the server:
 
-- `/metrics` (served with `--enable-metrics`): the gauge `sglang:num_running_reqs` (and
-  `sglang:spec_accept_length`), polled during the point; SGLang's names, from
-  `srt/metrics/collector.py` (`srt/observability/metrics_collector.py` from 0.5.16);
-- otherwise the server's log: every `Decode batch, #running-req: N, ... accept len: X` line
-  written between the point's start and end, read on the host by byte offset (only the
-  matching lines come back, never the whole log).
+- `/metrics` (where the server serves it): the engine's running-batch gauge (and its
+  accept-length gauge), polled during the point;
+- otherwise the server's log: every decode step's line (SGLang's `Decode batch, #running-req:
+  N, ... accept len: X`) written between the point's start and end, read on the host by byte
+  offset (only the matching lines come back, never the whole log).
+
+The names and the line's pattern are the engine's (`specops.engines`, `BatchMetrics`): every
+function here takes them as `metrics`, the default engine's when not given.
 
 The figures land in every result record: `running_req_p50`, `running_req_p90`,
 `server_accept_length`, `running_samples`, `running_source`. For an arm whose server logs
@@ -33,18 +35,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from specops.bench.schema import ResultRecord
+from specops.engines.base import BatchMetrics
+from specops.engines.metrics import DEFAULT_METRICS
 from specops.sglang.adaptive import MIXED_RE, TRANSITION_RE
 
 if TYPE_CHECKING:  # an annotation only: the decisions that read running batches import no transport
     from specops.transport.base import Transport
 
-METRIC_RUNNING = "sglang:num_running_reqs"
-METRIC_ACCEPT = "sglang:spec_accept_length"
-DECODE_RE = re.compile(r"Decode batch[^\n]*?#running-req: (\d+)(?:[^\n]*?accept len: ([0-9.]+))?")
-#: a `Decode batch` line whose step finished every running request: their KV freed, SGLang
-#: (and the simulator) log `#token: 0`; the step was cut by max_new_tokens, so its accept
-#: length is not what the drafts would have given
-ALL_FINISHED_RE = re.compile(r"#token: 0\b")
+#: the running-batch names of a host without `engine:` (SGLang's, which the simulator shares)
+METRICS: BatchMetrics = DEFAULT_METRICS
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
 FIELDS = ("running_req_p50", "running_req_p90", "server_accept_length", "running_samples", "running_source")
 DRAFTING_FIELDS = ("drafting_off", "drafting_off_share", "drafting_transitions")
@@ -76,13 +75,13 @@ class RunningFigures:
                 "running_samples": len(self.running), "running_source": self.source if self.running else None}
 
 
-def parse_decode_lines(text: str) -> RunningFigures:
+def parse_decode_lines(text: str, metrics: BatchMetrics = METRICS) -> RunningFigures:
     """Running requests and accept lengths from SGLang's `Decode batch` log lines. A patched
     adaptive server's line over steps some of which did not draft says so (MIXED_RE): its
     accept figures mix the two paths, so they are left out (a line over no drafting step
     carries none)."""
     figs = RunningFigures("log")
-    for m in DECODE_RE.finditer(text):
+    for m in metrics.decode_re.finditer(text):
         figs.running.append(float(m.group(1)))
         line_end = text.find("\n", m.end())
         if m.group(2) and not MIXED_RE.search(text, m.end(), len(text) if line_end < 0 else line_end):
@@ -103,18 +102,18 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
-def decode_lines_script(path: str, offset: int, length: int) -> str:
+def decode_lines_script(path: str, offset: int, length: int, metrics: BatchMetrics = METRICS) -> str:
     """Bash printing the last drafting transition before `offset` (prefixed `specops-prior: `),
     then the `Decode batch` and transition lines of bytes [offset, offset+length) of the log."""
     p = shlex.quote(path)
-    pattern = shlex.quote("Decode batch|specops adaptive: drafting")
+    pattern = shlex.quote(f"{metrics.decode_line}|specops adaptive: drafting")
     prior = (f"head -c {int(offset)} {p} 2>/dev/null | grep -a 'specops adaptive: drafting' | tail -n 1 "
              f"| sed 's/^/{_PRIOR}/'")
     return (f"{{ {prior}; tail -c +{int(offset) + 1} {p} 2>/dev/null | head -c {int(length)} "
             f"| grep -a -E {pattern}; }} || true")
 
 
-def drafting_evidence(text: str, logs_transitions: bool = False) -> dict[str, Any]:
+def drafting_evidence(text: str, logs_transitions: bool = False, metrics: BatchMetrics = METRICS) -> dict[str, Any]:
     """`drafting_off`, `drafting_off_share`, `drafting_transitions` from the lines
     `decode_lines_script` printed. A server that `logs_transitions` (the patched adaptive
     arm) drafts until its first "off" line; for any other arm, a log without a transition
@@ -127,7 +126,7 @@ def drafting_evidence(text: str, logs_transitions: bool = False) -> dict[str, An
             seen_any = True
             drafting = m["state"] == "on"
             transitions += 0 if line.startswith(_PRIOR) else 1
-        elif DECODE_RE.search(line):
+        elif metrics.decode_re.search(line):
             steps += 1
             off_steps += 0 if drafting else 1
     if not seen_any:
@@ -150,7 +149,7 @@ class OffStretch:
     `after`, those of the first steps (off_stretches' `steps`) after drafting resumed that ran at most
     the threshold (the line logged with the on transition is the step that still counted the
     requests that finished in it, each verified one token). Neither counts a step that
-    finished every running request (ALL_FINISHED_RE): max_new_tokens cut it short."""
+    finished every running request (`metrics.all_finished_re`): max_new_tokens cut it short."""
 
     off_batch: int
     on_batch: int | None
@@ -179,7 +178,8 @@ class OffStretch:
                 "after": list(self.after), "ratio": self.ratio, "ratio_bound": self.ratio_bound}
 
 
-def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS) -> list[OffStretch]:
+def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS,
+                  metrics: BatchMetrics = METRICS) -> list[OffStretch]:
     """Every off stretch in a dynamic-spec-disable server's log text, in order. A decode line
     carries accept figures only when all its steps drafted (a patched server notes the others:
     MIXED_RE, ALL_OFF_NOTE), so only those lines count."""
@@ -199,8 +199,8 @@ def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS) -> list
             elif off_batch is not None and on_batch is None:
                 on_batch = int(t["batch"])
             continue
-        m = DECODE_RE.search(line)
-        if not m or not m.group(2) or MIXED_RE.search(line) or ALL_FINISHED_RE.search(line):
+        m = metrics.decode_re.search(line)
+        if not m or not m.group(2) or MIXED_RE.search(line) or metrics.all_finished_re.search(line):
             continue
         accept = float(m.group(2))
         drafted.append(accept)
@@ -219,8 +219,9 @@ class RunningSampler:
     too, and used when the metrics gave fewer than 3 samples."""
 
     def __init__(self, transport: Transport, log_path: str, base_url: str | None = None,
-                 interval_s: float = 0.2, logs_transitions: bool = False):
+                 interval_s: float = 0.2, logs_transitions: bool = False, metrics: BatchMetrics = METRICS):
         self.transport, self.log_path, self.base_url, self.interval_s = transport, log_path, base_url, interval_s
+        self.metrics = metrics
         self.logs_transitions = logs_transitions
         self._offset: int | None = None
         self._stop = threading.Event()
@@ -235,11 +236,11 @@ class RunningSampler:
                     values = parse_metrics(resp.read().decode(errors="replace"))
             except (OSError, ValueError):
                 return  # no /metrics (or it went away): the log lines stand in
-            if METRIC_RUNNING not in values:
+            if self.metrics.running not in values:
                 return
-            self._metrics.running.append(values[METRIC_RUNNING])
-            if METRIC_ACCEPT in values:
-                self._metrics.accept.append(values[METRIC_ACCEPT])
+            self._metrics.running.append(values[self.metrics.running])
+            if self.metrics.accept in values:
+                self._metrics.accept.append(values[self.metrics.accept])
             self._stop.wait(self.interval_s)
 
     def start(self) -> None:
@@ -259,8 +260,8 @@ class RunningSampler:
             self._thread.join(timeout=5)
         lines = self._log_lines()
         busy_metrics = [r for r in self._metrics.running if r > 0]
-        figures = self._metrics if len(busy_metrics) >= 3 else parse_decode_lines(lines)
-        return {**figures.to_record(), **drafting_evidence(lines, self.logs_transitions)}
+        figures = self._metrics if len(busy_metrics) >= 3 else parse_decode_lines(lines, self.metrics)
+        return {**figures.to_record(), **drafting_evidence(lines, self.logs_transitions, self.metrics)}
 
     def _log_lines(self) -> str:
         if self._offset is None:
@@ -269,7 +270,8 @@ class RunningSampler:
             end = self.transport.stat_size(self.log_path)
             if end is None or end <= self._offset:
                 return ""
-            res = self.transport.run(decode_lines_script(self.log_path, self._offset, end - self._offset), timeout=60)
+            res = self.transport.run(decode_lines_script(self.log_path, self._offset, end - self._offset, self.metrics),
+                                     timeout=60)
             return res.stdout if res.ok else ""
         except Exception:  # noqa: BLE001 - sampling must never fail a point
             return ""

@@ -22,6 +22,7 @@ from specops.config.settings import host_variables, phase_vars, settings_from_ru
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
 from specops.decide.tune import REUSED_FROM, TUNE_JSON, Phase, TuneResult, length_dir, write_lengths, write_tune
+from specops.engines import engine_for
 from specops.errors import ConfigError, SpecopsError
 from specops.flows.hostops import free_ports, releaser
 from specops.flows.play import run_playbook
@@ -95,7 +96,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse:
                 reuse: bool, extra_vars: dict[str, Any], say: Say, console: Console) -> Tuned:
     """Tune one context length into its own run directory."""
     sim = sim_vars(inv, host, extra_vars)
-    time_scale = float(sim.get("time_scale") or 1.0) if host.engine == "sim" else None
+    time_scale = float(sim.get("time_scale") or 1.0) if engine_for(host).simulated else None
     checked = BenchSettings.from_dict({**settings, "arms": ["baseline", "eagle3"], "concurrency": coarse},
                                       where="specops tune")
     if (run_dir / "results.jsonl").exists():

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from specops.config.inventory import Host, Inventory
+from specops.engines import engine_for
 from specops.errors import SpecopsError
 from specops.render.fit import Cell, Column, Fitted, fit_table
 from specops.servers.slurm import cluster_gpus
@@ -63,7 +64,7 @@ def _facts(host: Host) -> HostFacts:
             facts.device = host.device
             if host.slurm is not None and facts.reachable:  # a login node: the GPUs are the cluster's
                 facts.gpus = cluster_gpus(transport, host.slurm)
-            elif facts.reachable and host.engine == "sglang" and host.device != "cpu":
+            elif facts.reachable and not engine_for(host).simulated and host.device != "cpu":
                 facts.gpus += _gpu_holders(read_gpus(transport))
             return facts
         except SpecopsError as exc:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from specops.config.inventory import CONTAINER_RUNTIMES, container_var_problem
+from specops.engines import engine_named
 from specops.errors import ConfigError, StepError
 from specops.servers.remote import q
 from specops.sglang import paths
@@ -219,19 +220,21 @@ def _under(path: str, root: str) -> bool:
 def adapt_plan(plan: Any, facts: ImageFacts, tree: str, *, engine: str, home: str) -> Any:
     """The launch plan as a container: the image's python instead of the host's, the tree
     mounted over the image's `sglang`, and its GPUs (none for a CPU arm or the simulator)."""
+    serving = engine_named(engine)
+    simulated = serving.simulated
     env = dict(plan.env)
     visible = env.pop("CUDA_VISIBLE_DEVICES", None)  # the runtime renumbers the GPUs it maps from 0
-    gpus = [] if engine == "sim" or plan.device == "cpu" or not visible else visible.split(",")
+    gpus = [] if simulated or plan.device == "cpu" or not visible else visible.split(",")
     mounts = [(plan.workdir, plan.workdir, "rw")]
     if not _under(tree, plan.workdir):
         mounts.append((tree, tree, "ro"))
     mounts.append((posixpath.join(tree, paths.PKG), facts.sglang_dir, "ro"))
     for i, arg in enumerate(plan.argv[:-1]):  # a local model outside the work directory
         value = plan.argv[i + 1]
-        if arg in ("--model-path", "--speculative-draft-model-path") and value.startswith("/") \
+        if arg in serving.model_flags and value.startswith("/") \
                 and not any(_under(value, m[0]) for m in mounts):
             mounts.append((value, value, "ro"))
-    if engine == "sglang":  # the weights the weights step put in the host's Hub cache
+    if not simulated:  # the weights the weights step put in the host's Hub cache
         hub = env.get("HF_HOME") or posixpath.join(home, ".cache", "huggingface")
         env["HF_HOME"] = hub
         mounts.append((hub, hub, "rw"))

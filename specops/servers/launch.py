@@ -14,14 +14,14 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
+from specops.engines import ServingEngine, engine_named
 from specops.errors import ConfigError
 from specops.servers.arms import ArmSpec
 from specops.servers.container import run_argv
 from specops.sglang import paths
-from specops.sglang.adaptive import adaptive_config, tier_config
 from specops.sglang.flags import FlagSet
 from specops.sglang.venv import neutral_cwd
-from specops.sim.knobs import FAULTS, VALUED, UsageError, split_knobs
+from specops.sim.knobs import FAULTS, VALUED
 
 HOST = "127.0.0.1"
 
@@ -154,10 +154,6 @@ def _placement_flags(arm: ArmSpec) -> list[str]:
     return out
 
 
-#: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
-CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
-
-
 #: SGLang's idle scheduler polls for requests without pause unless told to sleep: a core per
 #: idle server. On a GPU host that core is spare; on a CPU host it is the compute, so an arm
 #: waiting its turn would slow the one being measured (and the client).
@@ -175,13 +171,9 @@ def _device_flags(arm: ArmSpec, tree_flags: FlagSet) -> list[str]:
     return out
 
 
-def _eagle_flags(arm: ArmSpec) -> list[str]:
+def _eagle_flags(arm: ArmSpec, serving: ServingEngine) -> list[str]:
     assert arm.draft_model and arm.num_steps and arm.eagle_topk and arm.num_draft_tokens
-    return ["--speculative-algorithm", "EAGLE3",
-            "--speculative-draft-model-path", arm.draft_model,
-            "--speculative-num-steps", str(arm.num_steps),
-            "--speculative-eagle-topk", str(arm.eagle_topk),
-            "--speculative-num-draft-tokens", str(arm.num_draft_tokens)]
+    return serving.eagle_flags(arm.draft_model, arm.num_steps, arm.eagle_topk, arm.num_draft_tokens)
 
 
 def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str = "python3",
@@ -189,13 +181,15 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                  sim_options: Sequence[str] = (), bucket_sources: Mapping[str, str] | None = None,
                  where: str | None = None) -> LaunchPlan:
     """The launch plan for `arm` on a tree with `layout`. `workdir` is the host's absolute
-    work directory. `engine="sim"` runs `python -m specops.sim --sglang-tree TREE` with the
-    same SGLang flags. `bucket_sources` ({tree path: text} of the files that may build the
+    work directory. `engine` (a name of specops.engines.ENGINES) words the flags, the command
+    and the environment: `sim` runs `python -m specops.sim --sglang-tree TREE` with the same
+    SGLang flags. `bucket_sources` ({tree path: text} of the files that may build the
     CUDA-graph capture list) let the adaptive arm use the buckets the tree really pads to.
 
     Raises ConfigError when the tree cannot run the arm (e.g. adaptive without a mechanism)
     or its own parser would refuse a flag (naming the flag and the tree's version)."""
     where = where or f"arm '{arm.name}'"
+    serving = engine_named(engine, where)
     tree_flags, graph_flag = _tree_flags(layout, where)
     flags = _common_flags(arm, graph_flag, workdir)
     notes: list[str] = []
@@ -205,31 +199,31 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
         mechanism = "none"
     elif arm.kind == "eagle3":
         mechanism = "eagle3"
-        flags += _eagle_flags(arm)
+        flags += _eagle_flags(arm, serving)
     else:
         assert arm.threshold is not None and arm.num_steps is not None
-        flags += _eagle_flags(arm)
+        flags += _eagle_flags(arm, serving)
         if layout.adaptive_zero_steps:
             if arm.eagle_topk != 1:
                 raise ConfigError(f"native adaptive speculation supports eagle_topk 1 only, got {arm.eagle_topk}",
                                   where=where)
             mechanism = "native-adaptive"
             config_path = paths.adaptive_config(workdir, arm.name)
-            flags += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
+            flags += serving.adaptive_flags(config_path)
             if arm.tiers:
-                tiers = tier_config(arm.tiers, arm.cuda_graph_max_bs, bucket_sources)
+                tiers = serving.tier_config(arm.tiers, arm.cuda_graph_max_bs, bucket_sources)
                 config_json = json.dumps(tiers.config, indent=2, sort_keys=True) + "\n"
                 effective = tiers.effective_threshold
                 notes.append(tiers.note())
             else:
-                plan = adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
+                plan = serving.adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
                 config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
                 effective = plan.effective_threshold
                 notes.append(plan.note() + f" (buckets from {plan.buckets_source})")
         elif layout.dynamic_spec_disable_applied:
             mechanism = "dynamic-spec-disable-patch"
             effective = arm.threshold
-            flags += ["--speculative-disable-batch-threshold", str(arm.threshold)]
+            flags += [serving.patch_threshold_flag, str(arm.threshold)]
             notes.append(f"speculation disabled when the running batch exceeds {arm.threshold}")
         else:
             version = layout.version or "unknown version"
@@ -241,24 +235,11 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
     flags += _placement_flags(arm)
     flags += _device_flags(arm, tree_flags)
     flags += arm.extra_args
-    try:
-        sglang_part = split_knobs(flags)[1] if engine == "sim" else flags  # the simulator's own knobs aside
-    except UsageError as exc:
-        raise ConfigError(f"simulator option: {exc}", where=where) from None
-    check_flags(tree_flags, sglang_part, version=layout.version, where=where)
-    if engine == "sim":
-        if not sglang_tree:
-            raise ConfigError("engine sim needs the SGLang tree path", where=where)
-        argv = [python, "-m", "specops.sim", "--sglang-tree", sglang_tree, *flags, *sim_options]
-    elif engine == "sglang":
-        argv = [python, "-m", "sglang.launch_server", *flags]
-    else:
-        raise ConfigError(f"unknown engine {engine!r} (sglang or sim)", where=where)
-    env = {**CPU_ENGINE_ENV, **arm.env} if arm.cpu else dict(arm.env)  # the arm's own env wins
+    check_flags(tree_flags, serving.parser_flags(flags, where), version=layout.version, where=where)
+    argv = serving.launch_argv(python, flags, tree=sglang_tree, options=sim_options, where=where)
+    env = serving.launch_env(arm.env, cpu=arm.cpu, hub_offline=arm.hub_offline)
     if arm.gpus is not None and not arm.cpu:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
-    if engine == "sglang" and arm.hub_offline:
-        env.setdefault("HF_HUB_OFFLINE", "1")  # weights were settled before launch: a gap fails fast
     return LaunchPlan(arm=arm.name, kind=arm.kind, port=arm.port, argv=argv, env=env,
                       mechanism=mechanism, workdir=workdir,
                       log_path=paths.server_log(workdir, arm.name),

@@ -21,12 +21,13 @@ from typing import Any, Callable, Sequence, cast
 
 import specops.servers.container as container
 import specops.servers.recordfile as recordfile
+from specops.engines import engine_of
 from specops.errors import StepError, TransportError
 from specops.secrets import env_file_text, loader_argv, redact
 from specops.servers.fairness import args_from_argv
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
-    READY_LINE,
+    READY_GREP,
     chunk_script,
     crash_excerpt,
     failure_reason,
@@ -99,7 +100,7 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
              f"cd {q(cwd)} || exit 12",
              f"if _port_busy {plan.port}; then echo '@@PORTBUSY'; "
              f"ss -ltnp 'sport = :{plan.port}' 2>/dev/null | tail -n +2 | head -3; exit 10; fi"]
-    model_flags = ("--model-path", "--speculative-draft-model-path")
+    model_flags = engine_of(plan.argv).model_flags
     for i, a in enumerate(plan.argv[:-1]):
         if a in model_flags and _looks_local(plan.argv[i + 1]):
             p = plan.argv[i + 1]
@@ -372,7 +373,7 @@ def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None
     round trip for all arms. Arms named in `arms` without a state file are "stopped"."""
     wd = transport.expand(workdir)
     d = paths.servers_dir(wd)
-    rl = q(READY_LINE)
+    rl = READY_GREP
     script = f"""
 echo "@@NOW $(date +%s.%N)"
 i=0; st=()

@@ -20,9 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from specops.engines import crash_messages, ready_lines
 from specops.errors import TransportError
 from specops.secrets import redact
-from specops.sglang.crashdata import MESSAGES
 from specops.transport.base import Transport
 
 # --- what a crash looks like ------------------------------------------------------------
@@ -90,15 +90,16 @@ def _signatures() -> tuple[Signature, ...]:
     sigs += [Signature(s, ROOT, "python/cuda/libc", _esc(s)) for s in _ROOT_CAUSES]
     sigs += [Signature(s, ABORT, "python/cuda/libc", _esc(s)) for s in _ABORTS]
     sigs += [Signature(s, RAISED, "startup", _esc(s)) for s in _STARTUP]
-    for text, process, file, releases in MESSAGES:
+    for face, (text, process, file, releases) in crash_messages():
         rank = ECHO if any(w in text.lower() for w in _ECHO_WORDS) else DEATH
         span = releases[0] if len(releases) == 1 else f"{releases[0]}..{releases[-1]}"
-        sigs.append(_from_template(text, rank, f"sglang {span} {process} ({file})"))
+        sigs.append(_from_template(text, rank, f"{face} {span} {process} ({file})"))
     return tuple(sigs)
 
 
 #: Every crash signature: Python's, CUDA's and the kernel's, and the death messages of every
-#: supported SGLang release (specops.sglang.crashdata, read from each release's source).
+#: supported release of every engine (specops.engines.crash_messages: SGLang's are
+#: specops.sglang.crashdata, read from each release's source).
 #: Readiness polling, `specops status` and `specops logs --errors` use this one list.
 SIGNATURES: tuple[Signature, ...] = _signatures()
 CRASH_SIGNATURES: tuple[str, ...] = tuple(s.text for s in SIGNATURES)
@@ -106,9 +107,11 @@ CRASH_SIGNATURES: tuple[str, ...] = tuple(s.text for s in SIGNATURES)
 GREP_PATTERN = "|".join(s.pattern for s in SIGNATURES)
 _ANY = re.compile(GREP_PATTERN, re.IGNORECASE)
 
-#: SGLang's ready line; readiness needs it in the log as well as /health answering 200.
-#: Every supported release logs it word for word (tests/unit/test_crash_corpus.py reads each tree).
-READY_LINE = "The server is fired up and ready to roll!"
+#: The engines' ready lines (specops.engines.ready_lines: SGLang's, which the simulator logs
+#: too); readiness needs one in the log as well as /health answering 200.
+READY_LINES: tuple[str, ...] = ready_lines()
+#: `grep -F`'s patterns for them, quoted for the host's shell (any one is the ready line)
+READY_GREP = " ".join("-e " + shlex.quote(line) for line in READY_LINES)
 
 _CHAIN_LINES = (
     "During handling of the above exception, another exception occurred:",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from specops.config.inventory import Host
+from specops.engines import engine_named
 from specops.errors import ConfigError, StepError
 from specops.servers import container
 from specops.servers.arms import ArmSpec, arms_from_vars
@@ -13,10 +14,9 @@ from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
 from specops.servers.supervisor import supervisor_for
 from specops.sglang import paths
-from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout, detect_layout
+from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
-from specops.sglang.venv import venv_dir, venv_python
 from specops.transport.base import Transport
 from specops.transport.nvidia import read_gpus
 
@@ -30,21 +30,6 @@ def bucket_sources(files: TreeFiles, layout: SGLangLayout) -> dict[str, str]:
         data = files.read(rel)
         if data is not None:
             out[rel] = data.decode(errors="replace")
-    return out
-
-
-def sim_options(variables: dict[str, Any]) -> list[str]:
-    """Simulator knobs from vars (`sim: {time_scale: 0.05, crash_after: 40, ...}`), for sim hosts only."""
-    opts = variables.get("sim") or {}
-    if not isinstance(opts, dict):
-        raise ConfigError("'sim' must be a mapping such as {time_scale: 0.05}")
-    out: list[str] = []
-    for key, value in opts.items():
-        flag = "--sim-" + str(key).replace("_", "-")
-        if value is True:
-            out.append(flag)
-        elif value is not None and value is not False:
-            out += [flag, str(value)]
     return out
 
 
@@ -70,7 +55,7 @@ def placements_for(transport: Transport, host: Host, variables: dict[str, Any], 
     that lists no `gpus`, and where every arm runs on the CPU).
     All arms of the vars are placed, in their order, so `bench --arms eagle3` finds eagle3
     on the GPU deploy gave it. CPU arms (`device: cpu`) are never placed: they have no GPUs."""
-    if str(variables.get("engine") or host.engine) != "sglang" and not host.gpus:
+    if engine_named(str(variables.get("engine") or host.engine)).simulated and not host.gpus:
         return None  # a simulated host is placed only when hosts.yaml gives it GPUs to place on
     specs = {name: spec for name, spec in arms_from_vars(variables, where=where).items() if not spec.cpu}
     if not specs:
@@ -90,7 +75,9 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
     if not files.exists(SERVER_ARGS):
         raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
                           where=f"host {host.name}")
-    layout = detect_layout(files)
+    engine = str(variables.get("engine") or host.engine)
+    serving = engine_named(engine, where=f"host {host.name}")
+    layout = serving.layout(files)
     supervisor = supervisor_for(host)
     # where a scheduler places each arm's job (Slurm), the login node has no GPUs to place on
     for placement in (placements_for(transport, host, variables, where=where) if not supervisor.scheduled
@@ -98,12 +85,10 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         specs[placement.arm].gpus, specs[placement.arm].tp_size = placement.gpus, placement.tp_size
     sources = bucket_sources(files, layout) if "adaptive" in {specs[n].kind for n in arm_names} else {}
     workdir = transport.expand(str(variables.get("workdir") or host.workdir))
-    engine = str(variables.get("engine") or host.engine)
-    # engine sglang: the environment the install step put the tree into, never a bare python3
-    python = host.python if engine == "sim" else venv_python(transport.expand(venv_dir(variables)))
+    python = serving.server_python(host.python, variables, transport.expand)
     plans = [
         build_launch(specs[name], layout, workdir=workdir, python=python, engine=engine, sglang_tree=tree,
-                     sim_options=sim_options(variables) if engine == "sim" else (),
+                     sim_options=serving.launch_options(variables),
                      bucket_sources=sources, where=f"host {host.name}, arm '{name}'")
         for name in arm_names
     ]

@@ -30,7 +30,7 @@ from specops.errors import StepError, TransportError
 from specops.secrets import clip, env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
-    READY_LINE,
+    READY_GREP,
     chunk_script,
     crash_blocks,
     crash_excerpt,
@@ -464,7 +464,7 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, wait_s: 
 def statuses(transport: Transport, states: Sequence[ServerState]) -> dict[str, ArmStatus]:
     """ArmStatus per arm from its job: ready / starting (queued or loading) / dead (ended)."""
     probes = probe_jobs(transport, states, HEALTH_PATIENCE_S)
-    script = "\n".join(f"grep -m1 -qF {q(READY_LINE)} {q(st.log_path)} 2>/dev/null && echo '@@R 1' || echo '@@R 0'"
+    script = "\n".join(f"grep -m1 -qF {READY_GREP} {q(st.log_path)} 2>/dev/null && echo '@@R 1' || echo '@@R 0'"
                        for st in states)
     ready = [ln.split()[1] == "1" for ln in transport.run(script, timeout=_RUN_TIMEOUT).stdout.splitlines()
              if ln.startswith("@@R ")] if states else []

@@ -15,7 +15,7 @@ from typing import Callable, Protocol, Sequence, TypeVar
 
 from specops.errors import StepError, TransportError
 from specops.secrets import clip
-from specops.servers.logwatch import READY_LINE, find_signature, read_new, tail_lines
+from specops.servers.logwatch import READY_LINES, find_signature, read_new, tail_lines
 from specops.servers.records import ServerState
 from specops.servers.records import where as _where
 from specops.servers.remote import HEALTH_PATIENCE_S, POLL_HEALTH_S
@@ -55,7 +55,7 @@ class ArmWatch:
         new = self.text[start:]
         if len(self.text) > KEEP_BYTES:
             self.text = self.text[-KEEP_BYTES:]
-        if READY_LINE in new:
+        if any(line in new for line in READY_LINES):
             self.ready_line = True
         if self.signature is None:
             for line in new.splitlines():

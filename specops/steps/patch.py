@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.playbook import Step
+from specops.engines import engine_for
 from specops.errors import ConfigError
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import is_check_line, verify_commands
@@ -118,7 +119,7 @@ class Patch(StepKind):
         """(python, runtime mode) for the set's verify: on engine sglang the environment the
         tree is installed in, where an import failure fails; before that environment exists
         (first deploy: the install step follows) the round trip is deferred to it."""
-        if ctx.host.engine == "sim":
+        if engine_for(ctx.host).simulated:
             return ctx.host.python, "optional"
         python = venv_python(ctx.path(venv_dir(ctx.vars)))
         if ctx.probe(["test", "-x", python]).rc != 0:

@@ -8,7 +8,8 @@ import asyncio
 import urllib.error
 import urllib.request
 
-from specops.bench.running import METRIC_RUNNING, RunningSampler, parse_metrics
+from specops.bench.running import RunningSampler, parse_metrics
+from specops.sglang.serving import METRIC_RUNNING
 from specops.sglang.source import ensure_tree
 from specops.sim.testing import drive, run_sim
 from specops.transport.local import LocalTransport

@@ -16,8 +16,8 @@ import pytest
 
 from specops.errors import StepError
 from specops.servers import lifecycle, slurm, watch
-from specops.servers.logwatch import READY_LINE
 from specops.servers.records import ServerState
+from specops.sglang.serving import READY_LINE
 from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
 from tests.support.slurm import SlurmCluster

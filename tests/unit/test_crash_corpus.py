@@ -17,7 +17,6 @@ from specops.servers.logwatch import (
     ATTACHED,
     DEATH,
     ECHO,
-    READY_LINE,
     SIGNATURES,
     crash_blocks,
     crash_excerpt,
@@ -27,6 +26,7 @@ from specops.servers.logwatch import (
 )
 from specops.sglang import crashlines
 from specops.sglang.crashdata import MESSAGES
+from specops.sglang.serving import READY_LINE
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport

@@ -12,7 +12,8 @@ import pytest
 from specops.errors import StepError
 from specops.servers import lifecycle, remote, slurm, supervisor, watch
 from specops.servers.lifecycle import ServerState
-from specops.servers.logwatch import READY_LINE, failure_reason, read_new
+from specops.servers.logwatch import failure_reason, read_new
+from specops.sglang.serving import READY_LINE
 from specops.transport.local import LocalTransport
 
 KIB = 1024
