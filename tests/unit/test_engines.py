@@ -1,0 +1,89 @@
+"""The serving engines' registry (issue 33 point 2): one engine per host, chosen once from its
+`engine:`, the same names hosts.yaml accepts, and each engine answering the protocol with what
+the code it wraps says (SGLang's face for both the real server and the simulator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specops import engines
+from specops.bench.running import METRICS
+from specops.config import inventory
+from specops.config.inventory import Host, load_inventory
+from specops.engines import ENGINES, ServingEngine, engine_for, engine_named, engine_of
+from specops.engines.metrics import DEFAULT_METRICS
+from specops.engines.sglang import SGLang, Simulator
+from specops.errors import ConfigError
+from specops.sglang import serving
+from specops.sglang.crashdata import MESSAGES
+from specops.sglang.layout import DISABLE_FLAG
+
+
+def test_the_registry_names_what_hosts_yaml_accepts():
+    """config is below engines: it keeps the names, and this keeps the two lists one."""
+    assert tuple(ENGINES) == inventory.ENGINES
+    assert set(inventory.CPU_ENGINES) <= set(ENGINES)
+    assert engines.DEFAULT is ENGINES[Host.engine]
+    assert DEFAULT_METRICS is engines.DEFAULT.metrics is METRICS  # bench.running's default
+
+
+def test_every_engine_implements_the_protocol():
+    for name, engine in ENGINES.items():
+        assert isinstance(engine, ServingEngine) and engine.name == name
+
+
+def test_engine_for_a_sglang_host_and_a_sim_host():
+    real = engine_for(Host(name="gpu", connection="local", engine="sglang"))
+    sim = engine_for(Host(name="box", connection="local", engine="sim"))
+    assert isinstance(real, SGLang) and not real.simulated
+    assert isinstance(sim, Simulator) and sim.simulated
+    assert engine_for(Host(name="plain", connection="local")) is real  # no `engine:`: SGLang
+    # the same face: one ready line, one set of crash messages, one set of metrics
+    assert real.ready_line == sim.ready_line == serving.READY_LINE
+    assert real.crash_messages is sim.crash_messages is MESSAGES
+    assert real.metrics is sim.metrics
+    assert engines.ready_lines() == (serving.READY_LINE,)
+    assert [m for _, m in engines.crash_messages()] == list(MESSAGES)
+    assert real.patch_threshold_flag == DISABLE_FLAG
+
+
+def test_what_differs_between_sglang_and_the_simulator():
+    real, sim = ENGINES["sglang"], ENGINES["sim"]
+    assert (real.runner_name("auto"), sim.runner_name("auto")) == ("sglang", "builtin")
+    assert real.runner_name("builtin") == "builtin" and sim.runner_name("sglang") == "sglang"
+    flags = ["--port", "1", "--sim-time-scale", "0.5"]
+    assert sim.parser_flags(flags, "w") == ["--port", "1"] and real.parser_flags(flags, "w") == flags
+    assert real.launch_argv("py", ["--port", "1"], tree=None, options=(), where="w") == \
+        ["py", "-m", "sglang.launch_server", "--port", "1"]
+    assert sim.launch_argv("py", ["--port", "1"], tree="/t", options=["--sim-seed", "3"], where="w") == \
+        ["py", "-m", "specops.sim", "--sglang-tree", "/t", "--port", "1", "--sim-seed", "3"]
+    with pytest.raises(ConfigError, match="engine sim needs the SGLang tree path"):
+        sim.launch_argv("py", [], tree=None, options=(), where="w")
+    assert real.launch_env({"A": "1"}, cpu=True, hub_offline=True) == \
+        {"SGLANG_USE_CPU_ENGINE": "1", "A": "1", "HF_HUB_OFFLINE": "1"}
+    assert sim.launch_env({}, cpu=False, hub_offline=True) == {}
+    assert sim.launch_options({"sim": {"time_scale": 0.05, "noise": None}}) == ["--sim-time-scale", "0.05"]
+    assert real.launch_options({"sim": {"time_scale": 0.05}}) == []
+    assert sim.server_python("python3", {"workdir": "/w"}, str) == "python3"
+    assert real.server_python("python3", {"workdir": "/w"}, str) == "/w/venv/bin/python"
+
+
+def test_engine_of_recognises_the_argv_it_launched():
+    assert engine_of(["py", "-m", "specops.sim", "--sglang-tree", "/t"]) is ENGINES["sim"]
+    assert engine_of(["py", "-m", "sglang.launch_server"]) is ENGINES["sglang"]
+    assert engine_of(None) is engines.DEFAULT and engine_of(["other"]) is engines.DEFAULT
+    assert ENGINES["sglang"].serves_metrics(["--enable-metrics"]) and not ENGINES["sim"].serves_metrics([])
+
+
+def test_an_unknown_engine_is_refused_by_name():
+    with pytest.raises(ConfigError, match=r"unknown engine 'vllm' \(sglang or sim\)"):
+        engine_named("vllm", where="host x")
+
+
+def test_an_unknown_engine_in_hosts_yaml_is_refused_where_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  a: {connection: local, engine: vllm}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:2: 'engine' in host 'a' must be one of sglang, sim"):
+        load_inventory(path)
