@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
 
 from specops.bench.repeats import parse_repeats
 from specops.bench.store import load_manifest, write_csv
-from specops.bench.sweep import BenchSettings, check_for_hosts
 from specops.cli.exits import exit_with
 from specops.cli.options import (
-    QUIET,
     command_line,
     console,
     err_console,
@@ -24,31 +19,18 @@ from specops.cli.options import (
     lease_options,
     lease_policy,
     parse_vars,
-    quiet,
     runtime_option,
     runtime_vars,
     var_option,
-    verbose,
     verbosity,
 )
-from specops.config.inventory import default_inventory_path, load_inventory
-from specops.config.playbook import load_playbook
-from specops.config.settings import cost_var, slo_var
 from specops.config.slo import OBJECTIVES, check_objective, parse_slo
-from specops.data import default_playbook, shipped_inventory
 from specops.decide.summary import objective_of
 from specops.errors import ConfigError
-from specops.flows.hostops import stop_all
-from specops.flows.play import print_resume, report_dict, run_playbook
-from specops.render.bar import PointBar
+from specops.flows.bench_run import print_report, run_bench
+from specops.flows.demo import run_demo
 from specops.report.artifacts import render_report
-from specops.report.markdown import terminal_table
 from specops.report.summary_doc import SUMMARY_JSON
-from specops.run.engine import RunReport, resolve_vars
-from specops.run.resume import bench_start
-from specops.secrets import redact
-from specops.servers.lease import LeasePolicy
-from specops.steps import KINDS
 
 
 def _ints(value: str, option: str) -> list[int]:
@@ -69,78 +51,6 @@ def _lengths(value: str, option: str) -> int | list[int]:
     if bad:
         raise ConfigError(f"{option} lengths must be at least 1, got {','.join(map(str, bad))} in '{value}'")
     return lengths[0] if len(lengths) == 1 else lengths
-
-
-def _print_report(run_dir: Path, objective: str | None = None, slo: dict[str, float] | None = None) -> int:
-    """Render report.md and plots from the run directory; print the table (not with
-    `specops -q`; full values with `-v`) and the headline (`objective`, `slo`: `report`'s own)."""
-    summary = render_report(run_dir, objective=objective, slo=slo)
-    if not quiet():
-        terminal_table(summary, console.width).print(console, full=verbose())
-    for line in summary.headline:
-        console.print(line, markup=False, highlight=False)
-    for line in summary.warnings:
-        console.print(f"warning: {line}", markup=False, highlight=False)
-    for line in summary.servers:
-        console.print(f"note: {line}", markup=False, highlight=False)
-    for rec in summary.failed:
-        console.print(f"failed point: {rec.host} {rec.arm} c={rec.concurrency} "
-                      f"repeat {rec.repeat}: {rec.error or 'unknown error'}", markup=False, highlight=False)
-    console.print(f"report: {summary.report_path}", markup=False, highlight=False, soft_wrap=True)
-    return 1 if summary.failed else 0
-
-
-def _print_json(report: RunReport) -> int:
-    """`bench --json`: the run's summary.json on stdout (the step report, as `deploy --json`
-    prints it, when the sweep never started); the exit code as without --json."""
-    if not (report.run_dir / "results.jsonl").exists():
-        click.echo(json.dumps(redact(report_dict(report)), indent=1))
-        return 1
-    summary = render_report(report.run_dir)
-    click.echo(redact((report.run_dir / SUMMARY_JSON).read_text()), nl=False)
-    return 1 if summary.failed else 0
-
-
-def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
-              out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
-              resume_command: Callable[[Path], str] | None = None, given: dict[str, Any] | None = None,
-              extend: bool = False, as_json: bool = False, policy: LeasePolicy | None = None) -> int:
-    """`given`: the settings options typed on the command line (with --resume, each must match
-    the run; with `extend`, --concurrency and --repeats may add to it). `as_json`: summary.json
-    on stdout, failures and the resume command on stderr, no progress. `policy`: --wait /
-    --take-over (servers.lease)."""
-    inv = load_inventory(inventory_path)
-    start = bench_start(settings, out=out, resume=resume, given=given, extend=extend)
-    settings, run_dir, notes = start.settings, start.run_dir, start.notes
-    if settings.get("slo") is None and not start.resumed:
-        settings = {**settings, "slo": slo_var(inv, host_spec, extra_vars)}
-    if settings.get("gpu_hour_cost") is None and not start.resumed:
-        settings = {**settings, "gpu_hour_cost": cost_var(inv, host_spec, extra_vars)}
-    checked = BenchSettings.from_dict(settings, where="specops bench")
-    book_path = playbook or default_playbook("bench")
-    book = load_playbook(book_path, KINDS)
-    bench_vars = {**extra_vars, "bench": asdict(checked)}
-    check_for_hosts(checked, {h.name: (h.engine, resolve_vars(inv, book, h, bench_vars, h.workdir).get("arms"))
-                              for h in inv.select(host_spec)})
-
-    out_console = err_console if as_json else console
-    level = QUIET if as_json else verbosity()
-    for note in notes:
-        out_console.print(note, markup=False, highlight=False)
-    total = (len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
-             * len(checked.lengths()))
-    with PointBar(total, out_console, enabled=level > QUIET) as on_point:
-        report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
-                              runs_dir=runs_dir, run_dir=run_dir, console=out_console,
-                              keep_servers=checked.keep_servers, label="bench", on_point=on_point,
-                              resume_command=resume_command, verbosity=level, lease_policy=policy)
-    if as_json:
-        code = _print_json(report)
-    else:
-        code = _print_report(report.run_dir) if (report.run_dir / "results.jsonl").exists() else 1
-    if report.ok and code != 0 and resume_command is not None:  # failed points: a resume runs them again
-        print_resume(out_console, resume_command(report.run_dir))
-    return 0 if report.ok and code == 0 else 1
 
 
 @click.command()
@@ -200,6 +110,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
                 "slo": slo, "objective": objective, "gpu_hour_cost": gpu_hour_cost}
     extra_vars = runtime_vars(parse_vars(var_items), allow_runtime_mismatch)
+    extra_vars.update({"arms.adaptive.threshold": threshold} if threshold is not None else {})  # --threshold N
     ctx = click.get_current_context()
     sources = {"repeats_auto": "repeats", "scheduling": "arms_at_once"}  # settings of another option's name
     given = {key: value for key, value in settings.items() if key != "keep_servers"
@@ -225,11 +136,10 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                             ("--seed", seed), ("--slo", slo), ("--objective", objective if "objective" in given else None),
                             ("--gpu-hour-cost", gpu_hour_cost),
                             ("--keep-servers", keep_servers), ("--out", str(run_dir)))
-    if threshold is not None:
-        extra_vars["arms.adaptive.threshold"] = threshold
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
                        runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars,
+                       console=console, err_console=err_console, verbosity=verbosity(),
                        resume_command=again, given=given, extend=extend, as_json=as_json, policy=policy))
 
 
@@ -256,7 +166,7 @@ def report(run_dirs: tuple[str, ...], as_json: bool, objective: str | None, slo:
         summary = render_report(path, objective=objective, slo=limits)
         click.echo((path / SUMMARY_JSON).read_text(), nl=False)
         exit_with(not summary.failed)
-    raise SystemExit(_print_report(path, objective, limits))
+    raise SystemExit(print_report(console, path, objective, limits, verbosity=verbosity()))
 
 
 @click.command()
@@ -264,23 +174,4 @@ def report(run_dirs: tuple[str, ...], as_json: bool, objective: str | None, slo:
 @click.option("--quick", is_flag=True, help="fewer levels and one repeat (under a minute)")
 def demo(inventory_path: str | None, quick: bool) -> None:
     """Deploy and bench on the simulated `local` host: the whole loop, no GPU needed."""
-
-    inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
-    if not inv_path.exists():
-        inv_path = shipped_inventory()
-    inv = load_inventory(inv_path)
-    console.print("[bold]1/2 deploy[/] on local (simulated SGLang servers)")
-    deployed = run_playbook(inv, default_playbook("deploy"), "local", extra_vars={}, console=console)
-    if not deployed.ok:
-        exit_with(False)
-    console.print("[bold]2/2 bench[/] on local")
-    settings = {"arms": ["baseline", "eagle3", "adaptive"], "repeats": 1 if quick else 2,
-                "concurrency": [1, 4, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64],
-                "input_len": 128, "output_len": 64 if quick else 128}
-    code = run_bench(str(inv_path), "local", settings, playbook=None, out=None, resume=None, runs_dir=None,
-                     extra_vars={})
-
-    stopped = stop_all(inv.hosts["local"])
-    console.print(f"demo done; stopped the simulated servers ({', '.join(stopped) or 'none'})",
-                  markup=False, highlight=False)
-    raise SystemExit(code)
+    raise SystemExit(run_demo(inventory_path, quick, console))

@@ -1,4 +1,5 @@
-"""`specops verify`: the acceptance check on a deployed host; the checks live in bench/acceptance."""
+"""`specops verify`: the acceptance check on a deployed host; the checks live in bench/acceptance,
+the flow (connection, report files) in flows/verify_run."""
 
 from __future__ import annotations
 
@@ -8,15 +9,10 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from specops.bench.acceptance import DEFAULT_RESUME_STEPS, report_markdown
-from specops.bench.acceptance import verify as run_checks
+from specops.bench.acceptance import DEFAULT_RESUME_STEPS
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option
-from specops.config.inventory import load_inventory
-from specops.fsutil import atomic_write
-from specops.run.engine import default_runs_dir
-from specops.run.journal import new_run_id
-from specops.transport.connect import open_transport
+from specops.flows.verify_run import verify_host
 
 
 @click.command()
@@ -34,16 +30,9 @@ from specops.transport.connect import open_transport
 def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tokens: int, resume_steps: int,
            out: Path | None, as_json: bool) -> None:
     """Check a deployed host: greedy token identity across the arms, drafting off above the threshold."""
-    inv = load_inventory(inventory_path)
-    host = inv.select_one(host_spec, "verify checks")
-    with open_transport(host) as transport:
-        result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens,
-                            resume_steps=resume_steps)
-    path = out or default_runs_dir(inv.path) / new_run_id("verify") / "verify.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, report_markdown(result) + "\n")
-    doc = {**result.to_dict(), "report": str(path)}
-    atomic_write(path.with_suffix(".json"), json.dumps(doc, indent=1) + "\n")
+    done = verify_host(inventory_path, host_spec, prompts=prompts, max_new_tokens=max_new_tokens,
+                       resume_steps=resume_steps, out=out)
+    result, doc = done.result, done.doc
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:
@@ -53,6 +42,6 @@ def verify(host_spec: str, inventory_path: str | None, prompts: int, max_new_tok
             if c.ok is False:
                 for line in c.evidence[:6]:
                     console.print(f"  {line}", markup=False, highlight=False)
-        console.print(f"{host.name}: {'all checks passed' if result.ok else 'FAILED: ' + ', '.join(result.failed)}"
-                      f"; report: {path}", markup=False, highlight=False)
+        console.print(f"{done.host}: {'all checks passed' if result.ok else 'FAILED: ' + ', '.join(result.failed)}"
+                      f"; report: {done.report}", markup=False, highlight=False)
     exit_with(result.ok)

@@ -240,10 +240,10 @@ def test_deciding_reaches_no_transport():
 #: the logic that moved out was longer (tune's per-length run 68, `run_tune` 53).
 CLI_FUNCTION_LINES = 50
 #: The cli modules that may import from specops.transport, and what: every other one gets
-#: its connections from the layer that does the work (flows.hostops, flows.tune_run, ...).
+#: its connections from the layer that does the work (flows.hostops, flows.tune_run,
+#: flows.verify_run, ...).
 CLI_TRANSPORT_IMPORTS = {
     "specops.cli.servers": {"specops.transport.connect.open_transport"},  # logs/status/stop print per host as read
-    "specops.cli.verify": {"specops.transport.connect.open_transport"},   # one `with` around bench.acceptance.verify
     "specops.cli.patch": {"specops.transport.connect.this_machine"},      # a local tree's verify runs on this machine
 }
 
