@@ -61,8 +61,9 @@ def sim_vars(inv: Inventory, host: Host, extra_vars: dict[str, Any]) -> dict[str
     return sim if isinstance(sim, dict) else {}
 
 
-def phase_vars(extra_vars: dict[str, Any], arms: dict[str, Any], bench: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The variables a tune phase's bench playbook runs with (also what the reuse check plans from)."""
+def phase_vars(extra_vars: dict[str, Any], arms: dict[str, Any], bench: object | None = None) -> dict[str, Any]:
+    """The variables a tune phase's bench playbook runs with (also what the reuse check plans
+    from); `bench`: the phase's `BenchSettings`, parsed once, which the bench step takes as it is."""
     out = {**extra_vars, "arms": arms}
     if bench is not None:
         out["bench"] = bench

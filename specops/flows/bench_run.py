@@ -6,7 +6,6 @@ builds the resume command; everything else is here, so `specops demo` runs the s
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,7 +81,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     checked = BenchSettings.from_dict(settings, where="specops bench")
     book_path = playbook or default_playbook("bench")
     book = load_playbook(book_path, KINDS)
-    bench_vars = {**extra_vars, "bench": asdict(checked)}
+    bench_vars = {**extra_vars, "bench": checked}   # the one parse: each host's bench step takes it as it is
     check_for_hosts(checked, {h.name: (h.engine, resolve_vars(inv, book, h, bench_vars, h.workdir).get("arms"))
                               for h in inv.select(host_spec)})
 

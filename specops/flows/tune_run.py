@@ -6,7 +6,7 @@ the outcome; everything a person reads while it runs goes through `say`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -125,7 +125,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse:
         bench = BenchSettings.from_dict({**settings, "arms": phase.arms, "concurrency": phase.levels,
                                          "repeats": phase.repeats_setting, "keep_servers": phase.keep}, where="specops tune")
         report = run_playbook(inv, default_playbook("bench"), host.name,
-                              extra_vars=phase_vars(extra_vars, arms, asdict(bench)),
+                              extra_vars=phase_vars(extra_vars, arms, bench),
                               run_dir=run_dir, console=console, quiet=True, label="tune")
         for line in warning_lines(report):  # each once, though every phase's launch may warn again
             if line not in said:

@@ -1,4 +1,9 @@
-"""`bench`: this host's part of a concurrency sweep; results land in the run directory."""
+"""`bench`: this host's part of a concurrency sweep; results land in the run directory.
+
+Its settings arrive typed: `specops bench` and `specops tune` parse them once into a
+`BenchSettings` and give that object to the run as the `bench` variable, which the step's
+`settings: "{{ bench }}"` renders to as it is (templates read it as before:
+`bench.arms`)."""
 
 from __future__ import annotations
 
@@ -33,17 +38,28 @@ class Bench(StepKind):
     required = ("tree", "settings")
     arg_types = {"tree": str, "settings": dict}
 
+    def check_types(self, step: Step, args: Any) -> None:
+        """`settings` may be the run's `BenchSettings` itself (`{{ bench }}`): checked already."""
+        if isinstance(args, dict) and isinstance(args.get("settings"), BenchSettings):
+            args = {k: v for k, v in args.items() if k != "settings"}
+        super().check_types(step, args)
+
     def render(self, step: Step, variables: dict[str, Any]) -> Any:
-        """The arguments; the settings and the arm profiles the sweep will launch are checked
-        here, before anything runs (a bad threshold is bad input, not a failed sweep)."""
+        """The arguments, `settings` as a `BenchSettings`: the object the flow parsed, where the
+        playbook says `settings: "{{ bench }}"` (a reference: nothing is parsed again), or
+        literal settings a playbook gives, parsed here by the one reader. The settings and the
+        arm profiles the sweep will launch are checked here, before anything runs (a bad
+        threshold is bad input, not a failed sweep)."""
         args = super().render(step, variables)
         if isinstance(args, dict) and isinstance(args.get("settings"), dict):
-            BenchSettings.from_dict(dict(args["settings"]), where=step.where)
+            args = {**args, "settings": BenchSettings.from_dict(dict(args["settings"]), where=step.where)}
         arms_from_vars(variables, where=step.where)
         return args
 
     def _settings(self, ctx: StepContext) -> BenchSettings:
-        return BenchSettings.from_dict(dict(ctx.args["settings"]), where=ctx.step.where)
+        settings = ctx.args["settings"]
+        assert isinstance(settings, BenchSettings), "render makes every bench step's settings a BenchSettings"
+        return settings
 
     def describe(self, ctx: StepContext) -> list[str]:
         s = self._settings(ctx)

@@ -1,0 +1,39 @@
+"""Issue 33 point 3: the bench settings are parsed once per run, by the flow, and reach each
+host's bench step as that same `BenchSettings` (the playbook's `settings: "{{ bench }}"`
+renders to the object itself): not turned into a dict and read again per host and per phase
+of the step, as they were (five reads per host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specops.bench.sweep import BenchSettings
+from tests.support.arms import sim_inventory
+from tests.support.deploy import run_cli
+
+TINY = ["--arms", "baseline", "--concurrency", "1", "--repeats", "1", "--input-len", "32", "--output-len", "16"]
+
+
+def test_a_bench_run_parses_its_settings_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+    parse = BenchSettings.from_dict   # bound to the class before the counter replaces it
+
+    def counted(cls: type[BenchSettings], data: dict[str, Any], where: str = "bench settings") -> BenchSettings:
+        reads.append(where)
+        return parse(data, where)
+
+    monkeypatch.setattr(BenchSettings, "from_dict", classmethod(counted))
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
+    run = tmp_path / "run"
+    bench = ("bench", "--host", "gpu", "-i", str(inv))
+    first = run_cli(*bench, *TINY, "--out", str(run))
+    assert first.exit_code == 0, first.output
+    assert reads == ["specops bench"]
+    assert (run / "results.jsonl").read_text().count("\n") == 1
+
+    again = run_cli(*bench, "--resume", str(run))   # the run's own settings, from its manifest: read once too
+    assert again.exit_code == 0, again.output
+    assert reads == ["specops bench", "specops bench"]
