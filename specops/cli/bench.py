@@ -94,8 +94,7 @@ def _lengths(value: str, option: str) -> int | list[int]:
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
           repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
           dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
-          threshold: int | None,
-          out: str | None, resume: str | None,
+          threshold: int | None, out: str | None, resume: str | None,
           extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
           wait: bool, wait_timeout: float, take_over: bool, allow_runtime_mismatch: bool) -> None:
     """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
@@ -139,7 +138,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     raise SystemExit(run_bench(inventory_path, host_spec, settings, playbook=Path(playbook) if playbook else None,
                        out=Path(out) if out else None, resume=Path(resume) if resume else None,
                        runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=extra_vars,
-                       console=console, err_console=err_console, verbosity=verbosity(),
+                       console=err_console if as_json else console, verbosity=verbosity(),
                        resume_command=again, given=given, extend=extend, as_json=as_json, policy=policy))
 
 

@@ -63,14 +63,14 @@ def _print_json(report: RunReport) -> int:
 
 def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, Any], *, playbook: Path | None,
               out: Path | None, resume: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
-              console: Console, err_console: Console | None = None, verbosity: int = 0,
-              resume_command: Callable[[Path], str] | None = None, given: dict[str, Any] | None = None,
-              extend: bool = False, as_json: bool = False, policy: LeasePolicy | None = None) -> int:
+              console: Console, verbosity: int = 0, resume_command: Callable[[Path], str] | None = None,
+              given: dict[str, Any] | None = None, extend: bool = False, as_json: bool = False,
+              policy: LeasePolicy | None = None) -> int:
     """`given`: the settings options typed on the command line (with --resume, each must match
     the run; with `extend`, --concurrency and --repeats may add to it). `as_json`: summary.json
-    on stdout, failures and the resume command on `err_console`, no progress. `verbosity`:
-    `specops -q` (-1) or `-v` (1), as `run_playbook` takes it.
-    `policy`: --wait / --take-over (servers.lease)."""
+    on stdout (click.echo), nothing else there: `console` is then the one on stderr, for the
+    failures and the resume command; no progress. `verbosity`: `specops -q` (-1) or `-v` (1),
+    as `run_playbook` takes it. `policy`: --wait / --take-over (servers.lease)."""
     inv = load_inventory(inventory_path)
     start = bench_start(settings, out=out, resume=resume, given=given, extend=extend)
     settings, run_dir, notes = start.settings, start.run_dir, start.notes
@@ -85,15 +85,14 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     check_for_hosts(checked, {h.name: (h.engine, resolve_vars(inv, book, h, bench_vars, h.workdir).get("arms"))
                               for h in inv.select(host_spec)})
 
-    out_console = (err_console or console) if as_json else console
     level = -1 if as_json else verbosity
     for note in notes:
-        out_console.print(note, markup=False, highlight=False)
+        console.print(note, markup=False, highlight=False)
     total = (len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
              * len(checked.lengths()))
-    with PointBar(total, out_console, enabled=level >= 0) as on_point:
+    with PointBar(total, console, enabled=level >= 0) as on_point:
         report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,
-                              runs_dir=runs_dir, run_dir=run_dir, console=out_console,
+                              runs_dir=runs_dir, run_dir=run_dir, console=console,
                               keep_servers=checked.keep_servers, label="bench", on_point=on_point,
                               resume_command=resume_command, verbosity=level, lease_policy=policy)
     if as_json:
@@ -102,5 +101,5 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         code = print_report(console, report.run_dir, verbosity=level) \
             if (report.run_dir / "results.jsonl").exists() else 1
     if report.ok and code != 0 and resume_command is not None:  # failed points: a resume runs them again
-        print_resume(out_console, resume_command(report.run_dir))
+        print_resume(console, resume_command(report.run_dir))
     return 0 if report.ok and code == 0 else 1
