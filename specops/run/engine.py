@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, TypedDict
 
@@ -164,6 +164,9 @@ def _set_dotted(variables: dict[str, Any], root: str, dotted: dict[str, Any]) ->
             child = node.get(part)
             if child is None and depth > 0:
                 child = {}
+            if is_dataclass(child):  # `bench`: the command's settings, parsed once from its options
+                raise ConfigError(f"--var {name}: '{'.'.join(parts[:depth + 1])}' holds the command's own "
+                                  f"settings, which its options set", hint="use the option instead (specops bench --help)")
             if not isinstance(child, dict):
                 raise ConfigError(f"--var {name}: '{'.'.join(parts[:depth + 1])}' is "
                                   f"{type(child).__name__} {child!r}, not a mapping",

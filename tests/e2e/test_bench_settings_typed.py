@@ -37,3 +37,14 @@ def test_a_bench_run_parses_its_settings_once(tmp_path: Path, monkeypatch: pytes
     again = run_cli(*bench, "--resume", str(run))   # the run's own settings, from its manifest: read once too
     assert again.exit_code == 0, again.output
     assert reads == ["specops bench", "specops bench"]
+
+
+def test_a_dotted_var_into_the_settings_names_the_options_instead(tmp_path: Path) -> None:
+    """`bench` is the command's parsed settings, not a mapping a `--var bench.x=` edits: the
+    refusal says so and points at the options, before anything runs."""
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
+    res = run_cli("bench", "--host", "gpu", "-i", str(inv), *TINY, "--out", str(tmp_path / "run"),
+                  "--var", "bench.num_prompts=5")
+    assert res.exit_code == 2, res.output
+    assert "--var bench.num_prompts: 'bench' holds the command's own settings" in res.output
+    assert "specops bench --help" in res.output and not (tmp_path / "w" / ".specops").exists()
