@@ -21,7 +21,7 @@ from tests.support.deploy import run_cli
 #: one worker builds the module's fixtures once (two would each build them)
 pytestmark = pytest.mark.xdist_group("context_axis")
 
-QUIET_SIM = {"time_scale": 0.02, "noise": 0}
+QUIET_SIM = {"time_scale": 0.005, "noise": 0}
 LEVELS = (2, 4, 8, 16)
 SHORT, LONG, OUT = 256, 12288, 256
 

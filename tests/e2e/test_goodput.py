@@ -21,7 +21,7 @@ from tests.support.deploy import run_cli
 #: one worker builds the module's fixtures once (two would each build them)
 pytestmark = pytest.mark.xdist_group("goodput")
 
-QUIET_SIM = {"time_scale": 0.05, "noise": 0}
+QUIET_SIM = {"time_scale": 0.005, "noise": 0}
 SLO = {"ttft_ms": 50.0, "tpot_ms": 30.0}
 POINTS = ["--input-len", "32", "--output-len", "64"]
 

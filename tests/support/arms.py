@@ -8,7 +8,7 @@ from typing import Any
 from specops.sim.testing import free_port
 from tests.support.deploy import inventory
 
-TIME_SCALE = 0.05
+TIME_SCALE = 0.01
 
 
 def arm_vars(threshold: int = 8, **per_arm: dict[str, Any]) -> dict[str, Any]:
