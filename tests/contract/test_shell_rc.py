@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 
 from specops.transport.ssh import SSHTransport
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 from tests.support.sshd import SSHD, SSHServer, start_sshd, stop_sshd
 
 
@@ -97,7 +97,7 @@ def test_twenty_shell_steps_read_bashrc_once(rc_host: tuple[SSHServer, Path], tm
     (home / "bashrc-reads").unlink(missing_ok=True)
     entry = {"address": server.address(0), "port": server.port, "user": server.user, "key": server.key_path,
              "known_hosts": server.known_hosts, "workdir": str(tmp_path / "w"), "python": sys.executable}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"rc": entry}})
+    inv = inventory(tmp_path, {"rc": entry})
     steps = [{"name": f"s{i}", "shell": f"echo step {i} > {{{{ workdir }}}}/s{i}"} for i in range(20)]
     book = write_yaml(tmp_path / "p.yaml", {"name": "many", "steps": steps})
     res = run_cli("deploy", "--host", "rc", "-i", str(inv), "-p", str(book))

@@ -9,11 +9,11 @@ from pathlib import Path
 from specops.config.playbook import load_playbook
 from specops.data import shipped_playbooks
 from specops.steps import KINDS
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path]:
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"h": {"connection": "local", "workdir": str(tmp_path / "w")}})
     book = write_yaml(tmp_path / "p.yaml", {"name": "truth", "steps": [
         {"name": "marker", "copy": {"content": "hello\n", "dest": "{{ workdir }}/m.txt"}},
         {"name": "read it", "shell": "cat {{ workdir }}/m.txt", "verify": {"stdout_contains": "hello"},

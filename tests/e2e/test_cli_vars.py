@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 ARMS = {"baseline": {"port": 30001}, "eagle3": {"port": 30002}, "adaptive": {"port": 30003, "threshold": 8}}
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     out = tmp_path / "seen.txt"
-    inv = write_yaml(tmp_path / "hosts.yaml", {
-        "hosts": {"box": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
-        "vars": {"arms": ARMS, "note": "plain"}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
+                    {"arms": ARMS, "note": "plain"})
     pb = write_yaml(tmp_path / "show.yaml", {"name": "show", "steps": [{"name": "show arms", "shell": {
         "cmd": "echo {{ arms.adaptive.threshold }} {{ arms.adaptive.port }} {{ arms.baseline.port }} "
                "{{ arms | length }} > " + str(out)}}]})

@@ -23,7 +23,7 @@ from specops.servers import stop_arms
 from specops.sglang import paths
 from specops.transport.local import LocalTransport
 from tests.support.arms import arm_vars
-from tests.support.deploy import write_yaml
+from tests.support.deploy import inventory, write_yaml
 
 SWEEP = ["--arms", "baseline", "--input-len", "16", "--output-len", "16", "--repeats", "1"]
 OTHER = ["--var", "max_running_requests=32"]
@@ -36,9 +36,8 @@ class Runs:
         self.root = root
         self.workdir = root / "w"
         self.vars = arm_vars()
-        self.inv = write_yaml(root / "hosts.yaml", {"hosts": {"gpu": {"connection": "local", "engine": "sim",
-                                                                       "workdir": str(self.workdir)}},
-                                                    "vars": self.vars})
+        self.inv = inventory(root, {"gpu": {"connection": "local", "engine": "sim", "workdir": str(self.workdir)}},
+                             self.vars)
         self.n = 0
 
     def over_ssh(self, entry: dict) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 
 def _proc_env(pid: int) -> dict[str, str]:
@@ -28,8 +28,8 @@ def test_a_cpu_host_deploys_and_benches_with_device_cpu(tmp_path: Path) -> None:
     variables["arms"] = {k: v for k, v in variables["arms"].items() if k in ("baseline", "eagle3")}
     variables["arms"]["eagle3"]["extra_args"] = ["--attention-backend", "triton", "--disable-cuda-graph"]
     variables["arms"]["eagle3"]["env"] = {"TRITON_INTERPRET": "1"}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {
-        "connection": "local", "engine": "sim", "device": "cpu", "workdir": str(wd)}}, "vars": variables})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "engine": "sim", "device": "cpu", "workdir": str(wd)}},
+                    variables)
     try:
         res = run_cli("deploy", "--host", "box", "-i", str(inv), "--runs-dir", str(tmp_path / "runs"))
         assert res.exit_code == 0, res.output
@@ -82,7 +82,7 @@ def test_the_gpu_preflight_places_only_the_gpu_arms(tmp_path, monkeypatch, host_
     nvidia_smi.install(tmp_path / "bin", nvidia_smi.h100_idle())
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     host = {"connection": "local", "engine": "sglang", "device": host_device, "workdir": str(tmp_path / "w")}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": host}, "vars": arm_vars(**arms)})
+    inv = inventory(tmp_path, {"box": host}, arm_vars(**arms))
     pb = write_yaml(tmp_path / "pf.yaml", {"steps": [{"name": "gpus", "gpu_preflight": {}}]})
     res = run_cli("deploy", "--host", "box", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
     assert res.exit_code == 0, res.output

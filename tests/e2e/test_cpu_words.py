@@ -13,7 +13,7 @@ from specops.bench.acceptance import Verification, device_facts, report_markdown
 from specops.transport.local import LocalTransport
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
 @pytest.fixture
@@ -27,8 +27,8 @@ def smi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_stop_on_a_cpu_host_says_nothing_of_gpu_memory(tmp_path: Path, smi_on_path: Path) -> None:
     variables = arm_vars()
     variables["arms"] = {"baseline": variables["arms"]["baseline"]}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {
-        "connection": "local", "engine": "sim", "device": "cpu", "workdir": str(tmp_path / "w")}}, "vars": variables})
+    inv = inventory(tmp_path, {"box": {
+        "connection": "local", "engine": "sim", "device": "cpu", "workdir": str(tmp_path / "w")}}, variables)
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [
         {"name": "tree", "sglang_wheel": {"version": "0.5.10.post1", "dest": "{{ workdir }}/sglang"}},
         {"name": "launch", "server": {"arms": ["baseline"], "tree": "{{ workdir }}/sglang"}, "timeout": 300}]})

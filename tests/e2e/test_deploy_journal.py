@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "journal_main"
 
@@ -54,7 +54,7 @@ def test_todays_deploy_journal_has_mains_keys_for_every_kind(tmp_path: Path, mon
                      "secrets": {"TOK": {"env": "T3_SECRET"}}},
              "cpubox": {"connection": "local", "engine": "sim", "device": "cpu", "workdir": str(t / "wc")},
              "badbox": {"connection": "local", "engine": "sim", "workdir": "/proc/nope/w"}}
-    inv = write_yaml(t / "hosts.yaml", {"hosts": hosts, "vars": arm_vars(baseline={"device": "cpu"})})
+    inv = inventory(t, hosts, arm_vars(baseline={"device": "cpu"}))
     pb = t / "pb.yaml"
     args = ["deploy", "--host", "box,cpubox,badbox", "-i", str(inv), "-p", str(pb), "--runs-dir", str(t / "runs")]
     write_yaml(pb, {"name": "t3", "steps": _playbook(t, "fails")})

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 
 @pytest.fixture
 def inv(tmp_path: Path, sshd) -> Path:
     hosts = {f"h{i}": sshd.host_entry(i, workdir=str(tmp_path / f"w{i}")) for i in range(3)}
     hosts["loc"] = {"connection": "local", "workdir": str(tmp_path / "wl")}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": hosts, "groups": {"gpus": ["h0", "h1", "h2"]},
-                                               "vars": {"msg": "hi"}})
+    return inventory(tmp_path, hosts, {"msg": "hi"}, groups={"gpus": ["h0", "h1", "h2"]})
 
 
 STEPS = [
@@ -96,7 +95,7 @@ def test_changed_host_key_is_refused(tmp_path: Path, sshd) -> None:
     other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
     kh.write_text(f"[{sshd.address(5)}]:{sshd.port} {other}\n")
     entry = dict(sshd.host_entry(5, workdir=str(tmp_path / "w5")), known_hosts=str(kh))
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"changed": entry}})
+    inv = inventory(tmp_path, {"changed": entry})
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"shell": ["touch", "{{ workdir }}/x"]}]})
     res = run_cli("deploy", "--host", "changed", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1
@@ -112,7 +111,7 @@ def test_strict_refuses_unknown_host_and_accept_new_records(tmp_path: Path, sshd
     kh.write_text("")
     strict = dict(sshd.host_entry(6, workdir=str(tmp_path / "w6")), known_hosts=str(kh), host_key="strict")
     new = dict(sshd.host_entry(6, workdir=str(tmp_path / "w6")), known_hosts=str(kh))
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"strict": strict, "new": new}})
+    inv = inventory(tmp_path, {"strict": strict, "new": new})
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"shell": ["true"]}]})
     res = run_cli("deploy", "--host", "strict", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1 and "unknown" in res.output.lower() and "strict" in res.output.lower()
@@ -129,7 +128,7 @@ def test_unreachable_and_auth_failure_name_the_host(tmp_path: Path, sshd) -> Non
         "down": {"address": "127.0.0.1", "port": 1, "connect_timeout": 3, "workdir": str(tmp_path / "d")},
         "denied": dict(sshd.host_entry(7, workdir=str(tmp_path / "w7")), key=str(bad_key)),
     }
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": hosts})
+    inv = inventory(tmp_path, hosts)
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"shell": ["true"]}]})
     t0 = time.monotonic()
     res = run_cli("deploy", "--host", "down,denied", "-p", str(pb), "-i", str(inv))

@@ -19,7 +19,7 @@ import pytest
 from rich.cells import cell_len
 
 from specops.servers.lifecycle import ServerState
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 LONG_WORKDIR = "a-workdir-whose-name-is-long-enough-to-overflow-a-table-column"
 COMMAND = ("/opt/venvs/sglang-0.5.10/bin/python -m sglang.launch_server --model-path "
@@ -56,7 +56,7 @@ def _host(tmp_path: Path) -> tuple[Path, Path]:
                             state_path=str(wd / ".specops/servers" / f"{arm}.json"), mechanism="none",
                             started_at=0.0, workdir=str(wd))
         Path(state.state_path).write_bytes(state.to_json())
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local", "workdir": str(wd)}}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "workdir": str(wd)}})
     return inv, wd
 
 
@@ -87,8 +87,7 @@ def test_status_and_hosts_fit_80_columns_and_v_shows_full_values(tmp_path: Path)
 
 def test_deploy_summary_fits_80_columns_and_q_v_change_the_detail(tmp_path: Path) -> None:
     names = [f"a-host-with-a-rather-long-name-number-{i}" for i in range(3)]
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {n: {"connection": "local", "workdir": str(tmp_path / n)}
-                                                        for n in names}})
+    inv = inventory(tmp_path, {n: {"connection": "local", "workdir": str(tmp_path / n)} for n in names})
     book = write_yaml(tmp_path / "p.yaml", {"name": "p", "steps": [
         {"name": "a step whose name goes on and on about what it does", "shell": "echo one"},
         {"name": "second", "shell": "echo two"}]})
@@ -157,7 +156,7 @@ def test_logs_follow_json_is_an_object_per_line(tmp_path: Path) -> None:
 def test_a_terminal_gets_the_live_view_and_it_ends(tmp_path: Path) -> None:
     """On a terminal (a pty here), the live view: it used to spin forever (the console wrote
     into the view's own stdout proxy), and a line printed under it showed `[yellow]…[/]`."""
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "workdir": str(tmp_path / "w")}})
     book = write_yaml(tmp_path / "p.yaml", {"name": "p", "steps": [{"name": "slow", "shell": "sleep 0.6"},
                                                                     {"name": "quick", "shell": "true"}]})
     primary, secondary = os.openpty()

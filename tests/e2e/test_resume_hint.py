@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
 def _resume_line(output: str) -> list[str]:
@@ -18,7 +18,7 @@ def _resume_line(output: str) -> list[str]:
 
 def test_failed_deploy_prints_the_command_that_resumes_it(tmp_path: Path) -> None:
     w = tmp_path / "w dir"
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "workdir": str(w)}}})
+    inv = inventory(tmp_path, {"h": {"connection": "local", "workdir": str(w)}})
     book = write_yaml(tmp_path / "p.yaml", {"name": "r", "steps": [
         {"name": "first", "shell": "echo 1 >> {{ workdir }}/count"},
         {"name": "gate", "shell": "test -e {{ workdir }}/flag"}]})
@@ -36,9 +36,8 @@ def test_failed_deploy_prints_the_command_that_resumes_it(tmp_path: Path) -> Non
 
 
 def test_failed_bench_prints_the_command_that_runs_it_again(tmp_path: Path) -> None:
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "engine": "sim",
-                                                              "workdir": str(tmp_path / "w")}},
-                                               "vars": {"arms": {"adaptive": {"threshold": 8}}}})
+    inv = inventory(tmp_path, {"h": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
+                    {"arms": {"adaptive": {"threshold": 8}}})
     book = write_yaml(tmp_path / "b.yaml", {"name": "b", "steps": [{"name": "no", "shell": "false"}]})
     out = tmp_path / "run"
     res = run_cli("bench", "--host", "h", "-i", str(inv), "--playbook", str(book), "--arms", "adaptive", "--concurrency", "1,2",

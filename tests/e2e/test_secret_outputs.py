@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.arms import sim_inventory
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
 def _no_piece(text: str, value: str, n: int = 8) -> None:
@@ -61,7 +61,7 @@ def test_a_steps_secret_env_value_is_masked_in_the_journal(tmp_path: Path) -> No
     from tests.support.deploy import only_run_dir
 
     token = "hf_stepEnvTokenValue0123456789"
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"h": {"connection": "local", "workdir": str(tmp_path / "w")}})
     pb = write_yaml(tmp_path / "p.yaml", {"name": "e", "steps": [
         {"name": "uses a key", "shell": {"cmd": 'printf "%s\\n" "$MY_API_KEY"', "env": {"MY_API_KEY": "{{ key }}"}}}]})
     res = run_cli("deploy", "--host", "h", "-p", str(pb), "-i", str(inv), "--var", f"key={token}",

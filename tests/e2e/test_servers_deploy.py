@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.support.arms import sim_inventory
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 from tests.support.faults import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,7 +163,7 @@ def test_logs_follow_shows_lines_appended_after_start(tmp_path: Path, sshd) -> N
     """`logs -f` prints the tail, then each line appended later (a crash line among them, in
     the highlighted form), and a Ctrl-C ends it without a traceback of its own."""
     workdir = tmp_path / "w"
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": sshd.host_entry(4, workdir=str(workdir))}})
+    inv = inventory(tmp_path, {"gpu": sshd.host_entry(4, workdir=str(workdir))})
     log = workdir / ".specops/logs/baseline.log"
     log.parent.mkdir(parents=True)
     log.write_text("old line\n")

@@ -21,7 +21,7 @@ import pytest
 from specops.bench.scheduling import decide
 from specops.bench.sweep import HostSweep
 from tests.support.arms import arm_vars
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli
 
 LEVELS = "1,4,8"   # the fairness probe is the median level: 4
 SMALL = ["--concurrency", LEVELS, "--repeats", "2", "--input-len", "32", "--output-len", "24"]
@@ -32,7 +32,7 @@ SIM_TIME_SCALE = 0.01
 def _inventory(tmp_path: Path, gpus: list[int], **per_arm: dict) -> Path:
     variables = {**arm_vars(**per_arm), "sim": {"time_scale": SIM_TIME_SCALE}}
     host = {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w"), "gpus": gpus}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu3": host}, "vars": variables})
+    return inventory(tmp_path, {"gpu3": host}, variables)
 
 
 def _bench(inv: Path, out: Path, *flags: str):

@@ -13,16 +13,15 @@ import pytest
 import yaml
 
 from specops.sim import model as M
-from tests.support.arms import arm_vars
-from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
+from tests.support.arms import sim_inventory
+from tests.support.deploy import TUNE_TIMEOUT_S, run_cli
 
 SMALL = ["--concurrency", "1,2,4,8,16", "--input-len", "32", "--output-len", "64"]
 QUIET_SIM = {"time_scale": 0.005, "noise": 0}
 
 
 def commented_inventory(tmp_path: Path, entry: dict, *, ref: str = "v0.5.10.post1") -> Path:
-    variables = {**arm_vars(), "sim": QUIET_SIM, "sglang_ref": ref}
-    path = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {**entry, "engine": "sim"}}, "vars": variables})
+    path = sim_inventory(tmp_path, entry, sim=QUIET_SIM, sglang_ref=ref)
     text = path.read_text().replace("hosts:\n", "# lab inventory: keep this comment\nhosts:\n", 1)
     text = text.replace("    threshold: 8\n", "    threshold: 8   # too high, says the report\n")
     path.write_text(text)

@@ -12,18 +12,11 @@ from pathlib import Path
 import pytest
 
 from specops.bench import store
-from tests.support.arms import arm_vars
-from tests.support.deploy import TUNE_TIMEOUT_S, run_cli, write_yaml
+from tests.support.arms import sim_inventory
+from tests.support.deploy import TUNE_TIMEOUT_S, run_cli
 
 QUIET_SIM = {"time_scale": 0.005, "noise": 0}
 LENS = ["--input-len", "32", "--output-len", "64"]
-
-
-def local_inventory(tmp_path: Path) -> Path:
-    variables = {**arm_vars(), "sim": QUIET_SIM}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {"connection": "local", "engine": "sim",
-                                                                  "workdir": str(tmp_path / "w")}},
-                                                 "vars": variables})
 
 
 def measured(run: Path) -> list[dict]:
@@ -33,7 +26,8 @@ def measured(run: Path) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_reuses_a_prior_bench_of_the_same_servers_and_nothing_of_another(tmp_path: Path) -> None:
-    inv, runs = local_inventory(tmp_path), tmp_path / "runs"
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, sim=QUIET_SIM)
+    runs = tmp_path / "runs"
     bench = runs / "bench-1"
     res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,eagle3", "--concurrency", "1,4,16",
                   "--repeats", "1", *LENS, "--out", str(bench))
@@ -73,7 +67,7 @@ def test_tune_reuses_a_prior_bench_of_the_same_servers_and_nothing_of_another(tm
 @pytest.mark.slow
 @pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_over_two_context_lengths_recommends_per_length_and_says_which_it_wrote(tmp_path: Path) -> None:
-    inv = local_inventory(tmp_path)
+    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, sim=QUIET_SIM)
     out = tmp_path / "tune"
     res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--concurrency", "1,4,8", "--input-len", "4096,32",
                   "--output-len", "64", "--write", "--out", str(out))

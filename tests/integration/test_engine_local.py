@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 
 @pytest.fixture
 def inv(tmp_path: Path) -> Path:
     hosts = {f"h{i}": {"connection": "local", "workdir": str(tmp_path / f"w{i}")} for i in range(3)}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": hosts, "groups": {"all3": list(hosts)},
-                                               "vars": {"greeting": "hello"}})
+    return inventory(tmp_path, hosts, {"greeting": "hello"}, groups={"all3": list(hosts)})
 
 
 def playbook(tmp_path: Path, steps: list[dict], **extra) -> Path:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 
 @pytest.fixture
 def inv(tmp_path: Path) -> Path:
     hosts = {f"h{i}": {"connection": "local", "workdir": str(tmp_path / f"w{i}")} for i in range(2)}
-    return write_yaml(tmp_path / "hosts.yaml", {"hosts": hosts})
+    return inventory(tmp_path, hosts)
 
 
 def _deploy(tmp_path: Path, inv: Path, steps: list[dict], *extra: str, hosts: str = "h0"):

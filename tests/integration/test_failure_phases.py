@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 HOST = 4
 
@@ -46,8 +46,7 @@ def _killer(before: Callable[[], set[int]]) -> tuple[int, threading.Thread, list
 
 
 def _deploy(tmp_path: Path, sshd, steps: list[dict], host: dict | None = None):
-    inv = write_yaml(tmp_path / "hosts.yaml",
-                     {"hosts": {"box": host or sshd.host_entry(HOST, workdir=str(tmp_path / "w"))}})
+    inv = inventory(tmp_path, {"box": host or sshd.host_entry(HOST, workdir=str(tmp_path / "w"))})
     pb = write_yaml(tmp_path / "p.yaml", {"steps": steps})
     res = run_cli("deploy", "--host", "box", "-p", str(pb), "-i", str(inv))
     fails = [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "fail"]

@@ -15,7 +15,7 @@ from specops.run.state import Run
 from specops.steps.base import StepContext
 from specops.steps.git import Git
 from specops.transport.local import LocalTransport
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -46,7 +46,7 @@ def repo(tmp_path: Path) -> dict:
 
 
 def _deploy(tmp_path: Path, repo: dict, ref: str, timeout: int = 1800):
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"h": {"connection": "local", "workdir": str(tmp_path / "w")}})
     pb = write_yaml(tmp_path / "p.yaml", {"name": "g", "steps": [
         {"name": "co", "git": {"repo": repo["url"], "ref": ref, "dest": "{{ workdir }}/co"}, "timeout": timeout}]})
     return run_cli("deploy", "--host", "h", "-p", str(pb), "-i", str(inv))

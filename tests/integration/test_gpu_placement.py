@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def _preflight(tmp_path: Path, monkeypatch, machine: dict[str, str] | None, gpus
     else:
         monkeypatch.setenv("PATH", "/usr/bin:/bin")
     host = {"connection": "local", "engine": "sglang", "workdir": str(tmp_path / "w"), **({"gpus": gpus} if gpus else {})}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu-a": host}, "vars": arm_vars(**arms)})
+    inv = inventory(tmp_path, {"gpu-a": host}, arm_vars(**arms))
     pb = write_yaml(tmp_path / "pf.yaml", {"steps": [{"name": "gpus", "gpu_preflight": {}}]})
     res = run_cli("deploy", "--host", "gpu-a", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
     return res, events(only_run_dir(tmp_path / "runs"))
@@ -75,7 +75,7 @@ def test_arms_sharing_a_gpu_start_one_after_another(tmp_path, sglang_tree):
     tree = sglang_tree("0.5.14")
     host = {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w"), "gpus": [0]}
     variables = {**arm_vars(), "sim": {"time_scale": 0.05, "slow_start": 1.5}}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"one": host}, "vars": variables})
+    inv = inventory(tmp_path, {"one": host}, variables)
     pb = write_yaml(tmp_path / "launch.yaml", {"steps": [{"name": "launch", "server": {
         "arms": ["baseline", "eagle3", "adaptive"], "tree": str(tree)}, "timeout": 120}]})
     res = run_cli("deploy", "--host", "one", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
@@ -83,7 +83,7 @@ def test_arms_sharing_a_gpu_start_one_after_another(tmp_path, sglang_tree):
     assert not (tmp_path / "w" / ".specops" / "servers").exists()  # refused before anything started
     for arm in variables["arms"].values():
         arm["mem_fraction_static"] = 0.3
-    write_yaml(inv, {"hosts": {"one": host}, "vars": variables})
+    inventory(tmp_path, {"one": host}, variables)
     try:
         res = run_cli("deploy", "--host", "one", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "r2"))
         assert res.exit_code == 0, res.output
@@ -101,7 +101,7 @@ def test_hosts_check_shows_what_the_preflight_would_refuse(tmp_path, monkeypatch
     nvidia_smi.install(tmp_path / "bin", nvidia_smi.h100_gpu3_busy())
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     host = {"connection": "local", "engine": "sglang", "workdir": str(tmp_path / "w")}
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu-a": host}, "vars": arm_vars()})
+    inv = inventory(tmp_path, {"gpu-a": host}, arm_vars())
     res = run_cli("hosts", "check", "--host", "gpu-a", "-i", str(inv), "--json")
     assert res.exit_code == 0, res.output
     gpus = json.loads(res.output)["gpu-a"]["gpus"]

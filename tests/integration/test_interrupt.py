@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.arms import arm_vars
-from tests.support.deploy import write_yaml
+from tests.support.deploy import inventory
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,9 +31,8 @@ def test_ctrl_c_during_deploy(tmp_path: Path, keep: bool) -> None:
     variables = arm_vars()
     variables["arms"] = {"baseline": variables["arms"]["baseline"]}
     variables["sim"] = {"time_scale": 0.05, "slow_start": 60}  # still "loading" when we interrupt
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"lab": {"connection": "local", "engine": "sim",
-                                                                 "workdir": str(tmp_path / "w")}},
-                                               "vars": variables})
+    inv = inventory(tmp_path, {"lab": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
+                    variables)
     argv = [sys.executable, "-m", "specops", "deploy", "--host", "lab", "-i", str(inv),
             "-p", str(REPO / "playbooks/deploy.yaml")] + (["--keep-servers"] if keep else [])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 from tests.support.sglang_trees import tree_is_pristine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_patch_step_over_ssh_applies_then_skips(tmp_path: Path, sshd, sglang_tree) -> None:
     tree = sglang_tree("0.5.10.post1")
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": sshd.host_entry(0, workdir=str(tmp_path / "w"))}})
+    inv = inventory(tmp_path, {"gpu": sshd.host_entry(0, workdir=str(tmp_path / "w"))})
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [
         {"name": "dynamic spec disable", "patch": {"set": str(REPO / "playbooks/patches/dynamic-spec-disable.yaml"),
                                                   "tree": str(tree)}}]})
@@ -41,7 +41,7 @@ def test_patch_step_verify_failure_leaves_remote_tree_as_before(tmp_path: Path, 
     data["verify"] = [["bash", "-c", "echo verify ran on the host >&2; exit 3"]]
     bad = write_yaml(tmp_path / "dsd-bad-verify.yaml", data)
     shutil.copy(bad, tmp_path / "dsd.yaml")
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": sshd.host_entry(1, workdir=str(tmp_path / "w"))}})
+    inv = inventory(tmp_path, {"gpu": sshd.host_entry(1, workdir=str(tmp_path / "w"))})
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [{"name": "patch", "patch": {"set": str(bad), "tree": str(tree)}}]})
     res = run_cli("deploy", "--host", "gpu", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specops.servers.lifecycle import ServerState
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli
 
 
 def _host(tmp_path: Path) -> tuple[Path, Path]:
@@ -20,7 +20,7 @@ def _host(tmp_path: Path) -> tuple[Path, Path]:
                             state_path=str(wd / ".specops/servers" / f"{arm}.json"), mechanism="none",
                             started_at=0.0, workdir=str(wd))
         Path(state.state_path).write_bytes(state.to_json())
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local", "workdir": str(wd)}}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "workdir": str(wd)}})
     return inv, wd
 
 

@@ -16,7 +16,7 @@ from specops.sglang.layout import detect_layout
 from specops.sglang.paths import SERVER_ARGS, WHEEL_MARKER
 from specops.sglang.source import find_wheel, unpack_wheel
 from specops.sglang.treefiles import LocalTreeFiles
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
 def _files(tree: Path) -> dict[str, bytes]:
@@ -45,7 +45,7 @@ def test_host_tree_equals_local_tree(tmp_path: Path, monkeypatch: pytest.MonkeyP
     wheel = find_wheel(version)
     local = unpack_wheel(wheel, tmp_path / "local")
 
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"h": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"h": {"connection": "local", "workdir": str(tmp_path / "w")}})
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [
         {"name": "tree", "sglang_wheel": {"version": version, "dest": "{{ workdir }}/sglang"}}]})
     res = run_cli("deploy", "--host", "h", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))

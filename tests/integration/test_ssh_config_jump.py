@@ -7,15 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 
 def _accepted(sshd: Any) -> int:
     return Path(sshd.log_path).read_text().count("Accepted publickey")
-
-
-def _inv(tmp_path: Path, entry: dict[str, Any], defaults: dict[str, Any] | None = None) -> Path:
-    return write_yaml(tmp_path / "hosts.yaml", {"defaults": defaults or {}, "hosts": {"gpu": entry}})
 
 
 def _smoke(tmp_path: Path, inv: Path) -> str:
@@ -30,7 +26,7 @@ def test_proxy_jump_in_the_inventory_hops_through_another_address(tmp_path: Path
     entry = sshd.host_entry(1, workdir=str(tmp_path / "w"))
     entry["proxy_jump"] = f"{sshd.user}@{sshd.address(0)}:{sshd.port}"
     before = _accepted(sshd)
-    _smoke(tmp_path, _inv(tmp_path, entry, {"ssh_config": False}))
+    _smoke(tmp_path, inventory(tmp_path, {"gpu": entry}, defaults={"ssh_config": False}))
     assert _accepted(sshd) - before == 2  # the jump host, then the target through it
 
 
@@ -49,7 +45,7 @@ Host gpu-alias
              if k not in ("address", "port", "user", "key")}
     entry["address"] = "gpu-alias"
     before = _accepted(sshd)
-    _smoke(tmp_path, _inv(tmp_path, entry, {"ssh_config": str(config)}))
+    _smoke(tmp_path, inventory(tmp_path, {"gpu": entry}, defaults={"ssh_config": str(config)}))
     assert _accepted(sshd) - before == 2
 
 
@@ -60,17 +56,17 @@ def test_host_named_by_the_config_without_an_address_and_inventory_keys_win(tmp_
     entry = {k: v for k, v in sshd.host_entry(1, workdir=str(tmp_path / "w")).items()
              if k not in ("address", "key")}  # port and user given: they beat the config's
     before = _accepted(sshd)
-    _smoke(tmp_path, _inv(tmp_path, entry, {"ssh_config": str(config)}))
+    _smoke(tmp_path, inventory(tmp_path, {"gpu": entry}, defaults={"ssh_config": str(config)}))
     assert _accepted(sshd) - before == 1
 
 
 def test_no_address_and_no_config_entry_is_an_error(tmp_path: Path) -> None:
     config = tmp_path / "ssh_config"
     config.write_text("Host other\n  HostName 127.0.0.9\n")
-    inv = _inv(tmp_path, {"workdir": str(tmp_path / "w")}, {"ssh_config": str(config)})
+    inv = inventory(tmp_path, {"gpu": {"workdir": str(tmp_path / "w")}}, defaults={"ssh_config": str(config)})
     res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", str(write_yaml(tmp_path / "p.yaml", {
         "name": "s", "steps": [{"name": "x", "shell": "true"}]})), "--runs-dir", str(tmp_path / "runs"))
     assert res.exit_code != 0 and "has no 'address'" in res.output and "no Host entry" in res.output, res.output
-    inv = _inv(tmp_path, {"workdir": "/w"}, {"ssh_config": False})
+    inv = inventory(tmp_path, {"gpu": {"workdir": "/w"}}, defaults={"ssh_config": False})
     res = run_cli("hosts", "-i", str(inv))
     assert res.exit_code == 2 and "ssh_config is off" in res.output, res.output

@@ -13,15 +13,14 @@ import yaml
 from specops.data import shipped_playbooks
 from specops.sglang.flags import tree_version
 from specops.sglang.treefiles import LocalTreeFiles
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 
 SHIPPED_VARS = yaml.safe_load((shipped_playbooks() / "deploy.yaml").read_text())["vars"]
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path]:
-    inv = write_yaml(tmp_path / "hosts.yaml", {
-        "hosts": {"box": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
-        "vars": {"sglang_ref": "v0.5.10.post1"}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w")}},
+                    {"sglang_ref": "v0.5.10.post1"})
     pb = write_yaml(tmp_path / "p.yaml", {"name": "tree", "vars": SHIPPED_VARS, "steps": [
         {"name": "sglang source from its wheel",
          "sglang_wheel": {"version": "{{ sglang_version }}", "dest": "{{ sglang_dir }}"}},

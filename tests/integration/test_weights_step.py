@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 
 from specops.sim.testing import free_port
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli, write_yaml
 
 pytest.importorskip("huggingface_hub")
 
 
 def _run(tmp_path: Path, models: list[str], *extra: str, **env: str):
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local",
-                                                                 "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "workdir": str(tmp_path / "w")}})
     pb = write_yaml(tmp_path / "weights.yaml", {"steps": [{
         "name": "model weights",
         "weights": {"models": models, "python": sys.executable,

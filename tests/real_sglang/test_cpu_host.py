@@ -29,7 +29,7 @@ import pytest
 
 from specops.sglang.adaptive import parse_transitions
 from tests.support.arms import free_port
-from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.deploy import events, inventory, run_cli, write_yaml
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
 from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, STANDINS, arm_extra_args, arm_profile
@@ -91,7 +91,7 @@ def _inventory(tmp: Path, sshd, models: TinyModels, python: Path, ports: dict[st
         "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
         "max_running_requests": 8, "cuda_graph_max_bs": 8, "arms": arms,
     }
-    return write_yaml(tmp / "hosts.yaml", {"hosts": {"cpu": entry}, "vars": variables})
+    return inventory(tmp, {"cpu": entry}, variables)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from specops.cli.lazy import LazyCommand, LazyGroup
 from specops.cli.main import COMMANDS, main
 from specops.servers.lifecycle import ServerState
+from tests.support.deploy import inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Heavy packages no light command uses (paramiko/fabric: no SSH connection to a local host).
@@ -69,9 +70,7 @@ def host(tmp_path: Path) -> Path:
                         state_path=str(wd / ".specops" / "servers" / "baseline.json"), mechanism="none",
                         started_at=0.0, workdir=str(wd))
     Path(state.state_path).write_bytes(state.to_json())
-    inv = tmp_path / "hosts.yaml"
-    inv.write_text(yaml.safe_dump({"hosts": {"local": {"connection": "local", "engine": "sim", "workdir": str(wd)}}}))
-    return inv
+    return inventory(tmp_path, {"local": {"connection": "local", "engine": "sim", "workdir": str(wd)}})
 
 
 def _playbook(tmp_path: Path, command: str) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specops.bench import store
 from specops.bench.schema import ResultRecord
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli
 
 
 def _run(root: Path, name: str, tps: dict[str, dict[int, list[float]]], input_len: int = 32) -> Path:
@@ -88,6 +88,6 @@ def test_report_json_and_report_of_two_runs_points_to_compare(tmp_path):
 
 
 def test_stop_json_on_a_host_with_nothing_running(tmp_path):
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"box": {"connection": "local", "workdir": str(tmp_path / "w")}}})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "workdir": str(tmp_path / "w")}})
     res = run_cli("stop", "--host", "box", "-i", str(inv), "--json")
     assert res.exit_code == 0 and json.loads(res.output) == {"ok": True, "hosts": {"box": []}}

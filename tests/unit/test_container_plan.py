@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specops.servers.container import ImageFacts, adapt_plan, container_name, gpu_flags, run_argv
 from specops.servers.launch import LaunchPlan
-from tests.support.deploy import run_cli, write_yaml
+from tests.support.deploy import inventory, run_cli
 
 FACTS = ImageFacts("docker", "lmsysorg/sglang:v0.5.10.post1-cu126", "sha256:abc", None,
                    "/usr/local/lib/python3.12/dist-packages/sglang")
@@ -54,8 +54,8 @@ def test_another_image_is_another_server():
 
 
 def _deploy_with(tmp_path, **host_vars):
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {"connection": "local", "engine": "sim",
-                                                                 "workdir": str(tmp_path / "w"), "vars": host_vars}}})
+    inv = inventory(tmp_path, {"gpu": {"connection": "local", "engine": "sim", "workdir": str(tmp_path / "w"),
+                                       "vars": host_vars}})
     return run_cli("deploy", "--host", "gpu", "-i", str(inv), "--check")
 
 

@@ -17,7 +17,7 @@ from specops.sglang.source import ensure_tree, find_wheel
 from specops.transport.local import LocalTransport
 from specops.transport.nvidia import read_gpus
 from tests.support import nvidia_smi
-from tests.support.deploy import events, only_run_dir, run_cli, write_yaml
+from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
 
 
 def pyproject_of(version: str) -> str:
@@ -155,8 +155,7 @@ def _tree_with_pyproject(tmp_path: Path, version: str) -> Path:
 
 def _install(tmp_path: Path, tree: Path, **host) -> tuple[object, Path]:
     work = tmp_path / "w"
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {"connection": "local", "engine": "sglang",
-                                                                 "workdir": str(work), **host}}})
+    inv = inventory(tmp_path, {"gpu": {"connection": "local", "engine": "sglang", "workdir": str(work), **host}})
     pb = write_yaml(tmp_path / "p.yaml", {"name": "install", "steps": [
         {"name": "install sglang", "sglang_install": {"tree": str(tree)}}]})
     return run_cli("deploy", "--host", "gpu", "-p", str(pb), "-i", str(inv)), work

@@ -20,7 +20,7 @@ from specops.sglang.treeversion import tree_version, version_from_tag
 from specops.sglang.venv import InstallSettings
 from specops.sim.server import sim_version
 from specops.transport.local import LocalTransport
-from tests.support.deploy import write_yaml
+from tests.support.deploy import inventory
 from tests.support.sglang_trees import tree_is_pristine
 
 
@@ -69,8 +69,8 @@ def test_the_wheel_marker_is_the_last_resort(tmp_path):
 
 
 def test_tilde_in_python_and_workdir_expands_on_the_host(tmp_path):
-    inv = load_inventory(write_yaml(tmp_path / "hosts.yaml", {"hosts": {"gpu": {
-        "address": "10.0.0.5", "python": "~/venv/bin/python", "workdir": "~/w", "key": "~/.ssh/k"}}}))
+    inv = load_inventory(inventory(tmp_path, {"gpu": {
+        "address": "10.0.0.5", "python": "~/venv/bin/python", "workdir": "~/w", "key": "~/.ssh/k"}}))
     host = inv.hosts["gpu"]
     assert host.python == "~/venv/bin/python"  # the host's home is not known before connecting
     assert host.key == str(Path("~/.ssh/k").expanduser())  # a local path: expanded here

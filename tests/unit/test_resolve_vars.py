@@ -9,13 +9,13 @@ from specops.config.playbook import load_playbook
 from specops.data import shipped_playbooks
 from specops.run.engine import resolve_vars
 from specops.steps import KINDS
-from tests.support.deploy import write_yaml
+from tests.support.deploy import inventory
 
 
 def test_var_is_applied_before_playbook_vars_are_rendered(tmp_path: Path) -> None:
-    inv = load_inventory(write_yaml(tmp_path / "hosts.yaml", {
-        "hosts": {"box": {"connection": "local", "engine": "sim", "vars": {"sglang_ref": "v0.5.14"}}},
-        "vars": {"sglang_ref": "v0.5.10.post1"}}))
+    inv = load_inventory(inventory(tmp_path,
+                                   {"box": {"connection": "local", "engine": "sim", "vars": {"sglang_ref": "v0.5.14"}}},
+                                   {"sglang_ref": "v0.5.10.post1"}))
     pb = load_playbook(shipped_playbooks() / "deploy.yaml", KINDS)  # sglang_version: "{{ sglang_ref | replace(...) }}"
     host = inv.hosts["box"]
     assert resolve_vars(inv, pb, host, {}, "/w")["sglang_version"] == "0.5.14"  # host beats inventory

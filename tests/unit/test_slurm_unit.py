@@ -14,7 +14,7 @@ from specops.secrets import env_file_text
 from specops.servers.launch import LaunchPlan
 from specops.servers.slurm import SlurmSettings, adapt_plan, job_script, parse_duration, parse_job, sbatch_argv
 from specops.sim.testing import free_port
-from tests.support.deploy import write_yaml
+from tests.support.deploy import inventory
 
 RUNNING = """JobId=12 JobName=specops-eagle3
    UserId=root(0) GroupId=root(0) MCS_label=N/A
@@ -99,30 +99,30 @@ def test_the_job_script_turns_slurm_gpu_indices_into_cuda_visible_devices(tmp_pa
 
 
 def test_inventory_slurm_block_is_checked_with_file_line_and_key(tmp_path: Path) -> None:
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {"cluster": {
+    inv = inventory(tmp_path, {"cluster": {
         "address": "login.example", "workdir": "/shared/me/specops",
-        "slurm": {"partition": "gpu", "qos": "normal", "time": "2:00:00", "gpus_per_arm": 2}}}})
+        "slurm": {"partition": "gpu", "qos": "normal", "time": "2:00:00", "gpus_per_arm": 2}}})
     host = load_inventory(inv).hosts["cluster"]
     assert host.slurm == SlurmSettings(partition="gpu", qos="normal", time="2:00:00", gpus_per_arm=2)
     assert load_inventory(inv).host_vars(host)["scheduler"] == "slurm"
-    write_yaml(inv, {"hosts": {"cluster": {"address": "login.example", "slurm": {"partiton": "gpu"}}}})
+    inventory(tmp_path, {"cluster": {"address": "login.example", "slurm": {"partiton": "gpu"}}})
     with pytest.raises(ConfigError) as err:
         load_inventory(inv)
     assert "did you mean 'partition'" in str(err.value) and "hosts.yaml:" in str(err.value.where)
-    write_yaml(inv, {"hosts": {"cluster": {"address": "login.example", "slurm": {"gpu_request": "cards"}}}})
+    inventory(tmp_path, {"cluster": {"address": "login.example", "slurm": {"gpu_request": "cards"}}})
     with pytest.raises(ConfigError, match="gres"):
         load_inventory(inv)
 
 
 def test_login_names_another_host_whose_connection_settings_are_used(tmp_path: Path) -> None:
-    inv = write_yaml(tmp_path / "hosts.yaml", {"hosts": {
+    inv = inventory(tmp_path, {
         "login1": {"address": "10.0.0.9", "port": 2222, "user": "me", "host_key": "strict"},
-        "cluster": {"login": "login1", "workdir": "/shared/me/specops", "slurm": {"partition": "gpu"}}}})
+        "cluster": {"login": "login1", "workdir": "/shared/me/specops", "slurm": {"partition": "gpu"}}})
     hosts = load_inventory(inv).hosts
     cluster = hosts["cluster"]
     assert (cluster.address, cluster.port, cluster.user, cluster.host_key) == ("10.0.0.9", 2222, "me", "strict")
     assert cluster.workdir == "/shared/me/specops" and hosts["login1"].slurm is None
-    write_yaml(inv, {"hosts": {"login1": {"address": "10.0.0.9"}, "cluster": {"login": "logn1", "slurm": {}}}})
+    inventory(tmp_path, {"login1": {"address": "10.0.0.9"}, "cluster": {"login": "logn1", "slurm": {}}})
     with pytest.raises(ConfigError, match="did you mean 'login1'"):
         load_inventory(inv)
 
