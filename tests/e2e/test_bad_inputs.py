@@ -32,7 +32,8 @@ def _playbook(step: str) -> str:
 
 LATIN = "# café\n".encode("latin-1")
 
-#: name -> file content, written into the working directory the rows run in
+#: name -> file content, written into the working directory the rows run in (the inventories
+#: as text: a row names the line of its error)
 FILES: dict[str, str | bytes] = {
     "secret-hosts.yaml": "hosts:\n  local: {connection: local, engine: sim}\nsecrets:\n  HF_TOKEN: {file: token.bin}\n",
     "token.bin": b"hf_\xff\xfe\n",
@@ -172,6 +173,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     inside it, never created by a refused command) and the bad files the rows name."""
     root = tmp_path_factory.mktemp("bad-inputs")
     host_dir = root / "host-workdir"
+    # the shipped inventory as shipped, its workdir moved here
     (root / "hosts.yaml").write_text(shipped_inventory().read_text().replace("~/.specops-local", str(host_dir)))
     for name, content in FILES.items():
         path = root / name

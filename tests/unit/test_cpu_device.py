@@ -25,8 +25,9 @@ from specops.sglang.venv import InstallSettings
 from specops.transport.base import HostFacts
 from specops.transport.local import LocalTransport
 from specops.transport.probes import gather_facts, parse_cpu, read_cpu
-from tests.support.deploy import run_cli
+from tests.support.deploy import inventory, run_cli
 
+#: As text, for the tests that name a line of hosts.yaml (file:line); ARM_VARS is the same as data.
 ARMS = """\
 vars:
   model: m
@@ -35,23 +36,29 @@ vars:
     baseline: {port: 30000}
     eagle3: {port: 30001}
 """
+ARM_VARS = {"model": "m", "draft_model": "d", "arms": {"baseline": {"port": 30000}, "eagle3": {"port": 30001}}}
 
 
-def _inventory(tmp_path: Path, text: str):
+def _arm_vars(**per_arm: dict) -> dict:
+    """ARM_VARS with each named arm's settings added to its own."""
+    return {**ARM_VARS, "arms": {arm: {**raw, **per_arm.get(arm, {})} for arm, raw in ARM_VARS["arms"].items()}}
+
+
+def _inventory(tmp_path: Path, hosts: dict, variables: dict | None = None):
+    return load_inventory(inventory(tmp_path, hosts, variables))
+
+
+def _from_text(tmp_path: Path, text: str):
+    """hosts.yaml written as this text: the error names one of its lines (file:line)."""
     path = tmp_path / "hosts.yaml"
     path.write_text(text)
     return load_inventory(path)
 
 
-def _vars(tmp_path: Path, text: str, host: str = "box") -> dict:
-    inv = _inventory(tmp_path, text)
-    return inv.host_vars(inv.hosts[host])
-
-
 # ----- hosts.yaml and arms --------------------------------------------------------------
 
 def test_device_defaults_to_gpu_and_cpu_is_a_variable_for_templates(tmp_path):
-    inv = _inventory(tmp_path, "hosts:\n  a: {address: x}\n  b: {address: y, device: cpu}\n" + ARMS)
+    inv = _inventory(tmp_path, {"a": {"address": "x"}, "b": {"address": "y", "device": "cpu"}}, ARM_VARS)
     assert inv.hosts["a"].device == "gpu" and inv.hosts["b"].device == "cpu"
     assert inv.host_vars(inv.hosts["b"])["device"] == "cpu"
     specs = arms_from_vars(inv.host_vars(inv.hosts["b"]))
@@ -71,11 +78,11 @@ def test_device_defaults_to_gpu_and_cpu_is_a_variable_for_templates(tmp_path):
 ])
 def test_bad_device_settings_name_file_and_line(tmp_path, text, expected):
     with pytest.raises(ConfigError, match=expected):
-        _inventory(tmp_path, text)
+        _from_text(tmp_path, text)
 
 
 def test_a_cpu_slurm_host_that_asks_for_no_gpus_is_accepted(tmp_path):
-    inv = _inventory(tmp_path, "hosts:\n  a: {address: x, device: cpu, slurm: {partition: p, gpus_per_arm: 0}}\n")
+    inv = _inventory(tmp_path, {"a": {"address": "x", "device": "cpu", "slurm": {"partition": "p", "gpus_per_arm": 0}}})
     assert inv.hosts["a"].device == "cpu"
 
 
@@ -87,14 +94,13 @@ def test_the_cli_exits_2_on_a_cpu_host_with_gpus(tmp_path):
 
 
 def test_an_arm_device_overrides_the_hosts_and_cpu_arms_cannot_ask_for_gpus(tmp_path):
-    text = "hosts:\n  box: {address: x, gpus: [0, 1]}\n" + ARMS.replace(
-        "eagle3: {port: 30001}", "eagle3: {port: 30001, device: cpu}")
-    specs = arms_from_vars(_vars(tmp_path, text))
+    inv = _inventory(tmp_path, {"box": {"address": "x", "gpus": [0, 1]}}, _arm_vars(eagle3={"device": "cpu"}))
+    specs = arms_from_vars(inv.host_vars(inv.hosts["box"]))
     assert (specs["baseline"].device, specs["eagle3"].device) == ("gpu", "cpu")
     # a GPU arm on a CPU host may still name its GPUs (the host says CPU, the arm says GPU)
-    gpu_arm = "hosts:\n  box: {address: x, device: cpu}\n" + ARMS.replace(
-        "baseline: {port: 30000}", "baseline: {port: 30000, device: gpu, gpus: [0]}")
-    assert arms_from_vars(_vars(tmp_path, gpu_arm))["baseline"].gpus == [0]
+    inv = _inventory(tmp_path, {"box": {"address": "x", "device": "cpu"}},
+                     _arm_vars(baseline={"device": "gpu", "gpus": [0]}))
+    assert arms_from_vars(inv.host_vars(inv.hosts["box"]))["baseline"].gpus == [0]
 
 
 @pytest.mark.parametrize("host, arm, expected", [
@@ -108,7 +114,8 @@ def test_an_arm_device_overrides_the_hosts_and_cpu_arms_cannot_ask_for_gpus(tmp_
 def test_bad_arm_devices_name_file_and_line(tmp_path, host, arm, expected):
     text = f"hosts:\n  box: {{address: x, {host}}}\n" + ARMS.replace("baseline: {port: 30000}", f"baseline: {arm}")
     with pytest.raises(ConfigError, match=expected):
-        arms_from_vars(_vars(tmp_path, text), where=str(tmp_path / "hosts.yaml"))
+        inv = _from_text(tmp_path, text)
+        arms_from_vars(inv.host_vars(inv.hosts["box"]), where=str(tmp_path / "hosts.yaml"))
 
 
 def test_a_bad_device_variable_is_refused():
@@ -172,15 +179,14 @@ def no_nvidia_smi(tmp_path, monkeypatch) -> LocalTransport:
 
 
 def test_cpu_arms_are_never_placed_and_no_gpu_is_probed(tmp_path, no_nvidia_smi):
-    inv = _inventory(tmp_path, "hosts:\n  box: {connection: local, engine: sglang, device: cpu}\n" + ARMS)
+    inv = _inventory(tmp_path, {"box": {"connection": "local", "engine": "sglang", "device": "cpu"}}, ARM_VARS)
     host = inv.hosts["box"]
     assert placements_for(no_nvidia_smi, host, inv.host_vars(host)) is None
 
 
 def test_on_a_gpu_host_only_the_gpu_arms_are_placed(tmp_path, no_nvidia_smi):
-    text = "hosts:\n  box: {connection: local, engine: sglang, gpus: [0, 1]}\n" + ARMS.replace(
-        "baseline: {port: 30000}", "baseline: {port: 30000, device: cpu}")
-    inv = _inventory(tmp_path, text)
+    inv = _inventory(tmp_path, {"box": {"connection": "local", "engine": "sglang", "gpus": [0, 1]}},
+                     _arm_vars(baseline={"device": "cpu"}))
     host = inv.hosts["box"]
     placed = placements_for(no_nvidia_smi, host, inv.host_vars(host))
     assert placed is not None and [p.describe() for p in placed] == ["eagle3: GPU 0 (tp 1, assigned)"]

@@ -1,4 +1,5 @@
-"""hosts.yaml and playbook validation: every bad input names the file, line and key."""
+"""hosts.yaml and playbook validation: every bad input names the file, line and key (so the
+bad inventories are written as text, the lines they name being the point)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from specops.config.playbook import load_playbook
 from specops.errors import ConfigError
 from specops.steps import KINDS
 from specops.transport import hostkeys
+from tests.support import deploy
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -20,21 +22,20 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-GOOD = """\
-defaults: {user: ubuntu, workdir: ~/specops}
-hosts:
-  local: {connection: local}
-  gpu-a: {address: 10.0.0.5, port: 2222, key: ~/.ssh/id_ed25519, gpus: [0, 1], vars: {model: big}}
-  gpu-b: {address: 10.0.0.6}
-groups:
-  h100: [gpu-a, gpu-b]
-  special: {hosts: [gpu-b], vars: {model: special}}
-vars: {model: small, sglang_ref: v0.5.10.post1}
-"""
+def good(tmp_path: Path) -> inventory.Inventory:
+    return load_inventory(deploy.inventory(
+        tmp_path,
+        {"local": {"connection": "local"},
+         "gpu-a": {"address": "10.0.0.5", "port": 2222, "key": "~/.ssh/id_ed25519", "gpus": [0, 1],
+                   "vars": {"model": "big"}},
+         "gpu-b": {"address": "10.0.0.6"}},
+        {"model": "small", "sglang_ref": "v0.5.10.post1"},
+        defaults={"user": "ubuntu", "workdir": "~/specops"},
+        groups={"h100": ["gpu-a", "gpu-b"], "special": {"hosts": ["gpu-b"], "vars": {"model": "special"}}}))
 
 
 def test_good_inventory_selects_names_groups_and_lists(tmp_path: Path) -> None:
-    inv = load_inventory(write(tmp_path, "hosts.yaml", GOOD))
+    inv = good(tmp_path)
     assert [h.name for h in inv.select("h100")] == ["gpu-a", "gpu-b"]
     assert [h.name for h in inv.select("local,h100,gpu-a")] == ["local", "gpu-a", "gpu-b"]
     a, b = inv.hosts["gpu-a"], inv.hosts["gpu-b"]
@@ -62,7 +63,7 @@ def test_bad_inventory_names_file_line_and_key(tmp_path: Path, text: str, expect
 
 
 def test_unknown_host_in_selection_suggests(tmp_path: Path) -> None:
-    inv = load_inventory(write(tmp_path, "hosts.yaml", GOOD))
+    inv = good(tmp_path)
     with pytest.raises(ConfigError, match=r"unknown host or group 'gpu-aa'.*did you mean 'gpu-a'"):
         inv.select("gpu-aa")
 
@@ -92,9 +93,9 @@ def test_host_key_modes_are_the_ones_the_transport_implements(tmp_path: Path) ->
     and every mode hosts.yaml accepts builds a transport policy (and nothing else does)."""
     assert hostkeys.HOST_KEY_MODES is inventory.HOST_KEY_MODES
     for mode in inventory.HOST_KEY_MODES:
-        host = load_inventory(write(tmp_path, "hosts.yaml", f"hosts:\n  a: {{address: x, host_key: {mode}}}\n")).hosts["a"]
+        host = load_inventory(deploy.inventory(tmp_path, {"a": {"address": "x", "host_key": mode}})).hosts["a"]
         assert hostkeys.KnownHostsPolicy(host.host_key, str(tmp_path / "known_hosts")).mode == mode
-    assert load_inventory(write(tmp_path, "hosts.yaml", "hosts:\n  a: {address: x}\n")).hosts["a"].host_key == \
+    assert load_inventory(deploy.inventory(tmp_path, {"a": {"address": "x"}})).hosts["a"].host_key == \
         hostkeys.DEFAULT_HOST_KEY_MODE == "accept-new"
     with pytest.raises(ValueError):
         hostkeys.KnownHostsPolicy("accept-all", str(tmp_path / "known_hosts"))  # type: ignore[arg-type]
