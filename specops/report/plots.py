@@ -81,21 +81,29 @@ def _xticks(ax: object, levels: list[int]) -> None:
         ax.set_xticklabels([str(c) for c in levels])  # type: ignore[attr-defined]
 
 
+def _band(ax: Axes, summary: ReportSummary, host: HostSummary, arm: str,
+          points: list[tuple[int, float, float, float]], alpha: float) -> list[int]:
+    """One arm's line (middle value per level, in its colour and its host's dash) over the band
+    from its low to its high value; `points`: (concurrency, middle, low, high). Returns the
+    levels drawn (none for an arm without points)."""
+    if not points:
+        return []
+    xs = [p[0] for p in points]
+    color = _color(host, arm)
+    ax.plot(xs, [p[1] for p in points], marker="o", color=color, label=_label(host, arm, len(summary.hosts) > 1),
+            linestyle=_dash(summary, host))
+    ax.fill_between(xs, [p[2] for p in points], [p[3] for p in points], color=color, alpha=alpha)
+    return xs
+
+
 def _throughput(summary: ReportSummary, path: Path) -> Path:
     fig, ax = figure("Output throughput", "output tok/s (median over repeats)", summary.simulated)
-    many = len(summary.hosts) > 1
     levels: set[int] = set()
     for host in summary.hosts:
         for arm in host.arms:
             cells = [host.cells[(arm, c)] for c in host.levels if (arm, c) in host.cells]
-            if not cells:
-                continue
-            xs = [c.concurrency for c in cells]
-            levels.update(xs)
-            color = _color(host, arm)
-            ax.plot(xs, [c.median_tps for c in cells], marker="o", color=color, label=_label(host, arm, many),
-                    linestyle=_dash(summary, host))
-            ax.fill_between(xs, [c.min_tps for c in cells], [c.max_tps for c in cells], color=color, alpha=0.15)
+            levels.update(_band(ax, summary, host, arm, [(c.concurrency, c.median_tps, c.min_tps, c.max_tps)
+                                                         for c in cells], alpha=0.15))
     _xticks(ax, sorted(levels))
     if levels:
         ax.legend()
@@ -105,19 +113,12 @@ def _throughput(summary: ReportSummary, path: Path) -> Path:
 def _ratio(summary: ReportSummary, path: Path) -> Path:
     fig, ax = figure("Speculative / baseline output tok/s", "ratio to baseline", summary.simulated)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
-    many = len(summary.hosts) > 1
     levels: set[int] = set()
     for host in summary.hosts:
         for arm in host.arms:
             ratios = [host.ratios[(arm, c)] for c in host.levels if (arm, c) in host.ratios]
-            if not ratios:
-                continue
-            xs = [r.concurrency for r in ratios]
-            levels.update(xs)
-            color = _color(host, arm)
-            ax.plot(xs, [r.ratio for r in ratios], marker="o", color=color, label=_label(host, arm, many),
-                    linestyle=_dash(summary, host))
-            ax.fill_between(xs, [r.low for r in ratios], [r.high for r in ratios], color=color, alpha=0.2)
+            levels.update(_band(ax, summary, host, arm, [(r.concurrency, r.ratio, r.low, r.high) for r in ratios],
+                                alpha=0.2))
         if host.crossover.kind == "interpolated" and host.crossover.value:
             ax.axvline(host.crossover.value, color="grey", linewidth=1, linestyle=":")
     _xticks(ax, sorted(levels))
