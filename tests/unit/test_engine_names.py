@@ -41,7 +41,7 @@ KNOWN = {
     # messages and help text that name what a person reads
     ("specops/bench/acceptance.py", "Decode batch"): "verify's hint names the log line a person looks for",
     ("specops/bench/acceptance.py", "--decode-log-interval"): "verify's hint names the flag that logs every step",
-    ("specops/cli/bench.py", "bench_serving"): "--runner's help text (cli/ is the flows helper's; a later change)",
+    ("specops/cli/bench.py", "bench_serving"): "--runner's help text names the client the sglang runner runs",
     ("specops/report/markdown.py", "sglang:num_running_reqs"): "the report's method note names the gauge read",
     ("specops/report/markdown.py", "#running-req"): "the report's method note names the log field read",
 }
