@@ -31,9 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -49,6 +47,7 @@ from specops.patching import apply, load_patchset
 from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
+from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
 from tests.support.real_sglang import server as real
 from tests.support.real_sglang.models import ensure_models
@@ -88,28 +87,18 @@ def patched_tree(version: str, dest: Path, python: Path, patch_set: str) -> Path
     return dest
 
 
-_HANDED_OUT: set[int] = set()
 _PORTS_LOCK = threading.Lock()
 
 
 def _free_ports(n: int) -> list[int]:
-    """n distinct ports that bind now, below 50000: 0.5.12 refuses an HTTP port whose gRPC
-    port (+10000) passes 65535, and the nccl port keeps the scheduler off the OS's pick.
-    Never one handed out before: servers started side by side each ask for their own."""
-    out: list[int] = []
+    """n distinct ports that bind now, from the tests' one picker (`specops.sim.testing.free_ports`):
+    below the kernel's ephemeral range, where a port could be taken between this check and the
+    server's bind by any outgoing connection or bind(0) of the servers running beside it (a
+    0.5.9 server once lost port 40675 that way), walked in order so no port is handed out twice,
+    and below 50000 (0.5.12 refuses an HTTP port whose gRPC port, +10000, passes 65535).
+    Servers started side by side each ask for their own, one thread at a time."""
     with _PORTS_LOCK:
-        while len(out) < n:
-            port = random.randrange(20000, 50000)
-            if port in _HANDED_OUT or port in out:
-                continue
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            out.append(port)
-        _HANDED_OUT.update(out)
-    return out
+        return free_ports(n)
 
 
 def generate(url: str, prompt: str, max_new_tokens: int) -> dict[str, Any]:
