@@ -123,6 +123,10 @@ def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: di
     plain = {k: v for k, v in extra.items() if "." not in k}
     dotted = {k: v for k, v in extra.items() if "." in k}
     for key, value in plain.items():
+        if is_dataclass(value) and key in variables:  # `bench`: the command's settings, from its options
+            raise ConfigError(f"host {host.name}: vars.{key} is set here, but '{key}' holds the command's own "
+                              f"settings, which its options set (a mapping here would be ignored)",
+                              where=str(inventory.path), hint="use the options instead (specops bench --help)")
         variables[key] = merge_var(variables.get(key), value)
     for key in list(variables):
         _set_dotted(variables, key, dotted)

@@ -48,3 +48,21 @@ def test_a_dotted_var_into_the_settings_names_the_options_instead(tmp_path: Path
     assert res.exit_code == 2, res.output
     assert "--var bench.num_prompts: 'bench' holds the command's own settings" in res.output
     assert "specops bench --help" in res.output and not (tmp_path / "w" / ".specops").exists()
+
+
+@pytest.mark.parametrize("where", ["vars", "host"])
+def test_a_bench_mapping_in_the_inventory_is_refused_not_ignored(tmp_path: Path, where: str) -> None:
+    """A `bench:` mapping in hosts.yaml (the inventory's vars or a host's) was silently replaced
+    by the command's settings: a user's `num_prompts: 5` there measured the default instead.
+    The run is refused naming the file, the host and the options, before anything runs."""
+    entry: dict[str, Any] = {"connection": "local", "workdir": str(tmp_path / "w")}
+    if where == "host":
+        entry["vars"] = {"bench": {"num_prompts": 5}}
+        inv = sim_inventory(tmp_path, entry)
+    else:
+        inv = sim_inventory(tmp_path, entry, bench={"num_prompts": 5})
+    res = run_cli("bench", "--host", "gpu", "-i", str(inv), *TINY, "--out", str(tmp_path / "run"))
+    assert res.exit_code == 2, res.output
+    assert str(inv) in res.output and "host gpu" in res.output
+    assert "vars.bench" in res.output and "specops bench --help" in res.output
+    assert not (tmp_path / "w" / ".specops").exists() and not (tmp_path / "run").exists()
