@@ -10,7 +10,8 @@ import click
 from specops.bench.repeats import normalized
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
-from specops.decide.tune import TUNE_JSON, lengths_table
+from specops.decide.tune import TUNE_JSON, TuneResult, lengths_table
+from specops.engines.schedule import ScheduleForm
 from specops.errors import ConfigError
 from specops.flows.tune_run import Tuned, tune_host
 
@@ -46,17 +47,30 @@ def _say(line: str) -> None:
 def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], settings: dict[str, Any],
              from_dir: Path | None, budget_minutes: float | None, write: bool, as_json: bool,
              tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
-             lengths: list[tuple[int, int]] | None = None, for_length: int | None = None, reuse: bool = True) -> int:
+             lengths: list[tuple[int, int]] | None = None, for_length: int | None = None, reuse: bool = True,
+             emit: bool = False) -> int:
     """Tune the host (flows.tune_run) and print the outcome; the exit code."""
     say = _say if not as_json else (lambda _l: None)
     outcome = tune_host(inventory_path, host_spec, coarse=coarse, settings=settings, from_dir=from_dir,
                         budget_minutes=budget_minutes, write=write, tier_steps=tier_steps, out=out,
                         runs_dir=runs_dir, extra_vars=extra_vars, say=say, console=console, lengths=lengths,
                         for_length=for_length, reuse=reuse)
-    return _finish(outcome.run_dir, outcome.done, outcome.chosen, write=write, as_json=as_json)
+    return _finish(outcome.run_dir, outcome.done, outcome.chosen, write=write, as_json=as_json, emit=emit)
 
 
-def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write: bool, as_json: bool) -> int:
+def _emit(result: TuneResult) -> None:
+    """The verified schedule in every engine route's form (`--emit`)."""
+    if result.schedule is None:
+        _say("schedule: none to emit (nothing verified)")
+        return
+    _say(f"schedule (running batch: draft steps): {result.schedule['text']}")
+    for form in result.forms:
+        for line in ScheduleForm(**form).lines():
+            _say(line)
+
+
+def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write: bool, as_json: bool,
+            emit: bool = False) -> int:
     ok = all(t.result.ok for t in done)
     if as_json:
         click.echo((run_dir / TUNE_JSON).read_text(), nl=False)
@@ -77,6 +91,8 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
             _say(f"written: {pick.written}" if pick.written else
                  f"not written: input {chosen[0]} (the length --write is for) did not verify")
         _say(f"per-length reports: {', '.join(str(t.run_dir / 'report.md') for t in done)}")
+    if emit:
+        _emit(next(t.result for t in done if (t.result.input_len, t.result.output_len) == chosen))
     _say(f"points: {measured} measured, {reused} reused from earlier runs")
     return 0 if ok else 1
 
@@ -97,6 +113,9 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
               help="with several --input-len lengths: the input length whose threshold --write puts in "
                    "(default: the first given)")
 @click.option("--json", "as_json", is_flag=True, help="print tune.json")
+@click.option("--emit", is_flag=True,
+              help="print the verified schedule in every engine's form: SGLang's patch threshold (<= 0.5.13), its "
+                   "native tiers (>= 0.5.14), vLLM's num_speculative_tokens_per_batch_size (also in tune.json)")
 @click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True, help="the coarse levels")
 @click.option("--repeats", default="1", show_default=True,
               help="times each point is measured: a count, or auto[:MAX] (at least 2, stopping a point once "
@@ -113,7 +132,7 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
               help="where runs go, and where earlier runs' points are looked for (default: runs/ beside hosts.yaml)")
 @var_option
 def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | None, no_reuse: bool,
-         budget_minutes: float | None, write: bool, for_length: int | None, as_json: bool, concurrency: str,
+         budget_minutes: float | None, write: bool, for_length: int | None, as_json: bool, emit: bool, concurrency: str,
          repeats: str, num_prompts: int | None, input_len: str, output_len: str, tier_steps: str, seed: int,
          out: str | None, runs_dir: str | None, var_items: tuple[str, ...]) -> None:
     """Find the adaptive arm's threshold from the server's running batch, verify it, and
@@ -135,5 +154,5 @@ def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | 
                     from_dir=Path(from_dir) if from_dir else None, budget_minutes=budget_minutes, write=write,
                     as_json=as_json, tier_steps=_ints(tier_steps, "--steps"), out=Path(out) if out else None,
                     runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items),
-                    lengths=pairs, for_length=for_length, reuse=not no_reuse)
+                    lengths=pairs, for_length=for_length, reuse=not no_reuse, emit=emit)
     exit_with(code == 0)

@@ -51,6 +51,7 @@ from specops.decide.summary import (
 )
 from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.decide.threshold import ThresholdChoice, choose
+from specops.engines.schedule import Schedule
 from specops.fsutil import atomic_write
 from specops.sim import model as M
 
@@ -320,6 +321,18 @@ class TuneResult:
     reused_points: int = 0                  # points it took from earlier runs instead
     input_len: int | None = None
     output_len: int | None = None
+    #: the verified schedule (engines.schedule.Schedule.to_dict) and its form in every engine's routes
+    schedule: dict[str, Any] | None = None
+    forms: list[dict[str, Any]] = field(default_factory=list)
+
+    def verified_schedule(self, num_steps: int) -> Schedule | None:
+        """What verified, as a schedule: the tiers when they did, else the threshold with the
+        adaptive arm's `num_steps`; None when nothing verified."""
+        if not self.ok or self.threshold is None:
+            return None
+        if self.tiers is not None and (self.tiers_verdict or {}).get("ok"):
+            return Schedule.from_tiers(self.tiers)
+        return Schedule.from_threshold(self.threshold, num_steps)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

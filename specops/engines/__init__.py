@@ -17,11 +17,12 @@ from typing import Sequence
 
 from specops.config.inventory import Host
 from specops.engines.base import BatchMetrics, CrashMessage, ServingEngine
+from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.sglang import SGLang, Simulator
 from specops.errors import ConfigError
 
 __all__ = ["ENGINES", "DEFAULT", "BatchMetrics", "ServingEngine", "crash_messages", "engine_for", "engine_named",
-           "engine_of", "ready_lines"]
+           "engine_of", "ready_lines", "schedule_forms"]
 
 #: hosts.yaml's `engine:` value -> the engine
 ENGINES: dict[str, ServingEngine] = {"sglang": SGLang(), "sim": Simulator()}
@@ -63,3 +64,9 @@ def ready_lines() -> tuple[str, ...]:
 def crash_messages() -> tuple[tuple[str, CrashMessage], ...]:
     """(face, message) for every engine's crash messages, once per face."""
     return tuple((e.face, m) for e in _faces() for m in e.crash_messages)
+
+
+def schedule_forms(schedule: Schedule, *, draft_model: str, max_batch: int) -> list[ScheduleForm]:
+    """`schedule` in every engine route's own form (a simulator's are its engine's, not repeated)."""
+    return [form for engine in ENGINES.values() if not engine.simulated
+            for form in engine.schedule_forms(schedule, draft_model=draft_model, max_batch=max_batch)]

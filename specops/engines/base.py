@@ -17,6 +17,7 @@ the simulator `specops.sim`):
 - the adaptive mechanism: `adaptive_config` (a native tier config from a threshold),
   `tier_config` (from explicit tiers), `adaptive_flags`, `patch_threshold_flag`;
 - the benchmark runner: `runner_name` (what `--runner auto` is), `benchmark_module`;
+- schedules: `schedule_forms` (a tuned `engines.schedule.Schedule` as each route takes it);
 - the simulator's face: `simulated` (the engine answers with SGLang's face but runs no model:
   no weights, no GPUs needed, specops' own client measures it).
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: bench.running (below decide/) takes BatchMetrics and reaches no transport
+    from specops.engines.schedule import Schedule, ScheduleForm
     from specops.sglang.adaptive import AdaptivePlan, TierPlan
     from specops.sglang.layout import SGLangLayout
     from specops.sglang.treefiles import TreeFiles
@@ -128,3 +130,7 @@ class ServingEngine(Protocol):
 
     def benchmark_module(self, files: TreeFiles) -> str | None:
         """The engine's own serving benchmark in the tree (None: it has none)."""
+
+    # --- schedules ----------------------------------------------------------------------
+    def schedule_forms(self, schedule: Schedule, *, draft_model: str, max_batch: int) -> list[ScheduleForm]:
+        """`schedule` in each of this engine's routes' own form (tune --emit)."""

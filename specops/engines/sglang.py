@@ -10,10 +10,12 @@ specops.sim --sglang-tree TREE`, the host's python, its own `--sim-*` options) a
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable, Mapping, Sequence
 
 from specops.engines.base import CrashMessage
 from specops.engines.metrics import SGLANG as SGLANG_METRICS
+from specops.engines.schedule import Schedule, ScheduleForm
 from specops.errors import ConfigError
 from specops.sglang import adaptive, serving
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
@@ -25,6 +27,8 @@ from specops.sim.knobs import UsageError, sim_options, split_knobs
 
 #: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
 CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
+#: the file name `schedule_forms` gives the native tier config
+NATIVE_CONFIG_FILE = "adaptive.json"
 
 
 class SGLang:
@@ -90,8 +94,37 @@ class SGLang:
     def runner_name(self, choice: str) -> str:
         return choice if choice != "auto" else "sglang"
 
+    def schedule_forms(self, schedule: Schedule, *, draft_model: str, max_batch: int) -> list[ScheduleForm]:
+        return [_patch_form(schedule), _native_form(schedule, max_batch)]
+
     def benchmark_module(self, files: TreeFiles) -> str | None:
         return bench_module(files)
+
+
+def _patch_form(schedule: Schedule) -> ScheduleForm:
+    """The dynamic-spec-disable patch: one draft-step count up to a threshold, none above."""
+    route = "SGLang <= 0.5.13 (dynamic-spec-disable patch)"
+    starts = schedule.starts
+    if len(starts) == 1 and starts[0][1] > 0:   # drafting at every batch: threshold 0 says "always"
+        return ScheduleForm(route, ["--speculative-num-steps", str(starts[0][1]), DISABLE_FLAG, "0"],
+                            "0 = always speculate")
+    if schedule.threshold is None:
+        return ScheduleForm(route, None, f"not expressible: the patch drafts one step count up to its threshold "
+                                         f"and none above; this schedule is {schedule.text()}")
+    return ScheduleForm(route, ["--speculative-num-steps", str(starts[0][1]), DISABLE_FLAG, str(schedule.threshold)])
+
+
+def _native_form(schedule: Schedule, max_batch: int) -> ScheduleForm:
+    """SGLang's native tiers (`candidate_steps`, 0 allowed from 0.5.14 on), keyed by the padded
+    batch SGLang routes by: the default capture list for `max_batch` (a tree's own list can
+    differ; specops reads it from the tree when it launches the arm)."""
+    plan = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch)
+    config = json.dumps(plan.config, sort_keys=True, separators=(",", ":"))
+    steps = max(k for _, k in schedule.starts)
+    flags = ["--speculative-num-steps", str(steps)] if steps else []
+    return ScheduleForm("SGLang >= 0.5.14 (native adaptive tiers)", [*flags, *ADAPTIVE_FLAGS, NATIVE_CONFIG_FILE],
+                        f"tier keys are padded batch sizes of SGLang's default CUDA-graph capture list up to "
+                        f"{max_batch}", config_file=NATIVE_CONFIG_FILE, config=config)
 
 
 class Simulator(SGLang):

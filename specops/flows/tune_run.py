@@ -22,7 +22,7 @@ from specops.config.settings import host_variables, phase_vars, settings_from_ru
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
 from specops.decide.tune import REUSED_FROM, TUNE_JSON, Phase, TuneResult, length_dir, write_lengths, write_tune
-from specops.engines import engine_for
+from specops.engines import engine_for, schedule_forms
 from specops.errors import ConfigError, SpecopsError
 from specops.flows.hostops import free_ports, releaser
 from specops.flows.play import run_playbook
@@ -32,7 +32,7 @@ from specops.render.progress import failure_lines, warning_lines
 from specops.report.artifacts import render_report
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
-from specops.servers.arms import arms_from_vars
+from specops.servers.arms import EAGLE_DEFAULTS, ArmSpec, arms_from_vars
 
 Say = Callable[[str], None]
 
@@ -207,10 +207,25 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
                                 settings={**settings, "input_len": i, "output_len": o}, from_dir=from_dir,
                                 reused=reused, budget_s=left, tier_steps=tier_steps, run_dir=where,
                                 runs_dir=runs_root, reuse=reuse, extra_vars=extra_vars, say=say, console=console))
+    adaptive = arms_from_vars(variables, where=f"host {host.name}")["adaptive"]
+    for tuned in done:
+        _schedule(tuned, adaptive)
     written = _write_chosen(inv_path, host, done, chosen, several=len(pairs) > 1) if write else None
     if len(pairs) > 1:
         write_lengths(run_dir, [(t.run_dir, t.result) for t in done], chosen, written)
     return TuneOutcome(run_dir, done, chosen)
+
+
+def _schedule(tuned: Tuned, adaptive: ArmSpec) -> None:
+    """The verified schedule into the result (and its tune.json), in every engine's forms."""
+    schedule = tuned.result.verified_schedule(adaptive.num_steps or EAGLE_DEFAULTS["num_steps"])
+    if schedule is None:
+        return
+    tuned.result.schedule = schedule.to_dict()
+    forms = schedule_forms(schedule, draft_model=adaptive.draft_model or "DRAFT_MODEL",
+                           max_batch=adaptive.cuda_graph_max_bs)
+    tuned.result.forms = [f.to_dict() for f in forms]
+    write_tune(tuned.run_dir, tuned.result, tuned.settings)
 
 
 def _pick(done: list[Tuned], chosen: tuple[int, int]) -> Tuned:

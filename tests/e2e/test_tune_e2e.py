@@ -55,7 +55,7 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
     inv = commented_inventory(tmp_path, sshd.host_entry(5, workdir=str(tmp_path / "w")))
     before = inv.read_text()
     out = tmp_path / "tune"
-    res = run_cli("tune", "--host", "gpu", "-i", str(inv), *SMALL, "--write", "--out", str(out))
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), *SMALL, "--write", "--emit", "--out", str(out))
     assert res.exit_code == 0, res.output
     assert "points if the first threshold verifies" in res.output and "at most" in res.output   # the plan first
     assert "rule: threshold = p90 of the server's running batch" in res.output
@@ -69,6 +69,12 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
     assert result["threshold"] == threshold, result
     assert abs(threshold - M.implied_threshold()) <= 1, threshold
     assert result["bracket"] == [4, 8] and result["fine_levels"] == [5, 6, 7]
+    # --emit: the verified schedule in every engine route's form, on the terminal and in tune.json
+    assert result["schedule"]["text"] == f"1+: 3, {threshold + 1}+: 0"
+    assert f"schedule (running batch: draft steps): 1+: 3, {threshold + 1}+: 0" in res.output
+    assert f"--speculative-num-steps 3 --speculative-disable-batch-threshold {threshold}\n" in res.output
+    assert "--speculative-adaptive --speculative-adaptive-config adaptive.json" in res.output
+    assert [f["route"].split(" (")[0] for f in result["forms"]] == ["SGLang <= 0.5.13", "SGLang >= 0.5.14"]
     # --write changed that one line, comments and all the rest kept
     changed = [(a, b) for a, b in zip(before.splitlines(), inv.read_text().splitlines(), strict=True) if a != b]
     assert [(a.strip(), b.strip()) for a, b in changed] == [
@@ -116,10 +122,13 @@ def test_tune_from_a_run_reuses_its_points_and_a_small_budget_stops_partial(tmp_
 def test_tune_on_a_native_tree_tunes_tiers_that_beat_the_threshold_config(tmp_path: Path) -> None:
     inv = commented_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, ref="v0.5.16")
     out = tmp_path / "tune"
-    res = run_cli("tune", "--host", "gpu", "-i", str(inv), *SMALL, "--write", "--out", str(out))
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), *SMALL, "--write", "--emit", "--out", str(out))
     assert res.exit_code == 0, res.output
     result = tune_doc(out)["result"]
     assert result["status"] == "verified" and result["tiers_verdict"]["ok"], result
+    # the verified tiers are the schedule --emit prints; the patch threshold cannot say a 1-step tier
+    assert result["schedule"]["tiers"] == {k: v for k, v in result["tiers"].items()}
+    assert "not expressible: the patch drafts one step count" in res.output
     assert all(r is not None and r >= 0.95 for r in result["tiers_verdict"]["ratios"].values())
     assert max(result["default_comparison"]["ratios"].values()) > 1.05   # beats the two-tier config somewhere
     tiers = {int(k): v for k, v in result["tiers"].items()}
