@@ -41,6 +41,8 @@ from specops.servers.fairness import fairness_warnings as fairness_warnings_for_
 BASELINE_ARM = "baseline"
 EAGLE_ARM = "eagle3"
 ADAPTIVE_ARM = "adaptive"
+#: what a spec-off arm's records say as their mechanism (servers.launch): how the report finds one
+SPEC_OFF_MECHANISM = "spec-off"
 ADAPTIVE_TOLERANCE = 0.95    # adaptive should reach 95% of the better of baseline and EAGLE-3
 DRAFTING_OFF_SHARE = 0.9     # a level counts as "drafting off" when it was off for >= 90% of the point
 
@@ -208,6 +210,24 @@ class Tax(_PerLevel):
 
 
 @dataclass
+class CapableTax(_PerLevel):
+    """The tax of staying speculation-capable: a spec-off arm (the speculative server with
+    drafting off at every batch size) over baseline at each level. It is the most an adaptive
+    arm can reach where it does not draft, measured rather than inferred."""
+
+    arm: str = "spec-off"
+    objective: str = DEFAULT_OBJECTIVE
+
+    def text(self) -> str:
+        on = "" if self.objective == DEFAULT_OBJECTIVE else f", on {self.objective}"
+        head = f"tax of staying speculation-capable ({self.arm} / baseline, drafting off at every batch{on}): "
+        if not self.ratios:
+            return head + "n/a: no level measured both arms"
+        per = ", ".join(f"c={c} {r:.3f}x" for c, r in sorted(self.ratios.items()))
+        return head + f"{_ratio_stats(self.ratios)}; per level: {per}"
+
+
+@dataclass
 class HostSummary:
     host: str
     levels: list[int]
@@ -221,6 +241,7 @@ class HostSummary:
     tax: Tax | None = None
     objective: str = DEFAULT_OBJECTIVE
     length: tuple[int, int] | None = None   # (input, output) tokens in a several-length sweep
+    capable_tax: CapableTax | None = None   # None: no spec-off arm
 
     @property
     def label(self) -> str:
@@ -455,8 +476,20 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
                 shortfalls.append((c, None))
             elif c in envelope.ratios and envelope.ratios[c] < ADAPTIVE_TOLERANCE:
                 shortfalls.append((c, envelope.ratios[c]))
-    return HostSummary(host, levels, arms, cells, ratios, find_crossover([(p.level, p.ratio) for p in points]),
-                       choose(points), shortfalls, envelope, tax, objective)
+    summary = HostSummary(host, levels, arms, cells, ratios, find_crossover([(p.level, p.ratio) for p in points]),
+                          choose(points), shortfalls, envelope, tax, objective)
+    spec_off = next((str(r.arm) for r in records if str(r.mechanism or "").startswith(SPEC_OFF_MECHANISM)), None)
+    if spec_off is not None:
+        summary.capable_tax = capable_tax_of(cells, levels, spec_off, objective)
+    return summary
+
+
+def capable_tax_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], arm: str,
+                   objective: str = DEFAULT_OBJECTIVE) -> CapableTax:
+    """`arm` (a spec-off arm) over baseline at every level that measured both."""
+    ratios = {c: objective_ratio(score(cells.get((arm, c)), objective), score(cells.get((BASELINE_ARM, c)), objective))
+              for c in levels}
+    return CapableTax({c: float(r) for c, r in ratios.items() if r is not None}, arm, objective)
 
 
 def adaptive_threshold_of(manifest: Manifest, host: str) -> int | None:
@@ -573,6 +606,8 @@ def _headline(summaries: Sequence[HostSummary]) -> list[str]:
             lines.append(prefix + s.envelope.text())
         if s.tax is not None:
             lines.append(prefix + s.tax.text())
+        if s.capable_tax is not None:
+            lines.append(prefix + s.capable_tax.text())
     return lines
 
 

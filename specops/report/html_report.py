@@ -81,7 +81,7 @@ def _results_table(summary: ReportSummary) -> list[str]:
         out.append(f"<ul><li>crossover: {_e(s.crossover.text())}</li>"
                    f"<li>recommended threshold: {_e(s.threshold_text())}</li>"
                    f"<li>adaptive: {_e(s.adaptive_text())}</li>"
-                   + "".join(f"<li>{_e(x.text())}</li>" for x in (s.envelope, s.tax) if x is not None)
+                   + "".join(f"<li>{_e(x.text())}</li>" for x in (s.envelope, s.tax, s.capable_tax) if x is not None)
                    + "</ul>")
     return out
 

@@ -105,7 +105,7 @@ def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
         out.append("| " + " | ".join(_md_escape(col.text(*row)) for col in cols) + " |")
     out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
             f"- adaptive: {s.adaptive_text()}"]
-    out += [f"- {x.text()}" for x in (s.envelope, s.tax) if x is not None]
+    out += [f"- {x.text()}" for x in (s.envelope, s.tax, s.capable_tax) if x is not None]
     return out + [""]
 
 

@@ -32,6 +32,10 @@ settings' `input_len`/`output_len` are lists; a one-length run has none of these
                 # records say so), "above_threshold" (levels above the arm's threshold), "none"
                 "speculation_tax": {"levels": [{"concurrency", "ratio"}], "worst": {...}|null, "mean": float|null,
                                     "source": str, "threshold": int|null, "unit": str|null, "text": str}|null,
+                # a spec-off arm (the speculative server, drafting off at every batch) / baseline at
+                # every level: the tax of staying speculation-capable; null without such an arm
+                "speculation_capable_tax": {"arm": str, "levels": [{"concurrency", "ratio"}],
+                                            "worst": {...}|null, "mean": float|null, "text": str}|null,
                 "points": [{"arm", "concurrency", "repeats", "output_throughput": {"median", "min", "max"},
                             "median_ttft_ms", "median_tpot_ms", "accept_length",
                             "goodput", "slo_attainment",        # req/s meeting the SLO, share; null without one
@@ -94,6 +98,14 @@ def tax_doc(s: HostSummary) -> dict[str, Any] | None:
             "threshold": tax.threshold, "unit": tax.unit, "text": tax.text()}
 
 
+def capable_tax_doc(s: HostSummary) -> dict[str, Any] | None:
+    tax = s.capable_tax
+    if tax is None:
+        return None
+    return {"arm": tax.arm, "levels": _levels(tax.ratios), "worst": _worst(tax.worst), "mean": tax.mean,
+            "text": tax.text()}
+
+
 def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, Any]:
     manifest = as_manifest(given)
     hosts = []
@@ -124,7 +136,7 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
             "adaptive": {"checked": shortfalls is not None,
                          "ok": None if shortfalls is None else not shortfalls,
                          "shortfalls": [{"concurrency": c, "ratio": r} for c, r in (shortfalls or [])]},
-            "envelope": envelope_doc(s), "speculation_tax": tax_doc(s),
+            "envelope": envelope_doc(s), "speculation_tax": tax_doc(s), "speculation_capable_tax": capable_tax_doc(s),
             "points": points,
         })
     return {

@@ -1,4 +1,4 @@
-"""Arm profiles (baseline / eagle3 / adaptive) from playbook vars, validated up front.
+"""Arm profiles (baseline / eagle3 / adaptive / spec-off) from playbook vars, validated up front.
 
 A typo in an arm ("num_step") must stop the run before a GPU is touched, with the arm
 and key named, not launch a server with a silently default value. Fairness settings
@@ -17,7 +17,7 @@ from specops.config.schema import check_keys, choice, type_name, where_of
 from specops.errors import ConfigError
 from specops.secrets import looks_secret, remember
 
-KINDS = ("baseline", "eagle3", "adaptive")
+KINDS = ("baseline", "eagle3", "adaptive", "spec-off")
 BASE_PORT = 30000
 DEFAULT_MAX_RUNNING_REQUESTS = 64
 EAGLE_DEFAULTS = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
@@ -29,6 +29,8 @@ ALLOWED_KEYS: dict[str, tuple[str, ...]] = {
     "baseline": _COMMON_KEYS,
     "eagle3": _COMMON_KEYS + _EAGLE_KEYS,
     "adaptive": _COMMON_KEYS + _EAGLE_KEYS + ("threshold", "tiers"),
+    # the speculative server with drafting off at every batch size: what staying able to speculate costs
+    "spec-off": _COMMON_KEYS + _EAGLE_KEYS,
 }
 _FAIRNESS_KEYS = ("max_running_requests", "cuda_graph_max_bs")
 
@@ -71,8 +73,10 @@ class ArmSpec:
 
 
 def infer_kind(name: str) -> str | None:
-    """Kind from the arm's name: "adaptive-t8" -> adaptive, "eagle3_b" -> eagle3."""
+    """Kind from the arm's name: "adaptive-t8" -> adaptive, "eagle3_b" -> eagle3, "spec_off" -> spec-off."""
     low = name.lower()
+    if "specoff" in low.replace("_", "").replace("-", ""):
+        return "spec-off"
     if "adaptive" in low:
         return "adaptive"
     if "eagle" in low:

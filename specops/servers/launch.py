@@ -176,6 +176,27 @@ def _eagle_flags(arm: ArmSpec, serving: ServingEngine) -> list[str]:
     return serving.eagle_flags(arm.draft_model, arm.num_steps, arm.eagle_topk, arm.num_draft_tokens)
 
 
+#: the tiers of a server that never drafts: 0 steps from running batch 1 up
+NEVER_DRAFT = {1: [0]}
+
+
+def _spec_off(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir: str,
+              bucket_sources: Mapping[str, str] | None, where: str) -> tuple[str, str, str, str]:
+    """(mechanism, config path, config JSON, note) of a spec-off arm: native tiers with 0 steps
+    at every batch. The patch route has no way to say it (its threshold 0 means always)."""
+    if not layout.adaptive_zero_steps:
+        raise ConfigError(
+            f"a spec-off arm needs a server that can draft 0 steps at every batch size; the SGLang tree "
+            f"({layout.version or 'unknown version'}) has no zero-step adaptive tiers, and the dynamic-spec-disable "
+            f"patch's threshold cannot say 'never' (0 = always speculate)", where=where,
+            hint="use SGLang >= 0.5.14 for the spec-off arm")
+    plan = serving.tier_config(NEVER_DRAFT, arm.cuda_graph_max_bs, bucket_sources)
+    config = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
+    return ("spec-off (native tiers)", paths.adaptive_config(workdir, arm.name), config,
+            "drafting off at every running batch (native tiers, 0 steps from batch 1): the draft model is loaded "
+            "and its extend still runs")
+
+
 def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str = "python3",
                  engine: str = "sglang", sglang_tree: str | None = None,
                  sim_options: Sequence[str] = (), bucket_sources: Mapping[str, str] | None = None,
@@ -200,6 +221,11 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
     elif arm.kind == "eagle3":
         mechanism = "eagle3"
         flags += _eagle_flags(arm, serving)
+    elif arm.kind == "spec-off":
+        flags += _eagle_flags(arm, serving)
+        mechanism, config_path, config_json, note = _spec_off(arm, layout, serving, workdir, bucket_sources, where)
+        flags += serving.adaptive_flags(config_path)
+        notes.append(note)
     else:
         assert arm.threshold is not None and arm.num_steps is not None
         flags += _eagle_flags(arm, serving)
