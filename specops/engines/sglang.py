@@ -108,6 +108,8 @@ def _patch_form(schedule: Schedule) -> ScheduleForm:
     if len(starts) == 1 and starts[0][1] > 0:   # drafting at every batch: threshold 0 says "always"
         return ScheduleForm(route, ["--speculative-num-steps", str(starts[0][1]), DISABLE_FLAG, "0"],
                             "0 = always speculate")
+    if len(starts) == 1:   # never drafting (a spec-off server): threshold -1
+        return ScheduleForm(route, [DISABLE_FLAG, "-1"], "-1 = never speculate")
     if schedule.threshold is None:
         return ScheduleForm(route, None, f"not expressible: the patch drafts one step count up to its threshold "
                                          f"and none above; this schedule is {schedule.text()}")

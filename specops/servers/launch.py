@@ -178,23 +178,31 @@ def _eagle_flags(arm: ArmSpec, serving: ServingEngine) -> list[str]:
 
 #: the tiers of a server that never drafts: 0 steps from running batch 1 up
 NEVER_DRAFT = {1: [0]}
+#: the dynamic-spec-disable patch's threshold that never drafts (0 means always)
+PATCH_NEVER = -1
+SPEC_OFF_NOTE = "drafting off at every running batch ({how}): the draft model stays loaded and its extend still runs"
 
 
 def _spec_off(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir: str,
-              bucket_sources: Mapping[str, str] | None, where: str) -> tuple[str, str, str, str]:
-    """(mechanism, config path, config JSON, note) of a spec-off arm: native tiers with 0 steps
-    at every batch. The patch route has no way to say it (its threshold 0 means always)."""
-    if not layout.adaptive_zero_steps:
-        raise ConfigError(
-            f"a spec-off arm needs a server that can draft 0 steps at every batch size; the SGLang tree "
-            f"({layout.version or 'unknown version'}) has no zero-step adaptive tiers, and the dynamic-spec-disable "
-            f"patch's threshold cannot say 'never' (0 = always speculate)", where=where,
-            hint="use SGLang >= 0.5.14 for the spec-off arm")
-    plan = serving.tier_config(NEVER_DRAFT, arm.cuda_graph_max_bs, bucket_sources)
-    config = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
-    return ("spec-off (native tiers)", paths.adaptive_config(workdir, arm.name), config,
-            "drafting off at every running batch (native tiers, 0 steps from batch 1): the draft model is loaded "
-            "and its extend still runs")
+              bucket_sources: Mapping[str, str] | None, where: str) -> tuple[str, list[str], str | None, str | None, str]:
+    """(mechanism, flags, config path, config JSON, note) of a spec-off arm: native tiers of 0
+    steps from batch 1, else the patch's threshold -1."""
+    if layout.adaptive_zero_steps:
+        plan = serving.tier_config(NEVER_DRAFT, arm.cuda_graph_max_bs, bucket_sources)
+        path = paths.adaptive_config(workdir, arm.name)
+        return ("spec-off (native tiers)", serving.adaptive_flags(path), path,
+                json.dumps(plan.config, indent=2, sort_keys=True) + "\n",
+                SPEC_OFF_NOTE.format(how="native tiers, 0 steps from batch 1"))
+    if layout.dynamic_spec_disable_applied:
+        return (f"spec-off (dynamic-spec-disable patch, threshold {PATCH_NEVER})",
+                [serving.patch_threshold_flag, str(PATCH_NEVER)], None, None,
+                SPEC_OFF_NOTE.format(how=f"patch threshold {PATCH_NEVER}"))
+    raise ConfigError(
+        f"a spec-off arm needs a server that can draft 0 steps at every batch size; the SGLang tree "
+        f"({layout.version or 'unknown version'}) has neither zero-step adaptive tiers nor the dynamic-spec-disable "
+        f"patch", where=where,
+        hint="apply the `dynamic-spec-disable` patch set to the tree (its threshold -1 never drafts), "
+             "or use SGLang >= 0.5.14")
 
 
 def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str = "python3",
@@ -223,8 +231,9 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
         flags += _eagle_flags(arm, serving)
     elif arm.kind == "spec-off":
         flags += _eagle_flags(arm, serving)
-        mechanism, config_path, config_json, note = _spec_off(arm, layout, serving, workdir, bucket_sources, where)
-        flags += serving.adaptive_flags(config_path)
+        mechanism, off_flags, config_path, config_json, note = _spec_off(arm, layout, serving, workdir,
+                                                                          bucket_sources, where)
+        flags += off_flags
         notes.append(note)
     else:
         assert arm.threshold is not None and arm.num_steps is not None

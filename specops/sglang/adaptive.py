@@ -206,7 +206,7 @@ def tier_config(tiers: dict[int, list[int]], max_bs: int,
 DRAFTING_OFF_LINE = "specops adaptive: drafting off (running batch {batch} > threshold {threshold})"
 DRAFTING_ON_LINE = "specops adaptive: drafting on (running batch {batch} <= threshold {threshold})"
 TRANSITION_RE = re.compile(r"specops adaptive: drafting (?P<state>on|off) \(running batch (?P<batch>\d+) "
-                           r"(?:>|<=) threshold (?P<threshold>\d+)\)")
+                           r"(?:>|<=) threshold (?P<threshold>-?\d+)\)")
 
 
 #: What such a server's `Decode batch` line says of the steps since the previous line: in place

@@ -1,7 +1,9 @@
 """Issue 39 point 4 end to end on the simulator: a spec-off arm (the EAGLE-3 server with
-native tiers of 0 steps from batch 1) benched beside the true baseline on a 0.5.16 tree; the
-report's tax of staying speculation-capable equals the ratio computed here from results.jsonl,
-and is the simulator model's tax (the figures are on its model clock, noise off)."""
+drafting off at every batch: native tiers of 0 steps from batch 1 on a 0.5.16 tree, the
+dynamic-spec-disable patch's threshold -1 on a 0.5.10.post1 tree the bench playbook patches)
+benched beside the true baseline; the report's tax of staying speculation-capable equals the
+ratio computed here from results.jsonl, and is the simulator model's tax (the figures are on
+its model clock, noise off)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ from tests.support.deploy import run_cli
 
 
 @pytest.mark.slow
-def test_spec_off_is_benched_beside_the_baseline_and_its_tax_reported(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("ref", "mechanism"), [("v0.5.16", "spec-off (native tiers)"),
+                                                ("v0.5.10.post1", "spec-off (dynamic-spec-disable patch, threshold -1)")])
+def test_spec_off_is_benched_beside_the_baseline_and_its_tax_reported(tmp_path: Path, ref: str, mechanism: str) -> None:
     arms = {**arm_vars()["arms"], "spec-off": {"port": free_port()}}
     inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")}, arms=arms,
-                        sglang_ref="v0.5.16", sim={"time_scale": 0.005, "noise": 0})
+                        sglang_ref=ref, sim={"time_scale": 0.005, "noise": 0})
     out = tmp_path / "run"
     res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,spec-off", "--concurrency", "1,8",
                   "--repeats", "1", "--input-len", "32", "--output-len", "64", "--out", str(out))
@@ -29,7 +33,7 @@ def test_spec_off_is_benched_beside_the_baseline_and_its_tax_reported(tmp_path: 
     recs = store.load_results(out)
     off = {r.concurrency: r for r in recs if r.arm == "spec-off"}
     base = {r.concurrency: r for r in recs if r.arm == "baseline"}
-    assert {r.mechanism for r in off.values()} == {"spec-off (native tiers)"}
+    assert {r.mechanism for r in off.values()} == {mechanism}
     assert all(r.accept_length in (None, 0, 1.0) for r in off.values())   # it never drafted
     ratios = {c: off[c].output_throughput / base[c].output_throughput for c in (1, 8)}
     assert ratios == pytest.approx({1: 1 - M.ADAPTIVE_TAX, 8: 1 - M.ADAPTIVE_TAX}, abs=0.005)
@@ -38,5 +42,6 @@ def test_spec_off_is_benched_beside_the_baseline_and_its_tax_reported(tmp_path: 
     assert "tax of staying speculation-capable (spec-off / baseline" in (out / "report.md").read_text()
     assert "tax of staying speculation-capable" in res.output   # the terminal's headline says it too
     launched = json.loads((out / "manifest.json").read_text())["hosts"]["gpu"]["arms"]["spec-off"]
-    assert launched["mechanism"] == "spec-off (native tiers)" and "--speculative-adaptive" in launched["argv"]
+    assert launched["mechanism"] == mechanism
+    assert ("--speculative-adaptive" in launched["argv"]) == ref.startswith("v0.5.16")
     assert "drafting off at every running batch" in launched["notes"][0]

@@ -249,6 +249,12 @@ def test_the_decision_logs_transitions_only(patched, version):
         always = _Worker(threshold=0)
         env["logger"] = quiet
         assert all(env["specops_drafting"](always, b) for b in (1, 64, 4096)) and quiet.lines == []
+        # -1: never draft (the spec-off arm): off from the first step, said once, and read back
+        never, off_log = _Worker(threshold=-1), _Logger()
+        env["logger"] = off_log
+        assert not any(env["specops_drafting"](never, b) for b in (1, 1, 2, 64))
+        assert off_log.lines == [transition_line(False, 1, -1)]
+        assert parse_transitions(off_log.lines[0]) == [Transition(False, 1, -1)]
 
 
 @pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13"])
@@ -337,6 +343,8 @@ def test_a_backend_the_one_token_verify_is_not_made_for_is_refused_at_worker_sta
             start(1, _backend("TorchNativeAttnBackend"))
         start(0, _backend("TorchNativeAttnBackend"))  # no threshold: the set stays out of the way
         start(4, _backend("TritonAttnBackend"))
+        with pytest.raises(ValueError, match="TorchNativeAttnBackend"):   # never drafting verifies one token too
+            start(-1, _backend("TorchNativeAttnBackend"))
 
 
 @pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.10.post1", "0.5.13"])

@@ -57,6 +57,6 @@ def test_what_the_patch_cannot_say_is_said_not_approximated() -> None:
     always = _forms(Schedule.from_tiers({1: 2}))["SGLang <= 0.5.13 patch"]
     assert always.flags == ["--speculative-num-steps", "2", "--speculative-disable-batch-threshold", "0"]
     never = _forms(Schedule.from_tiers({1: 0}))
-    assert never["SGLang <= 0.5.13 patch"].flags is None   # the threshold cannot say "never draft"
+    assert never["SGLang <= 0.5.13 patch"].flags == ["--speculative-disable-batch-threshold", "-1"]   # never draft
     assert never["SGLang >= 0.5.14 native"].flags == ["--speculative-adaptive", "--speculative-adaptive-config",
                                                       "adaptive.json"]

@@ -43,14 +43,22 @@ def test_on_a_native_tree_every_tier_has_zero_steps() -> None:
     assert plan.effective_threshold is None and "drafting off at every running batch" in plan.notes[0]
 
 
-def test_the_patch_route_cannot_say_never_and_says_so(sglang_tree) -> None:
+def test_on_a_patched_tree_the_threshold_says_never(sglang_tree) -> None:
+    """The dynamic-spec-disable patch's threshold -1: never draft (0 stays "always")."""
+    from specops.patching.applier import apply
+    from specops.patching.model import load_patchset
+    from specops.transport.local import LocalTransport
+
     arm = arms_from_vars({**VARS, "arms": {"spec-off": {}}})["spec-off"]
-    layout = detect_layout(LocalTreeFiles(sglang_tree("0.5.10.post1")))
-    layout.dynamic_spec_disable_applied = True
-    with pytest.raises(ConfigError) as err:
-        build_launch(arm, layout, workdir="/w")
-    assert "spec-off" in str(err.value) and "0 = always speculate" in str(err.value)
-    assert "0.5.14" in (err.value.hint or "")
+    tree = sglang_tree("0.5.10.post1")
+    with pytest.raises(ConfigError) as err:   # unpatched: no way to say it, and the error says what to do
+        build_launch(arm, detect_layout(LocalTreeFiles(tree)), workdir="/w")
+    assert "spec-off" in str(err.value) and "dynamic-spec-disable" in (err.value.hint or "")
+    apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
+    plan = build_launch(arm, detect_layout(LocalTreeFiles(tree)), workdir="/w")   # the tree's own parser takes -1
+    assert plan.mechanism == "spec-off (dynamic-spec-disable patch, threshold -1)"
+    assert _flag(plan.argv, "--speculative-disable-batch-threshold") == "-1"
+    assert plan.config_json is None and "drafting off at every running batch" in plan.notes[0]
 
 
 def test_the_report_states_the_capable_tax_per_level(tmp_path) -> None:
