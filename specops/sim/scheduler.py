@@ -19,6 +19,14 @@ that owes a refill for LOOP_REFILL_TIMEOUT_S wall seconds (its client died) is d
 counted in `/server_info.sim_stats.loop_timeouts`. A client that cannot say it (SGLang's
 `bench_serving`) gets the old grace: after a step that finished its requests the scheduler
 waits up to CLIENT_GRACE_S for their refills, which a loaded machine can miss.
+
+An open-loop client (a rate point) declares each request's arrival offset instead
+(`X-Sim-Open-Loop`, specops.sim.openloop). Such a request arrives on the model clock at its
+loop's origin plus its offset, whenever the handler got it; no step starts after an arrival
+the loop declared but has not sent yet (the same wait and timeout as a closed loop's
+refill); a request arriving during a step joins the next one; and with nothing to run, the
+model clock moves over the idle gap to the next arrival: in an open loop idle time is part
+of the workload, so the queue and the running batch a rate builds are exact too.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from specops.sglang.adaptive import decode_line_note, transition_line
 from specops.sim import model as M
 from specops.sim.closedloop import ClosedLoop
 from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
+from specops.sim.openloop import OpenArrival, OpenLoop
 
 WORDS = (
     "the of and to in is was that for on as with by at from his an were are which this be has had "
@@ -48,9 +57,14 @@ WORDS = (
 #: send the replacements of requests that just finished (a refill arrives in well under 1 ms on
 #: an idle machine; 20 ms covers a loaded one without slowing a point's tail much)
 CLIENT_GRACE_S = 0.02
-#: wall seconds a declared closed loop may owe a refill before the scheduler stops waiting for
-#: it (its client failed): generous, since a loaded machine can take seconds to send one
+#: wall seconds a declared closed loop may owe a refill (an open loop, an arrival) before the
+#: scheduler stops waiting for it (its client failed): generous, since a loaded machine can
+#: take seconds to send one
 LOOP_REFILL_TIMEOUT_S = 60.0
+#: model seconds within which a declared arrival counts as come (offsets are sums of floats)
+ARRIVAL_EPS_S = 1e-9
+#: what a request may declare: a closed loop (parse_loop_header), an open-loop arrival, nothing
+Declared = tuple[str, int, int] | OpenArrival | None
 @dataclass(frozen=True)
 class Mark:
     """What one step left a request with: its stream sends one chunk per mark."""
@@ -137,6 +151,7 @@ class Scheduler:
         self.submitted = 0  # requests received
         self.submitted_undeclared = 0  # of those, outside a declared loop (the grace counts them)
         self.loops: dict[str, ClosedLoop] = {}
+        self.open_loops: dict[str, OpenLoop] = {}
         self.loop_timeouts = 0  # declared loops dropped because their client stopped sending
         self.output_tokens = 0  # tokens emitted, all requests
         self.busy_model_time = 0.0  # model seconds spent in prefill and decode steps
@@ -153,17 +168,40 @@ class Scheduler:
         return SimRequest(rid=rid or uuid.uuid4().hex, prompt_tokens=max(1, prompt_tokens),
                           max_new_tokens=max(0, max_new_tokens), seed=seed, rng=rng)
 
-    def submit(self, req: SimRequest, loop: tuple[str, int, int] | None = None) -> None:
-        """Queue a request; `loop` is its client's declared closed loop (parse_loop_header)."""
+    def submit(self, req: SimRequest, loop: Declared = None) -> None:
+        """Queue a request; `loop` is its client's declared closed loop (parse_loop_header) or
+        its open-loop arrival (parse_open_header): it then arrives at its declared model time."""
         req.sim_arrival_t = req.sim_t = self.model_time
         self.submitted += 1
-        if loop is None:
+        if isinstance(loop, OpenArrival):
+            req.sim_arrival_t = req.sim_t = self._arrive(loop)
+        elif loop is None:
             self.submitted_undeclared += 1
         else:
             req.loop = self._join_loop(*loop)
             req.loop.submitted += 1
         self.waiting.append(req)
         self.wake.set()
+
+    def _arrive(self, arrival: OpenArrival) -> float:
+        """The model time of an open-loop request: its loop's origin (set by the loop's first
+        request to come in) plus its offset."""
+        lp = self.open_loops.get(arrival.key)
+        if lp is None:
+            lp = self.open_loops[arrival.key] = OpenLoop(arrival.key, arrival.requests, self.model_time - arrival.at)
+        lp.add(arrival)
+        if lp.complete:
+            del self.open_loops[arrival.key]
+        return lp.origin + arrival.at
+
+    def _next_due(self) -> float | None:
+        """The earliest arrival an open loop declared and has not sent yet."""
+        dues = [d for lp in self.open_loops.values() if (d := lp.due()) is not None]
+        return min(dues, default=None)
+
+    def _arrived(self) -> bool:
+        """Whether a waiting request has arrived by the model clock (open-loop ones may be early)."""
+        return any(r.sim_arrival_t <= self.model_time + ARRIVAL_EPS_S for r in self.waiting)
 
     def _join_loop(self, key: str, concurrency: int, requests: int) -> ClosedLoop:
         """The loop `key`, declared now if new; a new loop ends earlier ones with nothing in flight."""
@@ -193,6 +231,7 @@ class Scheduler:
             "output_tokens": self.output_tokens,
             "completed": self.completed,
             "loop_timeouts": self.loop_timeouts,
+            "waiting": len(self.waiting),
             "accepted_tokens": self.total_accepted,
             "verify_steps": self.total_verify,
             "steps_by_batch": {str(b): {"speculative": s, "plain": p} for b, (s, p) in sorted(self.steps_by_batch.items())},
@@ -223,17 +262,20 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         self._clock = loop.time()
         while True:
-            if not self.busy:  # idle: the model clock holds (nothing is being measured)
+            if not self.busy and not self.open_loops:  # idle: the model clock holds (nothing is being measured)
                 self.wake.clear()
                 await self.wake.wait()
                 self._clock = loop.time()
             await self._await_loops()
+            await self._await_arrivals()
             self.running = [r for r in self.running if not r.aborted]
             room = self.cfg.max_running - len(self.running)
-            if self.waiting and room > 0:
+            if self._arrived() and room > 0:
                 await self._prefill(room)
             elif self.running:
                 await self._decode()
+            else:
+                await self._idle_to_next_arrival()
             if self.cfg.crash_after is not None and self.counted >= self.cfg.crash_after and self.on_crash:
                 await asyncio.sleep(0.05)  # let the finished streams flush, then die mid-batch
                 await self.on_crash()
@@ -269,6 +311,40 @@ class Scheduler:
                 self.loops.pop(lp.key, None)
                 self.loop_timeouts += 1
 
+    async def _await_arrivals(self) -> None:
+        """Hold the next step until every arrival an open loop declared by the model clock's
+        time has come in; a loop owing one past LOOP_REFILL_TIMEOUT_S is dropped and counted."""
+        def come() -> bool:
+            due = self._next_due()
+            return due is None or due > self.model_time + ARRIVAL_EPS_S
+
+        if come():
+            return
+        if not await self._wait_until(come, LOOP_REFILL_TIMEOUT_S):
+            self._drop_owing(self.model_time)
+
+    def _drop_owing(self, by: float) -> None:
+        for lp in [lp for lp in self.open_loops.values() if (d := lp.due()) is not None and d <= by + ARRIVAL_EPS_S]:
+            self.open_loops.pop(lp.key, None)
+            self.loop_timeouts += 1
+
+    async def _idle_to_next_arrival(self) -> None:
+        """Nothing arrived to run: move the model clock over the idle gap to the next arrival,
+        a waiting request's or one an open loop declared (waited for, as in _await_arrivals).
+        Not busy time; with neither, wait for a wake-up."""
+        waiting = min((r.sim_arrival_t for r in self.waiting), default=None)
+        due = self._next_due()
+        if due is not None and (waiting is None or due < waiting):
+            if not await self._wait_until(lambda: self._next_due() != due, LOOP_REFILL_TIMEOUT_S):
+                self._drop_owing(due)
+            return  # the arrival is now waiting (or its loop is gone): decide again
+        if waiting is None:
+            self.wake.clear()
+            await self.wake.wait()
+            self._clock = asyncio.get_running_loop().time()
+            return
+        self.model_time = max(self.model_time, waiting)
+
     async def _await_refills(self, finished: int, since: int) -> None:
         """For clients that declared no loop: hold the model clock until `finished` requests
         arrived after `since` undeclared submissions, or CLIENT_GRACE_S wall seconds pass."""
@@ -288,12 +364,15 @@ class Scheduler:
     async def _prefill(self, room: int) -> None:
         batch: list[SimRequest] = []
         tokens = 0
-        while self.waiting and len(batch) < room:
-            nxt = self.waiting[0]
-            if batch and tokens + nxt.prompt_tokens > self.cfg.max_prefill_tokens:
+        arrived = sorted((r for r in self.waiting if r.sim_arrival_t <= self.model_time + ARRIVAL_EPS_S),
+                         key=lambda r: r.sim_arrival_t)  # stable: submit order among equal times
+        for nxt in arrived:
+            if len(batch) >= room or (batch and tokens + nxt.prompt_tokens > self.cfg.max_prefill_tokens):
                 break
-            batch.append(self.waiting.popleft())
+            batch.append(nxt)
             tokens += nxt.prompt_tokens
+        for r in batch:
+            self.waiting.remove(r)
         self.running.extend(batch)
         used, usage = self.token_usage()
         self.log.info(prefill_batch_line(len(batch), tokens, usage, len(self.running) - len(batch), len(self.waiting)), rank=True)

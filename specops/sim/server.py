@@ -33,7 +33,8 @@ from specops.sglang.treeversion import tree_version
 from specops.sim import model as M
 from specops.sim.closedloop import LOOP_HEADER, LoopHeaderError, parse_loop_header
 from specops.sim.logs import SimLog, init_failure_traceback, scheduler_crash_traceback
-from specops.sim.scheduler import EngineConfig, Mark, Scheduler, SimRequest
+from specops.sim.openloop import OPEN_HEADER, parse_open_header
+from specops.sim.scheduler import Declared, EngineConfig, Mark, Scheduler, SimRequest
 
 #: the simulated tokenizer's vocabulary (Llama 3's size), for `output_ids`
 VOCAB_SIZE = 128256
@@ -281,10 +282,12 @@ class SimServer:
             if last:
                 return
 
-    def _loop(self, request: web.Request) -> tuple[str, int, int] | None:
-        """The client's declared closed loop (X-Sim-Closed-Loop), or a 400 for a malformed one."""
+    def _loop(self, request: web.Request) -> Declared:
+        """The client's declared closed loop (X-Sim-Closed-Loop) or open-loop arrival
+        (X-Sim-Open-Loop), or a 400 for a malformed one."""
         try:
-            return parse_loop_header(request.headers.get(LOOP_HEADER))
+            return (parse_loop_header(request.headers.get(LOOP_HEADER))
+                    or parse_open_header(request.headers.get(OPEN_HEADER)))
         except LoopHeaderError as exc:
             raise web.HTTPBadRequest(text=json.dumps({"error": {"message": str(exc)}}),
                                      content_type="application/json") from None
