@@ -1,4 +1,4 @@
-"""`python -m specops.bench --url URL --concurrency C ...`: one builtin-client point, run on
+"""`python -m specops.bench --url URL --concurrency C|--rate R ...`: one builtin-client point, run on
 the host next to the server (so no tunnel latency enters the measurement); prints the
 normalized record as one JSON line."""
 
@@ -15,7 +15,10 @@ from specops.plainhttp import without_tls
 def main(argv: list[str] | None = None, *, as_program: bool = False) -> int:
     ap = argparse.ArgumentParser(prog="python -m specops.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--url", required=True)
-    ap.add_argument("--concurrency", type=int, required=True)
+    load = ap.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", type=int)
+    load.add_argument("--rate", type=float, help="requests per second, an open loop")
+    ap.add_argument("--arrival", default="poisson", help="poisson, constant or gamma:CV (with --rate)")
     ap.add_argument("--num-prompts", type=int)
     ap.add_argument("--input-len", type=int, default=128)
     ap.add_argument("--output-len", type=int, default=128)
@@ -29,7 +32,8 @@ def main(argv: list[str] | None = None, *, as_program: bool = False) -> int:
     from specops.bench.client import measure_point  # imported after without_tls()
 
     try:
-        record = measure_point(args.url, concurrency=args.concurrency, num_prompts=args.num_prompts,
+        record = measure_point(args.url, concurrency=args.concurrency or 0, rate=args.rate, arrival=args.arrival,
+                               num_prompts=args.num_prompts,
                            input_len=args.input_len, output_len=args.output_len, seed=args.seed,
                            dataset=args.dataset, api=args.api, timeout_s=args.timeout)
     except SpecopsError as exc:

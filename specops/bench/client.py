@@ -11,6 +11,13 @@ It also records client lag: for each request, how long after its concurrency slo
 free it was actually sent. A client that cannot keep up (a saturated event loop, a
 connection pool limit) shows up there instead of silently lowering the offered load.
 
+A rate point (`rate`) is an open loop instead: request i is sent at its arrival offset
+(bench/arrivals.py) times the server's `sim_time_scale`, never waiting for earlier ones,
+and declares that offset to the simulator (`X-Sim-Open-Loop`, which SGLang ignores), which
+puts it on its model clock there; the record gets the offered rate, the rate requests
+completed at and whether the server was saturated (bench/saturation.py). Client lag is then
+how late each request left against its scheduled wall time.
+
 Protocol per point: warm-up requests (at least `concurrency`, discarded), POST
 /flush_cache, the measured run, GET /server_info for the accept length. A simulator
 that runs on a scaled clock says so in /server_info (`sim_time_scale`, wall = model x
@@ -37,13 +44,17 @@ from typing import Any, Sequence, cast
 
 import aiohttp
 
+from specops.bench.arrivals import DEFAULT_ARRIVAL, offsets, parse_arrival
+from specops.bench.saturation import is_saturated, offered_rate
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.errors import ConfigError
 from specops.sim.closedloop import loop_header
+from specops.sim.openloop import open_header
 
 DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever the concurrency
 PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate
 DEFAULT_TIMEOUT_S = 300.0
+OPEN_WARMUP = 2                # warm-up requests (in a closed loop of 2) before a rate point
 APIS = ("generate", "completions")
 
 
@@ -219,7 +230,19 @@ class _TokenCounter:
 
 async def _one_request(session: aiohttp.ClientSession, url: str, api: str, prompt: Prompt,
                        model: str | None, timeout_s: float, slot_free_at: float,
-                       headers: dict[str, str] | None = None) -> RequestResult:
+                       headers: dict[str, str] | None = None, answered: asyncio.Event | None = None) -> RequestResult:
+    """One streamed request; `answered` is set once the server has taken it (its response
+    began) or it failed."""
+    try:
+        return await _stream(session, url, api, prompt, model, timeout_s, slot_free_at, headers, answered)
+    finally:
+        if answered is not None:
+            answered.set()
+
+
+async def _stream(session: aiohttp.ClientSession, url: str, api: str, prompt: Prompt, model: str | None,
+                  timeout_s: float, slot_free_at: float, headers: dict[str, str] | None,
+                  answered: asyncio.Event | None) -> RequestResult:
     res = RequestResult()
     payload = _payload(api, prompt, model)
     chunks: list[tuple[float, float | None]] = []   # (arrival, new tokens or None if unknown)
@@ -230,6 +253,8 @@ async def _one_request(session: aiohttp.ClientSession, url: str, api: str, promp
     try:
         async with session.post(url, json=payload, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if answered is not None:
+                answered.set()
             if resp.status != 200:
                 body = (await resp.text())[:300]
                 res.error = f"HTTP {resp.status}: {body.strip()}"
@@ -309,6 +334,32 @@ async def _run_batch(session: aiohttp.ClientSession, url: str, api: str, prompts
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
     end = time.perf_counter()
     return [r for r in results if r is not None], start, end
+
+
+async def _run_open(session: aiohttp.ClientSession, url: str, api: str, prompts: Sequence[Prompt],
+                    offs: Sequence[float], scale: float, model: str | None,
+                    timeout_s: float) -> tuple[list[RequestResult], float, float]:
+    """Send request i at `offs[i] x scale` wall seconds from the start, never waiting for
+    earlier ones (an open loop); (results, start, end) in perf_counter.
+
+    Each request declares its offset (`X-Sim-Open-Loop`): the simulator puts it on its model
+    clock there, so a late send on a loaded machine changes nothing it measures. The first
+    request opens the loop on the server before any other leaves (its response has begun)."""
+    key, n = uuid.uuid4().hex, len(prompts)
+    opened = asyncio.Event()
+    start = time.perf_counter()
+
+    async def send(i: int) -> RequestResult:
+        due = start + offs[i] * scale
+        if i > 0:
+            await opened.wait()
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        headers = open_header(key, i, offs[i], offs[i + 1] if i + 1 < n else None, n)
+        return await _one_request(session, url, api, prompts[i], model, timeout_s, due, headers,
+                                  opened if i == 0 else None)
+
+    results = await asyncio.gather(*(send(i) for i in range(n)))
+    return list(results), start, time.perf_counter()
 
 
 class _LoopLagProbe:
@@ -423,7 +474,9 @@ async def _model_name(session: aiohttp.ClientSession, base_url: str, timeout_s: 
 async def measure_point_async(
     base_url: str,
     *,
-    concurrency: int,
+    concurrency: int = 0,
+    rate: float | None = None,
+    arrival: str = DEFAULT_ARRIVAL,
     num_prompts: int | None = None,
     input_len: int = 128,
     output_len: int = 128,
@@ -434,13 +487,21 @@ async def measure_point_async(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     model: str | None = None,
 ) -> ResultRecord:
-    """One benchmark point; returns its normalized record (host/arm/repeat left blank)."""
+    """One benchmark point, a closed loop at `concurrency` or an open loop at `rate` requests
+    per second with `arrival`'s gaps; returns its normalized record (host/arm/repeat left blank)."""
     if api not in APIS:
         raise ConfigError(f"unknown api {api!r}; expected one of {', '.join(APIS)}", where="builtin runner")
-    if not isinstance(concurrency, int) or concurrency < 1:
+    process = parse_arrival(arrival, where="builtin runner")
+    if rate is not None:
+        if not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+            raise ConfigError(f"rate must be a positive number of requests per second, got {rate!r}",
+                              where="builtin runner")
+    elif not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}", where="builtin runner")
-    num_prompts = default_num_prompts(concurrency) if num_prompts is None else num_prompts
-    warmup = concurrency if warmup is None else max(warmup, 0)
+    # an open loop's warm-up is a short closed loop: it only has to wake the server
+    warm_conc = concurrency if rate is None else OPEN_WARMUP
+    num_prompts = default_num_prompts(concurrency if rate is None else math.ceil(rate)) if num_prompts is None else num_prompts
+    warmup = warm_conc if warmup is None else max(warmup, 0)
     base_url = base_url.rstrip("/")
     url = base_url + ("/generate" if api == "generate" else "/v1/completions")
     prompts = make_prompts(num_prompts, input_len=input_len, output_len=output_len, seed=seed, dataset=dataset)
@@ -454,11 +515,17 @@ async def measure_point_async(
             model = await _model_name(session, base_url, info_timeout)
         warm_results: list[RequestResult] = []
         if warm_prompts:
-            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts, concurrency, model, timeout_s)
+            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts, warm_conc, model, timeout_s)
         flush = await _flush_cache(session, base_url, info_timeout)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        scale_raw = info.get("sim_time_scale")
+        scale = float(scale_raw) if isinstance(scale_raw, (int, float)) and scale_raw > 0 else 1.0
+        offs = offsets(len(prompts), rate, process, seed) if rate is not None else []
         with _LoopLagProbe() as probe:
-            results, start, end = await _run_batch(session, url, api, prompts, concurrency, model, timeout_s)
+            if rate is None:
+                results, start, end = await _run_batch(session, url, api, prompts, concurrency, model, timeout_s)
+            else:
+                results, start, end = await _run_open(session, url, api, prompts, offs, scale, model, timeout_s)
         info_after = await _server_info(session, base_url, info_timeout)
 
     scale_raw = info.get("sim_time_scale") or info_after.get("sim_time_scale")
@@ -481,9 +548,15 @@ async def measure_point_async(
     out_tokens = sum(r.output_tokens for r in ok)
     lags_ms = [r.lag * 1000.0 for r in results]
     errors = sorted({r.error for r in failed if r.error})
+    offered = offered_rate(offs)
+    completing = len(ok) / duration if ok and duration > 0 else None
     record = ResultRecord(
         runner="builtin",
-        concurrency=concurrency,
+        concurrency=concurrency if rate is None else 0,
+        rate=rate,
+        arrival=process.text() if rate is not None else None,
+        offered_rate=offered,
+        saturated=is_saturated(offered, completing) if rate is not None else None,
         completed=len(ok),
         failed=len(failed),
         duration_s=duration,

@@ -2,7 +2,8 @@
 
 Both runners (SGLang's `bench_serving` and the builtin client) map their output onto
 this one shape so the store, the report and the plots never care where a number came
-from. `results.csv` carries `CSV_COLUMNS` in this order; `results.jsonl` carries every
+from. `results.csv` carries `CSV_COLUMNS` in this order (and `RATE_COLUMNS` after them in a
+run with rate points); `results.jsonl` carries every
 field (percentiles, client lag, the raw runner output, provenance).
 
 Timing values are milliseconds (`*_ms`), throughputs per second. A value the runner did
@@ -23,6 +24,11 @@ CSV_COLUMNS: tuple[str, ...] = (
     "accept_length", "simulated", "status", "input_len", "output_len", "run_id",
     "running_req_p50", "running_req_p90", "server_accept_length", "drafting_off_share",
 )
+#: the columns results.csv adds where the run has rate points: the offered rate and the verdict
+RATE_COLUMNS: tuple[str, ...] = ("rate", "saturated")
+
+#: the fields only a rate point (open loop) has
+RATE_FIELDS: tuple[str, ...] = ("rate", "arrival", "offered_rate", "saturated")
 
 #: Whether a point counts: failed points are kept (with the error) but never averaged.
 PointStatus = Literal["ok", "failed"]
@@ -40,12 +46,20 @@ MISSING_KEY = "request_latencies_missing"
 
 @dataclass
 class ResultRecord:
-    """One point of the matrix: (host, arm, concurrency, repeat) and what it measured."""
+    """One point of the matrix: (host, arm, load level, repeat) and what it measured. The load
+    level is `concurrency` (a closed loop) or, on a rate point, `rate` (requests/s offered in an
+    open loop; concurrency is then 0): `load_level` reads either."""
 
     host: str = ""
     arm: str = ""
     mechanism: str = ""
     concurrency: int = 0
+    rate: float | None = None
+    # a rate point's arrivals (bench/arrivals.py), the rate they offered and whether the
+    # server kept up (bench/saturation.py)
+    arrival: str | None = None
+    offered_rate: float | None = None
+    saturated: bool | None = None
     repeat: int = 0
     completed: int = 0
     failed: int = 0
@@ -119,12 +133,13 @@ class ResultRecord:
         return self.status == STATUS_OK
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for results.jsonl; non-finite floats become None."""
-        return {k: clean_number(v) for k, v in asdict(self).items()}
+        """Plain dict for results.jsonl; non-finite floats become None. A closed-loop point
+        leaves out the rate fields (it has none), so its line reads as before rates existed."""
+        return {k: clean_number(v) for k, v in asdict(self).items() if not (k in RATE_FIELDS and v is None)}
 
-    def csv_row(self) -> list[str]:
-        """The CSV cells, in `CSV_COLUMNS` order (empty cell for None)."""
-        return [format_cell(getattr(self, name)) for name in CSV_COLUMNS]
+    def csv_row(self, columns: tuple[str, ...] = CSV_COLUMNS) -> list[str]:
+        """The CSV cells, in `columns` order (CSV_COLUMNS; empty cell for None)."""
+        return [format_cell(getattr(self, name)) for name in columns]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ResultRecord":
@@ -163,10 +178,41 @@ def format_cell(value: Any) -> str:
 CONTEXT_AXIS = "context_axis"
 
 
+#: the load axes a run sweeps: closed-loop concurrency or open-loop request rate
+AXIS_CONCURRENCY = "concurrency"
+AXIS_RATE = "rate"
+
+
+def load_level(record: ResultRecord) -> float:
+    """The point's load level on its axis: its rate (requests/s) on a rate point, else its
+    concurrency. The report, repeats and thresholds group by this one notion."""
+    return float(record.rate) if record.rate is not None else int(record.concurrency)
+
+
+def load_axis(record: ResultRecord) -> str:
+    return AXIS_RATE if record.rate is not None else AXIS_CONCURRENCY
+
+
+def level_text(record: ResultRecord) -> str:
+    """`c=4` or `rate=4/s`: a point's level in labels and messages."""
+    return level_label(load_level(record), load_axis(record))
+
+
+def level_label(value: float | None, axis: str = AXIS_CONCURRENCY, sep: str = "=") -> str:
+    """A level on its axis: `c=4`, `rate=2.5/s` (`sep` "≈" for an interpolated one)."""
+    if value is None:
+        return "-"
+    shown = f"{value:.1f}" if sep != "=" else f"{value:g}"
+    return f"rate{sep}{shown}/s" if axis == AXIS_RATE else f"c{sep}{shown}"
+
+
 def point_key(record: ResultRecord) -> tuple[Any, ...]:
-    """The identity of a point in a run: (host, arm, concurrency, repeat), and its
-    (input_len, output_len) where the sweep had several lengths (CONTEXT_AXIS)."""
+    """The identity of a point in a run: (host, arm, concurrency, repeat), a rate point's
+    ("rate", rate) after it, and its (input_len, output_len) where the sweep had several
+    lengths (CONTEXT_AXIS)."""
     key: tuple[Any, ...] = (record.host, record.arm, record.concurrency, record.repeat)
+    if record.rate is not None:
+        key += (AXIS_RATE, float(record.rate))
     if record.extra.get(CONTEXT_AXIS):
         key += (record.input_len, record.output_len)
     return key
