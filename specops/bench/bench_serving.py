@@ -20,6 +20,12 @@ figure also waits for the closing `[DONE]` line) and its TPOT is its ITLs over
 builtin client keeps them (`extra.request_latencies_ms`); the arrays themselves, generated
 text included, are dropped from `raw`. A line without them says why in
 `extra.request_latencies_missing`, and the point has no goodput (never a zero).
+
+A rate point runs `--request-rate R` without `--max-concurrency` (an open loop). Every
+cached release (0.4.10 to 0.5.23) draws exponential gaps (Poisson) and has no option for
+another process; where a tree's benchmark has `--burstiness` (gamma gaps of shape
+burstiness = 1 / CV^2), `--arrival gamma:CV` passes it, else any arrival but Poisson is
+refused naming the release (the builtin runner draws them all).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival
 from specops.bench.schema import LATENCIES_KEY, MISSING_KEY, clean_number
 from specops.errors import ConfigError, SpecopsError
 from specops.secrets import clip
@@ -64,6 +71,8 @@ _INT_FIELDS = {"completed", "total_input_tokens", "total_output_tokens", "max_co
 # it downloads, and GPU hosts are often offline.
 DATASET_NAMES = {"random": "random-ids", "random-ids": "random-ids", "random-text": "random", "sharegpt": "sharegpt"}
 
+#: the flag of a benchmark whose arrivals can be bursty (gamma gaps of shape 1 / CV^2)
+BURSTINESS_FLAG = "--burstiness"
 #: the flag that makes bench_serving append its per-request arrays to the result line
 DETAILS_FLAG = "--output-details"
 #: the keys of bench_serving's `result_details` (`cached_tokens*` only with --cache-report)
@@ -81,8 +90,10 @@ def bench_serving_argv(
     input_len: int,
     output_len: int,
     num_prompts: int,
-    concurrency: int,
+    concurrency: int = 0,
     output_file: str,
+    rate: float | None = None,
+    burstiness: float | None = None,
     seed: int = 1,
     model: str | None = None,
     tokenizer: str | None = None,
@@ -95,15 +106,17 @@ def bench_serving_argv(
     `sglang.benchmark.serving` on trees that have it: see `bench_command`).
 
     `dataset` is random / random-ids / random-text / sharegpt, or a path (a ShareGPT
-    JSON file, passed as --dataset-path). Warm-up defaults to `concurrency` requests;
+    JSON file, passed as --dataset-path). `rate`: an open loop at that many requests/s
+    (`burstiness`: its gamma shape) instead of `concurrency`. Warm-up defaults to
+    `concurrency` requests (2 on a rate point);
     `--flush-cache` runs after the warm-up, before the measured run; `output_details` adds
     `--output-details` (per-request latencies in the result line). bench_serving appends
     to `output_file`, so give each point its own file.
     """
     if (port is None) == (base_url is None):
         raise SpecopsError("give exactly one of port and base_url", where="bench_serving_argv")
-    for name, value in (("input_len", input_len), ("output_len", output_len),
-                        ("num_prompts", num_prompts), ("concurrency", concurrency)):
+    sizes = (("input_len", input_len), ("output_len", output_len), ("num_prompts", num_prompts))
+    for name, value in sizes + ((("concurrency", concurrency),) if rate is None else ()):
         if not isinstance(value, int) or value < 1:
             raise SpecopsError(f"{name} must be a positive integer, got {value!r}", where="bench_serving_argv")
     argv = [python, "-m", module, "--backend", "sglang"]
@@ -125,10 +138,11 @@ def bench_serving_argv(
         "--random-range-ratio", "1.0",
         "--sharegpt-output-len", str(output_len),
         "--num-prompts", str(num_prompts),
-        "--max-concurrency", str(concurrency),
-        "--request-rate", "inf",
+        *(["--max-concurrency", str(concurrency), "--request-rate", "inf"] if rate is None
+          else ["--request-rate", repr(float(rate))]),
+        *(["--burstiness", repr(burstiness)] if burstiness is not None else []),
         "--seed", str(seed),
-        "--warmup-requests", str(concurrency if warmup_requests is None else warmup_requests),
+        "--warmup-requests", str((concurrency if rate is None else 2) if warmup_requests is None else warmup_requests),
         "--output-file", output_file,
         "--disable-tqdm",
     ]
@@ -158,6 +172,13 @@ class BenchCommand:
         benchmark has it; refused (naming the flag and the version) when the tree's
         benchmark would reject or find a flag ambiguous."""
         kwargs.setdefault("output_details", self.details)
+        arrival = parse_arrival(kwargs.pop("arrival", DEFAULT_ARRIVAL), where="sglang runner")
+        if kwargs.get("rate") is not None and arrival.kind != "poisson":
+            if arrival.kind != "gamma" or not self.flags.has_flag(BURSTINESS_FLAG):
+                raise ConfigError(f"{self.module} of SGLang {self.version or '(unknown version)'} draws Poisson "
+                                  f"arrivals only (no {BURSTINESS_FLAG} for --arrival {arrival.text()})",
+                                  where="sglang runner", hint="use --arrival poisson, or --runner builtin")
+            kwargs["burstiness"] = 1.0 / (arrival.cv * arrival.cv)
         argv = bench_serving_argv(python, module=self.module, **kwargs)
         refusal = self.flags.check(argv[3:])
         if refusal:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from specops.bench.schema import AXIS_RATE
 from specops.errors import ConfigError
 
 #: one context length of a sweep: (input tokens, output tokens)
@@ -23,18 +24,27 @@ Length = tuple[int, int]
 
 @dataclass(frozen=True, order=True)
 class Point:
-    """One benchmark point: which arm, at which concurrency, which repeat (0-based), and at
-    which input/output length when the sweep has several (None: the run's one length)."""
+    """One benchmark point: which arm, at which load level, which repeat (0-based), and at
+    which input/output length when the sweep has several (None: the run's one length). The
+    level is a concurrency (closed loop), or a request rate (`rate`, open loop; concurrency 0)."""
 
     arm: str
     concurrency: int
     repeat: int
     input_len: int | None = None
     output_len: int | None = None
+    rate: float | None = None
+
+    @property
+    def level(self) -> float:
+        return self.rate if self.rate is not None else self.concurrency
+
+    def level_text(self) -> str:
+        return f"rate={self.rate:g}/s" if self.rate is not None else f"c={self.concurrency}"
 
     def label(self) -> str:
         length = "" if self.input_len is None else f" in={self.input_len} out={self.output_len}"
-        return f"{self.arm} c={self.concurrency}{length} r={self.repeat}"
+        return f"{self.arm} {self.level_text()}{length} r={self.repeat}"
 
 
 def length_pairs(input_lens: Sequence[int], output_lens: Sequence[int]) -> list[Length]:
@@ -42,19 +52,23 @@ def length_pairs(input_lens: Sequence[int], output_lens: Sequence[int]) -> list[
     return sorted({(i, o) for i in input_lens for o in output_lens})
 
 
-def _validate(arms: Sequence[str], levels: Sequence[int], repeats: int) -> None:
+def _validate(arms: Sequence[str], levels: Sequence[float], repeats: int, axis: str) -> None:
     if not arms:
         raise ConfigError("no arms to benchmark", where="bench --arms")
     dup = sorted({a for a in arms if list(arms).count(a) > 1})
     if dup:
         raise ConfigError(f"arm listed twice: {', '.join(dup)}", where="bench --arms")
+    flag = f"bench --{axis}"
     if not levels:
-        raise ConfigError("no concurrency levels", where="bench --concurrency")
+        raise ConfigError(f"no {axis} levels", where=flag)
     for level in levels:
-        if isinstance(level, bool) or not isinstance(level, int) or level < 1:
-            raise ConfigError(f"concurrency level {level!r} is not a positive integer", where="bench --concurrency")
+        if axis == AXIS_RATE:
+            if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < float("inf"):
+                raise ConfigError(f"rate {level!r} is not a positive number of requests per second", where=flag)
+        elif isinstance(level, bool) or not isinstance(level, int) or level < 1:
+            raise ConfigError(f"concurrency level {level!r} is not a positive integer", where=flag)
     if len(set(levels)) != len(levels):
-        raise ConfigError("a concurrency level is listed twice", where="bench --concurrency")
+        raise ConfigError(f"a {axis} level is listed twice", where=flag)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ConfigError(f"repeats must be a positive integer, got {repeats!r}", where="bench --repeats")
 
@@ -64,15 +78,19 @@ def arm_order(arms: Sequence[str], repeat: int) -> list[str]:
     return list(arms) if repeat % 2 == 0 else list(reversed(arms))
 
 
-def plan_points(arms: Sequence[str], levels: Sequence[int], repeats: int,
-                lengths: Sequence[Length] | None = None) -> list[Point]:
+def plan_points(arms: Sequence[str], levels: Sequence[float], repeats: int,
+                lengths: Sequence[Length] | None = None, axis: str = "concurrency") -> list[Point]:
     """Every point in run order: repeat, then arm (interleaved ABC/CBA), then context length
-    (shortest first; only when `lengths` has more than one), then level ascending."""
-    _validate(arms, levels, repeats)
+    (shortest first; only when `lengths` has more than one), then level ascending. `axis`:
+    the levels are concurrencies, or request rates (AXIS_RATE)."""
+    _validate(arms, levels, repeats, axis)
     ordered_levels = sorted(levels)
     many: list[tuple[int | None, int | None]] = (
         [(i, o) for i, o in sorted(set(lengths))] if lengths and len(set(lengths)) > 1 else [(None, None)])
-    return [Point(arm, level, r, i, o)
+    if axis == AXIS_RATE:
+        return [Point(arm, 0, r, i, o, float(level))
+                for r in range(repeats) for arm in arm_order(arms, r) for i, o in many for level in ordered_levels]
+    return [Point(arm, int(level), r, i, o)
             for r in range(repeats)
             for arm in arm_order(arms, r)
             for i, o in many
@@ -88,7 +106,7 @@ def point_groups(points: Iterable[Point]) -> list[list[Point]]:
     """The points grouped by what arms measured side by side share (repeat, length, level),
     in the order each group first appears: the same repeat-major order, each arm's point of
     a group at once."""
-    groups: dict[tuple[int, int | None, int | None, int], list[Point]] = {}
+    groups: dict[tuple[int, int | None, int | None, float], list[Point]] = {}
     for p in points:
-        groups.setdefault((p.repeat, p.input_len, p.output_len, p.concurrency), []).append(p)
+        groups.setdefault((p.repeat, p.input_len, p.output_len, p.level), []).append(p)
     return list(groups.values())

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from specops.bench.matrix import Point
-from specops.bench.schema import CONTEXT_AXIS, ResultRecord
+from specops.bench.schema import CONTEXT_AXIS, ResultRecord, load_level
 from specops.errors import ConfigError
 
 AUTO_MIN = 2
@@ -36,8 +36,8 @@ DECISION_SE = 3.0
 BASELINE = "baseline"
 _AUTO = re.compile(r"^auto(?::(\d+))?$")
 
-#: (concurrency, input_len, output_len) of a point, lengths None in a one-length sweep
-LevelKey = tuple[int, Any, Any]
+#: (load level, input_len, output_len) of a point, lengths None in a one-length sweep
+LevelKey = tuple[float, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,10 @@ def cv(values: list[float]) -> float | None:
 def level_key(rec: ResultRecord | Point) -> LevelKey:
     """The level (and length) of a record or a Point (a record's length only where the
     sweep had several: CONTEXT_AXIS)."""
+    level = load_level(rec) if isinstance(rec, ResultRecord) else rec.level
     if isinstance(rec, ResultRecord) and not rec.extra.get(CONTEXT_AXIS):
-        return int(rec.concurrency or 0), None, None
-    return int(rec.concurrency or 0), rec.input_len, rec.output_len
+        return level, None, None
+    return level, rec.input_len, rec.output_len
 
 
 def throughputs(records: Iterable[ResultRecord], host: str | None = None) -> dict[tuple[str, LevelKey], list[float]]:

@@ -17,8 +17,10 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
+from specops.bench.arrivals import DEFAULT_ARRIVAL
 from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
 from specops.bench.running import RunningSampler
+from specops.bench.saturation import is_saturated
 from specops.bench.schema import ResultRecord
 from specops.engines import engine_named, engine_of
 from specops.errors import SpecopsError
@@ -59,6 +61,24 @@ class Load:
     dataset: str
     seed: int
     timeout_s: float
+    rate: float | None = None           # an open loop at this many requests/s instead of the concurrency
+    arrival: str = DEFAULT_ARRIVAL      # its arrival process (bench/arrivals.py)
+
+
+def rate_verdict(record: ResultRecord, load: Load) -> ResultRecord:
+    """A bench_serving record of a rate point: its rate, and whether the server kept up
+    (bench/saturation.py; the asked rate stands in for the offered one, which it does not report)."""
+    if load.rate is None:
+        return record
+    return replace(record, rate=load.rate, arrival=load.arrival, offered_rate=load.rate,
+                   saturated=is_saturated(load.rate, record.request_throughput))
+
+
+def load_args(load: Load) -> list[str]:
+    """The client's options for the point's load: `--concurrency C`, or `--rate R --arrival A`."""
+    if load.rate is not None:
+        return ["--rate", repr(load.rate), "--arrival", load.arrival]
+    return ["--concurrency", str(load.concurrency)]
 
 
 @dataclass(frozen=True)
@@ -113,12 +133,12 @@ class SglangRunner:
 
     def measure(self, transport: Transport, server: ArmServer, load: Load) -> ResultRecord:
         state, plan, n = server.state, server.plan, load.num_prompts
-        out_file = paths.bench_output(state.workdir, state.arm, load.concurrency, load.repeat)
+        out_file = paths.bench_output(state.workdir, state.arm, load.concurrency, load.repeat, load.rate)
         cwd = plan.cwd or state.workdir
         argv = self.command(transport).argv(plan.argv[0], port=state.port, dataset=load.dataset,
                                             input_len=load.input_len, output_len=load.output_len, num_prompts=n,
                                             concurrency=load.concurrency, output_file=out_file, seed=load.seed,
-                                            model=state.model or None)
+                                            model=state.model or None, rate=load.rate, arrival=load.arrival)
         transport.run(["mkdir", "-p", paths.bench_dir(state.workdir), cwd], timeout=30)
         transport.run(["rm", "-f", out_file], timeout=30)
         # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
@@ -129,7 +149,7 @@ class SglangRunner:
                                              runner=self.name)
         record = parse_bench_serving_output(transport.get(out_file).decode(errors="replace"), num_prompts=n)
         record["runner"] = self.name
-        return ResultRecord.from_dict(to_model_time(record, server.time_scale))
+        return rate_verdict(ResultRecord.from_dict(to_model_time(record, server.time_scale)), load)
 
     def client_cores(self, transport: Transport) -> int | None:
         return _host_cores(transport)  # bench_serving runs on the host
@@ -163,7 +183,7 @@ class BuiltinRunner:
         state, n = server.state, load.num_prompts
         if self.on_host(transport):
             argv = [self.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
-                    "--concurrency", str(load.concurrency), "--num-prompts", str(n),
+                    *load_args(load), "--num-prompts", str(n),
                     "--input-len", str(load.input_len), "--output-len", str(load.output_len),
                     "--seed", str(load.seed), "--dataset", load.dataset, "--timeout", str(load.timeout_s)]
             result = transport.run(client_prefix(state) + argv, timeout=load.timeout_s + 60)
@@ -188,7 +208,8 @@ class BuiltinRunner:
         from specops.bench.client import measure_point
 
         with reach(transport, state.port) as base_url:
-            return measure_point(base_url, concurrency=load.concurrency, num_prompts=n, input_len=load.input_len,
+            return measure_point(base_url, concurrency=load.concurrency, rate=load.rate, arrival=load.arrival,
+                                 num_prompts=n, input_len=load.input_len,
                                  output_len=load.output_len, seed=load.seed, dataset=load.dataset,
                                  timeout_s=load.timeout_s)
 

@@ -78,7 +78,7 @@ def decide(asked: str, *, arms: int, shares_gpu: bool, cores: int | None) -> Sch
     return Scheduling(AT_ONCE, f"arms on distinct GPUs and {cores} CPU cores (>= {CORES_PER_ARM} per arm)", asked)
 
 
-def probe_level(levels: list[int]) -> int:
+def probe_level(levels: list[float]) -> float:
     """The level the fairness check measures: the sweep's median level, loaded enough that
     a starved client shows, at a fraction of the top level's cost (c=64 points take the
     longest: 4 x 64 requests)."""

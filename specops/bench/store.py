@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from specops.bench import manifest
 from specops.bench.matrix import Point
-from specops.bench.schema import CSV_COLUMNS, ResultRecord, point_key
+from specops.bench.schema import CSV_COLUMNS, RATE_COLUMNS, ResultRecord, level_text, point_key
 from specops.errors import ConfigError
 from specops.fsutil import WriteError, append_whole, atomic_write, write_error
 from specops.secrets import redact
@@ -84,7 +84,7 @@ def append_result(run_dir: Path, record: ResultRecord, *, rewrite_csv: bool = Tr
         try:
             append_whole(path, line.encode())
         except WriteError as exc:
-            raise WriteError(f"{exc.message}; this point ({record.arm} c={record.concurrency} "
+            raise WriteError(f"{exc.message}; this point ({record.arm} {level_text(record)} "
                              f"repeat {record.repeat}) was measured but not saved",
                              hint=f"{exc.hint} with --resume: it runs only the missing points") from None
         if rewrite_csv:
@@ -138,9 +138,11 @@ def render_csv(records: Iterable[ResultRecord], run_id: str | None = None) -> st
     concatenate cleanly because each carries its run id."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for rec in effective_records(records):
-        writer.writerow(replace(rec, run_id=rec.run_id or run_id).csv_row())
+    chosen = effective_records(records)
+    columns = CSV_COLUMNS + (RATE_COLUMNS if any(r.rate is not None for r in chosen) else ())
+    writer.writerow(columns)
+    for rec in chosen:
+        writer.writerow(replace(rec, run_id=rec.run_id or run_id).csv_row(columns))
     return buf.getvalue()
 
 
@@ -161,7 +163,7 @@ def done_points(run_dir: Path, *, host: str | None = None) -> set[Point]:
     done: set[Point] = set()
     for rec in load_results(run_dir):
         if rec.ok and (host is None or rec.host == host):
-            done.add(Point(rec.arm, rec.concurrency, rec.repeat))
+            done.add(Point(rec.arm, rec.concurrency, rec.repeat, rate=rec.rate))
     return done
 
 

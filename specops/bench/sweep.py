@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -19,6 +20,7 @@ from typing import Any, Callable
 
 from specops import __version__
 from specops.bench.armpool import ArmPool
+from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival
 from specops.bench.bench_serving import DATASET_NAMES
 from specops.bench.manifest import ArmRecord, Manifest
 from specops.bench.manifest import update as update_manifest
@@ -37,7 +39,7 @@ from specops.bench.runners import (
 )
 from specops.bench.scheduling import AT_ONCE, ONE_AT_A_TIME, Scheduling, compare, decide, median, probe_level
 from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
-from specops.bench.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
+from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, CONTEXT_AXIS, STATUS_FAILED, ResultRecord
 from specops.bench.store import append_result, load_results, missing_points
 from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
@@ -55,7 +57,7 @@ from specops.transport.probes import read_cpu
 
 #: The type of each bench setting, checked before the settings are built.
 _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
-    "arms": list, "concurrency": list, "repeats": (int, str), "repeats_auto": bool, "num_prompts": int, "prompts_per_level": int,
+    "arms": list, "concurrency": list, "rate": list, "arrival": str, "repeats": (int, str), "repeats_auto": bool, "num_prompts": int, "prompts_per_level": int,
     "input_len": (int, list), "output_len": (int, list), "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
     "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
     "gpu_hour_cost": (int, float, dict), "scheduling": str,
@@ -68,6 +70,8 @@ class BenchSettings:
 
     arms: list[str] = field(default_factory=lambda: ["baseline", "eagle3", "adaptive"])
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
+    rate: list[float] | None = None      # request rates (open loop): the load axis instead of concurrency
+    arrival: str = DEFAULT_ARRIVAL       # a rate point's arrival process (bench/arrivals.py)
     repeats: int = 3                     # with repeats_auto: the most (bench/repeats.py)
     repeats_auto: bool = False           # --repeats auto[:MAX]: stop a point when it is settled
     num_prompts: int | None = None
@@ -101,10 +105,7 @@ class BenchSettings:
             if items is not None and not all(isinstance(v, want) and not isinstance(v, bool) for v in items):
                 raise invalid(data, key, f"'{key}' in {what} must be a list of {want.__name__}s, got {items!r}",
                               where=where)
-        if data.get("runner") is not None:
-            choice(data, "runner", RUNNERS, what, where=where)
-        if data.get("scheduling") is not None:
-            choice(data, "scheduling", SCHEDULING_CHOICES, what, where=where)
+        data = _checked_load(data, what, where)
         rule = _repeats_of(data, where)
         settings = cls(**{k: v for k, v in data.items() if v is not None})
         if rule is not None:
@@ -123,11 +124,24 @@ class BenchSettings:
                 raise invalid(data, name, f"--{name.replace('_', '-')} must be at least 1", where=where)
         if settings.num_prompts is not None and settings.prompts_per_level is not None:
             raise invalid(data, None, "give --num-prompts or --prompts-per-level, not both", where=where)
-        plan_points(settings.arms, settings.concurrency, settings.repeats)  # validates arms/levels
+        plan_points(settings.arms, settings.levels(), settings.repeats, axis=settings.axis())  # validates arms/levels
         settings.gpu_hour_cost = check_cost(settings.gpu_hour_cost, where=where)
         settings.slo = parse_slo(settings.slo, where=where)
         check_objective(settings.objective, settings.slo, where=where)
         return settings
+
+    def axis(self) -> str:
+        """The load axis the run sweeps: request rate where `rate` is set, else concurrency."""
+        return AXIS_RATE if self.rate is not None else AXIS_CONCURRENCY
+
+    def levels(self) -> list[float]:
+        """The load levels on the run's axis."""
+        return list(self.rate) if self.rate is not None else list(self.concurrency)
+
+    def plan(self, repeats: int | None = None) -> list[Point]:
+        """Every point of the run, in run order (bench/matrix.py)."""
+        return plan_points(self.arms, self.levels(), self.repeats if repeats is None else repeats, self.lengths(),
+                           axis=self.axis())
 
     def repeat_rule(self) -> RepeatRule:
         """--repeats as a rule: a fixed count, or auto (at least 2, at most MAX)."""
@@ -144,22 +158,22 @@ class BenchSettings:
             return point.input_len, point.output_len
         return self.lengths()[0]
 
-    def prompts_for(self, concurrency: int) -> int:
-        """Requests per point: explicit, else the client's default (at least 4x the concurrency)."""
+    def prompts_for(self, concurrency: float) -> int:
+        """Requests per point: explicit, else the client's default (at least 4x the level)."""
         if self.num_prompts:
             return int(self.num_prompts)
         if self.prompts_per_level:
             return int(self.prompts_per_level)
         from specops.bench.client import default_num_prompts  # (see runners.BuiltinRunner.measure)
 
-        return default_num_prompts(concurrency)
+        return default_num_prompts(math.ceil(concurrency))
 
     def load(self, point: Point) -> Load:
         """What the point sends, whichever runner measures it."""
         input_len, output_len = self.length_of(point)
-        return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=self.prompts_for(point.concurrency),
+        return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=self.prompts_for(point.level),
                     input_len=input_len, output_len=output_len, dataset=self.dataset, seed=self.seed,
-                    timeout_s=self.point_timeout)
+                    timeout_s=self.point_timeout, rate=point.rate, arrival=self.arrival)
 
 
 def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) -> None:
@@ -188,11 +202,31 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
 
 
 #: What `--resume DIR --extend` may add to a run; every other setting must match it.
-EXTENDABLE = ("concurrency", "repeats", "input_len", "output_len")
+EXTENDABLE = ("concurrency", "rate", "repeats", "input_len", "output_len")
 #: settings that are lists of levels: compared as sets, extended by union
 #: settings a resumed run takes from the command line whatever the run was started with
 OVERRIDES = ("scheduling",)
-LISTS = ("concurrency", "input_len", "output_len")
+LISTS = ("concurrency", "rate", "input_len", "output_len")
+
+
+def _checked_load(data: dict[str, Any], what: str, where: str) -> dict[str, Any]:
+    """`rate` a list of numbers (kept as floats), `arrival` a process bench/arrivals.py reads,
+    `runner` and `scheduling` among their choices."""
+    if data.get("rate") is not None:
+        rates = data["rate"]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rates):
+            raise invalid(data, "rate", f"'rate' in {what} must be a list of numbers, got {rates!r}", where=where)
+        data = {**data, "rate": [float(v) for v in rates]}
+    if data.get("arrival") is not None:
+        try:
+            parse_arrival(data["arrival"])
+        except ConfigError as exc:
+            raise invalid(data, "arrival", exc.message, where=where, hint=exc.hint) from None
+    if data.get("runner") is not None:
+        choice(data, "runner", RUNNERS, what, where=where)
+    if data.get("scheduling") is not None:
+        choice(data, "scheduling", SCHEDULING_CHOICES, what, where=where)
+    return data
 
 
 def _repeats_of(data: dict[str, Any], where: str) -> RepeatRule | None:
@@ -207,6 +241,10 @@ def _repeats_of(data: dict[str, Any], where: str) -> RepeatRule | None:
 
 def _shown(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
 
 
 def as_list(value: Any) -> list[int]:
@@ -242,7 +280,7 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
                                   hint="drop --repeats to fill the run's gaps, or start a new run with --out")
             continue
         if key in LISTS and had is not None:
-            same = sorted(as_list(had)) == sorted(as_list(value))
+            same = sorted(map(float, _listed(had))) == sorted(map(float, _listed(value)))
         else:
             same = had == value
         if same:
@@ -258,12 +296,12 @@ def check_resume(manifest_settings: dict[str, Any], given: dict[str, Any], run_d
             raise ConfigError(f"--resume {run_dir} --extend: {differs}; --extend adds only --concurrency levels "
                               f"and --repeats (and --input-len/--output-len lengths)", where="bench --extend",
                               hint=f"drop {flag}, or start a new run with --out")
-        if key == "concurrency" and isinstance(had, list):
+        if key in ("concurrency", "rate") and isinstance(had, list):
             settings[key] = sorted(set(had) | set(value))
             kept = sorted(set(had) - set(value))
             if kept:
-                notes.append(f"--extend keeps the run's points at concurrency {_shown(kept)} "
-                             f"(not in --concurrency {_shown(value)})")
+                notes.append(f"--extend keeps the run's points at {key} {_shown(kept)} "
+                             f"(not in {flag} {_shown(value)})")
         elif key in ("input_len", "output_len") and had is not None:
             old, new = as_list(had), as_list(value)
             settings[key] = one_or_list(old + [v for v in new if v not in old])
@@ -467,7 +505,7 @@ class HostSweep:
             raw = replace(raw, status=STATUS_FAILED,
                           error=f"server '{point.arm}' was restarted during the point (same arguments); not counted")
         record = replace(raw, host=self.host.name, arm=point.arm, mechanism=plan.mechanism,
-                         concurrency=point.concurrency, repeat=point.repeat, extra=dict(raw.extra))
+                         concurrency=point.concurrency, rate=point.rate, repeat=point.repeat, extra=dict(raw.extra))
         self._set_length(record, point)
         if ident is not None:
             record.shared_with = ident.pop("shared_with")
@@ -482,7 +520,8 @@ class HostSweep:
                 record.error = f"server '{point.arm}' {ended} during the point: {raw.error or ''}".strip()
             record.extra["log_excerpt"] = excerpt
         written = append_result(self.run_dir, record)
-        self.log("point", {"arm": point.arm, "concurrency": point.concurrency, "repeat": point.repeat,
+        self.log("point", {"arm": point.arm, "concurrency": point.concurrency, **({"rate": point.rate} if point.rate
+                           is not None else {}), "repeat": point.repeat,
                            "status": written.status, "output_throughput": written.output_throughput,
                            "t0": round(started, 3), "wall_s": round(time.time() - started, 3)})
         self.progress(written)
@@ -569,8 +608,8 @@ class HostSweep:
         """The fairness check's point on each arm: the first pending group at the sweep's
         median level (else the first group with two arms or more); [] when no group has two."""
         groups = [g for g in point_groups(points) if len({p.arm for p in g}) > 1]
-        level = probe_level(self.settings.concurrency)
-        at_level = [g for g in groups if g[0].concurrency == level]
+        level = probe_level(self.settings.levels())
+        at_level = [g for g in groups if g[0].level == level]
         return (at_level or groups or [[]])[0]
 
     def _measure_together(self, workers: dict[str, "HostSweep"], probe: list[Point]) -> dict[str, float | None]:
@@ -750,13 +789,14 @@ def matrix_for(settings: BenchSettings, run_dir: Path, host: str) -> list[Point]
     lengths a point is done when an ok record of its arm, level, repeat and length exists
     (records carry input_len/output_len), so `--extend` adding a length keeps the old points."""
     rule = settings.repeat_rule()
-    matrix = plan_points(settings.arms, settings.concurrency, rule.most, settings.lengths())
+    matrix = settings.plan(rule.most)
     if all(p.input_len is None for p in matrix):
         missing = missing_points(run_dir, matrix, host=host)
     else:
-        done = {(r.arm, r.concurrency, r.repeat, r.input_len, r.output_len)
+        done = {(r.arm, r.concurrency, r.rate, r.repeat, r.input_len, r.output_len)
                 for r in load_results(run_dir) if r.ok and r.host == host}
-        missing = [p for p in matrix if (p.arm, p.concurrency, p.repeat, p.input_len, p.output_len) not in done]
+        missing = [p for p in matrix
+                   if (p.arm, p.concurrency, p.rate, p.repeat, p.input_len, p.output_len) not in done]
     return unsettled(settings, missing, load_results(run_dir), host) if rule.auto else missing
 
 
@@ -769,7 +809,12 @@ def unsettled(settings: BenchSettings, points: list[Point], records: list[Result
 
 
 def settings_record(settings: BenchSettings) -> dict[str, Any]:
+    """The manifest's `bench`: the settings and the dataset hash; a concurrency sweep records
+    no rate fields (its manifest reads as before rates existed)."""
     data = asdict(settings)
+    if settings.rate is None:
+        data.pop("rate")
+        data.pop("arrival")
     data["dataset_hash"] = dataset_hash(settings)
     return data
 

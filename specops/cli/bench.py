@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival, parse_rates
 from specops.bench.repeats import parse_repeats
 from specops.bench.store import load_manifest, write_csv
 from specops.cli.exits import exit_with
@@ -53,18 +54,39 @@ def _lengths(value: str, option: str) -> int | list[int]:
     return lengths[0] if len(lengths) == 1 else lengths
 
 
+def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arrival: str) -> dict[str, object]:
+    """The run's load axis: `concurrency` levels, or `rate` levels and their `arrival` process;
+    both given is a usage error, as is --arrival without --rate."""
+    concurrency_given = ctx.get_parameter_source("concurrency") not in (ParameterSource.DEFAULT, None)
+    arrival_given = ctx.get_parameter_source("arrival") not in (ParameterSource.DEFAULT, None)
+    if rate is not None and concurrency_given:
+        raise ConfigError("give --rate (open loops) or --concurrency (closed loops), not both", where="bench --rate",
+                          hint="one load axis per run: --rate 1,2,4,8 or --concurrency 1,2,4,8")
+    if rate is None:
+        if arrival_given:
+            raise ConfigError("--arrival shapes the arrivals of --rate; give --rate too", where="bench --arrival")
+        return {"concurrency": _ints(concurrency, "--concurrency")}
+    return {"rate": parse_rates(rate), "arrival": parse_arrival(arrival).text()}
+
+
 @click.command()
 @host_option
 @inventory_option
 @click.option("--playbook", "-p", type=click.Path(dir_okay=False), help="default playbooks/bench.yaml")
 @click.option("--arms", default="baseline,eagle3,adaptive", show_default=True)
-@click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True)
+@click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True,
+              help="closed loops: requests kept in flight per level")
+@click.option("--rate", help="open loops instead of --concurrency: request rates per level, requests/s "
+                             "(e.g. 1,2,4,8 or 0.5/s); arrivals come whatever the server's speed")
+@click.option("--arrival", default=DEFAULT_ARRIVAL, show_default=True,
+              help="with --rate: the arrival process, poisson | constant | gamma:CV (CV > 1 bursty); "
+                   "offsets are drawn from --seed, the same for every arm and repeat")
 @click.option("--repeats", default="3", show_default=True,
               help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)")
 @click.option("--arms-at-once/--one-arm-at-a-time", "arms_at_once", default=None,
               help="measure each point on every arm at once (arms on distinct GPUs), or one arm at a time "
                    "(default: at once where the arms have their own GPUs and the host 2 CPU cores per arm)")
-@click.option("--num-prompts", type=int, help="requests per point (default: max(4 x concurrency, 16))")
+@click.option("--num-prompts", type=int, help="requests per point (default: max(4 x level, 16))")
 @click.option("--prompts-per-level", type=int, help="same as --num-prompts, by another name")
 @click.option("--input-len", default="256", show_default=True,
               help="input tokens per prompt; a list (256,2048,8192) sweeps context length beside concurrency")
@@ -92,25 +114,24 @@ def _lengths(value: str, option: str) -> int | list[int]:
 @lease_options
 @runtime_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
-          repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
+          rate: str | None, arrival: str, repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
           dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
           threshold: int | None, out: str | None, resume: str | None,
           extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
           wait: bool, wait_timeout: float, take_over: bool, allow_runtime_mismatch: bool) -> None:
-    """Sweep arms x concurrency x repeats; write results as they come; report the crossover."""
+    """Sweep arms x load levels (concurrency or request rate) x repeats; report the crossover."""
+    ctx = click.get_current_context()
     policy = lease_policy(wait, wait_timeout, take_over)
     rule = parse_repeats(repeats)
     scheduling = "auto" if arms_at_once is None else ("arms-at-once" if arms_at_once else "one-arm-at-a-time")
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
-                "concurrency": _ints(concurrency, "--concurrency"), "repeats": rule.most,
-                "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
+                **_load_settings(ctx, concurrency, rate, arrival), "repeats": rule.most, "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": _lengths(input_len, "--input-len"),
                 "output_len": _lengths(output_len, "--output-len"),
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
                 "slo": slo, "objective": objective, "gpu_hour_cost": gpu_hour_cost}
     extra_vars = runtime_vars(parse_vars(var_items), allow_runtime_mismatch)
     extra_vars.update({"arms.adaptive.threshold": threshold} if threshold is not None else {})  # --threshold N
-    ctx = click.get_current_context()
     sources = {"repeats_auto": "repeats", "scheduling": "arms_at_once"}  # settings of another option's name
     given = {key: value for key, value in settings.items() if key != "keep_servers"
              and ctx.get_parameter_source(sources.get(key, key)) not in (ParameterSource.DEFAULT, None)}
@@ -122,11 +143,13 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
         """`--resume DIR` once the sweep has a manifest; before that, the same sweep into DIR."""
         if (run_dir / "manifest.json").exists():
             added = (("--concurrency", concurrency if "concurrency" in given else None),
+                     ("--rate", rate if "rate" in given else None),
                      ("--input-len", input_len if "input_len" in given else None),
                      ("--output-len", output_len if "output_len" in given else None),
                      ("--repeats", repeats if "repeats" in given else None), ("--extend", True)) if extend else ()
             return command_line("bench", *common, ("--resume", str(run_dir)), *added)
-        return command_line("bench", *common, ("--arms", arms), ("--concurrency", concurrency),
+        levels = (("--rate", rate), ("--arrival", arrival)) if rate is not None else (("--concurrency", concurrency),)
+        return command_line("bench", *common, ("--arms", arms), *levels,
                             ("--repeats", repeats), ("--num-prompts", num_prompts),
                             *((("--arms-at-once" if arms_at_once else "--one-arm-at-a-time", True),)
                               if arms_at_once is not None else ()),

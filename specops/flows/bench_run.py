@@ -12,6 +12,7 @@ from typing import Any, Callable
 import click
 from rich.console import Console
 
+from specops.bench.schema import level_text
 from specops.bench.sweep import BenchSettings, check_for_hosts
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
@@ -44,7 +45,7 @@ def print_report(console: Console, run_dir: Path, objective: str | None = None,
     for line in summary.servers:
         console.print(f"note: {line}", markup=False, highlight=False)
     for rec in summary.failed:
-        console.print(f"failed point: {rec.host} {rec.arm} c={rec.concurrency} "
+        console.print(f"failed point: {rec.host} {rec.arm} {level_text(rec)} "
                       f"repeat {rec.repeat}: {rec.error or 'unknown error'}", markup=False, highlight=False)
     console.print(f"report: {summary.report_path}", markup=False, highlight=False, soft_wrap=True)
     return 1 if summary.failed else 0
@@ -88,7 +89,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
     level = -1 if as_json else verbosity
     for note in notes:
         console.print(note, markup=False, highlight=False)
-    total = (len(inv.select(host_spec)) * len(checked.arms) * len(checked.concurrency) * checked.repeats
+    total = (len(inv.select(host_spec)) * len(checked.arms) * len(checked.levels()) * checked.repeats
              * len(checked.lengths()))
     with PointBar(total, console, enabled=level >= 0) as on_point:
         report = run_playbook(inv, book_path, host_spec, extra_vars=bench_vars,

@@ -99,8 +99,10 @@ def bench_dir(workdir: str) -> str:
     return posixpath.join(state_dir(workdir), "bench")
 
 
-def bench_output(workdir: str, arm: str, concurrency: int, repeat: int) -> str:
-    return posixpath.join(bench_dir(workdir), f"{arm}-c{concurrency}-r{repeat}.jsonl")
+def bench_output(workdir: str, arm: str, concurrency: int, repeat: int, rate: float | None = None) -> str:
+    """One point's bench_serving output file: `<arm>-c<C>-r<R>.jsonl`, or `<arm>-rate<X>-r<R>.jsonl`."""
+    level = f"c{concurrency}" if rate is None else f"rate{rate:g}"
+    return posixpath.join(bench_dir(workdir), f"{arm}-{level}-r{repeat}.jsonl")
 
 
 def wheels_dir(workdir: str) -> str:

@@ -64,7 +64,7 @@ class Bench(StepKind):
     def describe(self, ctx: StepContext) -> list[str]:
         s = self._settings(ctx)
         points = matrix_for(s, ctx.run_dir, ctx.host.name)
-        return [f"sweep {len(points)} points: arms {','.join(s.arms)} x concurrency {s.concurrency} x {s.repeats} "
+        return [f"sweep {len(points)} points: arms {','.join(s.arms)} x {s.axis()} {s.levels()} x {s.repeats} "
                 f"repeats; results to {ctx.run_dir}/results.jsonl"]
 
     def apply(self, ctx: StepContext) -> Outcome:
@@ -111,7 +111,7 @@ class Bench(StepKind):
         settings = self._settings(ctx)
         missing = matrix_for(settings, ctx.run_dir, ctx.host.name)
         if missing:
-            labels = ", ".join(f"{p.arm}@c{p.concurrency}#r{p.repeat}" for p in missing[:6])
+            labels = ", ".join(f"{p.arm}@{p.level_text()}#r{p.repeat}" for p in missing[:6])
             taken = "; ".join((outcome.data.get("taken_over") or {}).values())
             return False, (f"{taken}; " if taken else "") + \
                 f"{len(missing)} point(s) have no ok result ({labels}{'…' if len(missing) > 6 else ''}); " \
