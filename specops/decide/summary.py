@@ -24,13 +24,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
 from specops.bench.manifest import ArmRecord, Manifest, ManifestLike, as_manifest
-from specops.bench.schema import STATUS_OK, ResultRecord
+from specops.bench.saturation import RULE as SATURATION_RULE
+from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, STATUS_OK, ResultRecord, level_label, load_level
 from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo, slo_text
 from specops.decide.slo import latencies_missing, point_goodput
 from specops.decide.threshold import LevelPoint, ThresholdChoice, choose
@@ -55,7 +56,7 @@ class Cell:
     """One arm at one level, over its ok repeats."""
 
     arm: str
-    concurrency: int
+    concurrency: float                   # the level: a concurrency, or a request rate on a rate sweep
     repeats: int
     median_tps: float
     min_tps: float
@@ -72,6 +73,7 @@ class Cell:
     attainment: float | None = None           # share of requests meeting it (median over repeats)
     gpus: int = 1                             # GPUs the arm's server used (tp x dp), for per-GPU figures
     cost_per_mtok: float | None = None        # $ per 1M output tokens at the host's GPU-hour price
+    saturated: bool | None = None             # a rate point: the server did not keep up in some repeat
 
     @property
     def tps_per_gpu(self) -> float:
@@ -105,7 +107,7 @@ class Ratio:
     """A speculative arm over baseline at one level."""
 
     arm: str
-    concurrency: int
+    concurrency: float
     ratio: float                 # ratio of medians
     low: float                   # min / max of the per-repeat ratios
     high: float
@@ -116,12 +118,14 @@ class Ratio:
 class Crossover:
     kind: str                    # "interpolated" | "never" | "every" | "n/a"
     value: float | None = None
-    below: int | None = None     # the bracketing levels (ratio >= 1 at `below`, < 1 at `above`)
-    above: int | None = None
+    below: float | None = None   # the bracketing levels (ratio >= 1 at `below`, < 1 at `above`)
+    above: float | None = None
+    axis: str = AXIS_CONCURRENCY  # what the levels are: concurrency or request rate
 
     def text(self) -> str:
         if self.kind == "interpolated":
-            return f"c≈{format_level(self.value)} (between {self.below} and {self.above}, log2 interpolation)"
+            return (f"{level_label(self.value, self.axis, '≈')} (between {self.below:g} and {self.above:g}, "
+                    "log2 interpolation)")
         if self.kind == "never":
             return "never (EAGLE-3 at or above baseline at every level measured)"
         if self.kind == "every":
@@ -129,27 +133,29 @@ class Crossover:
         return "n/a (needs baseline and eagle3 results)"
 
 
-def _levels_text(levels: Sequence[int]) -> str:
-    return "c=" + ",".join(str(c) for c in levels)
+def _levels_text(levels: Sequence[float], axis: str) -> str:
+    return level_label(None, axis).rstrip("-") if not levels else (
+        ("c=" if axis == AXIS_CONCURRENCY else "rate=") + ",".join(f"{c:g}" for c in levels)
+        + ("/s" if axis == AXIS_RATE else ""))
 
 
-def _ratio_stats(ratios: dict[int, float]) -> str:
+def _ratio_stats(ratios: dict[float, float], axis: str = AXIS_CONCURRENCY) -> str:
     """`0.956x at c=16`, or `mean 0.960x, worst 0.950x at c=32, over c=16,32,64`."""
     worst = min(ratios, key=lambda c: (ratios[c], c))
     if len(ratios) == 1:
-        return f"{ratios[worst]:.3f}x at c={worst}"
-    return (f"mean {statistics.fmean(ratios.values()):.3f}x, worst {ratios[worst]:.3f}x at c={worst}, "
-            f"over {_levels_text(sorted(ratios))}")
+        return f"{ratios[worst]:.3f}x at {level_label(worst, axis)}"
+    return (f"mean {statistics.fmean(ratios.values()):.3f}x, worst {ratios[worst]:.3f}x at "
+            f"{level_label(worst, axis)}, over {_levels_text(sorted(ratios), axis)}")
 
 
 @dataclass
 class _PerLevel:
     """Ratios per level, with their worst level and mean."""
 
-    ratios: dict[int, float]
+    ratios: dict[float, float]
 
     @property
-    def worst(self) -> tuple[int, float] | None:
+    def worst(self) -> tuple[float, float] | None:
         if not self.ratios:
             return None
         c = min(self.ratios, key=lambda k: (self.ratios[k], k))
@@ -166,6 +172,7 @@ class Envelope(_PerLevel):
     better of baseline's and EAGLE-3's (1.0: it followed the envelope exactly)."""
 
     objective: str = DEFAULT_OBJECTIVE
+    axis: str = AXIS_CONCURRENCY
 
     def text(self) -> str:
         on = "" if self.objective == DEFAULT_OBJECTIVE else f" (on {self.objective})"
@@ -173,7 +180,7 @@ class Envelope(_PerLevel):
         worst = self.worst
         if worst is None:
             return head + "n/a (no level with adaptive and another arm)"
-        return (head + f"worst {worst[1]:.3f}x at c={worst[0]}, "
+        return (head + f"worst {worst[1]:.3f}x at {level_label(worst[0], self.axis)}, "
                 f"mean {self.mean:.3f}x over {len(self.ratios)} level{'s' if len(self.ratios) > 1 else ''}")
 
 
@@ -191,6 +198,7 @@ class Tax(_PerLevel):
     threshold: int | None = None     # the arm's threshold (TAX_THRESHOLD)
     unit: str | None = None          # what the threshold was compared with: running batch | concurrency
     objective: str = DEFAULT_OBJECTIVE
+    axis: str = AXIS_CONCURRENCY
 
     def where(self) -> str:
         if self.source == TAX_EVIDENCE:
@@ -206,7 +214,7 @@ class Tax(_PerLevel):
             return head + f"n/a ({self.where()})"
         if not self.ratios:
             return head + f"n/a: drafting was off at no level measured ({self.where()})"
-        return head + f"{_ratio_stats(self.ratios)} ({self.where()})"
+        return head + f"{_ratio_stats(self.ratios, self.axis)} ({self.where()})"
 
 
 @dataclass
@@ -217,30 +225,32 @@ class CapableTax(_PerLevel):
 
     arm: str = "spec-off"
     objective: str = DEFAULT_OBJECTIVE
+    axis: str = AXIS_CONCURRENCY
 
     def text(self) -> str:
         on = "" if self.objective == DEFAULT_OBJECTIVE else f", on {self.objective}"
         head = f"tax of staying speculation-capable ({self.arm} / baseline, drafting off at every batch{on}): "
         if not self.ratios:
             return head + "n/a: no level measured both arms"
-        per = ", ".join(f"c={c} {r:.3f}x" for c, r in sorted(self.ratios.items()))
-        return head + f"{_ratio_stats(self.ratios)}; per level: {per}"
+        per = ", ".join(f"{level_label(c, self.axis)} {r:.3f}x" for c, r in sorted(self.ratios.items()))
+        return head + f"{_ratio_stats(self.ratios, self.axis)}; per level: {per}"
 
 
 @dataclass
 class HostSummary:
     host: str
-    levels: list[int]
+    levels: list[float]
     arms: list[str]
-    cells: dict[tuple[str, int], Cell]
-    ratios: dict[tuple[str, int], Ratio]
+    cells: dict[tuple[str, float], Cell]
+    ratios: dict[tuple[str, float], Ratio]
     crossover: Crossover
     threshold_choice: ThresholdChoice
-    adaptive_shortfalls: list[tuple[int, float | None]] | None   # None: no adaptive arm
+    adaptive_shortfalls: list[tuple[float, float | None]] | None   # None: no adaptive arm
     envelope: Envelope | None = None     # None: no adaptive arm
     tax: Tax | None = None
     objective: str = DEFAULT_OBJECTIVE
     length: tuple[int, int] | None = None   # (input, output) tokens in a several-length sweep
+    axis: str = AXIS_CONCURRENCY            # the load axis: concurrency, or request rate (a rate sweep)
     capable_tax: CapableTax | None = None   # None: no spec-off arm
 
     @property
@@ -254,7 +264,7 @@ class HostSummary:
     def threshold(self) -> int | None:
         return self.threshold_choice.threshold
 
-    def rows(self) -> Iterator[tuple[int, str, Cell, Ratio | None]]:
+    def rows(self) -> Iterator[tuple[float, str, Cell, Ratio | None]]:
         """(level, arm, cell, ratio to baseline) in table order: levels up, arms in order."""
         for c in self.levels:
             for arm in self.arms:
@@ -262,17 +272,33 @@ class HostSummary:
                 if cell is not None:
                     yield c, arm, cell, self.ratios.get((arm, c))
 
+    def saturated(self) -> list[tuple[str, float]]:
+        """(arm, rate) of the rate cells whose server did not keep up (bench/saturation.py)."""
+        return [(arm, c) for c, arm, cell, _ in self.rows() if cell.saturated]
+
+    def saturation_text(self) -> str | None:
+        """What a rate sweep says of saturation (None on a concurrency sweep)."""
+        if self.axis != AXIS_RATE:
+            return None
+        hit = self.saturated()
+        if not hit:
+            return f"saturated: none (every arm kept up at every rate measured; {SATURATION_RULE})"
+        shown = ", ".join(f"{arm} at {c:g}/s" for arm, c in hit)
+        return (f"saturated: {shown} (the server could not sustain the rate, its queue grew: those "
+                f"figures are its capacity, not the rate's; {SATURATION_RULE})")
+
     def threshold_text(self) -> str:
         if self.crossover.kind == "n/a":
             return "n/a (needs baseline and eagle3 results)"
-        return self.threshold_choice.text()
+        return self.threshold_choice.text(self.axis)
 
     def adaptive_text(self) -> str:
         if self.adaptive_shortfalls is None:
             return "n/a (no adaptive results)"
         if not self.adaptive_shortfalls:
             return f"reached >= {ADAPTIVE_TOLERANCE:.2f}x of the better arm at every level"
-        parts = [f"c={c} ({'missing' if r is None else f'{r:.3f}x'})" for c, r in self.adaptive_shortfalls]
+        parts = [f"{level_label(c, self.axis)} ({'missing' if r is None else f'{r:.3f}x'})"
+                 for c, r in self.adaptive_shortfalls]
         return f"below {ADAPTIVE_TOLERANCE:.2f}x of the better arm at " + ", ".join(parts)
 
 
@@ -299,7 +325,7 @@ def format_level(value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def find_crossover(points: Sequence[tuple[int, float]]) -> Crossover:
+def find_crossover(points: Sequence[tuple[float, float]]) -> Crossover:
     """First level with ratio < 1, interpolated in log2(concurrency) from the level before."""
     pts = sorted(points)
     if not pts:
@@ -314,7 +340,7 @@ def find_crossover(points: Sequence[tuple[int, float]]) -> Crossover:
     return Crossover("never")
 
 
-def threshold_points(cells: dict[tuple[str, int], Cell], levels: Iterable[int],
+def threshold_points(cells: dict[tuple[str, float], Cell], levels: Iterable[float],
                      objective: str = DEFAULT_OBJECTIVE) -> list[LevelPoint]:
     """What the crossover and the threshold rule read at each level where baseline and
     EAGLE-3 were both measured: EAGLE-3 over baseline on the objective, and EAGLE-3's running
@@ -381,12 +407,12 @@ def _drafting_off_share(rec: ResultRecord) -> float | None:
     return None
 
 
-def _best(cells: dict[tuple[str, int], Cell], c: int, objective: str) -> float | None:
+def _best(cells: dict[tuple[str, float], Cell], c: float, objective: str) -> float | None:
     values = [v for v in (score(cells.get((a, c)), objective) for a in (BASELINE_ARM, EAGLE_ARM)) if v is not None]
     return max(values) if values else None
 
 
-def envelope_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], arm: str = ADAPTIVE_ARM,
+def envelope_of(cells: dict[tuple[str, float], Cell], levels: Iterable[float], arm: str = ADAPTIVE_ARM,
                 objective: str = DEFAULT_OBJECTIVE) -> Envelope:
     """The arm over the better of baseline and EAGLE-3 on the objective, at each level with both."""
     ratios = {}
@@ -397,7 +423,7 @@ def envelope_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], arm: 
     return Envelope(ratios, objective)
 
 
-def tax_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], threshold: int | None,
+def tax_of(cells: dict[tuple[str, float], Cell], levels: Iterable[float], threshold: int | None,
            arm: str = ADAPTIVE_ARM, objective: str = DEFAULT_OBJECTIVE) -> Tax:
     """Adaptive / baseline where drafting is off: the levels the records say so, else the
     levels whose running batch (or concurrency, where none was reported) is above the arm's
@@ -425,10 +451,11 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
     (`adaptive_threshold`: the adaptive arm's own threshold, from the manifest, for the tax
     where the records carry no drafting-off evidence; `objective`: what the crossover,
     threshold, envelope and tax compare; `slo`: the limits goodput counts against)."""
-    groups: dict[tuple[str, int], list[ResultRecord]] = defaultdict(list)
+    groups: dict[tuple[str, float], list[ResultRecord]] = defaultdict(list)
     for rec in records:
-        groups[(str(rec.arm), int(rec.concurrency))].append(rec)
-    cells: dict[tuple[str, int], Cell] = {}
+        groups[(str(rec.arm), load_level(rec))].append(rec)
+    axis = AXIS_RATE if any(rec.rate is not None for rec in records) else AXIS_CONCURRENCY
+    cells: dict[tuple[str, float], Cell] = {}
     for (arm, c), recs in groups.items():
         tps = [float(r.output_throughput or 0.0) for r in recs]  # ok_records: all numbers
         cells[(arm, c)] = Cell(
@@ -442,6 +469,7 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
             running_p90=_median(r.running_req_p90 for r in recs),
             server_accept_length=_median(r.server_accept_length for r in recs),
             drafting_off_share=_median(_drafting_off_share(r) for r in recs),
+            saturated=_saturated(recs),
         )
         cell = cells[(arm, c)]
         cell.gpus = (gpus or {}).get(arm, 1)
@@ -453,7 +481,7 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
             cells[(arm, c)].attainment = _median(a for _, a in good)
     levels = sorted({c for _, c in cells})
     arms = _arm_order(a for a, _ in cells)
-    ratios: dict[tuple[str, int], Ratio] = {}
+    ratios: dict[tuple[str, float], Ratio] = {}
     for (arm, c), cell in cells.items():
         base = cells.get((BASELINE_ARM, c))
         if arm == BASELINE_ARM or base is None or base.median_tps <= 0:
@@ -463,7 +491,7 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
         ratio = cell.median_tps / base.median_tps
         ratios[(arm, c)] = Ratio(arm, c, ratio, min(per, default=ratio), max(per, default=ratio), len(per))
     points = threshold_points(cells, levels, objective)
-    shortfalls: list[tuple[int, float | None]] | None = None
+    shortfalls: list[tuple[float, float | None]] | None = None
     envelope = tax = None
     if ADAPTIVE_ARM in arms:
         envelope = envelope_of(cells, levels, objective=objective)
@@ -476,20 +504,30 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
                 shortfalls.append((c, None))
             elif c in envelope.ratios and envelope.ratios[c] < ADAPTIVE_TOLERANCE:
                 shortfalls.append((c, envelope.ratios[c]))
-    summary = HostSummary(host, levels, arms, cells, ratios, find_crossover([(p.level, p.ratio) for p in points]),
-                          choose(points), shortfalls, envelope, tax, objective)
+    crossover = replace(find_crossover([(p.level, p.ratio) for p in points]), axis=axis)
+    for per_level in (envelope, tax):
+        if per_level is not None:
+            per_level.axis = axis
+    summary = HostSummary(host, levels, arms, cells, ratios, crossover, choose(points, axis=axis), shortfalls,
+                          envelope, tax, objective, axis=axis)
     spec_off = next((str(r.arm) for r in records if str(r.mechanism or "").startswith(SPEC_OFF_MECHANISM)), None)
     if spec_off is not None:
-        summary.capable_tax = capable_tax_of(cells, levels, spec_off, objective)
+        summary.capable_tax = capable_tax_of(cells, levels, spec_off, objective, axis)
     return summary
 
 
-def capable_tax_of(cells: dict[tuple[str, int], Cell], levels: Iterable[int], arm: str,
-                   objective: str = DEFAULT_OBJECTIVE) -> CapableTax:
+def capable_tax_of(cells: dict[tuple[str, float], Cell], levels: Iterable[float], arm: str,
+                   objective: str = DEFAULT_OBJECTIVE, axis: str = AXIS_CONCURRENCY) -> CapableTax:
     """`arm` (a spec-off arm) over baseline at every level that measured both."""
     ratios = {c: objective_ratio(score(cells.get((arm, c)), objective), score(cells.get((BASELINE_ARM, c)), objective))
               for c in levels}
-    return CapableTax({c: float(r) for c, r in ratios.items() if r is not None}, arm, objective)
+    return CapableTax({c: float(r) for c, r in ratios.items() if r is not None}, arm, objective, axis)
+
+
+def _saturated(recs: Sequence[ResultRecord]) -> bool | None:
+    """A rate cell is saturated when any repeat was (bench/saturation.py); None off rate points."""
+    verdicts = [r.saturated for r in recs if r.saturated is not None]
+    return any(verdicts) if verdicts else None
 
 
 def adaptive_threshold_of(manifest: Manifest, host: str) -> int | None:
@@ -527,14 +565,14 @@ def fairness_warnings(manifest: ManifestLike, records: Sequence[ResultRecord] = 
         if missing:
             warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
         warnings += [label + w for w in fairness_warnings_for_args(known)]
-    settings: dict[tuple[str, int, tuple[int, int] | None], set[tuple[Any, ...]]] = defaultdict(set)
+    settings: dict[tuple[str, float, tuple[int, int] | None], set[tuple[Any, ...]]] = defaultdict(set)
     for rec in records:
-        key = (str(rec.host), int(rec.concurrency), record_length(rec) if by_length else None)
+        key = (str(rec.host), load_level(rec), record_length(rec) if by_length else None)
         settings[key].add((rec.input_len, rec.output_len, rec.num_prompts))
     for (host, c, _), combos in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or (0, 0))):
         if len(combos) > 1:
             shown = "; ".join(f"in={i} out={o} n={n}" for i, o, n in sorted(combos, key=repr))
-            warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at c={c}: {shown}")
+            warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at c={c:g}: {shown}")
     return warnings
 
 
@@ -596,12 +634,15 @@ def _headline(summaries: Sequence[HostSummary]) -> list[str]:
     for s in summaries:
         prefix = f"[{s.label}] " if len(summaries) > 1 else ""
         if s.crossover.kind == "interpolated":
-            cross = f"crossover at c≈{format_level(s.crossover.value)} (between {s.crossover.below} and {s.crossover.above})"
+            cross = (f"crossover at {level_label(s.crossover.value, s.axis, '≈')} "
+                     f"(between {s.crossover.below:g} and {s.crossover.above:g})")
         else:
             cross = "crossover: " + s.crossover.text()
         lines.append(prefix + cross)
         lines.append(prefix + "recommended threshold: " + s.threshold_text())
         lines.append(prefix + "adaptive: " + s.adaptive_text())
+        if (saturation := s.saturation_text()) is not None:
+            lines.append(prefix + saturation)
         if s.envelope is not None:
             lines.append(prefix + s.envelope.text())
         if s.tax is not None:
@@ -720,8 +761,7 @@ def summarize(records: Sequence[ResultRecord], given: ManifestLike = None, *,
         summary_h.length = length
         summaries.append(summary_h)
     failed = sorted((r for r in effective if r.status != STATUS_OK),
-                    key=lambda r: (str(r.host), str(r.arm), int(r.concurrency),
-                                   int(r.repeat)))
+                    key=lambda r: (str(r.host), str(r.arm), load_level(r), int(r.repeat)))
     simulated = any(bool(r.simulated) for r in effective) or bool(manifest.simulated)
     why = next((w for w in map(latencies_missing, ok) if w), None)
     headline = fairness_headline(manifest) + _headline(summaries) + _context_headline(summaries) + (
@@ -753,5 +793,5 @@ def context_rows(summary: ReportSummary) -> list[ContextRow]:
 
 def crossover_cell(c: Crossover) -> str:
     if c.kind == "interpolated":
-        return f"c≈{format_level(c.value)} ({c.below}-{c.above})"
+        return f"{level_label(c.value, c.axis, '≈')} ({c.below:g}-{c.above:g})"
     return {"never": "never (EAGLE-3 wins at every level)", "every": "every level"}.get(c.kind, "n/a")

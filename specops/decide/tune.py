@@ -90,14 +90,14 @@ def steps_arm(steps: int) -> str:
 class Levels:
     """What the measured cells say about one host."""
 
-    cells: dict[tuple[str, int], Cell]
-    levels: list[int]
+    cells: dict[tuple[str, float], Cell]
+    levels: list[int]   # tune sweeps concurrency (closed loops) only
 
     @classmethod
     def of(cls, records: Sequence[ResultRecord], host: str) -> "Levels":
-        mine = [r for r in ok_records(records) if r.host == host]
+        mine = [r for r in ok_records(records) if r.host == host and r.rate is None]
         s = summarize_host(host, mine)
-        return cls(s.cells, s.levels)
+        return cls(s.cells, [int(c) for c in s.levels])
 
     def tps(self, arm: str, c: int) -> float | None:
         cell = self.cells.get((arm, c))
@@ -117,9 +117,9 @@ def bracket(lv: Levels) -> tuple[int | None, int | None]:
     pts = [(c, (lv.tps(EAGLE_ARM, c) or 0.0) / (lv.tps(BASELINE_ARM, c) or 1.0)) for c in lv.both()]
     cross = find_crossover(pts)
     if cross.kind == "interpolated":
-        return cross.below, cross.above
+        return _level(cross.below), _level(cross.above)
     if cross.kind == "every":
-        return None, cross.above
+        return None, _level(cross.above)
     if cross.kind == "never":
         return (pts[-1][0] if pts else None), None
     return None, None
@@ -147,6 +147,10 @@ def bisect_level(below: int | None, above: int | None, measured: Sequence[int]) 
         return None
     mid = math.log2(below * above) / 2
     return min(inside, key=lambda c: (abs(math.log2(c) - mid), c))
+
+
+def _level(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def verify_order(levels: Sequence[int], threshold: int) -> list[int]:

@@ -41,7 +41,7 @@ class Series:
 @dataclass
 class Row:
     arm: str
-    concurrency: int
+    concurrency: float
     cells: list[Cell | None]
     ratios: list[float | None]           # each series' median over the first series'
     significant: list[bool]              # band of that series disjoint from the first's
@@ -180,7 +180,7 @@ def write_plot(comp: Comparison, path: Path) -> Path:
                      any(s.simulated for s in comp.series))
     styles = ("-", "--", ":", "-.")
     colours = {"baseline": "tab:blue", "eagle3": "tab:orange", "adaptive": "tab:green"}
-    levels: set[int] = set()
+    levels: set[float] = set()
     for i, s in enumerate(comp.series):
         for arm in s.host.arms:
             cells = [s.host.cells[(arm, c)] for c in s.host.levels if (arm, c) in s.host.cells]

@@ -82,6 +82,7 @@ def _results_table(summary: ReportSummary) -> list[str]:
                    f"<li>recommended threshold: {_e(s.threshold_text())}</li>"
                    f"<li>adaptive: {_e(s.adaptive_text())}</li>"
                    + "".join(f"<li>{_e(x.text())}</li>" for x in (s.envelope, s.tax, s.capable_tax) if x is not None)
+                   + "".join(f"<li>{_e(line)}</li>" for line in (s.saturation_text(),) if line is not None)
                    + "</ul>")
     return out
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from specops.bench.manifest import Manifest, ManifestLike, as_manifest
 from specops.bench.repeats import AUTO_MAX, RepeatRule
-from specops.bench.schema import ResultRecord
+from specops.bench.schema import AXIS_RATE, ResultRecord, level_text, load_level
 from specops.config.slo import Slo
 from specops.decide.summary import (
     ADAPTIVE_TOLERANCE,
@@ -53,8 +53,8 @@ class ResultColumn:
     hand-written copies once differed: the HTML lacked the drafting evidence)."""
 
     header: str
-    text: Callable[[int, str, Cell, Ratio | None], str]
-    sort: Callable[[int, str, Cell, Ratio | None], float | None] = lambda c, arm, cell, ratio: None
+    text: Callable[[float, str, Cell, Ratio | None], str]
+    sort: Callable[[float, str, Cell, Ratio | None], float | None] = lambda c, arm, cell, ratio: None
     left: bool = False
 
 
@@ -62,10 +62,15 @@ def _ratio_text(ratio: Ratio | None) -> str:
     return "-" if ratio is None else f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"
 
 
+def _verdict(value: bool | None) -> str:
+    return "-" if value is None else ("SATURATED" if value else "no")
+
+
 def result_columns(s: HostSummary, slo: Slo | None = None) -> list[ResultColumn]:
     """The results table's columns for one host: goodput and SLO met with an SLO, cost with a price."""
     cols = [
-        ResultColumn("concurrency", lambda c, a, cell, r: str(c), lambda c, a, cell, r: c),
+        ResultColumn("rate (req/s)" if s.axis == AXIS_RATE else "concurrency", lambda c, a, cell, r: f"{c:g}",
+                     lambda c, a, cell, r: c),
         ResultColumn("arm", lambda c, a, cell, r: a, left=True),
         ResultColumn("output tok/s (median)", lambda c, a, cell, r: f"{cell.median_tps:.1f}",
                      lambda c, a, cell, r: cell.median_tps),
@@ -85,6 +90,9 @@ def result_columns(s: HostSummary, slo: Slo | None = None) -> list[ResultColumn]
         ResultColumn("ratio to baseline (spread)", lambda c, a, cell, r: _ratio_text(r),
                      lambda c, a, cell, r: None if r is None else r.ratio),
     ]
+    if s.axis == AXIS_RATE:
+        cols.append(ResultColumn("saturated", lambda c, a, cell, r: _verdict(cell.saturated),
+                                 lambda c, a, cell, r: None if cell.saturated is None else float(cell.saturated)))
     if slo:
         cols += [ResultColumn("goodput req/s", lambda c, a, cell, r: _fmt(cell.goodput, 2),
                               lambda c, a, cell, r: cell.goodput),
@@ -106,23 +114,25 @@ def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
     out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
             f"- adaptive: {s.adaptive_text()}"]
     out += [f"- {x.text()}" for x in (s.envelope, s.tax, s.capable_tax) if x is not None]
+    out += [f"- {line}" for line in (s.saturation_text(),) if line is not None]
     return out + [""]
 
 
 def _md_failed(failed: list[ResultRecord]) -> list[str]:
     if not failed:
         return []
-    out = ["## Failed points", "", "| host | arm | concurrency | repeat | error |", "|---|---|---:|---:|---|"]
+    axis = "rate" if any(r.rate is not None for r in failed) else "concurrency"
+    out = ["## Failed points", "", f"| host | arm | {axis} | repeat | error |", "|---|---|---:|---:|---|"]
     for r in failed:
         err = _md_escape(str(r.error or "unknown error"))
-        out.append(f"| {r.host} | {r.arm} | {r.concurrency} | "
+        out.append(f"| {r.host} | {r.arm} | {load_level(r):g} | "
                    f"{r.repeat} | {clip(err, 300, keep='start')} |")
     out.append("")
     for r in failed:
         excerpt = r.extra.get("log_excerpt")
         if excerpt:
             out += [f"Server log at the failure of {r.host} {r.arm} "
-                    f"c={r.concurrency} repeat {r.repeat}:", "", "```",
+                    f"{level_text(r)} repeat {r.repeat}:", "", "```",
                     str(excerpt).rstrip(), "```", ""]
     return out
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
+from specops.bench.schema import AXIS_RATE
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 from specops.fsutil import atomic_write
 from specops.report.markdown import CONTEXT_PLOT
@@ -75,14 +76,17 @@ def _dash(summary: ReportSummary, host: HostSummary) -> str:
     return _DASHES[lengths.index(host.length) % len(_DASHES)] if host.length in lengths else "-"
 
 
-def _xticks(ax: object, levels: list[int]) -> None:
+def _xticks(ax: object, levels: Sequence[float], summary: ReportSummary | None = None) -> None:
+    """The levels as ticks; on a rate sweep the axis is the request rate."""
+    if summary is not None and any(h.axis == AXIS_RATE for h in summary.hosts):
+        ax.set_xlabel("request rate (req/s)")  # type: ignore[attr-defined]
     if levels:
-        ax.set_xticks(levels)  # type: ignore[attr-defined]
-        ax.set_xticklabels([str(c) for c in levels])  # type: ignore[attr-defined]
+        ax.set_xticks(list(levels))  # type: ignore[attr-defined]
+        ax.set_xticklabels([f"{c:g}" for c in levels])  # type: ignore[attr-defined]
 
 
 def _band(ax: Axes, summary: ReportSummary, host: HostSummary, arm: str,
-          points: list[tuple[int, float, float, float]], alpha: float) -> list[int]:
+          points: list[tuple[float, float, float, float]], alpha: float) -> list[float]:
     """One arm's line (middle value per level, in its colour and its host's dash) over the band
     from its low to its high value; `points`: (concurrency, middle, low, high). Returns the
     levels drawn (none for an arm without points)."""
@@ -98,13 +102,13 @@ def _band(ax: Axes, summary: ReportSummary, host: HostSummary, arm: str,
 
 def _throughput(summary: ReportSummary, path: Path) -> Path:
     fig, ax = figure("Output throughput", "output tok/s (median over repeats)", summary.simulated)
-    levels: set[int] = set()
+    levels: set[float] = set()
     for host in summary.hosts:
         for arm in host.arms:
             cells = [host.cells[(arm, c)] for c in host.levels if (arm, c) in host.cells]
             levels.update(_band(ax, summary, host, arm, [(c.concurrency, c.median_tps, c.min_tps, c.max_tps)
                                                          for c in cells], alpha=0.15))
-    _xticks(ax, sorted(levels))
+    _xticks(ax, sorted(levels), summary)
     if levels:
         ax.legend()
     return save_figure(fig, path)
@@ -113,7 +117,7 @@ def _throughput(summary: ReportSummary, path: Path) -> Path:
 def _ratio(summary: ReportSummary, path: Path) -> Path:
     fig, ax = figure("Speculative / baseline output tok/s", "ratio to baseline", summary.simulated)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
-    levels: set[int] = set()
+    levels: set[float] = set()
     for host in summary.hosts:
         for arm in host.arms:
             ratios = [host.ratios[(arm, c)] for c in host.levels if (arm, c) in host.ratios]
@@ -121,7 +125,7 @@ def _ratio(summary: ReportSummary, path: Path) -> Path:
                                 alpha=0.2))
         if host.crossover.kind == "interpolated" and host.crossover.value:
             ax.axvline(host.crossover.value, color="grey", linewidth=1, linestyle=":")
-    _xticks(ax, sorted(levels))
+    _xticks(ax, sorted(levels), summary)
     if levels:
         ax.legend()
     return save_figure(fig, path)
@@ -131,7 +135,7 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Pat
     def draw(summary: ReportSummary, path: Path) -> Path:
         fig, ax = figure(title, ylabel, summary.simulated)
         many = len(summary.hosts) > 1
-        levels: set[int] = set()
+        levels: set[float] = set()
         for host in summary.hosts:
             for arm in host.arms:
                 pts = [(c, getattr(host.cells[(arm, c)], attr)) for c in host.levels if (arm, c) in host.cells]
@@ -141,7 +145,7 @@ def _latency(attr: str, title: str, ylabel: str) -> Callable[[ReportSummary, Pat
                 levels.update(c for c, _ in pts)
                 ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", color=_color(host, arm),
                         label=_label(host, arm, many), linestyle=_dash(summary, host))
-        _xticks(ax, sorted(levels))
+        _xticks(ax, sorted(levels), summary)
         if levels:
             ax.legend()
         return save_figure(fig, path)

@@ -9,7 +9,12 @@ and `speculation_tax`, and each point's `goodput`, `slo_attainment`, `gpus`,
 `output_throughput_per_gpu`, `tokens_per_s_per_user` and `cost_per_mtok`: a reader of /1 reads
 /2 unchanged; later /2 documents of a sweep of several context lengths add `contexts` and
 each host entry's `input_len`/`output_len`, one entry per host and length, and their
-settings' `input_len`/`output_len` are lists; a one-length run has none of these):
+settings' `input_len`/`output_len` are lists; a one-length run has none of these. A rate
+sweep (`bench --rate`) names its levels "rate" (requests/s) wherever a concurrency sweep says
+"concurrency", adds each point's `saturated` (bench/saturation.py), each host's
+`axis: "rate"`, `threshold_rate` (the highest rate where EAGLE-3 still wins: the threshold in
+request-rate terms), `saturated: [{"arm", "rate"}]` and `saturation_text`, and its settings'
+`rate` and `arrival`):
 
     {"schema": "specops.summary/2", "run_id": str|null, "simulated": bool,
      "objective": "throughput"|"goodput"|"tpot",   # what crossover, threshold, envelope and tax compare
@@ -43,7 +48,7 @@ settings' `input_len`/`output_len` are lists; a one-length run has none of these
                             "cost_per_mtok",                    # $ per 1M output tokens; null without a price
                             "running_batch": {"p50", "p90", "server_accept_length"},   # the server's own count
                             "ratio_to_baseline": {"median", "low", "high", "pairs"}|null}]}],
-     "failed_points": [{"host", "arm", "concurrency", "repeat", "error"}],
+     "failed_points": [{"host", "arm", "concurrency" (a rate point: "rate"), "repeat", "error"}],
      # only for a sweep of several context lengths (--input-len 256,2048): per host and length
      "contexts": [{"host", "input_len", "output_len", "crossover": {...}, "recommended_threshold",
                    "threshold_unit", "threshold_text"}],
@@ -56,12 +61,13 @@ import json
 from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
+from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, load_axis, load_level
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 
 SCHEMA = "specops.summary/2"
 SUMMARY_JSON = "summary.json"
 SETTING_KEYS = ("runner", "dataset", "input_len", "output_len", "num_prompts", "prompts_per_level", "repeats",
-                "repeats_auto", "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost")
+                "repeats_auto", "concurrency", "rate", "arrival", "arms", "seed", "slo", "objective", "gpu_hour_cost")
 
 
 def settings_of(given: ManifestLike) -> dict[str, Any]:
@@ -75,26 +81,28 @@ def settings_of(given: ManifestLike) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None and not (k == "repeats_auto" and not v)}
 
 
-def _levels(ratios: dict[int, float]) -> list[dict[str, Any]]:
-    return [{"concurrency": c, "ratio": r} for c, r in sorted(ratios.items())]
+def _levels(ratios: dict[float, float], axis: str = AXIS_CONCURRENCY) -> list[dict[str, Any]]:
+    return [{axis: c, "ratio": r} for c, r in sorted(ratios.items())]
 
 
-def _worst(worst: tuple[int, float] | None) -> dict[str, Any] | None:
-    return None if worst is None else {"concurrency": worst[0], "ratio": worst[1]}
+def _worst(worst: tuple[float, float] | None, axis: str = AXIS_CONCURRENCY) -> dict[str, Any] | None:
+    return None if worst is None else {axis: worst[0], "ratio": worst[1]}
 
 
 def envelope_doc(s: HostSummary) -> dict[str, Any] | None:
     env = s.envelope
     if env is None:
         return None
-    return {"levels": _levels(env.ratios), "worst": _worst(env.worst), "mean": env.mean, "text": env.text()}
+    return {"levels": _levels(env.ratios, s.axis), "worst": _worst(env.worst, s.axis), "mean": env.mean,
+            "text": env.text()}
 
 
 def tax_doc(s: HostSummary) -> dict[str, Any] | None:
     tax = s.tax
     if tax is None:
         return None
-    return {"levels": _levels(tax.ratios), "worst": _worst(tax.worst), "mean": tax.mean, "source": tax.source,
+    return {"levels": _levels(tax.ratios, s.axis), "worst": _worst(tax.worst, s.axis), "mean": tax.mean,
+            "source": tax.source,
             "threshold": tax.threshold, "unit": tax.unit, "text": tax.text()}
 
 
@@ -113,7 +121,8 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
         points = []
         for c, arm, cell, ratio in s.rows():
             points.append({
-                "arm": arm, "concurrency": c, "repeats": cell.repeats,
+                "arm": arm, s.axis: c, "repeats": cell.repeats,
+                **({"saturated": cell.saturated} if s.axis == AXIS_RATE else {}),
                 "output_throughput": {"median": cell.median_tps, "min": cell.min_tps, "max": cell.max_tps},
                 "median_ttft_ms": cell.median_ttft_ms, "median_tpot_ms": cell.median_tpot_ms,
                 "accept_length": cell.accept_length,
@@ -127,15 +136,19 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
             })
         shortfalls = s.adaptive_shortfalls
         length = {} if s.length is None else {"input_len": s.length[0], "output_len": s.length[1]}
+        rates = {} if s.axis != AXIS_RATE else {
+            "axis": s.axis, "threshold_rate": s.threshold_choice.level,
+            "saturated": [{"arm": arm, "rate": c} for arm, c in s.saturated()],
+            "saturation_text": s.saturation_text()}
         hosts.append({
-            "host": s.host, **length,
+            "host": s.host, **length, **rates,
             "crossover": {"kind": s.crossover.kind, "value": s.crossover.value,
                           "below": s.crossover.below, "above": s.crossover.above},
             "recommended_threshold": s.threshold, "threshold_text": s.threshold_text(),
             "threshold_unit": s.threshold_choice.unit,
             "adaptive": {"checked": shortfalls is not None,
                          "ok": None if shortfalls is None else not shortfalls,
-                         "shortfalls": [{"concurrency": c, "ratio": r} for c, r in (shortfalls or [])]},
+                         "shortfalls": [{s.axis: c, "ratio": r} for c, r in (shortfalls or [])]},
             "envelope": envelope_doc(s), "speculation_tax": tax_doc(s), "speculation_capable_tax": capable_tax_doc(s),
             "points": points,
         })
@@ -146,7 +159,7 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
         "sglang": {"version": manifest.sglang_version, "commit": manifest.sglang_commit},
         "gpu": manifest.gpu, "gpu_count": manifest.gpu_count,
         "headline": summary.headline, "warnings": summary.warnings, "servers": summary.servers, "hosts": hosts,
-        "failed_points": [{"host": r.host, "arm": r.arm, "concurrency": r.concurrency, "repeat": r.repeat,
+        "failed_points": [{"host": r.host, "arm": r.arm, load_axis(r): load_level(r), "repeat": r.repeat,
                            "error": r.error}
                           for r in summary.failed],
         **({"tuning": summary.tuning.get("result")} if summary.tuning else {}),
