@@ -112,7 +112,7 @@ def _matches(rec: ResultRecord, host: str, hashes: dict[str, str], settings: Ben
         return False
     length = settings.lengths()[0]
     return (rec.status == STATUS_OK and isinstance(rec.output_throughput, (int, float))
-            and rec.host == host and arm in hashes
+            and rec.rate is None and rec.host == host and arm in hashes
             and (server.get("config_hash") or server.get("args_hash")) == hashes[arm]
             and (rec.input_len, rec.output_len) == length
             and rec.num_prompts == settings.prompts_for(int(rec.concurrency))

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from specops.bench.schema import ResultRecord
+from specops.bench.schema import ResultRecord, level_text
 from specops.render.progress import plain, point_line
 from specops.run.state import PointCallback
 
@@ -34,7 +34,7 @@ class PointBar:
                 plain(console, point_line(rec))
                 return
             tput = rec.output_throughput
-            desc = (f"{rec.host} {rec.arm} c={rec.concurrency} r={rec.repeat}: "
+            desc = (f"{rec.host} {rec.arm} {level_text(rec)} r={rec.repeat}: "
                     + (f"{tput:.0f} tok/s" if isinstance(tput, (int, float)) else str(rec.status)))
             self.progress.update(self.task, advance=1, description=desc)
 

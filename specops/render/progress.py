@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from specops.bench.schema import STATUS_FAILED, ResultRecord
+from specops.bench.schema import STATUS_FAILED, ResultRecord, level_text
 from specops.render.fit import Cell, Column, fit_table
 from specops.run import events
 from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, HostReport, Phase, RunReport
@@ -129,7 +129,7 @@ def point_line(rec: ResultRecord) -> str:
     tput = rec.output_throughput
     what = f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) and rec.status != STATUS_FAILED else (
         f"{rec.status}: {rec.error}" if rec.error else str(rec.status))
-    return (f"{stamp()}  {rec.host}  point {rec.arm} c={rec.concurrency} "
+    return (f"{stamp()}  {rec.host}  point {rec.arm} {level_text(rec)} "
             f"repeat {rec.repeat}: {what}")
 
 

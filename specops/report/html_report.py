@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
+from specops.bench.schema import load_level
 from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary
 from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.report.markdown import result_columns, tune_section
@@ -127,11 +128,12 @@ def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequenc
                                           or "<li>no differences found between arms beyond the speculative "
                                              "arguments</li>") + "</ul>")
     if summary.failed:
+        axis = "rate" if any(r.rate is not None for r in summary.failed) else "concurrency"
         out.append('<h2>Failed points</h2><table class="sortable"><thead><tr><th class="l">host</th>'
-                   '<th class="l">arm</th><th>concurrency</th><th>repeat</th><th class="l">error</th></tr></thead><tbody>')
+                   f'<th class="l">arm</th><th>{axis}</th><th>repeat</th><th class="l">error</th></tr></thead><tbody>')
         for r in summary.failed:
             out.append("<tr>" + "".join([_cell(str(r.host), left=True), _cell(str(r.arm), left=True),
-                                         _cell(str(r.concurrency)), _cell(str(r.repeat)),
+                                         _cell(f"{load_level(r):g}"), _cell(str(r.repeat)),
                                          _cell(clip(str(r.error or "unknown error"), 300, keep="start"), left=True)]) + "</tr>")
         out.append("</tbody></table>")
     out.append("<h2>Method</h2><p>Medians over repeats; spread is min-max. The ratio is the arm's median over "
