@@ -121,3 +121,19 @@ def test_bench_serving_rate_argv_is_accepted_and_other_processes_refused():
         cmd.argv("python3", port=30000, input_len=32, output_len=16, num_prompts=16, output_file="/tmp/o",
                  rate=4.0, arrival="gamma:2")
     assert Arrival("gamma", 2.0).text() == "gamma:2"
+
+
+def test_rate_settings_plan_rate_points_and_extend_as_levels(tmp_path):
+    from specops.bench.sweep import BenchSettings, check_resume
+
+    settings = BenchSettings.from_dict({"arms": ["baseline"], "rate": [4, 0.5], "arrival": "gamma:2", "repeats": 1})
+    assert settings.axis() == "rate" and settings.levels() == [4.0, 0.5]
+    assert [p.rate for p in settings.plan()] == [0.5, 4.0]
+    load = settings.load(settings.plan()[1])
+    assert (load.rate, load.arrival, load.num_prompts) == (4.0, "gamma:2", 16)
+    with pytest.raises(ConfigError, match="positive coefficient"):
+        BenchSettings.from_dict({"rate": [1.0], "arrival": "gamma:-1"})
+    merged, _ = check_resume({"rate": [2.0, 4.0]}, {"rate": [2.0, 8.0]}, tmp_path, extend=True)
+    assert merged["rate"] == [2.0, 4.0, 8.0]
+    with pytest.raises(ConfigError, match="--rate 2.0,8.0 differs"):
+        check_resume({"rate": [2.0, 4.0]}, {"rate": [2.0, 8.0]}, tmp_path)
