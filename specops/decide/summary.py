@@ -31,7 +31,15 @@ from typing import Any, Iterable, Iterator, Sequence
 from specops.bench import store
 from specops.bench.manifest import ArmRecord, Manifest, ManifestLike, as_manifest
 from specops.bench.saturation import RULE as SATURATION_RULE
-from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, STATUS_OK, ResultRecord, level_label, load_level
+from specops.bench.schema import (
+    AXIS_CONCURRENCY,
+    AXIS_RATE,
+    STATUS_OK,
+    ResultRecord,
+    level_label,
+    load_axis,
+    load_level,
+)
 from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo, slo_text
 from specops.decide.slo import latencies_missing, point_goodput
 from specops.decide.threshold import LevelPoint, ThresholdChoice, choose
@@ -566,13 +574,17 @@ def fairness_warnings(manifest: ManifestLike, records: Sequence[ResultRecord] = 
             warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
         warnings += [label + w for w in fairness_warnings_for_args(known)]
     settings: dict[tuple[str, float, tuple[int, int] | None], set[tuple[Any, ...]]] = defaultdict(set)
+    axes: dict[tuple[str, float, tuple[int, int] | None], str] = {}
     for rec in records:
         key = (str(rec.host), load_level(rec), record_length(rec) if by_length else None)
         settings[key].add((rec.input_len, rec.output_len, rec.num_prompts))
-    for (host, c, _), combos in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or (0, 0))):
+        axes[key] = load_axis(rec)
+    for key, combos in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or (0, 0))):
+        host, c, _ = key
         if len(combos) > 1:
             shown = "; ".join(f"in={i} out={o} n={n}" for i, o, n in sorted(combos, key=repr))
-            warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at c={c:g}: {shown}")
+            warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at "
+                            f"{level_label(c, axes[key])}: {shown}")
     return warnings
 
 
