@@ -16,6 +16,7 @@ from typing import Any
 
 from specops.bench import store
 from specops.bench.manifest import Manifest
+from specops.bench.schema import AXIS_RATE
 from specops.decide.summary import Cell, HostSummary, summarize
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
@@ -130,7 +131,8 @@ def render_markdown(comp: Comparison) -> str:
     if comp.setting_differences:
         out += ["## Settings that differ (compared anyway)", ""] + [f"- {d}" for d in comp.setting_differences] + [""]
     out += _adaptive_table(comp)
-    head = "| concurrency | arm | " + " | ".join(comp.labels) + " |"
+    axis = "rate (req/s)" if any(s.host.axis == AXIS_RATE for s in comp.series) else "concurrency"
+    head = f"| {axis} | arm | " + " | ".join(comp.labels) + " |"
     out += ["## Output tok/s (median, min-max; ratio to the first run; * beyond the run-to-run spread)", "",
             head, "|---:|---|" + "---:|" * len(comp.labels)]
     for row in comp.rows:
@@ -143,7 +145,7 @@ def render_markdown(comp: Comparison) -> str:
             if i and ratio is not None:
                 text += f" {ratio:.3f}x{' *' if sig else ''}"
             cols.append(text)
-        out.append(f"| {row.concurrency} | {row.arm} | " + " | ".join(cols) + " |")
+        out.append(f"| {row.concurrency:g} | {row.arm} | " + " | ".join(cols) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -190,7 +192,7 @@ def write_plot(comp: Comparison, path: Path) -> Path:
                     color=colours.get(arm, "tab:gray"), label=f"{s.label}: {arm}")
     if levels:
         ax.set_xticks(sorted(levels))
-        ax.set_xticklabels([str(c) for c in sorted(levels)])
+        ax.set_xticklabels([f"{c:g}" for c in sorted(levels)])
         ax.legend(fontsize="small")
     return save_figure(fig, path)
 

@@ -15,7 +15,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from specops.bench.schema import AXIS_RATE
+from specops.bench.schema import AXIS_RATE, level_label
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 from specops.fsutil import atomic_write
 from specops.report.markdown import CONTEXT_PLOT
@@ -178,7 +178,7 @@ def _pareto(summary: ReportSummary, path: Path) -> Path:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(host, arm),
                     label=_label(host, arm, many))
             for x, y, c in pts:
-                ax.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+                ax.annotate(level_label(c, host.axis), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
             everyone += [(float(x), y) for x, y, _ in pts]
             drawn = True
         edge = frontier(everyone)
