@@ -1,4 +1,4 @@
-"""Session fixtures of the real_sglang tier: the cached runtime venv and the tiny models
+"""Session fixtures of the real_sglang tier: the cached runtime venvs and the tiny models
 (tests/support/real_sglang builds both once per machine, under a lock, so both xdist
 workers may ask)."""
 
@@ -15,6 +15,16 @@ def real_runtime() -> Runtime:
     """The runtime venv (torch + SGLang's dependencies, no sglang); built if missing (~4-9 min)."""
     try:
         return ensure_runtime()
+    except RuntimeBuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def native_runtime() -> Runtime:
+    """The runtime SGLang 0.5.14 pins (torch 2.11.0, transformers 5.8.1), for its native
+    adaptive speculation; built if missing (~2-8 min)."""
+    try:
+        return ensure_runtime("0.5.14")
     except RuntimeBuildError as exc:
         pytest.fail(str(exc), pytrace=False)
 

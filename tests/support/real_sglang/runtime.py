@@ -1,12 +1,15 @@
-"""The real_sglang tier's Python runtime: a venv holding real torch and SGLang's runtime
+"""The real_sglang tier's Python runtimes: venvs holding real torch and SGLang's runtime
 dependencies (never sglang itself: the tier runs SGLang from a source tree on PYTHONPATH).
 
-Built once per machine under `<specops cache>/real-sglang/runtime-<hash>`, the hash
-covering the pin files and the Python version, so changing a pin builds a new venv. The
-build runs under a file lock (pytest-xdist workers share the cache) and writes a stamp
-last: a venv without its stamp (a killed build) is removed and built again, never used.
+One mechanism, one venv per pin set (`RUNTIMES`): the default one (torch 2.9.1,
+transformers 5.3.0) runs 0.5.9 and 0.5.10.post1; "0.5.14" (torch 2.11.0, transformers
+5.8.1) runs 0.5.14's native adaptive speculation. Each is built once per machine under
+`<specops cache>/real-sglang/runtime-<hash>`, the hash covering its pin files and the
+Python version, so changing a pin builds a new venv. The build runs under a file lock
+(pytest-xdist workers share the cache) and writes a stamp last: a venv without its stamp
+(a killed build) is removed and built again, never used.
 
-    python -m tests.support.real_sglang.runtime   # build if needed; print time, size, path
+    python -m tests.support.real_sglang.runtime [0.5.14]   # build if needed; print time, size, path
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ BOOTSTRAP = HERE / "requirements-bootstrap.txt"
 REQUIREMENTS = HERE / "requirements.txt"
 NODEPS = HERE / "requirements-nodeps.txt"
 PIN_FILES = (BOOTSTRAP, REQUIREMENTS, NODEPS)
+DEFAULT = "0.5.10.post1"
+# pin set -> (bootstrap, requirements, no-deps) files; the key names the SGLang release
+# whose dependencies it pins (0.5.9 runs on the default one too).
+RUNTIMES: dict[str, tuple[Path, Path, Path]] = {
+    DEFAULT: PIN_FILES,
+    "0.5.14": (BOOTSTRAP, HERE / "requirements-0.5.14.txt", HERE / "requirements-nodeps-0.5.14.txt"),
+}
+# SGLang release -> the pin set it runs on
+RELEASE_RUNTIME = {"0.5.9": DEFAULT, "0.5.10.post1": DEFAULT, "0.5.14": "0.5.14"}
 STAMP = ".specops-complete"
 PIP_TIMEOUT_S = 3600
 
@@ -48,16 +60,25 @@ def real_root() -> Path:
     return cache_root() / "real-sglang"
 
 
-def runtime_hash() -> str:
+def pin_files(release: str = DEFAULT) -> tuple[Path, Path, Path]:
+    """The pin files of the runtime that runs SGLang `release`."""
+    try:
+        return RUNTIMES[RELEASE_RUNTIME.get(release, release)]
+    except KeyError:
+        raise RuntimeBuildError(f"real-sglang runtime: no pin set for SGLang {release} "
+                                f"(known: {', '.join(sorted(RELEASE_RUNTIME))})") from None
+
+
+def runtime_hash(release: str = DEFAULT) -> str:
     """Hash of the pin files and the Python version (a venv is tied to its interpreter)."""
     digest = hashlib.sha256(sys.version.encode())
-    for pin in PIN_FILES:
+    for pin in pin_files(release):
         digest.update(pin.name.encode() + b"\0" + pin.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
-def runtime_dir() -> Path:
-    return real_root() / f"runtime-{runtime_hash()}"
+def runtime_dir(release: str = DEFAULT) -> Path:
+    return real_root() / f"runtime-{runtime_hash(release)}"
 
 
 def _python_of(venv: Path) -> Path:
@@ -75,22 +96,23 @@ def _run(argv: list[str], log: Path, step: str) -> None:
         raise RuntimeBuildError(f"real-sglang runtime: {step} failed (exit {proc.returncode}); log {log}:\n{tail}")
 
 
-def _build(venv: Path, log: Path) -> None:
+def _build(venv: Path, log: Path, release: str) -> None:
+    bootstrap, requirements, nodeps = pin_files(release)
     shutil.rmtree(venv, ignore_errors=True)
     log.write_text(f"building {venv} with {sys.executable} ({sys.version.split()[0]})\n")
     _run([sys.executable, "-m", "venv", str(venv)], log, "python -m venv")
     pip = [str(_python_of(venv)), "-m", "pip", "install", "--no-cache-dir", "--progress-bar", "off"]
-    _run(pip + ["-r", str(BOOTSTRAP)], log, f"pip install -r {BOOTSTRAP.name}")
-    _run(pip + ["-r", str(REQUIREMENTS)], log, f"pip install -r {REQUIREMENTS.name}")
-    _run(pip + ["--no-deps", "-r", str(NODEPS)], log, f"pip install --no-deps -r {NODEPS.name}")
+    _run(pip + ["-r", str(bootstrap)], log, f"pip install -r {bootstrap.name}")
+    _run(pip + ["-r", str(requirements)], log, f"pip install -r {requirements.name}")
+    _run(pip + ["--no-deps", "-r", str(nodeps)], log, f"pip install --no-deps -r {nodeps.name}")
     _run([str(_python_of(venv)), "-c", "import torch, transformers, triton, numpy; print(torch.__version__)"],
          log, "import check")
-    (venv / STAMP).write_text(f"{runtime_hash()}\n")  # last: only a finished venv has it
+    (venv / STAMP).write_text(f"{runtime_hash(release)}\n")  # last: only a finished venv has it
 
 
-def ensure_runtime() -> Runtime:
-    """The runtime venv, built first if no finished one exists."""
-    venv = runtime_dir()
+def ensure_runtime(release: str = DEFAULT) -> Runtime:
+    """The venv that runs SGLang `release`, built first if no finished one exists."""
+    venv = runtime_dir(release)
     if (venv / STAMP).is_file():
         return Runtime(venv, _python_of(venv), None)
     real_root().mkdir(parents=True, exist_ok=True)
@@ -99,13 +121,13 @@ def ensure_runtime() -> Runtime:
         if (venv / STAMP).is_file():  # another worker built it while we waited
             return Runtime(venv, _python_of(venv), None)
         start = time.monotonic()
-        _build(venv, real_root() / f"runtime-{runtime_hash()}.log")
+        _build(venv, real_root() / f"runtime-{runtime_hash(release)}.log", release)
         return Runtime(venv, _python_of(venv), time.monotonic() - start)
 
 
-def runtime_python() -> Path:
-    """The runtime's python, building the venv if needed."""
-    return ensure_runtime().python
+def runtime_python(release: str = DEFAULT) -> Path:
+    """The python of the runtime that runs SGLang `release`, building the venv if needed."""
+    return ensure_runtime(release).python
 
 
 def dir_size(path: Path) -> int:
@@ -119,14 +141,17 @@ def dir_size(path: Path) -> int:
     return total
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    release = args[0] if args else DEFAULT
     try:
-        runtime = ensure_runtime()
+        runtime = ensure_runtime(release)
     except RuntimeBuildError as exc:
         print(exc, file=sys.stderr)
         return 2
     built = "cached" if runtime.built_s is None else f"built in {runtime.built_s:.0f} s"
-    print(f"real-sglang runtime {built}; {dir_size(runtime.root) / 2**30:.2f} GiB")
+    print(f"real-sglang runtime ({RELEASE_RUNTIME.get(release, release)} pins) {built}; "
+          f"{dir_size(runtime.root) / 2**30:.2f} GiB")
     print(runtime.python)
     return 0
 
