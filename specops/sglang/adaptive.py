@@ -242,3 +242,35 @@ def transition_line(drafting: bool, batch: int, threshold: int) -> str:
 def parse_transitions(log: str) -> list[Transition]:
     """Every transition line in a server log, in order."""
     return [Transition(m["state"] == "on", int(m["batch"]), int(m["threshold"])) for m in TRANSITION_RE.finditer(log)]
+
+
+# --------------------------------------------------------------------------- native step switches
+
+#: What SGLang's own adaptive speculation (>= 0.5.14, `--speculative-adaptive`) logs when its
+#: EAGLE worker moves to another tier's step count (`EAGLEWorkerV2.apply_runtime_state`),
+#: verbatim after the logger's `[time]` prefix, e.g.
+#: `Switch adaptive runtime state: steps 2 -> 0, draft_tokens 3 -> 1`. Logged on a change
+#: only, never per step; "-> 0" is the zero-step tier of specops' config (drafting off).
+STEP_SWITCH_RE = re.compile(r"Switch adaptive runtime state: steps (?P<old>\d+) -> (?P<new>\d+), "
+                            r"draft_tokens (?P<old_tokens>\d+) -> (?P<new_tokens>\d+)")
+
+
+@dataclass(frozen=True)
+class StepSwitch:
+    """One native switch line: the worker went from `old` draft steps to `new`."""
+
+    old: int
+    new: int
+    old_tokens: int
+    new_tokens: int
+
+    @property
+    def drafting(self) -> bool:
+        """Whether the worker drafts after the switch (a zero-step tier does not)."""
+        return self.new > 0
+
+
+def parse_step_switches(log: str) -> list[StepSwitch]:
+    """Every native step-switch line in a server log, in order."""
+    return [StepSwitch(int(m["old"]), int(m["new"]), int(m["old_tokens"]), int(m["new_tokens"]))
+            for m in STEP_SWITCH_RE.finditer(log)]
