@@ -37,11 +37,19 @@ def _patch_eagle_utils(module: ModuleType) -> None:
         _announce(module, "sgl_build_tree_kernel_efficient = CPU stand-in")
     original = getattr(module, "verify_tree_greedy_func", None)
     if original is not None:
-        def verify_tree_greedy_func(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                    retrive_next_token, retrive_next_sibling, target_predict, topk=-1):
-            """On CPU the release's version returns its inputs unwritten; this one verifies."""
-            kernels.verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                       retrive_next_token, retrive_next_sibling, target_predict)
+        def verify_tree_greedy_func(predicts, accept_index, accept_token_num, candidates, *tree,
+                                    topk=-1, **named):
+            """On CPU the release's version returns its inputs unwritten; this one verifies.
+            The tree tensors come positionally or by name: `retrive_*` up to 0.5.10.x,
+            `retrieve_*` from 0.5.14 (which calls it with keywords only)."""
+            if not tree:
+                spelling = "retrieve" if "retrieve_index" in named else "retrive"
+                tree = (*(named.pop(f"{spelling}_{part}") for part in ("index", "next_token", "next_sibling")),
+                        named.pop("target_predict"))
+            if named or len(tree) != 4:
+                raise TypeError(f"verify_tree_greedy_func stand-in: unexpected arguments {sorted(named)}, "
+                                f"{len(tree)} tree tensors")
+            kernels.verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, *tree)
             return predicts, accept_index, accept_token_num
 
         vars(verify_tree_greedy_func)["__wrapped__"] = original
@@ -50,11 +58,16 @@ def _patch_eagle_utils(module: ModuleType) -> None:
 
 
 def _patch_eagle_info_v2(module: ModuleType) -> None:
+    """`assign_extend_cache_locs_func` returns None on CPU. 0.5.9/0.5.10.x define it in
+    eagle_info_v2; 0.5.14 in speculative/triton_ops/cache_locs, which eagle_info_v2 imports it
+    from (the patch there runs first, so eagle_info_v2 gets the stand-in and is left alone) and
+    eagle_utils imports it from at each verify."""
     import specops_cpu_spec_kernels as kernels
 
-    if _on_device(module) or not hasattr(module, "assign_extend_cache_locs_func"):
+    current = getattr(module, "assign_extend_cache_locs_func", None)
+    if _on_device(module) or current is None or current is kernels.assign_extend_cache_locs:
         return
-    vars(module)["assign_extend_cache_locs_func"] = kernels.assign_extend_cache_locs  # it returns None on CPU
+    vars(module)["assign_extend_cache_locs_func"] = kernels.assign_extend_cache_locs
     _announce(module, "assign_extend_cache_locs_func = CPU stand-in")
 
 
@@ -121,6 +134,7 @@ PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "sglang.srt.models.llama": _patch_llama_embed_sharing,
     "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
     "sglang.srt.speculative.eagle_info_v2": _patch_eagle_info_v2,
+    "sglang.srt.speculative.triton_ops.cache_locs": _patch_eagle_info_v2,  # 0.5.14+
     "sglang.srt.managers.overlap_utils": _patch_record_stream,
     "sglang.srt.speculative.eagle_worker_v2": _patch_record_stream,
 }
