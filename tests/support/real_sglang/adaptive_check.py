@@ -133,8 +133,9 @@ def _brief(answer: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         return {"error": answer["error"]}
     meta = answer.get("meta_info", {})
-    return {"ids": answer.get("output_ids"), "verify_ct": meta.get("spec_verify_ct"),
-            "accepted": meta.get("spec_accept_token_num")}
+    # accepted draft tokens: `spec_accept_token_num` up to 0.5.10.x, `spec_num_correct_drafts` in 0.5.14
+    accepted = meta.get("spec_accept_token_num", meta.get("spec_num_correct_drafts"))
+    return {"ids": answer.get("output_ids"), "verify_ct": meta.get("spec_verify_ct"), "accepted": accepted}
 
 
 def run_arm(name: str, python: Path, tree: Path, model: Path, draft: Path | None, extra: list[str],
@@ -148,9 +149,15 @@ def run_arm(name: str, python: Path, tree: Path, model: Path, draft: Path | None
         env["PYTHONPATH"] = real.arm_env(tree)["PYTHONPATH"] + os.pathsep + str(overlay)
     server = real.start(python, tree, model, port, work / f"{name}.log", draft=draft, extra_args=extra,
                         extra_env=env, nccl_port=nccl_port)
+    return drive(server, phases)
+
+
+def drive(server: real.Server, phases: dict[str, list[tuple[str, int]]],
+          ready_timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
+    """Wait for a started server, send each phase, stop it; what it answered and logged."""
     out: dict[str, Any] = {}
     try:
-        out["ready_s"] = round(server.wait_ready(READY_TIMEOUT_S), 1)
+        out["ready_s"] = round(server.wait_ready(ready_timeout), 1)
         for phase, jobs in phases.items():
             t0 = time.monotonic()
             out[phase] = [_brief(a) for a in concurrent(server.url, jobs)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from specops.servers.launch import LaunchPlan
 from specops.sim.testing import health_status
 from tests.support.real_sglang.runtime import HERE, real_root
 
@@ -201,6 +202,24 @@ def start(python: Path | str, tree: Path | str, model: Path | str, port: int, lo
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**server_env(tree), **(extra_env or {})}, cwd=str(log.parent), start_new_session=True)
     return Server(proc, port, log, time.monotonic())
+
+
+def start_plan(plan: LaunchPlan, tree: Path | str) -> Server:
+    """Start what specops' own `build_launch` planned (its argv, env and, for a native adaptive
+    arm, its generated tier config, written where the argv names it) as `start` starts a
+    server: own process group, output to the plan's log, this machine's environment under it."""
+    log = Path(plan.log_path)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    Path(plan.cwd).mkdir(parents=True, exist_ok=True)
+    if plan.config_path and plan.config_json is not None:
+        Path(plan.config_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(plan.config_path).write_text(plan.config_json)
+    with open(log, "w") as out:
+        out.write("$ " + " ".join(plan.argv) + "\n")
+        out.flush()
+        proc = subprocess.Popen(plan.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**server_env(tree), **plan.env}, cwd=plan.cwd, start_new_session=True)
+    return Server(proc, plan.port, log, time.monotonic())
 
 
 @contextlib.contextmanager
