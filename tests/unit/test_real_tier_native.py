@@ -60,10 +60,10 @@ def test_compare_catches_one_token_off():
     assert compare(plain, json.loads(json.dumps(plain)), phases) == []
     broken = json.loads(json.dumps(plain))
     broken["wide"][1]["ids"][2] = 7
-    assert compare(plain, broken, phases) == ["adaptive output_ids differ from plain's in phase wide: "
-                                              "[[1, 2, 3], [4, 5, 7]] != [[1, 2, 3], [4, 5, 6]]"]
-    assert compare({"wide": [{"error": "x"}], "narrow": []}, {}, phases)[:2] == [
-        "plain answered wide incompletely: [None]", "adaptive output_ids differ from plain's in phase wide: [] != [None]"]
+    assert compare(plain, broken, phases) == ["adaptive output_ids differ from plain's in phase wide"]
+    assert compare({"wide": [{"error": "x"}], "narrow": []}, {}, phases) == [
+        "plain answered wide incompletely: [None]", "plain answered narrow incompletely: []",
+        "adaptive output_ids differ from plain's in phase wide"]
 
 
 def _plan(config: dict[str, object], mechanism: str = "native-adaptive", effective: int = 1) -> LaunchPlan:

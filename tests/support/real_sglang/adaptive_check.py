@@ -243,6 +243,32 @@ def check_decode_notes(log: str, name: str) -> list[str]:
     return problems
 
 
+def plain_incomplete(plain: dict[str, Any], phases: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """The plain server answered every request of every phase with tokens (what the others are held to)."""
+    problems = []
+    for phase, jobs in phases.items():
+        want = [a.get("ids") for a in plain.get(phase, [])]
+        if len(want) != len(jobs) or not all(isinstance(x, list) and x for x in want):
+            problems.append(f"plain answered {phase} incompletely: {want}")
+    return problems
+
+
+def ids_differ(plain: dict[str, Any], arm: dict[str, Any], phases: dict[str, list[tuple[str, int]]],
+               label: str) -> list[str]:
+    """Each phase where `arm`'s output_ids are not plain's, request for request, token for token."""
+    return [f"{label} output_ids differ from plain's in phase {phase}" for phase in phases
+            if [a.get("ids") for a in arm.get(phase, [])] != [a.get("ids") for a in plain.get(phase, [])]]
+
+
+def report(summary: dict[str, Any], keep: bool) -> int:
+    """Print a check's summary; remove its workdir when every check held and `keep` is off;
+    the exit status (0 ok, 1 a check failed)."""
+    print(json.dumps(summary, indent=1))
+    if not (keep or summary["problems"]):
+        shutil.rmtree(summary["workdir"], ignore_errors=True)
+    return 0 if summary["ok"] else 1
+
+
 def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (False,), patch_set: str = PATCH_SET,
               overlay: Path | None = None, work: Path | None = None) -> dict[str, Any]:
     """The three servers' run (see the module's docstring) for each EAGLE worker in `workers`
@@ -301,13 +327,9 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
                 elif parse_transitions(log):
                     problems.append(f"{name} ({worker}) logged transition lines")
                 problems += [f"{p} ({worker})" for p in check_decode_notes(log, name)]
-            for phase in phases:
-                want = [a.get("ids") for a in plain.get(phase, [])]
-                if len(want) != len(phases[phase]) or not all(isinstance(x, list) and x for x in want):
-                    problems.append(f"plain answered {phase} incompletely: {want}")
-                for name, arm in arms.items():
-                    if [a.get("ids") for a in arm.get(phase, [])] != want:
-                        problems.append(f"{name} ({worker}) output_ids differ from plain's in phase {phase}")
+            problems += plain_incomplete(plain, phases)
+            for name, arm in arms.items():
+                problems += ids_differ(plain, arm, phases, f"{name} ({worker})")
             problems += check_acceptance(arms, worker)
             spec = [(a.get("verify_ct"), a.get("accepted")) for a in arms["eagle3"].get("narrow", [])]
             if [(a.get("verify_ct"), a.get("accepted")) for a in arms["adaptive"].get("narrow", [])] != spec:
@@ -336,10 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeBuildError as exc:
         print(f"adaptive_check: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1))
-    if not (args.workdir or summary["problems"]):
-        shutil.rmtree(summary["workdir"], ignore_errors=True)
-    return 0 if summary["ok"] else 1
+    return report(summary, keep=bool(args.workdir))
 
 
 if __name__ == "__main__":

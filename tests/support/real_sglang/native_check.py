@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +59,9 @@ from tests.support.real_sglang.adaptive_check import (
     _free_ports,
     accept_length,
     drive,
+    ids_differ,
+    plain_incomplete,
+    report,
 )
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import RuntimeBuildError, ensure_runtime
@@ -162,15 +164,7 @@ def resumed_accept_lengths(log: str, num_steps: int, threshold: int, steps: int 
 
 def compare(plain: dict[str, Any], adaptive: dict[str, Any], phases: dict[str, list[tuple[str, int]]]) -> list[str]:
     """adaptive's output_ids equal plain's, phase by phase, request by request; plain answered all."""
-    problems = []
-    for phase, jobs in phases.items():
-        want = [a.get("ids") for a in plain.get(phase, [])]
-        if len(want) != len(jobs) or not all(isinstance(x, list) and x for x in want):
-            problems.append(f"plain answered {phase} incompletely: {want}")
-        got = [a.get("ids") for a in adaptive.get(phase, [])]
-        if got != want:
-            problems.append(f"adaptive output_ids differ from plain's in phase {phase}: {got} != {want}")
-    return problems
+    return plain_incomplete(plain, phases) + ids_differ(plain, adaptive, phases, "adaptive")
 
 
 def run_native_check(version: str = VERSION, threshold: int = 1, work: Path | None = None,
@@ -240,10 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeBuildError as exc:
         print(f"native_check: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1))
-    if not (args.workdir or summary["problems"]):
-        shutil.rmtree(summary["workdir"], ignore_errors=True)
-    return 0 if summary["ok"] else 1
+    return report(summary, keep=bool(args.workdir))
 
 
 if __name__ == "__main__":
