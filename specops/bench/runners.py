@@ -232,7 +232,7 @@ def runner_for(choice: str, *, engine: str, python: str, tree: str, log: Log) ->
 def sampled(transport: Transport, state: ServerState, measure: Callable[[], ResultRecord]) -> ResultRecord:
     """`measure()` with the server's running batch sampled meanwhile (bench/running.py), by the
     names of the engine that started it: from `/metrics` where it serves them, else its log."""
-    logs = state.mechanism == "dynamic-spec-disable-patch"  # it logs its drafting transitions
+    logs = "dynamic-spec-disable" in (state.mechanism or "")  # the patch (adaptive, spec-off) logs its transitions
     engine = engine_of(state.argv)
     if not engine.serves_metrics(state.argv or []):
         sampler = RunningSampler(transport, state.log_path, logs_transitions=logs, metrics=engine.metrics)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from specops.bench.schema import ResultRecord
 from specops.engines.base import BatchMetrics
 from specops.engines.metrics import DEFAULT_METRICS
-from specops.sglang.adaptive import MIXED_RE, TRANSITION_RE
+from specops.sglang.adaptive import DRAFTING_STATE_TEXTS, MIXED_RE, TRANSITION_RE, drafting_state
 
 if TYPE_CHECKING:  # an annotation only: the decisions that read running batches import no transport
     from specops.transport.base import Transport
@@ -79,12 +79,20 @@ def parse_decode_lines(text: str, metrics: BatchMetrics = METRICS) -> RunningFig
     """Running requests and accept lengths from SGLang's `Decode batch` log lines. A patched
     adaptive server's line over steps some of which did not draft says so (MIXED_RE): its
     accept figures mix the two paths, so they are left out (a line over no drafting step
-    carries none)."""
+    carries none). A native adaptive server's line at 0 steps still says `accept len: 1.00`,
+    no draft's figure: lines logged while its switch lines say it is off are left out too."""
     figs = RunningFigures("log")
-    for m in metrics.decode_re.finditer(text):
+    drafting = True
+    for line in text.splitlines():
+        state = drafting_state(line)
+        if state is not None:
+            drafting = state[0]
+            continue
+        m = metrics.decode_re.search(line)
+        if m is None:
+            continue
         figs.running.append(float(m.group(1)))
-        line_end = text.find("\n", m.end())
-        if m.group(2) and not MIXED_RE.search(text, m.end(), len(text) if line_end < 0 else line_end):
+        if m.group(2) and drafting and not MIXED_RE.search(line, m.end()):
             figs.accept.append(float(m.group(2)))
     return figs
 
@@ -103,11 +111,12 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def decode_lines_script(path: str, offset: int, length: int, metrics: BatchMetrics = METRICS) -> str:
-    """Bash printing the last drafting transition before `offset` (prefixed `specops-prior: `),
-    then the `Decode batch` and transition lines of bytes [offset, offset+length) of the log."""
+    """Bash printing the last drafting-state line before `offset` (prefixed `specops-prior: `),
+    then the `Decode batch` and drafting-state lines of bytes [offset, offset+length) of the log."""
     p = shlex.quote(path)
-    pattern = shlex.quote(f"{metrics.decode_line}|specops adaptive: drafting")
-    prior = (f"head -c {int(offset)} {p} 2>/dev/null | grep -a 'specops adaptive: drafting' | tail -n 1 "
+    states = "|".join(DRAFTING_STATE_TEXTS)
+    pattern = shlex.quote(f"{metrics.decode_line}|{states}")
+    prior = (f"head -c {int(offset)} {p} 2>/dev/null | grep -a -E {shlex.quote(states)} | tail -n 1 "
              f"| sed 's/^/{_PRIOR}/'")
     return (f"{{ {prior}; tail -c +{int(offset) + 1} {p} 2>/dev/null | head -c {int(length)} "
             f"| grep -a -E {pattern}; }} || true")
@@ -115,17 +124,18 @@ def decode_lines_script(path: str, offset: int, length: int, metrics: BatchMetri
 
 def drafting_evidence(text: str, logs_transitions: bool = False, metrics: BatchMetrics = METRICS) -> dict[str, Any]:
     """`drafting_off`, `drafting_off_share`, `drafting_transitions` from the lines
-    `decode_lines_script` printed. A server that `logs_transitions` (the patched adaptive
-    arm) drafts until its first "off" line; for any other arm, a log without a transition
-    line gives None for all three (nothing to say)."""
+    `decode_lines_script` printed: the patch's transition lines, or a native adaptive server's
+    start and switch lines. A server that `logs_transitions` (the patched adaptive arm) drafts
+    until its first "off" line; for any other arm, a log without a drafting-state line gives
+    None for all three (nothing to say)."""
     drafting, seen_any = True, logs_transitions
     steps = off_steps = transitions = 0
     for line in text.splitlines():
-        m = TRANSITION_RE.search(line)
-        if m:
+        state = drafting_state(line)
+        if state is not None:
             seen_any = True
-            drafting = m["state"] == "on"
-            transitions += 0 if line.startswith(_PRIOR) else 1
+            drafting = state[0]
+            transitions += 1 if state[1] and not line.startswith(_PRIOR) else 0
         elif metrics.decode_re.search(line):
             steps += 1
             off_steps += 0 if drafting else 1

@@ -274,3 +274,28 @@ def parse_step_switches(log: str) -> list[StepSwitch]:
     """Every native step-switch line in a server log, in order."""
     return [StepSwitch(int(m["old"]), int(m["new"]), int(m["old_tokens"]), int(m["new_tokens"]))
             for m in STEP_SWITCH_RE.finditer(log)]
+
+
+
+#: SGLang's native adaptive start line (0.5.14+): the step count of its first tier
+NATIVE_START_RE = re.compile(r"AdaptiveSpeculativeParams initialized: steps=(?P<new>\d+)")
+#: fixed text of every line that says a drafting state (patch transitions, native start and
+#: switches): what a host-side grep keeps beside the decode lines
+DRAFTING_STATE_TEXTS = ("specops adaptive: drafting", "Switch adaptive runtime state",
+                        "AdaptiveSpeculativeParams initialized")
+
+
+def drafting_state(line: str) -> tuple[bool, bool] | None:
+    """(drafting from here on, whether the line is a switch) for a line that says a drafting
+    state: the patch's transition lines, SGLang's native switch lines (0 steps: off) and its
+    start line (not a switch); None for any other line."""
+    m = TRANSITION_RE.search(line)
+    if m:
+        return m["state"] == "on", True
+    m = STEP_SWITCH_RE.search(line)
+    if m:
+        return int(m["new"]) > 0, True
+    m = NATIVE_START_RE.search(line)
+    if m:
+        return int(m["new"]) > 0, False
+    return None
