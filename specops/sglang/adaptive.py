@@ -277,6 +277,10 @@ def parse_step_switches(log: str) -> list[StepSwitch]:
 
 
 
+#: SGLang's native adaptive lines as it words them (adaptive_spec_params.py, eagle_worker_v2.py
+#: apply_runtime_state, 0.5.14): the simulator logs these, the readers below parse them
+NATIVE_START_LINE = "AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}"
+STEP_SWITCH_LINE = "Switch adaptive runtime state: steps {old} -> {new}, draft_tokens {old_tokens} -> {new_tokens}"
 #: SGLang's native adaptive start line (0.5.14+): the step count of its first tier
 NATIVE_START_RE = re.compile(r"AdaptiveSpeculativeParams initialized: steps=(?P<new>\d+)")
 #: fixed text of every line that says a drafting state (patch transitions, native start and

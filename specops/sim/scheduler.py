@@ -40,7 +40,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from specops.sglang.adaptive import decode_line_note, transition_line
+from specops.sglang.adaptive import NATIVE_START_LINE, STEP_SWITCH_LINE, decode_line_note, transition_line
 from specops.sim import model as M
 from specops.sim.closedloop import ClosedLoop
 from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
@@ -157,6 +157,10 @@ class Scheduler:
         self.busy_model_time = 0.0  # model seconds spent in prefill and decode steps
         self.steps_by_batch: dict[int, list[int]] = {}  # running batch -> [speculative steps, plain steps]
         self.drafting = True  # the patched server's state: its transition lines log each change
+        self.native_steps: int | None = None  # a native adaptive server's current step count (its switch lines)
+        if cfg.arm.tiers is not None:
+            self.native_steps = cfg.arm.steps(1)
+            log.info(NATIVE_START_LINE.format(steps=self.native_steps, candidates=cfg.arm.tiers.candidates(1)))
 
     # ------------------------------------------------------------------ public API
     def new_request(self, prompt_tokens: int, max_new_tokens: int, rid: str | None = None,
@@ -393,6 +397,7 @@ class Scheduler:
         speculating = k > 0
         self.last_running, self.last_steps = batch, k
         self._log_transition(batch, speculating)
+        self._log_switch(k)
         self.steps_by_batch.setdefault(batch, [0, 0])[0 if speculating else 1] += 1
         self._interval_steps[0] += 1
         self._interval_steps[1] += 0 if speculating else 1
@@ -433,6 +438,15 @@ class Scheduler:
             return
         self.drafting = speculating
         self.log.info(transition_line(speculating, batch, self.cfg.arm.threshold or 0), rank=True)
+
+    def _log_switch(self, steps: int) -> None:
+        """The line a native adaptive server (0.5.14+) logs when its worker moves to another
+        tier's step count (never per step)."""
+        if self.native_steps is None or steps == self.native_steps:
+            return
+        self.log.info(STEP_SWITCH_LINE.format(old=self.native_steps, new=steps, old_tokens=self.native_steps + 1,
+                                              new_tokens=steps + 1))
+        self.native_steps = steps
 
     def _emit(self, r: SimRequest, n: int) -> int:
         n = max(0, min(n, r.max_new_tokens - r.generated))

@@ -35,6 +35,8 @@ def test_spec_off_is_benched_beside_the_baseline_and_its_tax_reported(tmp_path: 
     base = {r.concurrency: r for r in recs if r.arm == "baseline"}
     assert {r.mechanism for r in off.values()} == {mechanism}
     assert all(r.accept_length in (None, 0, 1.0) for r in off.values())   # it never drafted
+    # and its own log says so: the patch's transition line, or the native start and switch lines
+    assert all(r.drafting_off is True for r in off.values()), [r.to_dict() for r in off.values()]
     ratios = {c: off[c].output_throughput / base[c].output_throughput for c in (1, 8)}
     assert ratios == pytest.approx({1: 1 - M.ADAPTIVE_TAX, 8: 1 - M.ADAPTIVE_TAX}, abs=0.005)
     doc = json.loads((out / "summary.json").read_text())["hosts"][0]["speculation_capable_tax"]

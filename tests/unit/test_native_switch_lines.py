@@ -31,3 +31,14 @@ def test_other_adaptive_lines_are_not_switches():
                                "Built adaptive runtime state steps=0: elapsed=0.01s, mem=0.00GB\n") == []
     # the patch route's transition lines are another reader's (parse_transitions)
     assert parse_step_switches("specops adaptive: drafting off (running batch 3 > threshold 1)") == []
+
+
+def test_the_simulators_words_are_what_the_readers_read():
+    """The simulator logs SGLang's native lines from these formats; the readers take them back."""
+    from specops.sglang.adaptive import NATIVE_START_LINE, STEP_SWITCH_LINE, drafting_state
+
+    switch = STEP_SWITCH_LINE.format(old=3, new=0, old_tokens=4, new_tokens=1)
+    assert parse_step_switches(switch) == [StepSwitch(3, 0, 4, 1)] and drafting_state(switch) == (False, True)
+    start = NATIVE_START_LINE.format(steps=3, candidates=[3])
+    assert start in LOG.replace("steps=2, candidate_steps=[2]", "steps=3, candidate_steps=[3]")
+    assert drafting_state(start) == (True, False) and drafting_state("Decode batch, #running-req: 3") is None
