@@ -84,6 +84,8 @@ def parse_decode_lines(text: str, metrics: BatchMetrics = METRICS) -> RunningFig
     figs = RunningFigures("log")
     drafting = True
     for line in text.splitlines():
+        if TRANSITION_RE.search(line):
+            continue   # the patch's decode lines say their own drafting (its notes), whatever this says
         state = drafting_state(line)
         if state is not None:
             drafting = state[0]
