@@ -239,6 +239,7 @@ class RunningSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._metrics = RunningFigures("metrics")
+        self._counters_at_start: tuple[float, float] | None = None
 
     def _poll(self) -> None:
         assert self.base_url
@@ -253,7 +254,23 @@ class RunningSampler:
             self._metrics.running.append(values[self.metrics.running])
             if self.metrics.accept in values:
                 self._metrics.accept.append(values[self.metrics.accept])
+            elif (accept := self._counted_accept(values)) is not None:
+                self._metrics.accept.append(accept)
             self._stop.wait(self.interval_s)
+
+    def _counted_accept(self, values: dict[str, float]) -> float | None:
+        """The mean accept length since the point began, from counters (vLLM's: 1 + accepted /
+        drafts over the point), where the engine counts instead of keeping a gauge."""
+        if self.metrics.accept_counters is None:
+            return None
+        drafts, accepted = (values.get(name) for name in self.metrics.accept_counters)
+        if drafts is None or accepted is None:
+            return None
+        if self._counters_at_start is None:
+            self._counters_at_start = (drafts, accepted)
+            return None
+        d0, a0 = self._counters_at_start
+        return 1 + (accepted - a0) / (drafts - d0) if drafts > d0 else None
 
     def start(self) -> None:
         try:

@@ -37,13 +37,23 @@ CONNECTIONS = ("ssh", "local")
 HostKeyMode = Literal["accept-new", "strict"]
 HOST_KEY_MODES: tuple[HostKeyMode, ...] = get_args(HostKeyMode)
 DEFAULT_HOST_KEY_MODE: HostKeyMode = "accept-new"
-ENGINES = ("sglang", "sim")
+ENGINES = ("sglang", "sim", "vllm", "sim-vllm")
+#: the engines that run no model (the simulator, with SGLang's or vLLM's face): the `simulated`
+#: variable playbooks choose steps by (tests/unit/test_engines.py checks it against the engines)
+SIMULATED_ENGINES = ("sim", "sim-vllm")
+#: each engine's face (the server it is or stands in for): the `engine_face` variable
+ENGINE_FACES = {"sglang": "sglang", "sim": "sglang", "vllm": "vllm", "sim-vllm": "vllm"}
 #: What a host's servers compute on. `cpu`: SGLang's own CPU serving (`--device cpu`): no GPU
 #: preflight, no GPU placement; the simulator takes the same flags, so it rehearses that path.
 DEVICES = ("gpu", "cpu")
 DEFAULT_DEVICE = "gpu"
 #: the engines that can serve on a CPU (an engine added later must say so here)
-CPU_ENGINES = ("sglang", "sim")
+CPU_ENGINES = ("sglang", "sim", "vllm", "sim-vllm")
+#: the engines that run no model (the simulator, with SGLang's or vLLM's face): the `simulated`
+#: variable playbooks choose steps by (tests/unit/test_engines.py checks it against the engines)
+SIMULATED_ENGINES = ("sim", "sim-vllm")
+#: each engine's face (the server it is or stands in for): the `engine_face` variable
+ENGINE_FACES = {"sglang": "sglang", "sim": "sglang", "vllm": "vllm", "sim-vllm": "vllm"}
 
 
 #: the container route's variables (servers.container): an image reference, and the runtime
@@ -122,7 +132,8 @@ class Host:
         return {
             "inventory_hostname": self.name, "host": self.name, "workdir": self.workdir,
             "python": self.python, "engine": self.engine, "gpus": list(self.gpus),
-            "device": self.device,
+            "device": self.device, "simulated": self.engine in SIMULATED_ENGINES,
+            "engine_face": ENGINE_FACES.get(self.engine, self.engine),
             "address": self.address or "127.0.0.1", "connection": self.connection,
             "scheduler": "slurm" if self.slurm is not None else "none",
         }

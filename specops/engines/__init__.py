@@ -19,13 +19,15 @@ from specops.config.inventory import Host
 from specops.engines.base import BatchMetrics, CrashMessage, ServingEngine
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.sglang import SGLang, Simulator
+from specops.engines.vllm import VLLM, SimulatedVLLM
 from specops.errors import ConfigError
 
 __all__ = ["ENGINES", "DEFAULT", "BatchMetrics", "ServingEngine", "crash_messages", "engine_for", "engine_named",
            "engine_of", "ready_lines", "schedule_forms"]
 
 #: hosts.yaml's `engine:` value -> the engine
-ENGINES: dict[str, ServingEngine] = {"sglang": SGLang(), "sim": Simulator()}
+ENGINES: dict[str, ServingEngine] = {"sglang": SGLang(), "sim": Simulator(), "vllm": VLLM(),
+                                     "sim-vllm": SimulatedVLLM()}
 #: the engine of a host without `engine:` (config.inventory's default)
 DEFAULT: ServingEngine = ENGINES[Host.engine]
 

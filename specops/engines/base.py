@@ -14,6 +14,7 @@ the simulator `specops.sim`):
   `launch_argv`, `launch_env`, and `launched` (recognise an argv this engine started);
 - readiness and crash lines: `face`, `ready_line`, `crash_messages`;
 - running-batch and acceptance metrics: `metrics` (`BatchMetrics`), `serves_metrics`;
+- an engine that words an arm's flags itself (vLLM): `arm_flags`, `tree_marker`, `title`;
 - the adaptive mechanism: `adaptive_config` (a native tier config from a threshold),
   `tier_config` (from explicit tiers), `adaptive_flags`, `patch_threshold_flag`;
 - the benchmark runner: `runner_name` (what `--runner auto` is), `benchmark_module`;
@@ -28,13 +29,13 @@ A second engine is a module implementing these plus a line in `specops.engines.E
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: bench.running (below decide/) takes BatchMetrics and reaches no transport
     from specops.engines.schedule import Schedule, ScheduleForm
+    from specops.servers.arms import ArmSpec
     from specops.sglang.adaptive import AdaptivePlan, TierPlan
-    from specops.sglang.layout import SGLangLayout
     from specops.sglang.treefiles import TreeFiles
 
 #: one crash message an engine's processes log: (text with `{}` where a value goes, the process
@@ -57,6 +58,28 @@ class BatchMetrics:
     decode_re: re.Pattern[str]
     #: a decode line whose step finished every running request (its accept length is cut short)
     all_finished_re: re.Pattern[str]
+    #: counters (drafts, accepted tokens) the accept length is read from over a point instead of
+    #: an `accept` gauge: mean accept length = 1 + accepted / drafts (vLLM's); None: the gauge
+    accept_counters: tuple[str, str] | None = None
+
+
+class EngineLayout(Protocol):
+    """What every engine's tree reader says of a tree (SGLang's `SGLangLayout`, vLLM's `VLLMLayout`)."""
+
+    version: str | None
+    ready_path: str
+    notes: list[str]
+
+
+@dataclass
+class ArmFlags:
+    """An engine's own launch flags for one arm, where it words them itself (`arm_flags`)."""
+
+    flags: list[str]
+    #: `none`, `eagle3`, or the adaptive mechanism (servers.launch.MECHANISMS)
+    mechanism: str
+    effective_threshold: int | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -76,17 +99,26 @@ class ServingEngine(Protocol):
     crash_messages: tuple[CrashMessage, ...]
     #: its running-batch and acceptance figures
     metrics: BatchMetrics
-    #: the launch flag of the dynamic-spec-disable patch's threshold
+    #: the launch flag of the dynamic-spec-disable patch's threshold ('' where the engine has no patch route)
     patch_threshold_flag: str
+    #: a file every tree of this engine holds (a tree without it is not this engine's), and the engine's name in words
+    tree_marker: str
+    tree_name: str
+    title: str
     #: the launch flags whose value is a model (checked on the host before launch, mounted into a container)
     model_flags: tuple[str, ...]
 
     # --- the flag reader ----------------------------------------------------------------
-    def layout(self, files: TreeFiles) -> SGLangLayout:
+    def layout(self, files: TreeFiles) -> EngineLayout:
         """What the tree contains: its version, the flags its parser accepts, the adaptive
         mechanism it has, its readiness endpoint."""
 
     # --- launch -------------------------------------------------------------------------
+    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, on_host: Callable[[str], str],
+                  where: str) -> ArmFlags | None:
+        """The arm's whole flag list in this engine's words, checked against the tree's parser
+        (None: the engine uses servers.launch's SGLang-shaped flags and mechanisms)."""
+
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         """The python that starts the server (the tree's environment; the host's for a simulator)."""
 

@@ -11,9 +11,9 @@ specops.sim --sglang-tree TREE`, the host's python, its own `--sim-*` options) a
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from specops.engines.base import CrashMessage
+from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
 from specops.engines.metrics import SGLANG as SGLANG_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.errors import ConfigError
@@ -21,9 +21,13 @@ from specops.sglang import adaptive, serving
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.crashdata import MESSAGES
 from specops.sglang.layout import ADAPTIVE_FLAGS, DISABLE_FLAG, SGLangLayout, bench_module, detect_layout
+from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
 from specops.sglang.venv import venv_dir, venv_python
 from specops.sim.knobs import UsageError, sim_options, split_knobs
+
+if TYPE_CHECKING:
+    from specops.servers.arms import ArmSpec
 
 #: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
 CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
@@ -42,9 +46,16 @@ class SGLang:
     metrics = SGLANG_METRICS
     patch_threshold_flag = DISABLE_FLAG
     model_flags: tuple[str, ...] = ("--model-path", "--speculative-draft-model-path")
+    tree_marker = SERVER_ARGS
+    tree_name = "an SGLang checkout"
+    title = "SGLang"
 
     def layout(self, files: TreeFiles) -> SGLangLayout:
         return detect_layout(files)
+
+    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, on_host: Callable[[str], str],
+                  where: str) -> ArmFlags | None:
+        return None  # servers.launch words SGLang's flags and picks its adaptive mechanism
 
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         # the environment the install step put the tree into, never a bare python3
@@ -158,7 +169,7 @@ class Simulator(SGLang):
         return super().launch_env(env, cpu=cpu, hub_offline=False)  # it loads no weights
 
     def launched(self, argv: Sequence[str]) -> bool:
-        return "specops.sim" in argv
+        return "specops.sim" in argv and "--vllm-tree" not in argv  # vLLM's face: engines.vllm
 
     def runner_name(self, choice: str) -> str:
         return choice if choice != "auto" else "builtin"  # no SGLang installed beside it

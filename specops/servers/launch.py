@@ -12,9 +12,10 @@ import json
 import posixpath
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence, cast
 
 from specops.engines import ServingEngine, engine_named
+from specops.engines.base import ArmFlags, EngineLayout
 from specops.errors import ConfigError
 from specops.servers.arms import ArmSpec
 from specops.servers.container import run_argv
@@ -25,7 +26,8 @@ from specops.sim.knobs import FAULTS, VALUED
 
 HOST = "127.0.0.1"
 
-MECHANISMS = ("none", "eagle3", "native-adaptive", "dynamic-spec-disable-patch")
+#: `native-schedule`: vLLM's num_speculative_tokens_per_batch_size inside --speculative-config
+MECHANISMS = ("none", "eagle3", "native-adaptive", "dynamic-spec-disable-patch", "native-schedule")
 
 
 class LayoutLike(Protocol):
@@ -205,7 +207,7 @@ def _spec_off(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir:
              "or use SGLang >= 0.5.14")
 
 
-def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str = "python3",
+def build_launch(arm: ArmSpec, layout: LayoutLike | EngineLayout, *, workdir: str, python: str = "python3",
                  engine: str = "sglang", sglang_tree: str | None = None,
                  sim_options: Sequence[str] = (), bucket_sources: Mapping[str, str] | None = None,
                  where: str | None = None) -> LaunchPlan:
@@ -219,6 +221,11 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
     or its own parser would refuse a flag (naming the flag and the tree's version)."""
     where = where or f"arm '{arm.name}'"
     serving = engine_named(engine, where)
+    own = serving.arm_flags(arm, layout, lambda path: _on_host(path, workdir), where)
+    if own is not None:  # an engine that words its flags itself (vLLM)
+        return _plan(arm, serving, own, layout, workdir=workdir, python=python, tree=sglang_tree,
+                     options=sim_options, where=where)
+    layout = cast(LayoutLike, layout)
     tree_flags, graph_flag = _tree_flags(layout, where)
     flags = _common_flags(arm, graph_flag, workdir)
     notes: list[str] = []
@@ -282,3 +289,18 @@ def build_launch(arm: ArmSpec, layout: LayoutLike, *, workdir: str, python: str 
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path,
                       sglang_version=layout.version, cwd=neutral_cwd(workdir), device=arm.device)
+
+
+def _plan(arm: ArmSpec, serving: ServingEngine, own: ArmFlags, layout: EngineLayout, *, workdir: str, python: str,
+          tree: str | None, options: Sequence[str], where: str) -> LaunchPlan:
+    """The launch plan of an arm whose engine worded its flags (`ServingEngine.arm_flags`)."""
+    argv = serving.launch_argv(python, own.flags, tree=tree, options=options, where=where)
+    env = serving.launch_env(arm.env, cpu=arm.cpu, hub_offline=arm.hub_offline)
+    if arm.gpus is not None and not arm.cpu:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
+    return LaunchPlan(arm=arm.name, kind=arm.kind, port=arm.port, argv=argv, env=env, mechanism=own.mechanism,
+                      workdir=workdir, log_path=paths.server_log(workdir, arm.name),
+                      state_path=paths.server_state(workdir, arm.name),
+                      effective_threshold=own.effective_threshold, notes=list(own.notes), model=arm.model,
+                      ready_path=layout.ready_path, sglang_version=layout.version, cwd=neutral_cwd(workdir),
+                      device=arm.device)

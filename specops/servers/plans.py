@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from specops.config.inventory import Host
 from specops.engines import engine_named
+from specops.engines.base import EngineLayout
 from specops.errors import ConfigError, StepError
 from specops.servers import container
 from specops.servers.arms import ArmSpec, arms_from_vars
@@ -15,15 +16,14 @@ from specops.servers.placement import ArmRequest, Placement, place_arms
 from specops.servers.supervisor import supervisor_for
 from specops.sglang import paths
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout
-from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
 from specops.transport.base import Transport
 from specops.transport.nvidia import read_gpus
 
 
-def bucket_sources(files: TreeFiles, layout: SGLangLayout) -> dict[str, str]:
-    """The tree files that may build the CUDA-graph capture list, read only for native adaptive."""
-    if not layout.adaptive_zero_steps:
+def bucket_sources(files: TreeFiles, layout: EngineLayout) -> dict[str, str]:
+    """The tree files that may build the CUDA-graph capture list, read only for SGLang's native adaptive."""
+    if not isinstance(layout, SGLangLayout) or not layout.adaptive_zero_steps:
         return {}
     out = {}
     for rel in BUCKET_SOURCES:
@@ -72,11 +72,11 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         raise ConfigError(f"unknown arm(s) {', '.join(unknown)}; the vars define: {', '.join(specs)}", where=where)
     tree = transport.expand(tree)
     files = TransportTreeFiles(transport, tree)
-    if not files.exists(SERVER_ARGS):
-        raise ConfigError(f"{tree} is not an SGLang checkout ({SERVER_ARGS} is missing); run deploy first",
-                          where=f"host {host.name}")
     engine = str(variables.get("engine") or host.engine)
     serving = engine_named(engine, where=f"host {host.name}")
+    if not files.exists(serving.tree_marker):
+        raise ConfigError(f"{tree} is not {serving.tree_name} ({serving.tree_marker} is missing); run deploy first",
+                          where=f"host {host.name}")
     layout = serving.layout(files)
     supervisor = supervisor_for(host)
     # where a scheduler places each arm's job (Slurm), the login node has no GPUs to place on

@@ -18,7 +18,7 @@ from specops.config.inventory import ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: where an engine's own names belong
-ENGINE_PACKAGES = ("specops/engines/", "specops/sglang/", "specops/sim/")
+ENGINE_PACKAGES = ("specops/engines/", "specops/sglang/", "specops/vllm/", "specops/sim/")
 
 #: what marks a name as one engine's (SGLang's; the simulator speaks the same)
 NAMES = (
@@ -28,6 +28,12 @@ NAMES = (
     re.compile(r"\bSGLANG_[A-Z_]+"),                         # an environment variable it reads
     re.compile(r"Decode batch|#running-req|fired up and ready to roll"),  # its log lines
     re.compile(r"bench_serving"),                            # its benchmark client
+    # vLLM's: its module paths, /metrics names, its one speculative flag, its variables, its lines
+    re.compile(r"(?<![\w.])vllm\.entrypoints(?:\.[a-z_]+)*"),
+    re.compile(r"(?<![\w.])vllm:[a-z]+_[a-z_]+"),
+    re.compile(r"--speculative-config|--max-num-seqs|num_speculative_tokens_per_batch_size"),
+    re.compile(r"\bVLLM_[A-Z_]+"),
+    re.compile(r"Starting vLLM server on|SpecDecoding metrics|Avg prompt throughput"),
 )
 
 #: (file, name) -> why it is still there. Shrink it as code moves behind specops.engines.

@@ -44,8 +44,8 @@ def test_engine_for_a_sglang_host_and_a_sim_host():
     assert real.ready_line == sim.ready_line == serving.READY_LINE
     assert real.crash_messages is sim.crash_messages is MESSAGES
     assert real.metrics is sim.metrics
-    assert engines.ready_lines() == (serving.READY_LINE,)
-    assert [m for _, m in engines.crash_messages()] == list(MESSAGES)
+    assert engines.ready_lines()[0] == serving.READY_LINE  # then vLLM's (tests/unit/test_vllm_engine.py)
+    assert [m for face, m in engines.crash_messages() if face == "sglang"] == list(MESSAGES)
     assert real.patch_threshold_flag == DISABLE_FLAG
 
 
@@ -78,12 +78,13 @@ def test_engine_of_recognises_the_argv_it_launched():
 
 
 def test_an_unknown_engine_is_refused_by_name():
-    with pytest.raises(ConfigError, match=r"unknown engine 'vllm' \(sglang or sim\)"):
-        engine_named("vllm", where="host x")
+    with pytest.raises(ConfigError, match=r"unknown engine 'trtllm' \(sglang or sim or vllm or sim-vllm\)"):
+        engine_named("trtllm", where="host x")
 
 
 def test_an_unknown_engine_in_hosts_yaml_is_refused_where_it_is_read(tmp_path: Path) -> None:
     path = tmp_path / "hosts.yaml"
-    path.write_text("hosts:\n  a: {connection: local, engine: vllm}\n")
-    with pytest.raises(ConfigError, match=r"hosts.yaml:2: 'engine' in host 'a' must be one of sglang, sim"):
+    path.write_text("hosts:\n  a: {connection: local, engine: vlm}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:2: 'engine' in host 'a' must be one of sglang, sim, vllm, "
+                                          r"sim-vllm.*did you mean"):
         load_inventory(path)

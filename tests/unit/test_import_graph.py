@@ -142,7 +142,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("specops", "errors", "fsutil", "secrets", "pysource", "plainhttp", "data"),
     ("config",),      # hosts.yaml, playbooks, variable precedence, the SLO/objective/cost options
     ("transport",),
-    ("sglang",),
+    ("sglang", "vllm"),  # what specops knows about each engine itself, read from its source trees
     ("patching",),
     ("sim",),
     ("engines",),     # the serving engine behind one protocol (SGLang, the simulator): flags, launch, lines, metrics

@@ -1,0 +1,181 @@
+"""vLLM as a `ServingEngine`, and the simulator that speaks its face.
+
+Every seam delegates to `specops.vllm` (the tree reader, the schedule, the serving face, the
+crash messages) or to the simulator's knobs. vLLM words an arm's flags itself (`arm_flags`):
+`--model`, `--max-num-seqs` for the running limit, and one `--speculative-config` JSON for
+EAGLE-3 and for the adaptive arm, whose schedule is vLLM's native
+`num_speculative_tokens_per_batch_size`. There is no patch route: a release without the
+schedule refuses the adaptive arm, naming the release.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
+from specops.engines.metrics import VLLM as VLLM_METRICS
+from specops.errors import ConfigError
+from specops.sglang.adaptive import AdaptivePlan, TierPlan
+from specops.sglang.treefiles import TreeFiles
+from specops.sim.knobs import UsageError, sim_options, split_knobs
+from specops.vllm import schedule, serving
+from specops.vllm.crashdata import MESSAGES
+from specops.vllm.tree import MARKER, VLLMLayout, detect_layout
+
+if TYPE_CHECKING:
+    from specops.servers.arms import ArmSpec
+
+#: what vLLM's CPU build needs to serve (REAL-ENGINES-ON-CPU.md): the device, a KV cache size in
+#: GiB, no thread pinning (the host's other work keeps its cores)
+CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+#: the `vllm_venv` variable's default, under the workdir
+DEFAULT_VENV = "{{ workdir }}/vllm-venv"
+
+
+def _layout(layout: EngineLayout, where: str) -> VLLMLayout:
+    if not isinstance(layout, VLLMLayout):
+        raise ConfigError("the tree is not a vLLM tree", where=where)
+    if layout.flags is None:
+        raise ConfigError(f"cannot tell which flags the vLLM tree ({layout.version or 'unknown version'}) accepts: "
+                          + "; ".join(layout.notes), where=where, hint="re-create the tree (deploy lays it out)")
+    return layout
+
+
+def speculative_config(arm: ArmSpec, model_of: Callable[[str], str], where: str) -> tuple[dict[str, Any], ArmFlags]:
+    """The `--speculative-config` of a speculative arm, and its mechanism (no flags yet)."""
+    assert arm.draft_model and arm.num_steps
+    if arm.eagle_topk not in (None, 1):
+        raise ConfigError(f"vLLM's EAGLE-3 drafts one chain: eagle_topk must be 1, got {arm.eagle_topk}", where=where)
+    config: dict[str, Any] = {"method": "eagle3", "model": model_of(arm.draft_model),
+                              "num_speculative_tokens": arm.num_steps}
+    if arm.kind == "eagle3":
+        return config, ArmFlags([], "eagle3")
+    try:
+        if arm.tiers:
+            plan = schedule.from_tiers(arm.tiers, arm.num_steps, arm.max_running_requests)
+        else:
+            assert arm.threshold is not None
+            plan = schedule.from_threshold(arm.threshold, arm.num_steps, arm.max_running_requests)
+    except schedule.ScheduleError as exc:
+        raise ConfigError(f"vLLM would refuse the adaptive schedule: {exc}", where=where) from None
+    config[schedule.SCHEDULE_KEY] = plan.schedule
+    return config, ArmFlags([], "native-schedule", plan.effective_threshold, [plan.note()])
+
+
+class VLLM:
+    """A real vLLM server: `python -m vllm.entrypoints.openai.api_server` from its environment."""
+
+    name = "vllm"
+    face = "vllm"
+    simulated = False
+    ready_line = serving.READY_LINE
+    crash_messages: tuple[CrashMessage, ...] = MESSAGES
+    metrics = VLLM_METRICS
+    patch_threshold_flag = ""  # no patch route: the schedule is vLLM's own
+    model_flags: tuple[str, ...] = ("--model",)
+    tree_marker = MARKER
+    tree_name = "a vLLM tree"
+    title = "vLLM"
+
+    def layout(self, files: TreeFiles) -> VLLMLayout:
+        return detect_layout(files)
+
+    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, on_host: Callable[[str], str], where: str) -> ArmFlags:
+        tree = _layout(layout, where)
+        flags = ["--model", on_host(arm.model), "--host", "127.0.0.1", "--port", str(arm.port),
+                 "--max-num-seqs", str(arm.max_running_requests)]
+        out = ArmFlags(flags, "none")
+        if arm.speculative:
+            if arm.kind == "adaptive" and (why := tree.schedule_refusal()):
+                raise ConfigError(why, where=where, hint="use vLLM 0.32.0 or newer for the adaptive arm")
+            config, out = speculative_config(arm, on_host, where)
+            out.flags = flags + ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        out.flags += list(arm.extra_args)
+        assert tree.flags is not None
+        refusal = tree.flags.check(self.parser_flags(out.flags, where))
+        if refusal:
+            raise ConfigError(f"vLLM {tree.version or '(unknown version)'} would refuse this launch: {refusal}",
+                              where=where, hint="drop or rename that flag (an arm's extra_args?)")
+        return out
+
+    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
+        venv = str(variables.get("vllm_venv") or "").strip() or posixpath.join(str(variables.get("workdir")), "vllm-venv")
+        return posixpath.join(expand(venv), "bin", "python")
+
+    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
+        return list(flags)
+
+    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
+                    where: str) -> list[str]:
+        return [python, "-m", serving.LAUNCH_MODULE, *flags]
+
+    def eagle_flags(self, draft_model: str, num_steps: int, topk: int, draft_tokens: int) -> list[str]:
+        config = {"method": "eagle3", "model": draft_model, "num_speculative_tokens": num_steps}
+        return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+
+    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
+        out = {**CPU_ENV, **env} if cpu else dict(env)  # the arm's own env wins
+        if hub_offline:
+            out.setdefault("HF_HUB_OFFLINE", "1")
+        return out
+
+    def launched(self, argv: Sequence[str]) -> bool:
+        return serving.LAUNCH_MODULE in argv
+
+    def serves_metrics(self, argv: Sequence[str]) -> bool:
+        return True  # vLLM's server always answers /metrics
+
+    def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
+                        bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
+        raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
+
+    def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
+                    bucket_sources: Mapping[str, str] | None = None) -> TierPlan:
+        raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
+
+    def adaptive_flags(self, config_path: str) -> list[str]:
+        raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
+
+    def runner_name(self, choice: str) -> str:
+        return choice if choice != "auto" else "builtin"  # specops's client speaks its /v1/completions
+
+    def benchmark_module(self, files: TreeFiles) -> str | None:
+        return None
+
+
+class SimulatedVLLM(VLLM):
+    """specops' simulated server with vLLM's face (`python -m specops.sim --vllm-tree TREE`): the
+    same scheduler and model clock as the SGLang face; flags checked against the tree's parser
+    once its own `--sim-*` knobs are set aside."""
+
+    name = "sim-vllm"
+    simulated = True
+
+    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
+        return host_python
+
+    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
+        return sim_options(variables)
+
+    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
+        try:
+            return split_knobs(list(flags))[1]
+        except UsageError as exc:
+            raise ConfigError(f"simulator option: {exc}", where=where) from None
+
+    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
+                    where: str) -> list[str]:
+        if not tree:
+            raise ConfigError("engine sim-vllm needs the vLLM tree path", where=where)
+        return [python, "-m", "specops.sim", "--vllm-tree", tree, *flags, *options]
+
+    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
+        return super().launch_env(env, cpu=cpu, hub_offline=False)  # it loads no weights
+
+    def launched(self, argv: Sequence[str]) -> bool:
+        return "specops.sim" in argv and "--vllm-tree" in argv
