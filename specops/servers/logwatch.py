@@ -78,7 +78,7 @@ _ABORTS = ("Fatal Python error:", "Aborted (core dumped)", "terminate called aft
 _STARTUP = ("SyntaxError", "unrecognized arguments", "Not enough memory", "Capture cuda graph failed",
             "Address already in use", "died during initialization", "Initialization failed")
 #: Words of a line that says the cause is written elsewhere.
-_ECHO_WORDS = ("sigquit", "error messages above")
+_ECHO_WORDS = ("sigquit", "error messages above", "root cause above", "stack trace (above)")
 _TB_START = "Traceback (most recent call last)"
 #: The OOM killer: bash's job line, or the bare word a shell prints for its killed child.
 KILLED = Signature("Killed", ROOT, "the kernel (SIGKILL, e.g. the OOM killer)",
@@ -233,8 +233,13 @@ def _traceback_block(lines: Sequence[str], start: int) -> _Block:
     return _Block(start, _continuation(lines, end), exc, rank)
 
 
+#: vLLM's process-output prefix on every line a child process writes: `(EngineCore_DP0 pid=12) `
+_PROCESS_PREFIX = re.compile(r"^\([A-Za-z_][\w-]* pid=\d+\) ")
+
+
 def _scan(lines: Sequence[str]) -> list[_Block]:
-    """The log's crash evidence, in log order."""
+    """The log's crash evidence, in log order (a line's vLLM process prefix set aside)."""
+    lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in lines]
     blocks: list[_Block] = []
     i = 0
     while i < len(lines):
@@ -322,7 +327,7 @@ def failure_reason(text: str) -> str | None:
     found: list[str] = _ARGPARSE_ERROR.findall(text)  # no groups: whole matches
     if found:
         return found[-1].strip()[:_MAX_REASON]
-    lines = text.splitlines()
+    lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
     best = _best(_scan(lines))
     if best is not None and best.lead:
         return best.lead[:_MAX_REASON]

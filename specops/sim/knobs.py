@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from specops.errors import ConfigError
 
 #: flag -> SimOptions field, for knobs that take a value
-VALUED = {"--sglang-tree": "tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
+VALUED = {"--sglang-tree": "tree", "--vllm-tree": "vllm_tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
           "--sim-slow-start": "slow_start", "--sim-slow-health": "slow_health", "--sim-seed": "seed",
           "--sim-noise": "noise", "--sim-accept-length": "accept_length"}
 #: flag -> SimOptions field, for switches

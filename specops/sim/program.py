@@ -4,6 +4,7 @@ Simulator knobs are stripped before SGLang's own parsing, so the rest of argv is
 the flags the tree declares. Each knob also reads an environment variable (the flag wins):
 
   --sglang-tree TREE        SPECOPS_SIM_TREE         repo-shaped checkout: TREE/python/sglang/...
+  --vllm-tree TREE          SPECOPS_SIM_VLLM_TREE    vLLM's face instead (sim.vllm_program): TREE/vllm/...
   --sim-time-scale F        SPECOPS_SIM_TIME_SCALE   wall = model time * F (0.05: 20x faster)
   --sim-fail-at-start       SPECOPS_SIM_FAIL_AT_START  die after loading, traceback in the log, exit 1
   --sim-crash-after N       SPECOPS_SIM_CRASH_AFTER  after N finished requests, scheduler traceback, SIGKILL
@@ -33,7 +34,7 @@ from specops.sim.knobs import UsageError, split_knobs
 from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 
-_ENV = {"tree": "SPECOPS_SIM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
+_ENV = {"tree": "SPECOPS_SIM_TREE", "vllm_tree": "SPECOPS_SIM_VLLM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
         "slow_start": "SPECOPS_SIM_SLOW_START", "slow_health": "SPECOPS_SIM_SLOW_HEALTH", "seed": "SPECOPS_SIM_SEED",
         "fail_at_start": "SPECOPS_SIM_FAIL_AT_START", "noise": "SPECOPS_SIM_NOISE",
         "accept_length": "SPECOPS_SIM_ACCEPT_LENGTH"}
@@ -50,6 +51,8 @@ def split_argv(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[d
 
 
 def options(knobs: dict[str, str]) -> SimOptions:
+    if knobs.get("vllm_tree"):  # vLLM's face (sim.vllm_program): the tree is a vLLM one
+        knobs = {**knobs, "tree": knobs["vllm_tree"]}
     if not knobs.get("tree"):
         raise UsageError("--sglang-tree TREE (or SPECOPS_SIM_TREE) is required: the SGLang checkout whose flags to accept")
     try:
@@ -81,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"specops.sim: error: {e}", file=sys.stderr)
         return 2
+    if split_argv(argv)[0].get("vllm_tree"):
+        from specops.sim import vllm_program  # vLLM's face
+
+        return vllm_program.main(opts.tree, opts, rest)
     try:
         flags = tree_flags(opts.tree)
     except SyntaxError as e:

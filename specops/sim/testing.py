@@ -130,8 +130,9 @@ def health_status(url: str, timeout: float = 1.0) -> int | None:
 
 
 def start_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_path: str | Path | None = None,
-              env: dict[str, str] | None = None) -> SimProcess:
-    """Launch the simulator detached in its own session, output to log_path; does not wait."""
+              env: dict[str, str] | None = None, face: str = "sglang") -> SimProcess:
+    """Launch the simulator detached in its own session, output to log_path; does not wait.
+    `face`: `sglang` (an SGLang tree) or `vllm` (a vLLM tree, vLLM's flags)."""
     args = list(args)
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
@@ -145,7 +146,7 @@ def start_sim(tree: str | Path, args: Sequence[str], port: int | None = None, lo
         os.close(fd)
         log_path = name
     log_path = Path(log_path)
-    argv = [sys.executable, "-m", "specops.sim", "--sglang-tree", str(tree), *args]
+    argv = [sys.executable, "-m", "specops.sim", f"--{face}-tree", str(tree), *args]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -153,14 +154,14 @@ def start_sim(tree: str | Path, args: Sequence[str], port: int | None = None, lo
     return SimProcess(port=port, url=f"http://127.0.0.1:{port}", log_path=log_path, process=proc, argv=argv)
 
 
-def wait_ready(sim: SimProcess, timeout: float = 30.0) -> None:
+def wait_ready(sim: SimProcess, timeout: float = 30.0, ready_line: str = READY_LINE) -> None:
     """Ready = alive, /health 200 and the ready line logged; raises SimStartError otherwise."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         rc = sim.process.poll()
         if rc is not None:
             raise SimStartError("simulator exited before it was ready", rc, sim.log_text())
-        if health_status(sim.url) == 200 and READY_LINE in sim.log_text():
+        if health_status(sim.url) == 200 and ready_line in sim.log_text():
             return
         time.sleep(0.05)
     raise SimStartError(f"simulator not ready after {timeout:.0f}s", sim.process.poll(), sim.log_text())
@@ -185,12 +186,13 @@ def stop_sim(sim: SimProcess, grace: float = 5.0) -> None:
 
 @contextmanager
 def run_sim(tree: str | Path, args: Sequence[str], port: int | None = None, log_path: str | Path | None = None,
-            env: dict[str, str] | None = None, ready_timeout: float = 30.0, wait: bool = True) -> Iterator[SimProcess]:
+            env: dict[str, str] | None = None, ready_timeout: float = 30.0, wait: bool = True,
+            face: str = "sglang", ready_line: str = READY_LINE) -> Iterator[SimProcess]:
     """Start the simulator, wait for readiness (unless wait=False), always kill its group at exit."""
-    sim = start_sim(tree, args, port=port, log_path=log_path, env=env)
+    sim = start_sim(tree, args, port=port, log_path=log_path, env=env, face=face)
     try:
         if wait:
-            wait_ready(sim, ready_timeout)
+            wait_ready(sim, ready_timeout, ready_line)
         yield sim
     finally:
         stop_sim(sim)

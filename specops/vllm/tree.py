@@ -74,7 +74,7 @@ class VLLMFlags:
 
     def parser(self, exit_on_error: bool = False) -> argparse.ArgumentParser:
         cls = _Parser if not exit_on_error else argparse.ArgumentParser
-        p = cls(prog="api_server.py", allow_abbrev=False, add_help=False)
+        p = cls(prog="api_server.py", usage="api_server.py [options]", allow_abbrev=False, add_help=False)
         for name, is_bool in sorted(self.fields.items()):
             flag = "--" + name.replace("_", "-")
             if is_bool:
