@@ -185,7 +185,8 @@ class BuiltinRunner:
             argv = [self.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
                     *load_args(load), "--num-prompts", str(n),
                     "--input-len", str(load.input_len), "--output-len", str(load.output_len),
-                    "--seed", str(load.seed), "--dataset", load.dataset, "--timeout", str(load.timeout_s)]
+                    "--seed", str(load.seed), "--dataset", load.dataset, "--timeout", str(load.timeout_s),
+                    "--api", engine_of(state.argv).client_api]
             result = transport.run(client_prefix(state) + argv, timeout=load.timeout_s + 60)
             line = result.stdout.strip().splitlines()[-1:]
             # a client that wrote its record and was then ended with the server's Slurm job: keep
@@ -211,7 +212,7 @@ class BuiltinRunner:
             return measure_point(base_url, concurrency=load.concurrency, rate=load.rate, arrival=load.arrival,
                                  num_prompts=n, input_len=load.input_len,
                                  output_len=load.output_len, seed=load.seed, dataset=load.dataset,
-                                 timeout_s=load.timeout_s)
+                                 timeout_s=load.timeout_s, api=engine_of(state.argv).client_api)
 
     def client_cores(self, transport: Transport) -> int | None:
         if not self.on_host(transport):

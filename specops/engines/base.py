@@ -105,6 +105,9 @@ class ServingEngine(Protocol):
     tree_marker: str
     tree_name: str
     title: str
+    #: the endpoint specops's own client sends requests to: `generate` (SGLang's /generate) or
+    #: `completions` (/v1/completions, which every OpenAI-compatible server has)
+    client_api: str
     #: the launch flags whose value is a model (checked on the host before launch, mounted into a container)
     model_flags: tuple[str, ...]
 

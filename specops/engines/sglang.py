@@ -48,6 +48,7 @@ class SGLang:
     model_flags: tuple[str, ...] = ("--model-path", "--speculative-draft-model-path")
     tree_marker = SERVER_ARGS
     tree_name = "an SGLang checkout"
+    client_api = "generate"
     title = "SGLang"
 
     def layout(self, files: TreeFiles) -> SGLangLayout:

@@ -77,6 +77,7 @@ class VLLM:
     model_flags: tuple[str, ...] = ("--model",)
     tree_marker = MARKER
     tree_name = "a vLLM tree"
+    client_api = "completions"
     title = "vLLM"
 
     def layout(self, files: TreeFiles) -> VLLMLayout:

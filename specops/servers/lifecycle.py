@@ -428,8 +428,9 @@ wait  # the endpoints' small lines first, then the long ones (a pipe keeps only 
 
 
 def server_info(transport: Transport, state: ServerState, timeout: float = 10.0) -> dict[str, Any]:
-    """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang)."""
-    for path in ("/server_info", "/get_server_info"):
+    """The server's resolved args (`/server_info`, or `/get_server_info` on older SGLang); a
+    server that shows neither (vLLM) answers `/version`: its version alone."""
+    for path in ("/server_info", "/get_server_info", "/version"):
         res = transport.run(["curl", "-s", "-f", "-m", str(int(timeout)), f"http://{state.address}:{state.port}{path}"],
                             timeout=timeout + 5)
         if res.ok and res.stdout.strip():

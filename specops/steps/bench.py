@@ -23,11 +23,11 @@ from specops.bench.sweep import (
     tree_commit,
 )
 from specops.config.playbook import Step
+from specops.engines import engine_for
 from specops.run import events
 from specops.servers.arms import arms_from_vars
 from specops.servers.plans import plan_arms
 from specops.servers.slurm import job_event_line
-from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
 
@@ -71,7 +71,7 @@ class Bench(StepKind):
         settings = self._settings(ctx)
         tree = ctx.path(str(ctx.args["tree"]))
         plans = plan_arms(ctx.transport, ctx.host, ctx.vars, settings.arms, tree, where=ctx.step.where)
-        layout = detect_layout(TransportTreeFiles(ctx.transport, tree))
+        layout = engine_for(ctx.host).layout(TransportTreeFiles(ctx.transport, tree))  # its version
         device = "cpu" if plans and all(p.device == "cpu" for p in plans) else "gpu"  # what the arms run on
         facts = {"sglang_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
                  "engine": ctx.host.engine, **device_facts(ctx.transport, device)}

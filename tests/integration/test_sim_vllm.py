@@ -105,3 +105,38 @@ def test_injected_crash_logs_engine_dead(vllm_tree: Path, tmp_path: Path, n: int
         log = sim.log_text()
     assert "EngineCore encountered a fatal error." in log
     assert "EngineDeadError: EngineCore encountered an issue." in log
+
+
+def test_the_sampler_reads_vllms_metrics_names(vllm_tree: Path) -> None:  # noqa: F811
+    """The running batch and the accept length of a point from vLLM's /metrics (running gauge,
+    draft and accepted counters), through the engine's BatchMetrics: polled until three busy
+    samples are in, however long that takes on this machine."""
+    import threading
+
+    from specops.bench.running import RunningSampler
+    from specops.engines import ENGINES
+    from specops.transport.local import LocalTransport
+    from tests.support.faults import wait_until
+
+    with _vllm(vllm_tree, ["--max-num-seqs", "8", *_spec(3)]) as sim:
+        sampler = RunningSampler(LocalTransport(), str(sim.log_path), sim.url, interval_s=0.05,
+                                 metrics=ENGINES["sim-vllm"].metrics)
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                measure_point(sim.url, concurrency=8, num_prompts=16, input_len=8, output_len=64,
+                              api="completions", warmup=0)
+
+        sampler.start()
+        thread = threading.Thread(target=load, daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: len([r for r in sampler._metrics.running if r > 0]) >= 3 and sampler._metrics.accept,
+                       "three busy /metrics polls with an accept length", timeout=120)
+        finally:
+            stop.set()
+            thread.join(timeout=120)
+        figs = sampler.stop()
+    assert figs["running_source"] == "metrics"
+    assert 1 <= figs["running_req_p50"] <= 8 and 1 < figs["server_accept_length"] <= 4

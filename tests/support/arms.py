@@ -22,6 +22,8 @@ def arm_vars(threshold: int = 8, **per_arm: dict[str, Any]) -> dict[str, Any]:
             "sglang_repo": "https://github.com/sgl-project/sglang.git", "sim": {"time_scale": TIME_SCALE}}
 
 
-def sim_inventory(tmp_path: Path, entry: dict[str, Any], name: str = "gpu", **vars_: Any) -> Path:
-    """hosts.yaml with one simulated host; `vars_` override arm_vars()."""
-    return inventory(tmp_path, {name: {**entry, "engine": "sim"}}, {**arm_vars(), **vars_})
+def sim_inventory(tmp_path: Path, entry: dict[str, Any], name: str = "gpu", engine: str = "sim",
+                  **vars_: Any) -> Path:
+    """hosts.yaml with one simulated host (`engine`: `sim`, SGLang's face, or `sim-vllm`);
+    `vars_` override arm_vars()."""
+    return inventory(tmp_path, {name: {**entry, "engine": engine}}, {**arm_vars(), **vars_})

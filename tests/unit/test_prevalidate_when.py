@@ -45,7 +45,7 @@ def test_a_variable_only_a_skipped_step_uses_is_not_required(tmp_path: Path) -> 
     report = engine.reports["local"]
     steps = {step.name: status for step, status in zip(engine.playbook.steps, report.steps, strict=True)}
     git = steps["check out sglang"]
-    assert (git.status, git.detail) == ("skipped", "when: engine != 'sim' is false")
+    assert (git.status, git.detail) == ("skipped", "when: engine_face == 'sglang' and not simulated is false")
     assert steps["sglang source from its wheel"].status == "would run"
     assert report.failed_step is None
 

@@ -1,0 +1,142 @@
+"""Issue 39 end to end on a `sim-vllm` host through the real CLI: deploy lays out the vLLM
+0.32.0 sources from the cached wheel and launches the three arms with vLLM's flags (the
+adaptive arm on vLLM's native schedule), then status, logs, bench, stop; a start-up crash fails
+the launch step with vLLM's own lines; the patch route does not exist for vLLM."""
+
+from __future__ import annotations
+
+import csv
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specops.vllm import serving
+from tests.support.arms import TIME_SCALE, sim_inventory
+from tests.support.deploy import events, run_cli, write_yaml
+from tests.support.vllm_trees import vllm_tree  # noqa: F401 - fixture: the cached tree, laid out once
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = str(REPO / "playbooks/deploy.yaml")
+THRESHOLD = 4
+
+
+def _inv(tmp_path: Path, **vars_: object) -> Path:
+    entry = {"connection": "local", "workdir": str(tmp_path / "w"), "python": sys.executable, "device": "cpu"}
+    return sim_inventory(tmp_path, entry, engine="sim-vllm", max_running_requests=16,
+                         arms=_arms(), **vars_)  # type: ignore[arg-type]
+
+
+def _arms() -> dict[str, dict[str, object]]:
+    from specops.sim.testing import free_ports
+
+    base, eagle, adaptive = free_ports(3)
+    return {"baseline": {"port": base}, "eagle3": {"port": eagle},
+            "adaptive": {"port": adaptive, "threshold": THRESHOLD}}
+
+
+def _status(inv: Path) -> dict[str, dict]:
+    res = run_cli("status", "--host", "gpu", "-i", str(inv), "--json")
+    assert res.exit_code == 0, res.output
+    return {s["arm"]: s for s in json.loads(res.output)["gpu"]}
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow
+def test_deploy_status_logs_reuse_stop(tmp_path: Path, vllm_tree: Path) -> None:  # noqa: F811
+    inv = _inv(tmp_path)
+    ports = {a: v["port"] for a, v in yaml.safe_load(inv.read_text())["vars"]["arms"].items()}
+    try:
+        res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", DEPLOY)
+        assert res.exit_code == 0, res.output
+        st = _status(inv)
+        assert {a: s["state"] for a, s in st.items()} == dict.fromkeys(("baseline", "eagle3", "adaptive"), "ready")
+        assert (st["baseline"]["mechanism"], st["eagle3"]["mechanism"], st["adaptive"]["mechanism"]) == \
+            ("none", "eagle3", "native-schedule")
+        argv = json.loads((tmp_path / "w/.specops/servers/adaptive.json").read_text())["argv"]
+        assert argv[1:4] == ["-m", "specops.sim", "--vllm-tree"] and "--max-num-seqs" in argv
+        config = json.loads(argv[argv.index("--speculative-config") + 1])
+        assert config["num_speculative_tokens_per_batch_size"] == [[1, THRESHOLD, 3], [THRESHOLD + 1, 16, 0]]
+        assert (tmp_path / "w/vllm/vllm/config/speculative.py").is_file()
+        run = sorted((tmp_path / "runs").iterdir())[-1]
+        ran = {e["step"] for e in events(run) if e["event"] == "done"}
+        skipped = {e["step"] for e in events(run) if e["event"] == "skip"}
+        assert "vllm source from its wheel" in ran and "launch servers" in ran
+        assert {"sglang source from its wheel", "dynamic speculation disable", "model weights"} <= skipped
+
+        logs = run_cli("logs", "--host", "gpu", "-i", str(inv), "--server", "adaptive", "-n", "200")
+        assert logs.exit_code == 0 and serving.READY_LINE in logs.output, logs.output
+
+        pids = {a: s["pid"] for a, s in st.items()}
+        again = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", DEPLOY)
+        assert again.exit_code == 0, again.output
+        assert {a: s["pid"] for a, s in _status(inv).items()} == pids, "healthy servers must be reused"
+    finally:
+        stop = run_cli("stop", "--host", "gpu", "-i", str(inv))
+    assert stop.exit_code == 0, stop.output
+    assert all(_port_free(p) for p in ports.values())
+    assert not list((tmp_path / "w/.specops/servers").glob("*.json"))  # no server left to report
+
+
+def _rows(run: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_bench_reads_vllms_metrics(tmp_path: Path, vllm_tree: Path) -> None:  # noqa: F811
+    inv = _inv(tmp_path)
+    out = tmp_path / "run"
+    res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--concurrency", "1,16", "--repeats", "1",
+                  "--input-len", "32", "--output-len", "32", "--num-prompts", "32", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    table = {(r["arm"], int(r["concurrency"])): r for r in _rows(out)}
+    assert len(table) == 6
+    assert all(r["simulated"] is True and r["failed"] == 0 and r["completed"] == 32 for r in table.values())
+    with open(out / "results.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 6
+    assert table[("adaptive", 1)]["mechanism"] == "native-schedule"
+    # the running batch and acceptance came from vLLM's /metrics names, or (a point too short for three
+    # polls: it depends on the machine's speed) its stats lines; tests/integration/test_sim_vllm.py
+    # holds the /metrics path to its names
+    assert {r["running_source"] for r in table.values()} <= {"metrics", "log"}
+    assert float(table[("baseline", 16)]["running_req_p90"]) > THRESHOLD  # type: ignore[arg-type]
+    assert float(table[("eagle3", 1)]["server_accept_length"]) > 1.0  # type: ignore[arg-type]
+    assert table[("baseline", 1)]["server_accept_length"] is None
+    # on the model clock: above the threshold the adaptive arm stops drafting and leaves EAGLE-3 behind
+    tput = {k: float(r["output_throughput"]) for k, r in table.items()}  # type: ignore[arg-type]
+    assert tput[("adaptive", 16)] > tput[("eagle3", 16)]
+    assert tput[("eagle3", 1)] > tput[("baseline", 1)]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["hosts"]["gpu"]["engine"] == "sim-vllm" and manifest["sglang_version"] == "0.32.0"
+    assert not list((tmp_path / "w/.specops/servers").glob("*.json"))  # the sweep stopped what it launched
+
+
+@pytest.mark.slow
+def test_a_start_up_crash_fails_the_launch_in_vllms_words(tmp_path: Path, vllm_tree: Path) -> None:  # noqa: F811
+    inv = _inv(tmp_path, sim={"time_scale": TIME_SCALE, "fail_at_start": True})
+    res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", DEPLOY)
+    assert res.exit_code != 0
+    assert "launch servers" in res.output and "Not enough memory for the KV cache" in res.output, res.output
+    log = (tmp_path / "w/.specops/logs/baseline.log")
+    text = log.read_text() if log.exists() else "".join(p.read_text() for p in (tmp_path / "w").rglob("baseline*.log"))
+    assert "EngineCore failed to start." in text
+    assert "RuntimeError: Engine core initialization failed. See root cause above." in text
+
+
+def test_the_patch_route_does_not_exist_for_vllm(tmp_path: Path, vllm_tree: Path) -> None:  # noqa: F811
+    inv = _inv(tmp_path)
+    book = write_yaml(tmp_path / "patch.yaml", {"name": "p", "steps": [
+        {"name": "patch it", "patch": {"set": "dynamic-spec-disable", "tree": "{{ workdir }}/vllm"}}]})
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "dynamic-spec-disable.yaml").write_text(
+        (REPO / "playbooks/patches/dynamic-spec-disable.yaml").read_text())
+    res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", str(book))
+    assert res.exit_code != 0
+    assert "engine sim-vllm has no patch route" in res.output, res.output
