@@ -31,6 +31,7 @@ from specops import __version__
 from specops.bench.client import accept_length_from_info
 from specops.bench.running import RESUMED_STEPS, OffStretch, off_stretches
 from specops.config.inventory import Host, Inventory
+from specops.engines import engine_of
 from specops.errors import ConfigError, StepError
 from specops.secrets import redact, remember_sources
 from specops.servers import ServerState, read_states, supervisor_for
@@ -155,19 +156,30 @@ class Acceptance:
                 "accepted_drafts": self.accepted_drafts, "accept_length": self.accept_length}
 
 
-def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str, str] | None = None) -> Reply:
-    """Greedy `output_ids` for one prompt (POST /generate, ignore_eos: exactly N tokens)."""
-    body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
-                                                "ignore_eos": True}}
-    req = urllib.request.Request(base_url + "/generate", data=json.dumps(body).encode(),
+def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str, str] | None = None,
+             api: str = "generate") -> Reply:
+    """Greedy token ids for one prompt, exactly N tokens (ignore_eos): SGLang's `/generate`
+    (`output_ids`, and `spec_verify_ct`), or with `api` `completions` an OpenAI-compatible
+    `/v1/completions` asked for `return_token_ids` (vLLM's; no verify count)."""
+    if api == "completions":
+        path = "/v1/completions"
+        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0,
+                                "ignore_eos": True, "return_token_ids": True}
+    else:
+        path = "/generate"
+        body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
+                                                    "ignore_eos": True}}
+    req = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
             doc = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        raise StepError(f"/generate answered {exc.code}: {exc.read()[:300].decode(errors='replace')}") from None
+        raise StepError(f"{path} answered {exc.code}: {exc.read()[:300].decode(errors='replace')}") from None
     except (OSError, ValueError) as exc:
-        raise StepError(f"/generate failed: {exc}") from None
+        raise StepError(f"{path} failed: {exc}") from None
+    if api == "completions":
+        return _completion_reply(doc)
     ids = doc.get("output_ids") if isinstance(doc, dict) else None
     if not isinstance(ids, list):
         raise StepError("/generate answered without `output_ids`: this server cannot show its token ids")
@@ -178,6 +190,15 @@ def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str,
                  int(verify) if isinstance(verify, int) and not isinstance(verify, bool) else None)
 
 
+def _completion_reply(doc: Any) -> Reply:
+    """A `/v1/completions` answer with `return_token_ids`: its first choice's `token_ids`."""
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    ids = choices[0].get("token_ids") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    if not isinstance(ids, list):
+        raise StepError("/v1/completions answered without `token_ids`: this server cannot show its token ids")
+    return Reply([int(i) for i in ids], len(ids), None)
+
+
 def get_json(base_url: str, path: str) -> dict[str, Any]:
     with urllib.request.urlopen(base_url + path, timeout=60) as resp:
         doc = json.loads(resp.read())
@@ -185,7 +206,7 @@ def get_json(base_url: str, path: str) -> dict[str, Any]:
 
 
 def _server_info(base_url: str) -> dict[str, Any]:
-    for path in ("/server_info", "/get_server_info"):
+    for path in ("/server_info", "/get_server_info", "/version"):  # vLLM shows its version alone
         try:
             return get_json(base_url, path)
         except (OSError, ValueError):
@@ -193,7 +214,7 @@ def _server_info(base_url: str) -> dict[str, Any]:
     raise StepError("no /server_info")
 
 
-def at_once(base_url: str, jobs: list[tuple[str, int]]) -> list[Reply]:
+def at_once(base_url: str, jobs: list[tuple[str, int]], api: str = "generate") -> list[Reply]:
     """The (prompt, max_new_tokens) jobs in flight together: one decode batch of len(jobs)
     requests. They leave together, and declare themselves one closed loop, so the simulator
     starts no step before all have arrived however loaded the machine is (SGLang ignores the
@@ -206,7 +227,7 @@ def at_once(base_url: str, jobs: list[tuple[str, int]]) -> list[Reply]:
             start.wait(timeout=60)  # every thread ready first: the requests leave together
         except threading.BrokenBarrierError:
             raise StepError(f"could not start {len(jobs)} requests at once") from None
-        return generate(base_url, job[0], job[1], loop)
+        return generate(base_url, job[0], job[1], loop, api)
 
     with ThreadPoolExecutor(len(jobs)) as pool:
         return list(pool.map(one, jobs))
@@ -328,10 +349,11 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
         start = transport.stat_size(adaptive.log_path)
         errors: list[str] = []
         for kind, url in urls.items():
+            api = engine_of(chosen[kind].argv).client_api
             try:
-                alone = [generate(url, p, max_new_tokens) for p in single]
-                idsn[kind] = [r.ids for r in at_once(url, jobs)]
-                again = [generate(url, single[0], max_new_tokens)]  # alone again: below the threshold
+                alone = [generate(url, p, max_new_tokens, api=api) for p in single]
+                idsn[kind] = [r.ids for r in at_once(url, jobs, api)]
+                again = [generate(url, single[0], max_new_tokens, api=api)]  # alone again: below the threshold
             except StepError as exc:
                 errors.append(f"{kind} ({chosen[kind].arm}): {exc}")
                 continue

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from specops.sim import model as M
 from specops.sim.scheduler import EngineConfig, Scheduler
-from specops.sim.server import SimOptions, SimServer
+from specops.sim.server import SimOptions, SimServer, _prompt_content, output_ids
 from specops.sim.vllm_logs import VLLMLog, engine_dead, engine_start_failure
 from specops.vllm import schedule, serving
 from specops.vllm.tree import VLLMFlags
@@ -86,6 +86,22 @@ class VLLMSimServer(SimServer):
         r.add_post("/v1/completions", self.completions)
         r.add_get("/server_info", self.server_info)  # the simulator's own: its clock, not vLLM's
         return app
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """SimServer's `/v1/completions`; asked for `return_token_ids` (not streamed), the
+        choice carries `token_ids` as vLLM's does: a function of the prompt alone, as greedy is."""
+        body = await self._body(request)
+        if not body.get("return_token_ids") or body.get("stream"):
+            return await super().completions(request)
+        resp = await super().completions(request)
+        if not isinstance(resp, web.Response) or resp.status != 200 or resp.body is None:
+            return resp
+        doc = json.loads(bytes(resp.body))  # type: ignore[arg-type]
+        prompt = body.get("prompt")
+        content = _prompt_content({"prompt": prompt[0] if isinstance(prompt, list) and prompt
+                                   and not isinstance(prompt[0], int) else prompt}, "prompt")
+        doc["choices"][0]["token_ids"] = output_ids(content, self.opts.seed, doc["usage"]["completion_tokens"])
+        return web.json_response(doc)
 
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": self.vflags.version})

@@ -71,6 +71,14 @@ def test_deploy_status_logs_reuse_stop(tmp_path: Path, vllm_tree: Path) -> None:
         assert "vllm source from its wheel" in ran and "launch servers" in ran
         assert {"sglang source from its wheel", "dynamic speculation disable", "model weights"} <= skipped
 
+        ver = run_cli("verify", "--host", "gpu", "-i", str(inv), "--json")
+        assert ver.exit_code == 0, ver.output
+        doc = json.loads(ver.output)
+        verdicts = {c["name"]: c["verdict"] for c in doc["checks"]}
+        assert verdicts["greedy token identity at concurrency 1"] == "PASS"
+        assert verdicts[f"greedy token identity at concurrency {THRESHOLD + 2} (above the threshold)"] == "PASS"
+        assert all(a["info"]["version"] == "0.32.0" for a in doc["arms"].values())
+
         logs = run_cli("logs", "--host", "gpu", "-i", str(inv), "--server", "adaptive", "-n", "200")
         assert logs.exit_code == 0 and serving.READY_LINE in logs.output, logs.output
 
