@@ -96,6 +96,9 @@ def plan_arms(transport: Transport, host: Host, variables: dict[str, Any], arm_n
         for plan in plans:
             plan.secrets_file = paths.secrets_env(workdir)
     image = container.ContainerSettings.from_vars(variables, where=where)
+    if image is not None and not isinstance(layout, SGLangLayout):
+        raise ConfigError(f"sglang_image is SGLang's container route; engine {engine} has none yet",
+                          where=f"host {host.name}", hint="drop sglang_image for that host")
     if image is not None:  # each arm a container of the image, the tree mounted over its sglang
         if not supervisor.containers:
             raise ConfigError("sglang_image on a Slurm host is not supported (pyxis/enroot containers are not "

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Mapping
 
 from specops.sglang.flags import tree_flags
+from specops.sim import vllm_program
 from specops.sim.knobs import UsageError, split_knobs
 from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
@@ -84,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"specops.sim: error: {e}", file=sys.stderr)
         return 2
-    if split_argv(argv)[0].get("vllm_tree"):
-        from specops.sim import vllm_program  # vLLM's face
-
+    if split_argv(argv)[0].get("vllm_tree"):  # vLLM's face
         return vllm_program.main(opts.tree, opts, rest)
     try:
         flags = tree_flags(opts.tree)

@@ -101,7 +101,7 @@ def _count_prompt_tokens(body: dict[str, Any], text_key: str) -> int:
     return max(1, len(str(text or "").split()))
 
 
-def _prompt_content(body: dict[str, Any], text_key: str) -> str:
+def prompt_content(body: dict[str, Any], text_key: str) -> str:
     """What seeds a request's draws: its prompt, as text or ids."""
     ids = body.get("input_ids")
     return json.dumps(ids if isinstance(ids, list) else body.get(text_key), default=str)
@@ -299,7 +299,7 @@ class SimServer:
         if isinstance(body.get("text"), list) or (body.get("input_ids") and isinstance(body["input_ids"][0], list)):
             return web.json_response({"error": {"message": "batched /generate is not simulated; send one prompt"}}, status=400)
         sp = body.get("sampling_params") or {}
-        content = _prompt_content(body, "text")
+        content = prompt_content(body, "text")
         loop = self._loop(request)
         req = self._sched().new_request(_count_prompt_tokens(body, "text"), int(sp.get("max_new_tokens", 128)),
                                         body.get("rid"), content=content)
@@ -337,7 +337,7 @@ class SimServer:
             body = {**body, "prompt": prompt[0]}
         loop = self._loop(request)
         req = self._sched().new_request(_count_prompt_tokens(body, "prompt"), int(body.get("max_tokens") or 16),
-                                        content=_prompt_content(body, "prompt"))
+                                        content=prompt_content(body, "prompt"))
         self._sched().submit(req, loop)
         model = body.get("model") or self.args.get("served_model_name") or self.args.get("model_path")
         cid, created = f"cmpl-{req.rid}", int(time.time())

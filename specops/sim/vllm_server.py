@@ -19,7 +19,7 @@ from aiohttp import web
 
 from specops.sim import model as M
 from specops.sim.scheduler import EngineConfig, Scheduler
-from specops.sim.server import SimOptions, SimServer, _prompt_content, output_ids
+from specops.sim.server import SimOptions, SimServer, output_ids, prompt_content
 from specops.sim.vllm_logs import VLLMLog, engine_dead, engine_start_failure
 from specops.vllm import schedule, serving
 from specops.vllm.tree import VLLMFlags
@@ -98,7 +98,7 @@ class VLLMSimServer(SimServer):
             return resp
         doc = json.loads(bytes(resp.body))  # type: ignore[arg-type]
         prompt = body.get("prompt")
-        content = _prompt_content({"prompt": prompt[0] if isinstance(prompt, list) and prompt
+        content = prompt_content({"prompt": prompt[0] if isinstance(prompt, list) and prompt
                                    and not isinstance(prompt[0], int) else prompt}, "prompt")
         doc["choices"][0]["token_ids"] = output_ids(content, self.opts.seed, doc["usage"]["completion_tokens"])
         return web.json_response(doc)
