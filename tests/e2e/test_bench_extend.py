@@ -45,7 +45,7 @@ def test_extend_adds_levels_and_repeats_and_keeps_the_points_it_has(tmp_path: Pa
     assert extended.exit_code == 0, extended.output
     assert "--extend keeps the run's points at concurrency 1 (not in --concurrency 2)" in extended.output
     # -q: the result lines only; no step or point lines, no table
-    assert " 1/7 " not in extended.output and " point " not in extended.output and "┏" not in extended.output
+    assert " 1/9 " not in extended.output and " point " not in extended.output and "┏" not in extended.output
     assert "bench: ok (1 host)" in extended.output and f"report: {run / 'report.md'}" in extended.output
     records = _records(run)
     assert (run / "results.jsonl").read_text().startswith(measured)  # the first point was kept, not re-run
