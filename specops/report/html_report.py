@@ -17,7 +17,7 @@ from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.schema import load_level
 from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary
 from specops.decide.threshold import RULE as THRESHOLD_RULE
-from specops.report.markdown import result_columns, tune_section
+from specops.report.markdown import engine_label, result_columns, tune_section
 from specops.secrets import clip
 
 REPORT_HTML = "report.html"
@@ -104,7 +104,7 @@ def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequenc
     """The whole page as one string: deterministic for the same files."""
     manifest = as_manifest(given)
     facts = [f"{label}: <code>{_e(manifest.header(key))}</code>"
-             for key, label in (("run_id", "run"), ("sglang_version", "SGLang"), ("sglang_commit", "commit"),
+             for key, label in (("run_id", "run"), ("sglang_version", engine_label(manifest)), ("sglang_commit", "commit"),
                                 ("device", "device"), ("cpu", "CPU"),
                                 ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"),
                                 ("dataset", "dataset"), ("input_len", "input len"), ("output_len", "output len"))

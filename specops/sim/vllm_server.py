@@ -174,8 +174,8 @@ class VLLMSimServer(SimServer):
             counts = self.counters()
             gen = (sched.output_tokens - tokens0) / span if span > 0 else 0.0
             used, usage = sched.token_usage()
-            self.vlog.record(serving.format_stats(0.0, gen, len(sched.running), len(sched.waiting), usage),
-                             "loggers.py:257")
+            running = sched.last_running if span > 0 else len(sched.running)  # the interval's last step's batch
+            self.vlog.record(serving.format_stats(0.0, gen, running, len(sched.waiting), usage), "loggers.py:257")
             d, dt, a = (c - c0 for c, c0 in zip(counts, drafts0, strict=True))
             if d > 0:
                 k = (self.arm.num_steps or 1) if self.arm else 1
