@@ -11,7 +11,6 @@ schedule refuses the adaptive arm, naming the release.
 from __future__ import annotations
 
 import json
-import posixpath
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
@@ -22,6 +21,7 @@ from specops.sglang.treefiles import TreeFiles
 from specops.sim.knobs import UsageError, sim_options, split_knobs
 from specops.vllm import schedule, serving
 from specops.vllm.crashdata import MESSAGES
+from specops.vllm.install import venv_dir, venv_python
 from specops.vllm.tree import MARKER, VLLMLayout, detect_layout
 
 if TYPE_CHECKING:
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 #: what vLLM's CPU build needs to serve (REAL-ENGINES-ON-CPU.md): the device, a KV cache size in
 #: GiB, no thread pinning (the host's other work keeps its cores)
 CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-#: the `vllm_venv` variable's default, under the workdir
-DEFAULT_VENV = "{{ workdir }}/vllm-venv"
 
 
 def _layout(layout: EngineLayout, where: str) -> VLLMLayout:
@@ -102,8 +100,7 @@ class VLLM:
         return out
 
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
-        venv = str(variables.get("vllm_venv") or "").strip() or posixpath.join(str(variables.get("workdir")), "vllm-venv")
-        return posixpath.join(expand(venv), "bin", "python")
+        return venv_python(expand(venv_dir(variables)))  # the environment vllm_install made
 
     def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
         return []

@@ -7,12 +7,11 @@ commands, not a real install.)"""
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 
 from specops.errors import StepError
 from specops.steps.base import Outcome, StepContext, StepKind
-from specops.vllm.install import install_argvs, installed, probe_argv, wheel_requirements
+from specops.vllm.install import install_argvs, installed, probe_argv, venv_dir, wheel_requirements
 from specops.vllm.source import find_wheel
 
 #: seconds for each pip command (the runtime is ~3 GB to download)
@@ -26,9 +25,7 @@ class VLLMInstall(StepKind):
     arg_types = {"version": (str, int, float), "venv": str, "python": str}
 
     def _venv(self, ctx: StepContext) -> str:
-        venv = str(ctx.args.get("venv") or ctx.vars.get("vllm_venv") or "") \
-            or posixpath.join(str(ctx.vars["workdir"]), "vllm-venv")
-        return ctx.path(venv)
+        return ctx.path(str(ctx.args.get("venv") or venv_dir(ctx.vars)))
 
     def _argvs(self, ctx: StepContext) -> list[list[str]]:
         version = str(ctx.args["version"])

@@ -10,6 +10,7 @@ import posixpath
 import re
 import zipfile
 from pathlib import Path
+from typing import Any, Mapping
 
 from specops.vllm.source import DISTRIBUTION
 
@@ -36,6 +37,11 @@ def wheel_requirements(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         return requirements(zf.read(name).decode(errors="replace"))
+
+
+def venv_dir(variables: Mapping[str, Any]) -> str:
+    """`vllm_venv`, else `<workdir>/vllm-venv` (still to be expanded on the host)."""
+    return str(variables.get("vllm_venv") or "").strip() or posixpath.join(str(variables["workdir"]), "vllm-venv")
 
 
 def venv_python(venv: str) -> str:
