@@ -62,13 +62,14 @@ def config_hashes(inventory: Inventory, playbook_path: Path, host: Host, extra_v
                   arm_names: Sequence[str]) -> tuple[dict[str, str], bool] | None:
     """{arm: config hash} of the arms as the bench playbook would launch them on `host` now,
     and whether they may all be up at once (no GPU or CPU shared: bench's own rule); None
-    when the host has no SGLang tree yet (nothing can have measured these servers there)."""
+    when the host has no engine tree yet (nothing can have measured these servers there)."""
     playbook = load_playbook(playbook_path, KINDS)
     me = dataclasses.replace(host)
     with open_transport(me) as transport:
         me.expand_on_host(transport.expand)
         variables = resolve_vars(inventory, playbook, me, extra_vars, transport.expand(me.workdir))
-        tree = str(variables.get("sglang_dir") or f"{variables['workdir']}/sglang")
+        # the tree the bench playbook launches from: its `engine_tree` (vLLM's or SGLang's)
+        tree = str(variables.get("engine_tree") or variables.get("sglang_dir") or f"{variables['workdir']}/sglang")
         try:
             plans = plan_arms(transport, me, variables, list(arm_names), tree, where=f"host {host.name}")
         except SpecopsError:

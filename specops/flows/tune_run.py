@@ -110,7 +110,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse:
     found: Reuse | None = None
     if from_dir is None and reuse:
         if planned is None:
-            found = Reuse(note="the host has no SGLang tree yet, so no earlier run measured these servers there")
+            found = Reuse(note="the host has no engine tree yet, so no earlier run measured these servers there")
         else:
             found = find_reusable(runs_dir, host=host.name, hashes=planned[0], settings=checked,
                                   runner=runner_name(checked.runner, host.engine),
