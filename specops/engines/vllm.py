@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
 from specops.engines.metrics import VLLM as VLLM_METRICS
+from specops.engines.schedule import Schedule, ScheduleForm
 from specops.errors import ConfigError
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.treefiles import TreeFiles
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 #: what vLLM's CPU build needs to serve (REAL-ENGINES-ON-CPU.md): the device, a KV cache size in
 #: GiB, no thread pinning (the host's other work keeps its cores)
 CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
+#: the route `schedule_forms` names
+SCHEDULE_ROUTE = f"vLLM >= 0.32.0 ({schedule.SCHEDULE_KEY})"
 
 
 def _layout(layout: EngineLayout, where: str) -> VLLMLayout:
@@ -50,6 +55,12 @@ def speculative_config(arm: ArmSpec, model_of: Callable[[str], str], where: str)
                               "num_speculative_tokens": arm.num_steps}
     if arm.kind == "eagle3":
         return config, ArmFlags([], "eagle3")
+    if arm.kind == "spec-off":   # the drafter loaded, K = 0 at every running batch
+        never = [[1, arm.max_running_requests, 0]]
+        config[schedule.SCHEDULE_KEY] = never
+        return config, ArmFlags([], "spec-off (native schedule)", None,
+                                [f"drafting off at every running batch ({schedule.SCHEDULE_KEY}={never}): "
+                                 "the drafter stays loaded"])
     try:
         if arm.tiers:
             plan = schedule.from_tiers(arm.tiers, arm.num_steps, arm.max_running_requests)
@@ -87,8 +98,8 @@ class VLLM:
                  "--max-num-seqs", str(arm.max_running_requests)]
         out = ArmFlags(flags, "none")
         if arm.speculative:
-            if arm.kind == "adaptive" and (why := tree.schedule_refusal()):
-                raise ConfigError(why, where=where, hint="use vLLM 0.32.0 or newer for the adaptive arm")
+            if arm.kind in ("adaptive", "spec-off") and (why := tree.schedule_refusal()):
+                raise ConfigError(why, where=where, hint=f"use vLLM 0.32.0 or newer for the {arm.kind} arm")
             config, out = speculative_config(arm, on_host, where)
             out.flags = flags + ["--speculative-config", json.dumps(config, separators=(",", ":"))]
         out.flags += list(arm.extra_args)
@@ -144,6 +155,14 @@ class VLLM:
 
     def benchmark_module(self, files: TreeFiles) -> str | None:
         return None
+
+    def schedule_forms(self, sched: Schedule, *, draft_model: str, max_batch: int) -> list[ScheduleForm]:
+        tokens = max(k for _, k in sched.starts) or 1   # a schedule that never drafts still names a count
+        plan = schedule.from_tiers(dict(sched.starts), tokens, max_batch)
+        config = {"method": "eagle3", "model": draft_model, "num_speculative_tokens": tokens,
+                  schedule.SCHEDULE_KEY: plan.schedule}
+        return [ScheduleForm(SCHEDULE_ROUTE, ["--speculative-config", json.dumps(config, separators=(",", ":"))],
+                             "ranges of running batch [first, last, K]; vLLM carries the last K to larger batches")]
 
 
 class SimulatedVLLM(VLLM):

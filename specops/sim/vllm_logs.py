@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from specops.sglang.adaptive import DRAFTING_STATE_TEXTS
 from specops.sim.logs import SimLog
 
 #: the SGLang-shaped lines the shared scheduler writes, which a vLLM server does not
-SGLANG_ONLY = ("Prefill batch", "Decode batch", "specops adaptive:")
+#: the scheduler's SGLang lines: its batches, the patch's transitions, the native start and switch lines
+SGLANG_ONLY = ("Prefill batch", "Decode batch", *DRAFTING_STATE_TEXTS)
 
 
 class VLLMLog(SimLog):

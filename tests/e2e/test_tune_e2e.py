@@ -74,7 +74,9 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
     assert f"schedule (running batch: draft steps): 1+: 3, {threshold + 1}+: 0" in res.output
     assert f"--speculative-num-steps 3 --speculative-disable-batch-threshold {threshold}\n" in res.output
     assert "--speculative-adaptive --speculative-adaptive-config adaptive.json" in res.output
-    assert [f["route"].split(" (")[0] for f in result["forms"]] == ["SGLang <= 0.5.13", "SGLang >= 0.5.14"]
+    assert [f["route"].split(" (")[0] for f in result["forms"]] == ["SGLang <= 0.5.13", "SGLang >= 0.5.14",
+                                                                    "vLLM >= 0.32.0"]
+    assert f'"num_speculative_tokens_per_batch_size":[[1,{threshold},3],[{threshold + 1},64,0]]' in res.output
     # --write changed that one line, comments and all the rest kept
     changed = [(a, b) for a, b in zip(before.splitlines(), inv.read_text().splitlines(), strict=True) if a != b]
     assert [(a.strip(), b.strip()) for a, b in changed] == [

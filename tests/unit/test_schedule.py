@@ -34,6 +34,11 @@ def _forms(sched: Schedule) -> dict[str, ScheduleForm]:
             for f in schedule_forms(sched, draft_model="draft", max_batch=64)}
 
 
+def _vllm(form: ScheduleForm) -> dict:
+    assert form.flags is not None and form.flags[0] == "--speculative-config"
+    return json.loads(form.flags[1])
+
+
 def test_a_threshold_schedule_in_the_patch_and_native_forms() -> None:
     forms = _forms(Schedule.from_threshold(5, 3))
     patch, native = forms["SGLang <= 0.5.13 patch"], forms["SGLang >= 0.5.14 native"]
@@ -46,6 +51,8 @@ def test_a_threshold_schedule_in_the_patch_and_native_forms() -> None:
     assert {k: v["candidate_steps"] for k, v in config.items()} == {"1": [3], off: [0]}
     lines = native.lines()
     assert lines[0] == "SGLang >= 0.5.14 (native adaptive tiers):" and lines[2].startswith("  adaptive.json: {")
+    assert _vllm(forms["vLLM >= 0.32.0 native"]) == {"method": "eagle3", "model": "draft", "num_speculative_tokens": 3,
+                                                     "num_speculative_tokens_per_batch_size": [[1, 5, 3], [6, 64, 0]]}
 
 
 def test_what_the_patch_cannot_say_is_said_not_approximated() -> None:
@@ -54,9 +61,13 @@ def test_what_the_patch_cannot_say_is_said_not_approximated() -> None:
     assert patch.flags is None and "not expressible" in patch.note and "1+: 3, 3+: 1, 7+: 0" in patch.note
     assert patch.lines() == [patch.route + ":", "  " + patch.note]
     assert forms["SGLang >= 0.5.14 native"].flags is not None
+    assert _vllm(forms["vLLM >= 0.32.0 native"])["num_speculative_tokens_per_batch_size"] == [
+        [1, 2, 3], [3, 6, 1], [7, 64, 0]]
     always = _forms(Schedule.from_tiers({1: 2}))["SGLang <= 0.5.13 patch"]
     assert always.flags == ["--speculative-num-steps", "2", "--speculative-disable-batch-threshold", "0"]
     never = _forms(Schedule.from_tiers({1: 0}))
     assert never["SGLang <= 0.5.13 patch"].flags == ["--speculative-disable-batch-threshold", "-1"]   # never draft
     assert never["SGLang >= 0.5.14 native"].flags == ["--speculative-adaptive", "--speculative-adaptive-config",
                                                       "adaptive.json"]
+    config = _vllm(never["vLLM >= 0.32.0 native"])
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 64, 0]] and config["num_speculative_tokens"] == 1
