@@ -442,13 +442,16 @@ def accept_length_from_info(info: dict[str, Any]) -> float | None:
 
 
 async def _flush_cache(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str:
-    """POST /flush_cache; SGLang refuses while requests run, so retry briefly."""
+    """POST /flush_cache; SGLang refuses while requests run, so retry briefly. A server without
+    the endpoint (vLLM: 404) says so at once: retrying cannot make it appear."""
     last = ""
     for _ in range(10):
         try:
             async with session.post(base_url + "/flush_cache", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 if resp.status == 200:
                     return "ok"
+                if resp.status in (404, 405):
+                    return f"unsupported: HTTP {resp.status} (the server has no /flush_cache)"
                 last = f"HTTP {resp.status}: {(await resp.text())[:200].strip()}"
         except aiohttp.ClientConnectorError as exc:
             return f"failed: {exc}"  # nothing listens: retrying will not help

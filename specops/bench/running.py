@@ -290,7 +290,23 @@ class RunningSampler:
         lines = self._log_lines()
         busy_metrics = [r for r in self._metrics.running if r > 0]
         figures = self._metrics if len(busy_metrics) >= 3 else parse_decode_lines(lines, self.metrics)
-        return {**figures.to_record(), **drafting_evidence(lines, self.logs_transitions, self.metrics)}
+        record = figures.to_record()
+        counted = self._point_accept()
+        if counted is not None:   # counters span the whole point, however few polls it got
+            record["server_accept_length"] = round(counted, 4)
+        return {**record, **drafting_evidence(lines, self.logs_transitions, self.metrics)}
+
+    def _point_accept(self) -> float | None:
+        """An engine that counts drafts (vLLM): the accept length over the whole point, from the
+        counters of the first poll and one last read now; None where it keeps a gauge instead."""
+        if self.base_url is None or self.metrics.accept_counters is None or self._counters_at_start is None:
+            return None
+        try:
+            with urllib.request.urlopen(self.base_url + "/metrics", timeout=5) as resp:
+                values = parse_metrics(resp.read().decode(errors="replace"))
+        except (OSError, ValueError):
+            return None
+        return self._counted_accept(values)
 
     def _log_lines(self) -> str:
         if self._offset is None:

@@ -110,6 +110,9 @@ def test_bench_reads_vllms_metrics(tmp_path: Path, vllm_tree: Path) -> None:  # 
     with open(out / "results.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 6
     assert table[("adaptive", 1)]["mechanism"] == "native-schedule"
+    # vLLM has no /flush_cache: said once per point, not retried ten times (2 s a point)
+    assert {r["extra"]["flush_cache"] for r in table.values()} == {
+        "unsupported: HTTP 404 (the server has no /flush_cache)"}
     # the running batch and acceptance came from vLLM's /metrics names, or (a point too short for three
     # polls: it depends on the machine's speed) its stats lines; tests/integration/test_sim_vllm.py
     # holds the /metrics path to its names
