@@ -12,7 +12,7 @@ from specops.cli.options import NORMAL, QUIET, VERBOSE, VERBOSITY
 #: name -> where the command lives and its short help (the first sentence of its docstring).
 COMMANDS: dict[str, LazyCommand] = {
     "bench": LazyCommand("specops.cli.bench:bench",
-                         "Sweep arms x concurrency x repeats; write results as they come; report the crossover."),
+                         "Sweep arms x load levels (concurrency or request rate) x repeats; report the crossover."),
     "compare": LazyCommand("specops.cli.compare:compare",
                            "Compare bench runs point by point; * marks differences beyond the run-to-run spread."),
     "demo": LazyCommand("specops.cli.bench:demo",

@@ -115,7 +115,7 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
 @click.option("--json", "as_json", is_flag=True, help="print tune.json")
 @click.option("--emit", is_flag=True,
               help="print the verified schedule in every engine's form: SGLang's patch threshold (<= 0.5.13), its "
-                   "native tiers (>= 0.5.14), vLLM's num_speculative_tokens_per_batch_size (also in tune.json)")
+                   "native tiers (>= 0.5.14), vLLM's dynamic speculative schedule (also in tune.json)")
 @click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True, help="the coarse levels")
 @click.option("--repeats", default="1", show_default=True,
               help="times each point is measured: a count, or auto[:MAX] (at least 2, stopping a point once "

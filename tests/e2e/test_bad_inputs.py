@@ -126,7 +126,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     # --var
     ("var-no-equals", ["deploy", "--host", "local", "--var", "novalue"], "--var expects NAME=VALUE, got 'novalue'"),
     ("var-dotted-unknown", ["bench", "--host", "local", "--var", "nope.x=1"], "--var nope.x: no variable named 'nope'"),
-    ("var-wrong-kind", ["deploy", "--host", "local", "--var", "arms=3"], "cannot evaluate when: 'adaptive' in arms"),
+    ("var-wrong-kind", ["deploy", "--host", "local", "--var", "arms=3"], "cannot evaluate when: ('adaptive' in arms or 'spec-off' in arms)"),
     ("var-bad-threshold", ["bench", "--host", "local", "--var", "arms.adaptive.threshold=x"],
      "'threshold' in arm 'adaptive' must be an integer"),
     # patch sets, through deploy and through `specops patch`
