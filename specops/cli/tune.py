@@ -65,8 +65,8 @@ def _emit(result: TuneResult) -> None:
         return
     _say(f"schedule (running batch: draft steps): {result.schedule['text']}")
     for form in result.forms:
-        for line in ScheduleForm(**form).lines():
-            _say(line)
+        for line in ScheduleForm(**form).lines():   # never wrapped: the flags are copied as they are
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write: bool, as_json: bool,
