@@ -21,6 +21,8 @@ from specops.errors import ConfigError
 
 ARRIVALS = ("poisson", "constant", "gamma:CV")
 DEFAULT_ARRIVAL = "poisson"
+#: the arrival "process" of a replayed trace (`bench --trace`): its offsets are the file's own
+TRACE = "trace"
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Arrival:
 def parse_arrival(text: str, where: str = "bench --arrival") -> Arrival:
     """`poisson`, `constant` or `gamma:CV` (CV > 0, finite)."""
     value = str(text).strip().lower()
+    if value == TRACE:
+        return Arrival(TRACE, math.nan)
     if value in ("poisson", "constant"):
         return Arrival(value, 1.0 if value == "poisson" else 0.0)
     kind, sep, cv_text = value.partition(":")
@@ -94,6 +98,9 @@ def offsets(n: int, rate: float, arrival: Arrival, seed: int) -> list[float]:
     and process on every machine, arm and repeat."""
     if n <= 0:
         return []
+    if arrival.kind == TRACE:
+        raise ConfigError("a trace's arrivals are the offsets in its file (bench/trace.py), not drawn",
+                          where="bench --trace")
     rng = random.Random(f"specops-arrivals:{seed}:{rate!r}:{arrival.text()}")
     out = [0.0]
     for gap in gaps(rng, rate, arrival, n - 1):

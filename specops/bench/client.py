@@ -44,9 +44,10 @@ from typing import Any, Sequence, cast
 
 import aiohttp
 
-from specops.bench.arrivals import DEFAULT_ARRIVAL, offsets, parse_arrival
+from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, offsets, parse_arrival
 from specops.bench.saturation import is_saturated, offered_rate
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
+from specops.bench.trace import Trace, read_trace
 from specops.errors import ConfigError
 from specops.sim.closedloop import loop_header
 from specops.sim.openloop import open_header
@@ -128,6 +129,14 @@ def make_prompts(n: int, *, input_len: int, output_len: int, seed: int, dataset:
     texts = _load_dataset_texts(Path(dataset).expanduser())
     rng.shuffle(texts)
     return [Prompt(texts[i % len(texts)], len(texts[i % len(texts)].split()), output_len) for i in range(n)]
+
+
+def trace_prompts(trace: Trace, seed: int) -> list[Prompt]:
+    """A trace's requests as prompts of its own lengths: random words (about a token each),
+    the same on every run and every arm."""
+    rng = random.Random(f"specops-trace:{seed}:{trace.sha256}")
+    return [Prompt(" ".join(rng.choice(_VOCAB) for _ in range(r.input_len)), r.input_len, r.output_len)
+            for r in trace.requests]
 
 
 # ---------------------------------------------------------------- one request
@@ -480,6 +489,7 @@ async def measure_point_async(
     concurrency: int = 0,
     rate: float | None = None,
     arrival: str = DEFAULT_ARRIVAL,
+    trace: str | None = None,
     num_prompts: int | None = None,
     input_len: int = 128,
     output_len: int = 128,
@@ -490,10 +500,14 @@ async def measure_point_async(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     model: str | None = None,
 ) -> ResultRecord:
-    """One benchmark point, a closed loop at `concurrency` or an open loop at `rate` requests
-    per second with `arrival`'s gaps; returns its normalized record (host/arm/repeat left blank)."""
+    """One benchmark point, a closed loop at `concurrency`, an open loop at `rate` requests per
+    second with `arrival`'s gaps, or a replayed `trace` file (its arrivals and lengths, an open
+    loop at its mean rate); returns its normalized record (host/arm/repeat left blank)."""
     if api not in APIS:
         raise ConfigError(f"unknown api {api!r}; expected one of {', '.join(APIS)}", where="builtin runner")
+    replay = read_trace(Path(trace)) if trace is not None else None
+    if replay is not None:
+        rate, arrival, num_prompts = replay.mean_rate or 1.0, TRACE, len(replay.requests)
     process = parse_arrival(arrival, where="builtin runner")
     if rate is not None:
         if not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
@@ -507,7 +521,8 @@ async def measure_point_async(
     warmup = warm_conc if warmup is None else max(warmup, 0)
     base_url = base_url.rstrip("/")
     url = base_url + ("/generate" if api == "generate" else "/v1/completions")
-    prompts = make_prompts(num_prompts, input_len=input_len, output_len=output_len, seed=seed, dataset=dataset)
+    prompts = (trace_prompts(replay, seed) if replay is not None else
+               make_prompts(num_prompts, input_len=input_len, output_len=output_len, seed=seed, dataset=dataset))
     warm_prompts = make_prompts(warmup, input_len=input_len, output_len=output_len, seed=seed + 1_000_003,
                                 dataset=dataset)
     info_timeout = min(timeout_s, 30.0)
@@ -523,7 +538,10 @@ async def measure_point_async(
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         scale_raw = info.get("sim_time_scale")
         scale = float(scale_raw) if isinstance(scale_raw, (int, float)) and scale_raw > 0 else 1.0
-        offs = offsets(len(prompts), rate, process, seed) if rate is not None else []
+        if replay is not None:
+            offs = [r.offset_s for r in replay.requests]
+        else:
+            offs = offsets(len(prompts), rate, process, seed) if rate is not None else []
         with _LoopLagProbe() as probe:
             if rate is None:
                 results, start, end = await _run_batch(session, url, api, prompts, concurrency, model, timeout_s)
@@ -593,6 +611,8 @@ async def measure_point_async(
             "clock": "sim-model" if model_clock else ("sim-wall-scaled" if simulated else "wall"),
             "duration_wall_s": duration_wall,
             "stream_chunks": sum(r.chunks for r in ok),
+            **({"trace": {"path": trace, "sha256": replay.sha256, "requests": len(replay.requests),
+                          "duration_s": replay.duration_s}} if replay is not None else {}),
         },
     )
     for name, values in (("ttft", [r.ttft for r in ok if r.ttft is not None]),

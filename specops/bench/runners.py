@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import threading
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from specops.bench.arrivals import DEFAULT_ARRIVAL
@@ -63,6 +65,8 @@ class Load:
     timeout_s: float
     rate: float | None = None           # an open loop at this many requests/s instead of the concurrency
     arrival: str = DEFAULT_ARRIVAL      # its arrival process (bench/arrivals.py)
+    trace: str | None = None            # a replayed trace: its file here, and its digest
+    trace_sha256: str | None = None
 
 
 def rate_verdict(record: ResultRecord, load: Load) -> ResultRecord:
@@ -166,6 +170,7 @@ class BuiltinRunner:
         self.python, self.log = python, log
         self._lock = threading.Lock()
         self._on_host: bool | None = None
+        self._uploaded: set[str] = set()
 
     def on_host(self, transport: Transport) -> bool:
         """Whether the host can run the client itself (specops importable there); probed once."""
@@ -179,11 +184,25 @@ class BuiltinRunner:
                                                "is included in TTFT/ITL"})
             return self._on_host
 
+    def _trace_on_host(self, transport: Transport, state: ServerState, load: Load) -> str:
+        """The trace's path on the host, uploaded once per host and digest (the client beside
+        the server reads it there)."""
+        assert load.trace and load.trace_sha256
+        path = posixpath.join(paths.bench_dir(transport.expand(state.workdir)), f"trace-{load.trace_sha256[:16]}.jsonl")
+        with self._lock:
+            if path not in self._uploaded:
+                data = Path(load.trace).read_bytes()
+                if transport.stat_size(path) != len(data):
+                    transport.put(data, path)
+                self._uploaded.add(path)
+        return path
+
     def measure(self, transport: Transport, server: ArmServer, load: Load) -> ResultRecord:
         state, n = server.state, load.num_prompts
         if self.on_host(transport):
+            traffic = ["--trace", self._trace_on_host(transport, state, load)] if load.trace else load_args(load)
             argv = [self.python, "-m", "specops.bench", "--url", f"http://127.0.0.1:{state.port}",
-                    *load_args(load), "--num-prompts", str(n),
+                    *traffic, "--num-prompts", str(n),
                     "--input-len", str(load.input_len), "--output-len", str(load.output_len),
                     "--seed", str(load.seed), "--dataset", load.dataset, "--timeout", str(load.timeout_s),
                     "--api", engine_of(state.argv).client_api]
@@ -210,7 +229,7 @@ class BuiltinRunner:
 
         with reach(transport, state.port) as base_url:
             return measure_point(base_url, concurrency=load.concurrency, rate=load.rate, arrival=load.arrival,
-                                 num_prompts=n, input_len=load.input_len,
+                                 trace=load.trace, num_prompts=n, input_len=load.input_len,
                                  output_len=load.output_len, seed=load.seed, dataset=load.dataset,
                                  timeout_s=load.timeout_s, api=engine_of(state.argv).client_api)
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from specops import __version__
 from specops.bench.armpool import ArmPool
-from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival
+from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, parse_arrival
 from specops.bench.bench_serving import DATASET_NAMES
 from specops.bench.manifest import ArmRecord, Manifest
 from specops.bench.manifest import update as update_manifest
@@ -41,6 +41,7 @@ from specops.bench.scheduling import AT_ONCE, ONE_AT_A_TIME, Scheduling, compare
 from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
 from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, CONTEXT_AXIS, STATUS_FAILED, ResultRecord
 from specops.bench.store import append_result, load_results, missing_points
+from specops.bench.trace import read_trace
 from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
 from specops.config.slo import check_cost, check_objective, parse_slo
@@ -60,7 +61,7 @@ _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "arms": list, "concurrency": list, "rate": list, "arrival": str, "repeats": (int, str), "repeats_auto": bool, "num_prompts": int, "prompts_per_level": int,
     "input_len": (int, list), "output_len": (int, list), "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
     "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
-    "gpu_hour_cost": (int, float, dict), "scheduling": str,
+    "gpu_hour_cost": (int, float, dict), "scheduling": str, "trace": str, "trace_sha256": str,
 }
 
 
@@ -88,6 +89,8 @@ class BenchSettings:
     objective: str = "throughput"         # what the report's crossover and threshold compare
     gpu_hour_cost: float | dict[str, float] | None = None   # $ per GPU-hour (or per host): $/1M tokens
     scheduling: str = "auto"              # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
+    trace: str | None = None              # a trace file replayed against every arm (bench/trace.py): one level
+    trace_sha256: str | None = None       # its digest when the run read it (a changed file is refused)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
@@ -124,6 +127,8 @@ class BenchSettings:
                 raise invalid(data, name, f"--{name.replace('_', '-')} must be at least 1", where=where)
         if settings.num_prompts is not None and settings.prompts_per_level is not None:
             raise invalid(data, None, "give --num-prompts or --prompts-per-level, not both", where=where)
+        if settings.trace is not None:
+            _replay(settings, where)
         plan_points(settings.arms, settings.levels(), settings.repeats, axis=settings.axis())  # validates arms/levels
         settings.gpu_hour_cost = check_cost(settings.gpu_hour_cost, where=where)
         settings.slo = parse_slo(settings.slo, where=where)
@@ -173,7 +178,30 @@ class BenchSettings:
         input_len, output_len = self.length_of(point)
         return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=self.prompts_for(point.level),
                     input_len=input_len, output_len=output_len, dataset=self.dataset, seed=self.seed,
-                    timeout_s=self.point_timeout, rate=point.rate, arrival=self.arrival)
+                    timeout_s=self.point_timeout, rate=point.rate, arrival=self.arrival, trace=self.trace,
+                    trace_sha256=self.trace_sha256)
+
+
+def _replay(settings: BenchSettings, where: str) -> None:
+    """A trace run: one rate level (the trace's mean rate, for the report's axis), the trace's
+    own arrivals, and exactly its requests; the file read now (a bad line stops here, naming
+    it), and refused when it is not the file a resumed run replayed."""
+    assert settings.trace is not None
+    trace = read_trace(Path(settings.trace).expanduser())
+    if settings.trace_sha256 is not None and settings.trace_sha256 != trace.sha256:
+        raise ConfigError(f"the trace {settings.trace} changed since the run replayed it (sha256 "
+                          f"{settings.trace_sha256[:12]}..., now {trace.sha256[:12]}...)", where=where,
+                          hint="replay it into a new run directory")
+    if trace.mean_rate is None:
+        raise ConfigError(f"every request of {settings.trace} arrives at one instant: no open loop to replay",
+                          where=where, hint="use --concurrency for a burst")
+    if settings.num_prompts is not None and settings.num_prompts != len(trace.requests):
+        raise ConfigError(f"--num-prompts {settings.num_prompts}: a trace replays its own {len(trace.requests)} "
+                          f"requests", where=where, hint="cut the trace file instead")
+    settings.trace = str(Path(settings.trace).expanduser().absolute())
+    settings.trace_sha256 = trace.sha256
+    settings.rate, settings.arrival = [round(trace.mean_rate, 6)], TRACE
+    settings.num_prompts, settings.prompts_per_level = len(trace.requests), None
 
 
 def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) -> None:
@@ -194,6 +222,10 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
             if arm not in arms:
                 raise ConfigError(f"no arm '{arm}' on host {host}{suggest(arm, arms)}; its arms: "
                                   f"{', '.join(sorted(arms))}", where="bench --arms")
+        if settings.trace is not None and runner_name(settings.runner, engine) != "builtin":
+            raise ConfigError(f"--trace replays through specops' own client; host {host}'s runner is "
+                              f"{runner_name(settings.runner, engine)}", where="bench --trace",
+                              hint="add --runner builtin")
         if runner_name(settings.runner, engine) == "builtin" and settings.dataset != "random" and not is_file:
             raise ConfigError(f"the builtin runner (host {host}) makes random prompts or reads a file; "
                               f"--dataset {settings.dataset} needs SGLang's runner", where="bench --dataset",
@@ -815,6 +847,9 @@ def settings_record(settings: BenchSettings) -> dict[str, Any]:
     if settings.rate is None:
         data.pop("rate")
         data.pop("arrival")
+    if settings.trace is None:
+        data.pop("trace")
+        data.pop("trace_sha256")
     data["dataset_hash"] = dataset_hash(settings)
     return data
 

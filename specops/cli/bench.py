@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival, parse_rates
+from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, parse_arrival, parse_rates
 from specops.bench.repeats import parse_repeats
 from specops.bench.store import load_manifest, write_csv
 from specops.cli.exits import exit_with
@@ -54,11 +54,19 @@ def _lengths(value: str, option: str) -> int | list[int]:
     return lengths[0] if len(lengths) == 1 else lengths
 
 
-def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arrival: str) -> dict[str, object]:
-    """The run's load axis: `concurrency` levels, or `rate` levels and their `arrival` process;
-    both given is a usage error, as is --arrival without --rate."""
+def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arrival: str,
+                   trace: str | None) -> dict[str, object]:
+    """The run's load axis: `concurrency` levels, `rate` levels and their `arrival` process, or
+    a `trace` replayed; two of them given is a usage error, as is --arrival without --rate."""
     concurrency_given = ctx.get_parameter_source("concurrency") not in (ParameterSource.DEFAULT, None)
     arrival_given = ctx.get_parameter_source("arrival") not in (ParameterSource.DEFAULT, None)
+    if trace is not None:
+        if rate is not None or concurrency_given or arrival_given:
+            raise ConfigError("--trace replays the file's own arrivals: give it without --rate, --arrival or "
+                              "--concurrency", where="bench --trace")
+        return {"trace": trace}
+    if parse_arrival(arrival).kind == TRACE:
+        raise ConfigError("--arrival trace is what --trace FILE replays; give the file", where="bench --arrival")
     if rate is not None and concurrency_given:
         raise ConfigError("give --rate (open loops) or --concurrency (closed loops), not both", where="bench --rate",
                           hint="one load axis per run: --rate 1,2,4,8 or --concurrency 1,2,4,8")
@@ -67,6 +75,13 @@ def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arriv
             raise ConfigError("--arrival shapes the arrivals of --rate; give --rate too", where="bench --arrival")
         return {"concurrency": _ints(concurrency, "--concurrency")}
     return {"rate": parse_rates(rate), "arrival": parse_arrival(arrival).text()}
+
+
+def _load_args(concurrency: str, rate: str | None, arrival: str, trace: str | None) -> tuple[tuple[str, str], ...]:
+    """The load options of a command line that runs the same sweep again."""
+    if trace:
+        return (("--trace", trace),)
+    return (("--rate", rate), ("--arrival", arrival)) if rate is not None else (("--concurrency", concurrency),)
 
 
 @click.command()
@@ -81,6 +96,9 @@ def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arriv
 @click.option("--arrival", default=DEFAULT_ARRIVAL, show_default=True,
               help="with --rate: the arrival process, poisson | constant | gamma:CV (CV > 1 bursty); "
                    "offsets are drawn from --seed, the same for every arm and repeat")
+@click.option("--trace", type=click.Path(dir_okay=False),
+              help="replay a trace file against every arm instead of levels: JSON lines of timestamp (ms), "
+                   "input_length, output_length (the Mooncake format bench_serving replays); the builtin runner")
 @click.option("--repeats", default="3", show_default=True,
               help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)")
 @click.option("--arms-at-once/--one-arm-at-a-time", "arms_at_once", default=None,
@@ -114,7 +132,7 @@ def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arriv
 @lease_options
 @runtime_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
-          rate: str | None, arrival: str, repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
+          rate: str | None, arrival: str, trace: str | None, repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
           dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
           threshold: int | None, out: str | None, resume: str | None,
           extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
@@ -125,7 +143,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     rule = parse_repeats(repeats)
     scheduling = "auto" if arms_at_once is None else ("arms-at-once" if arms_at_once else "one-arm-at-a-time")
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
-                **_load_settings(ctx, concurrency, rate, arrival), "repeats": rule.most, "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
+                **_load_settings(ctx, concurrency, rate, arrival, trace), "repeats": rule.most, "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": _lengths(input_len, "--input-len"),
                 "output_len": _lengths(output_len, "--output-len"),
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
@@ -148,8 +166,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                      ("--output-len", output_len if "output_len" in given else None),
                      ("--repeats", repeats if "repeats" in given else None), ("--extend", True)) if extend else ()
             return command_line("bench", *common, ("--resume", str(run_dir)), *added)
-        levels = (("--rate", rate), ("--arrival", arrival)) if rate is not None else (("--concurrency", concurrency),)
-        return command_line("bench", *common, ("--arms", arms), *levels,
+        return command_line("bench", *common, ("--arms", arms), *_load_args(concurrency, rate, arrival, trace),
                             ("--repeats", repeats), ("--num-prompts", num_prompts),
                             *((("--arms-at-once" if arms_at_once else "--one-arm-at-a-time", True),)
                               if arms_at_once is not None else ()),
