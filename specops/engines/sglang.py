@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
 from specops.engines.metrics import SGLANG as SGLANG_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
-from specops.errors import ConfigError
+from specops.engines.simulated import Simulated
 from specops.sglang import adaptive, serving
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.crashdata import MESSAGES
@@ -24,7 +24,6 @@ from specops.sglang.layout import ADAPTIVE_FLAGS, DISABLE_FLAG, SGLangLayout, be
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
 from specops.sglang.venv import venv_dir, venv_python
-from specops.sim.knobs import UsageError, sim_options, split_knobs
 
 if TYPE_CHECKING:
     from specops.servers.arms import ArmSpec
@@ -141,36 +140,9 @@ def _native_form(schedule: Schedule, max_batch: int) -> ScheduleForm:
                         f"{max_batch}", config_file=NATIVE_CONFIG_FILE, config=config)
 
 
-class Simulator(SGLang):
+class Simulator(Simulated, SGLang):
     """specops' simulated server (`specops.sim`): SGLang's face over a model clock. Its flags are
     checked against a real tree's parser once its own `--sim-*` knobs are set aside."""
 
     name = "sim"
-    simulated = True
-
-    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
-        return host_python
-
-    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
-        return sim_options(variables)
-
-    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
-        try:
-            return split_knobs(list(flags))[1]  # the simulator's own knobs aside
-        except UsageError as exc:
-            raise ConfigError(f"simulator option: {exc}", where=where) from None
-
-    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
-                    where: str) -> list[str]:
-        if not tree:
-            raise ConfigError("engine sim needs the SGLang tree path", where=where)
-        return [python, "-m", "specops.sim", "--sglang-tree", tree, *flags, *options]
-
-    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
-        return super().launch_env(env, cpu=cpu, hub_offline=False)  # it loads no weights
-
-    def launched(self, argv: Sequence[str]) -> bool:
-        return "specops.sim" in argv and "--vllm-tree" not in argv  # vLLM's face: engines.vllm
-
-    def runner_name(self, choice: str) -> str:
-        return choice if choice != "auto" else "builtin"  # no SGLang installed beside it
+    tree_flag = "--sglang-tree"

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
 from specops.engines.metrics import VLLM as VLLM_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
+from specops.engines.simulated import Simulated
 from specops.errors import ConfigError
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.treefiles import TreeFiles
-from specops.sim.knobs import UsageError, sim_options, split_knobs
 from specops.vllm import schedule, serving
 from specops.vllm.crashdata import MESSAGES
 from specops.vllm.install import venv_dir, venv_python
@@ -165,34 +165,10 @@ class VLLM:
                              "ranges of running batch [first, last, K]; vLLM carries the last K to larger batches")]
 
 
-class SimulatedVLLM(VLLM):
+class SimulatedVLLM(Simulated, VLLM):
     """specops' simulated server with vLLM's face (`python -m specops.sim --vllm-tree TREE`): the
     same scheduler and model clock as the SGLang face; flags checked against the tree's parser
     once its own `--sim-*` knobs are set aside."""
 
     name = "sim-vllm"
-    simulated = True
-
-    def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
-        return host_python
-
-    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
-        return sim_options(variables)
-
-    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
-        try:
-            return split_knobs(list(flags))[1]
-        except UsageError as exc:
-            raise ConfigError(f"simulator option: {exc}", where=where) from None
-
-    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
-                    where: str) -> list[str]:
-        if not tree:
-            raise ConfigError("engine sim-vllm needs the vLLM tree path", where=where)
-        return [python, "-m", "specops.sim", "--vllm-tree", tree, *flags, *options]
-
-    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
-        return super().launch_env(env, cpu=cpu, hub_offline=False)  # it loads no weights
-
-    def launched(self, argv: Sequence[str]) -> bool:
-        return "specops.sim" in argv and "--vllm-tree" in argv
+    tree_flag = "--vllm-tree"
