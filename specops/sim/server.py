@@ -119,14 +119,19 @@ class SimServer:
     """State shared by the HTTP handlers: loading/ready flags, resolved args, the scheduler."""
 
     def __init__(self, flags: TreeFlags, args: dict[str, Any], opts: SimOptions, log: SimLog):
-        self.flags, self.args, self.opts, self.log = flags, args, opts, log
+        self.flags = flags
+        self._init_state(args, opts, log, bool(args.get("incremental_streaming_output") or args.get("stream_output")))
+
+    def _init_state(self, args: dict[str, Any], opts: SimOptions, log: SimLog, incremental: bool) -> None:
+        """What every face's handlers share (vLLM's face too: sim.vllm_server)."""
+        self.args, self.opts, self.log = args, opts, log
         self.ready = False
         self.loading = True
         self.scheduler: Scheduler | None = None
         self.arm: M.ArmModel | None = None
         self.mechanism: str | None = None
         self.started = time.time()
-        self.incremental = bool(args.get("incremental_streaming_output") or args.get("stream_output"))
+        self.incremental = incremental
 
     def _sched(self) -> Scheduler:
         """The scheduler; handlers that use it run only after _unavailable() said it exists."""

@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -66,15 +65,8 @@ class VLLMSimServer(SimServer):
 
     def __init__(self, flags: VLLMFlags, tree: Path, has_schedule: bool, args: dict[str, Any], opts: SimOptions,
                  log: VLLMLog):
-        self.vflags, self.tree, self.has_schedule = flags, tree, has_schedule
-        self.args, self.opts, self.log, self.vlog = args, opts, log, log
-        self.ready = False
-        self.loading = True
-        self.scheduler: Scheduler | None = None
-        self.arm: M.ArmModel | None = None
-        self.mechanism: str | None = None
-        self.started = time.time()
-        self.incremental = True  # vLLM streams deltas
+        self.vflags, self.tree, self.has_schedule, self.vlog = flags, tree, has_schedule, log
+        self._init_state(args, opts, log, incremental=True)  # vLLM streams deltas
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._access_log])
