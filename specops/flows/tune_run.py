@@ -90,7 +90,7 @@ def for_length_pair(pairs: list[tuple[int, int]], for_length: int | None) -> tup
     return match[0]
 
 
-def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse: list[int],
+def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: ArmSpec, *, coarse: list[int],
                 settings: dict[str, Any], from_dir: Path | None, reused: list[ResultRecord],
                 budget_s: float | None, tier_steps: list[int], run_dir: Path, runs_dir: Path,
                 reuse: bool, extra_vars: dict[str, Any], say: Say, console: Console) -> Tuned:
@@ -156,6 +156,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], *, coarse:
                      "from": str(from_dir) if from_dir else None, "reuse": reuse and from_dir is None, **settings}
     try:
         tuner.run()
+        _schedule(tuner.result, adaptive)
     finally:
         write_tune(run_dir, tuner.result, tune_settings)
         if (run_dir / "results.jsonl").exists():
@@ -175,7 +176,7 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
     host = inv.select_one(host_spec, "tune works on")
     variables = host_variables(inv, host, extra_vars)
     arms_raw = variables.get("arms")
-    arms_from_vars(variables, where=f"host {host.name}")  # typos stop here, before anything runs
+    adaptive = arms_from_vars(variables, where=f"host {host.name}")["adaptive"]  # typos stop here, before anything runs
     if not isinstance(arms_raw, dict):
         raise ConfigError("tune needs the arms as a mapping in hosts.yaml vars")
     pairs = lengths or [(int(settings["input_len"]), int(settings["output_len"]))]
@@ -203,29 +204,25 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
         if len(pairs) > 1:
             say(f"-- context length: input {i}, output {o} tokens --")
         left = None if budget_s is None else max(0.0, budget_s - sum(t.result.elapsed_s for t in done))
-        done.append(tune_length(inv, host, arms_raw, coarse=coarse,
+        done.append(tune_length(inv, host, arms_raw, adaptive, coarse=coarse,
                                 settings={**settings, "input_len": i, "output_len": o}, from_dir=from_dir,
                                 reused=reused, budget_s=left, tier_steps=tier_steps, run_dir=where,
                                 runs_dir=runs_root, reuse=reuse, extra_vars=extra_vars, say=say, console=console))
-    adaptive = arms_from_vars(variables, where=f"host {host.name}")["adaptive"]
-    for tuned in done:
-        _schedule(tuned, adaptive)
     written = _write_chosen(inv_path, host, done, chosen, several=len(pairs) > 1) if write else None
     if len(pairs) > 1:
         write_lengths(run_dir, [(t.run_dir, t.result) for t in done], chosen, written)
     return TuneOutcome(run_dir, done, chosen)
 
 
-def _schedule(tuned: Tuned, adaptive: ArmSpec) -> None:
-    """The verified schedule into the result (and its tune.json), in every engine's forms."""
-    schedule = tuned.result.verified_schedule(adaptive.num_steps or EAGLE_DEFAULTS["num_steps"])
+def _schedule(result: TuneResult, adaptive: ArmSpec) -> None:
+    """The verified schedule into the result, in every engine's forms (tune --emit, tune.json)."""
+    schedule = result.verified_schedule(adaptive.num_steps or EAGLE_DEFAULTS["num_steps"])
     if schedule is None:
         return
-    tuned.result.schedule = schedule.to_dict()
+    result.schedule = schedule.to_dict()
     forms = schedule_forms(schedule, draft_model=adaptive.draft_model or "DRAFT_MODEL",
                            max_batch=adaptive.cuda_graph_max_bs)
-    tuned.result.forms = [f.to_dict() for f in forms]
-    write_tune(tuned.run_dir, tuned.result, tuned.settings)
+    result.forms = [f.to_dict() for f in forms]
 
 
 def _pick(done: list[Tuned], chosen: tuple[int, int]) -> Tuned:
