@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None, *, as_program: bool = False) -> int:
     load.add_argument("--concurrency", type=int)
     load.add_argument("--rate", type=float, help="requests per second, an open loop")
     load.add_argument("--trace", help="a trace file to replay (bench/trace.py): its arrivals and lengths")
+    load.add_argument("--phases", help="RATE[/s]:DUR[s|m],... rates one after another (bench/phases.py)")
     ap.add_argument("--arrival", default="poisson", help="poisson, constant or gamma:CV (with --rate)")
     ap.add_argument("--num-prompts", type=int)
     ap.add_argument("--input-len", type=int, default=128)
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None, *, as_program: bool = False) -> int:
 
     try:
         record = measure_point(args.url, concurrency=args.concurrency or 0, rate=args.rate, arrival=args.arrival,
-                               trace=args.trace,
+                               trace=args.trace, phases=args.phases,
                                num_prompts=args.num_prompts,
                            input_len=args.input_len, output_len=args.output_len, seed=args.seed,
                            dataset=args.dataset, api=args.api, timeout_s=args.timeout)

@@ -44,7 +44,8 @@ from typing import Any, Sequence, cast
 
 import aiohttp
 
-from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, offsets, parse_arrival
+from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, Arrival, offsets, parse_arrival
+from specops.bench.phases import Done, Timeline, phase_figures, timeline_of, token_series
 from specops.bench.saturation import is_saturated, offered_rate
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.bench.trace import Trace, read_trace
@@ -155,6 +156,7 @@ class RequestResult:
     ended_at: float = 0.0
     lag: float = 0.0                   # sent_at - slot free (wall)
     sim_clock: bool = False            # times are the simulator's model clock, in model seconds
+    marks: list[tuple[float, int]] = field(default_factory=list)  # (chunk time, tokens), as sent_at
 
 
 def _payload(api: str, prompt: Prompt, model: str | None) -> dict[str, Any]:
@@ -298,6 +300,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, api: str, prompt: Pr
     total = counter.total
     counted = _split_counts(chunks, total)
     res.chunks = len(counted)
+    res.marks = counted
     res.output_tokens = total if total is not None else sum(k for _, k in counted)
     if not counted or res.output_tokens <= 0:
         res.error = "stream ended without any output tokens"
@@ -490,6 +493,7 @@ async def measure_point_async(
     rate: float | None = None,
     arrival: str = DEFAULT_ARRIVAL,
     trace: str | None = None,
+    phases: str | None = None,
     num_prompts: int | None = None,
     input_len: int = 128,
     output_len: int = 128,
@@ -502,12 +506,16 @@ async def measure_point_async(
 ) -> ResultRecord:
     """One benchmark point, a closed loop at `concurrency`, an open loop at `rate` requests per
     second with `arrival`'s gaps, or a replayed `trace` file (its arrivals and lengths, an open
-    loop at its mean rate); returns its normalized record (host/arm/repeat left blank)."""
+    loop at its mean rate), or `phases` of rates one after another (bench/phases.py, an open loop
+    at their mean rate, figures per phase in `extra.phases`); returns its normalized record
+    (host/arm/repeat left blank)."""
     if api not in APIS:
         raise ConfigError(f"unknown api {api!r}; expected one of {', '.join(APIS)}", where="builtin runner")
     replay = read_trace(Path(trace)) if trace is not None else None
     if replay is not None:
         rate, arrival, num_prompts = replay.mean_rate or 1.0, TRACE, len(replay.requests)
+    tl = timeline_of(phases, arrival, seed, where="builtin runner") if phases is not None else None
+    rate, num_prompts = (tl.mean_rate, len(tl.offsets)) if tl is not None else (rate, num_prompts)
     process = parse_arrival(arrival, where="builtin runner")
     if rate is not None:
         if not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
@@ -538,15 +546,13 @@ async def measure_point_async(
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         scale_raw = info.get("sim_time_scale")
         scale = float(scale_raw) if isinstance(scale_raw, (int, float)) and scale_raw > 0 else 1.0
-        if replay is not None:
-            offs = [r.offset_s for r in replay.requests]
-        else:
-            offs = offsets(len(prompts), rate, process, seed) if rate is not None else []
+        offs = _arrival_offsets(replay, tl, len(prompts), rate, process, seed)
         with _LoopLagProbe() as probe:
             if rate is None:
                 results, start, end = await _run_batch(session, url, api, prompts, concurrency, model, timeout_s)
             else:
                 results, start, end = await _run_open(session, url, api, prompts, offs, scale, model, timeout_s)
+        epoch_start = time.time() - (time.perf_counter() - start)
         info_after = await _server_info(session, base_url, info_timeout)
 
     scale_raw = info.get("sim_time_scale") or info_after.get("sim_time_scale")
@@ -615,6 +621,8 @@ async def measure_point_async(
                           "duration_s": replay.duration_s}} if replay is not None else {}),
         },
     )
+    if tl is not None:
+        record.extra.update(_phase_extra(tl, phases or "", results, start, epoch_start, unit))
     for name, values in (("ttft", [r.ttft for r in ok if r.ttft is not None]),
                          ("tpot", [(r.e2e - r.ttft) / (r.output_tokens - 1)
                                    for r in ok if r.output_tokens > 1 and r.e2e is not None and r.ttft is not None]),
@@ -628,6 +636,34 @@ async def measure_point_async(
         [round(r.ttft * ms, 3), round((r.e2e - r.ttft) * ms / (r.output_tokens - 1), 3) if r.output_tokens > 1
          else None, round(r.e2e * ms, 3)] for r in ok if r.ttft is not None and r.e2e is not None]
     return record
+
+
+def _arrival_offsets(replay: Trace | None, tl: Timeline | None, n: int, rate: float | None, process: Arrival,
+                     seed: int) -> list[float]:
+    """When each request of the point is sent: a trace's own offsets, a phase timeline's, those
+    drawn for a rate, or none (a closed loop)."""
+    if replay is not None:
+        return [r.offset_s for r in replay.requests]
+    if tl is not None:
+        return list(tl.offsets)
+    return offsets(n, rate, process, seed) if rate is not None else []
+
+
+def _phase_extra(tl: Timeline, text: str, results: list[RequestResult], start: float, epoch_start: float,
+                 unit: float) -> dict[str, Any]:
+    """A phase run's figures per phase, its tokens over time, and where its timeline starts on
+    the clock the server's log lines carry (the model clock's origin, else the wall clock's
+    epoch seconds), so bench/switching.py can place each log line in its phase."""
+    model = any(r.sim_clock for r in results if r.ok)
+    origin = next((r.sent_at - tl.offsets[i] for i, r in enumerate(results) if r.ok and r.sim_clock), 0.0)
+    base = origin if model else start
+    done = [Done(i, r.ok, r.ttft / unit if r.ttft is not None else None,
+                 (r.e2e - r.ttft) / unit / (r.output_tokens - 1)
+                 if r.ok and r.output_tokens > 1 and r.e2e is not None and r.ttft is not None else None,
+                 r.e2e / unit if r.e2e is not None else None,
+                 tuple(((t - base) / unit, n) for t, n in r.marks)) for i, r in enumerate(results)]
+    return {"phases": phase_figures(tl, done), "phases_spec": text, "phase_series": token_series(tl, done),
+            "phase_clock": {"kind": "model", "origin": origin} if model else {"kind": "epoch", "origin": epoch_start}}
 
 
 def measure_point(base_url: str, **kwargs: Any) -> ResultRecord:

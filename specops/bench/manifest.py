@@ -220,7 +220,7 @@ class RunSettings(_Part):
         "dataset": _STR, "runner": _STR, "seed": _INT, "keep_servers": _BOOL, "ready_timeout": _NUMBER,
         "point_timeout": _NUMBER, "slo": _DICT, "objective": _STR, "gpu_hour_cost": lambda v: _NUMBER(v) or _DICT(v),
         "scheduling": _STR, "dataset_hash": _STR, "rate": _list_of(int, float), "arrival": _STR,
-        "trace": _STR, "trace_sha256": _STR}
+        "trace": _STR, "trace_sha256": _STR, "phases": _STR}
 
     arms: list[str] | None = None
     concurrency: list[int] | None = None
@@ -228,6 +228,7 @@ class RunSettings(_Part):
     arrival: str | None = None           # its arrival process
     trace: str | None = None             # a replayed trace (bench --trace): its file and digest
     trace_sha256: str | None = None
+    phases: str | None = None            # a phase run's timeline (bench --phases)
     repeats: int | None = None
     repeats_auto: bool | None = None
     num_prompts: int | None = None

@@ -67,6 +67,7 @@ class Load:
     arrival: str = DEFAULT_ARRIVAL      # its arrival process (bench/arrivals.py)
     trace: str | None = None            # a replayed trace: its file here, and its digest
     trace_sha256: str | None = None
+    phases: str | None = None           # rates one after another (bench/phases.py), the builtin client's
 
 
 def rate_verdict(record: ResultRecord, load: Load) -> ResultRecord:
@@ -80,6 +81,8 @@ def rate_verdict(record: ResultRecord, load: Load) -> ResultRecord:
 
 def load_args(load: Load) -> list[str]:
     """The client's options for the point's load: `--concurrency C`, or `--rate R --arrival A`."""
+    if load.phases is not None:
+        return ["--phases", load.phases, "--arrival", load.arrival]
     if load.rate is not None:
         return ["--rate", repr(load.rate), "--arrival", load.arrival]
     return ["--concurrency", str(load.concurrency)]
@@ -229,7 +232,7 @@ class BuiltinRunner:
 
         with reach(transport, state.port) as base_url:
             return measure_point(base_url, concurrency=load.concurrency, rate=load.rate, arrival=load.arrival,
-                                 trace=load.trace, num_prompts=n, input_len=load.input_len,
+                                 trace=load.trace, phases=load.phases, num_prompts=n, input_len=load.input_len,
                                  output_len=load.output_len, seed=load.seed, dataset=load.dataset,
                                  timeout_s=load.timeout_s, api=engine_of(state.argv).client_api)
 

@@ -25,6 +25,7 @@ from specops.bench.bench_serving import DATASET_NAMES
 from specops.bench.manifest import ArmRecord, Manifest
 from specops.bench.manifest import update as update_manifest
 from specops.bench.matrix import Length, Point, length_pairs, plan_points, point_groups
+from specops.bench.phases import timeline_of
 from specops.bench.repeats import RepeatRule, level_key, parse_repeats, settled, throughputs
 from specops.bench.runners import (
     RUNNERS,
@@ -62,6 +63,7 @@ _SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "input_len": (int, list), "output_len": (int, list), "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
     "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
     "gpu_hour_cost": (int, float, dict), "scheduling": str, "trace": str, "trace_sha256": str,
+    "phases": str,
 }
 
 
@@ -91,6 +93,7 @@ class BenchSettings:
     scheduling: str = "auto"              # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
     trace: str | None = None              # a trace file replayed against every arm (bench/trace.py): one level
     trace_sha256: str | None = None       # its digest when the run read it (a changed file is refused)
+    phases: str | None = None             # rates one after another (bench/phases.py): one level, one timeline
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
@@ -129,6 +132,8 @@ class BenchSettings:
             raise invalid(data, None, "give --num-prompts or --prompts-per-level, not both", where=where)
         if settings.trace is not None:
             _replay(settings, where)
+        if settings.phases is not None:
+            _phased(settings, where)
         plan_points(settings.arms, settings.levels(), settings.repeats, axis=settings.axis())  # validates arms/levels
         settings.gpu_hour_cost = check_cost(settings.gpu_hour_cost, where=where)
         settings.slo = parse_slo(settings.slo, where=where)
@@ -179,7 +184,23 @@ class BenchSettings:
         return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=self.prompts_for(point.level),
                     input_len=input_len, output_len=output_len, dataset=self.dataset, seed=self.seed,
                     timeout_s=self.point_timeout, rate=point.rate, arrival=self.arrival, trace=self.trace,
-                    trace_sha256=self.trace_sha256)
+                    trace_sha256=self.trace_sha256, phases=self.phases)
+
+
+def _phased(settings: BenchSettings, where: str) -> None:
+    """A phase run: one rate level (the timeline's mean rate, for the report's axis) and
+    exactly the timeline's requests, drawn now (a bad phase list stops here, naming it)."""
+    assert settings.phases is not None
+    if settings.trace is not None:
+        raise ConfigError("--phases and --trace are each a run's whole load; give one", where=where)
+    tl = timeline_of(settings.phases, settings.arrival, settings.seed, where=where)
+    if not tl.offsets:
+        raise ConfigError(f"--phases {settings.phases} offers no request", where=where)
+    if settings.num_prompts is not None and settings.num_prompts != len(tl.offsets):
+        raise ConfigError(f"--num-prompts {settings.num_prompts}: a phase run sends its timeline's "
+                          f"{len(tl.offsets)} requests", where=where, hint="change the phases' rates or durations")
+    settings.rate = [round(tl.mean_rate, 6)]
+    settings.num_prompts, settings.prompts_per_level = len(tl.offsets), None
 
 
 def _replay(settings: BenchSettings, where: str) -> None:
@@ -222,6 +243,10 @@ def check_for_hosts(settings: BenchSettings, hosts: dict[str, tuple[str, Any]]) 
             if arm not in arms:
                 raise ConfigError(f"no arm '{arm}' on host {host}{suggest(arm, arms)}; its arms: "
                                   f"{', '.join(sorted(arms))}", where="bench --arms")
+        if settings.phases is not None and runner_name(settings.runner, engine) != "builtin":
+            raise ConfigError(f"--phases runs through specops' own client, which sends the timeline and "
+                              f"measures each phase; host {host}'s runner is {runner_name(settings.runner, engine)}",
+                              where="bench --phases", hint="add --runner builtin")
         if settings.trace is not None and runner_name(settings.runner, engine) != "builtin":
             raise ConfigError(f"--trace replays through specops' own client; host {host}'s runner is "
                               f"{runner_name(settings.runner, engine)}", where="bench --trace",
@@ -850,6 +875,8 @@ def settings_record(settings: BenchSettings) -> dict[str, Any]:
     if settings.trace is None:
         data.pop("trace")
         data.pop("trace_sha256")
+    if settings.phases is None:
+        data.pop("phases")
     data["dataset_hash"] = dataset_hash(settings)
     return data
 

@@ -8,6 +8,7 @@ import click
 from click.core import ParameterSource
 
 from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, parse_arrival, parse_rates
+from specops.bench.phases import parse_phases
 from specops.bench.repeats import parse_repeats
 from specops.bench.store import load_manifest, write_csv
 from specops.cli.exits import exit_with
@@ -55,11 +56,18 @@ def _lengths(value: str, option: str) -> int | list[int]:
 
 
 def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arrival: str,
-                   trace: str | None) -> dict[str, object]:
-    """The run's load axis: `concurrency` levels, `rate` levels and their `arrival` process, or
-    a `trace` replayed; two of them given is a usage error, as is --arrival without --rate."""
+                   trace: str | None, phases: str | None = None) -> dict[str, object]:
+    """The run's load axis: `concurrency` levels, `rate` levels and their `arrival` process,
+    `phases` of rates one after another, or a `trace` replayed; two of them given is a usage
+    error, as is --arrival without --rate or --phases."""
     concurrency_given = ctx.get_parameter_source("concurrency") not in (ParameterSource.DEFAULT, None)
     arrival_given = ctx.get_parameter_source("arrival") not in (ParameterSource.DEFAULT, None)
+    if phases is not None:
+        if rate is not None or concurrency_given or trace is not None:
+            raise ConfigError("--phases is the run's whole load: give it without --rate, --concurrency or --trace",
+                              where="bench --phases", hint="one load per run: --phases '2/s:120s,16/s:120s,2/s:120s'")
+        parse_phases(phases)
+        return {"phases": phases, "arrival": parse_arrival(arrival).text()}
     if trace is not None:
         if rate is not None or concurrency_given or arrival_given:
             raise ConfigError("--trace replays the file's own arrivals: give it without --rate, --arrival or "
@@ -77,8 +85,11 @@ def _load_settings(ctx: click.Context, concurrency: str, rate: str | None, arriv
     return {"rate": parse_rates(rate), "arrival": parse_arrival(arrival).text()}
 
 
-def _load_args(concurrency: str, rate: str | None, arrival: str, trace: str | None) -> tuple[tuple[str, str], ...]:
+def _load_args(concurrency: str, rate: str | None, arrival: str, trace: str | None,
+               phases: str | None = None) -> tuple[tuple[str, str], ...]:
     """The load options of a command line that runs the same sweep again."""
+    if phases:
+        return (("--phases", phases), ("--arrival", arrival))
     if trace:
         return (("--trace", trace),)
     return (("--rate", rate), ("--arrival", arrival)) if rate is not None else (("--concurrency", concurrency),)
@@ -99,6 +110,8 @@ def _load_args(concurrency: str, rate: str | None, arrival: str, trace: str | No
 @click.option("--trace", type=click.Path(dir_okay=False),
               help="replay a trace file against every arm instead of levels: JSON lines of timestamp (ms), "
                    "input_length, output_length (the Mooncake format bench_serving replays); the builtin runner")
+@click.option("--phases", help="load that changes: request rates one after another, RATE[/s]:DUR[s|m],... e.g. "
+                               "'2/s:120s,16/s:120s,2/s:120s', one timeline for every arm; the builtin runner")
 @click.option("--repeats", default="3", show_default=True,
               help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)")
 @click.option("--arms-at-once/--one-arm-at-a-time", "arms_at_once", default=None,
@@ -132,7 +145,7 @@ def _load_args(concurrency: str, rate: str | None, arrival: str, trace: str | No
 @lease_options
 @runtime_option
 def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms: str, concurrency: str,
-          rate: str | None, arrival: str, trace: str | None, repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
+          rate: str | None, arrival: str, trace: str | None, phases: str | None, repeats: str, arms_at_once: bool | None, num_prompts: int | None, prompts_per_level: int | None, input_len: str, output_len: str,
           dataset: str, runner: str, seed: int, slo: str | None, objective: str, gpu_hour_cost: float | None,
           threshold: int | None, out: str | None, resume: str | None,
           extend: bool, as_json: bool, keep_servers: bool, runs_dir: str | None, var_items: tuple[str, ...],
@@ -143,7 +156,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
     rule = parse_repeats(repeats)
     scheduling = "auto" if arms_at_once is None else ("arms-at-once" if arms_at_once else "one-arm-at-a-time")
     settings = {"arms": [a.strip() for a in arms.split(",") if a.strip()],
-                **_load_settings(ctx, concurrency, rate, arrival, trace), "repeats": rule.most, "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
+                **_load_settings(ctx, concurrency, rate, arrival, trace, phases), "repeats": rule.most, "repeats_auto": rule.auto, "scheduling": scheduling, "num_prompts": num_prompts,
                 "prompts_per_level": prompts_per_level, "input_len": _lengths(input_len, "--input-len"),
                 "output_len": _lengths(output_len, "--output-len"),
                 "dataset": dataset, "runner": runner, "seed": seed, "keep_servers": keep_servers,
@@ -166,7 +179,7 @@ def bench(host_spec: str, inventory_path: str | None, playbook: str | None, arms
                      ("--output-len", output_len if "output_len" in given else None),
                      ("--repeats", repeats if "repeats" in given else None), ("--extend", True)) if extend else ()
             return command_line("bench", *common, ("--resume", str(run_dir)), *added)
-        return command_line("bench", *common, ("--arms", arms), *_load_args(concurrency, rate, arrival, trace),
+        return command_line("bench", *common, ("--arms", arms), *_load_args(concurrency, rate, arrival, trace, phases),
                             ("--repeats", repeats), ("--num-prompts", num_prompts),
                             *((("--arms-at-once" if arms_at_once else "--one-arm-at-a-time", True),)
                               if arms_at_once is not None else ()),

@@ -1,0 +1,217 @@
+"""Load that changes: `bench --phases 'RATE[/s]:DUR[s|m],...'`, one timeline for every arm.
+
+A phase is an open loop at one request rate for one duration; the phases run back to back
+as one point, so an adaptive arm meets the load rising and falling as a day's traffic does
+(SGLang's own transition benchmark runs low -> high -> low). Arrival offsets come from the
+seed and the phase list alone, phase after phase on one generator (bench/arrivals.py's
+`gaps`): every arm and repeat is offered the same requests at the same offsets.
+
+Each phase's first request arrives at the phase's start (the loop's first at 0); the
+following ones at the arrival process's gaps, while they fall inside the phase. Phases are
+rates only: a closed-loop phase (`c=N`) has no arrival timeline to share between arms.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass
+
+from specops.bench.arrivals import TRACE, Arrival, gaps, parse_arrival, parse_rate
+from specops.errors import ConfigError
+
+#: what one phase looks like; the message of every parse error shows it
+SYNTAX = "RATE[/s]:DURATION[s|m], e.g. --phases '2/s:120s,16/s:120s,2/s:120s'"
+#: a phase run's arrival process name in its records' `arrival` prefix
+PHASES = "phases"
+_DURATION = re.compile(r"^(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>s|m)?$")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stretch of the timeline: `rate` requests/s for `duration_s` seconds."""
+
+    rate: float
+    duration_s: float
+
+    def label(self) -> str:
+        return f"{self.rate:g}/s:{self.duration_s:g}s"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A phase list and the arrivals it gives: `offsets[i]` in seconds from the start,
+    `phase_of[i]` the phase request i arrives in."""
+
+    phases: tuple[Phase, ...]
+    offsets: tuple[float, ...]
+    phase_of: tuple[int, ...]
+
+    def starts(self) -> list[float]:
+        """Each phase's start, seconds from the timeline's."""
+        out, t = [], 0.0
+        for p in self.phases:
+            out.append(t)
+            t += p.duration_s
+        return out
+
+    @property
+    def duration_s(self) -> float:
+        return sum(p.duration_s for p in self.phases)
+
+    @property
+    def mean_rate(self) -> float:
+        """Requests per second over the whole timeline: the point's level on the rate axis."""
+        return len(self.offsets) / self.duration_s
+
+    def phase_at(self, t: float) -> int | None:
+        """The phase that second `t` of the timeline falls in (None before 0; the last after its end)."""
+        if t < 0:
+            return None
+        for k, start in reversed(list(enumerate(self.starts()))):
+            if t >= start:
+                return k
+        return 0
+
+
+def _duration(text: str, where: str) -> float:
+    m = _DURATION.match(text.strip().lower())
+    if m is None:
+        raise ConfigError(f"phase duration {text!r} is not a number of seconds (s) or minutes (m)",
+                          where=where, hint=SYNTAX)
+    seconds = float(m["value"]) * (60.0 if m["unit"] == "m" else 1.0)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"phase duration {text!r} must be positive", where=where, hint=SYNTAX)
+    return seconds
+
+
+def parse_phases(text: str, where: str = "bench --phases") -> list[Phase]:
+    """`RATE[/s]:DUR[s|m],...`: at least one phase, each a positive rate and duration."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise ConfigError("--phases lists no phase", where=where, hint=SYNTAX)
+    phases: list[Phase] = []
+    for n, part in enumerate(parts, start=1):
+        at = f"{where} (phase {n}: {part!r})"
+        if not part:
+            raise ConfigError("an empty phase (two commas, or a trailing one)", where=at, hint=SYNTAX)
+        rate_text, sep, dur_text = part.rpartition(":")
+        if rate_text.strip().lower().startswith("c=") or part.lower().startswith("c="):
+            raise ConfigError("a concurrency phase (c=N) is not supported: phases are request rates, an open "
+                              "loop whose arrivals every arm shares", where=at,
+                              hint="give a rate: " + SYNTAX + "; for closed loops sweep --concurrency")
+        if not sep or not rate_text.strip():
+            raise ConfigError("a phase needs a rate and a duration", where=at, hint=SYNTAX)
+        try:
+            rate = parse_rate(rate_text, where=at)
+        except ConfigError:
+            raise ConfigError(f"phase rate {rate_text.strip()!r} is not a positive number of requests per second",
+                              where=at, hint=SYNTAX) from None
+        phases.append(Phase(rate, _duration(dur_text, at)))
+    return phases
+
+
+def timeline(phases: list[Phase] | tuple[Phase, ...], arrival: Arrival, seed: int) -> Timeline:
+    """The arrival offsets of `phases` under `arrival`'s gaps, drawn from `seed` and the
+    phase list alone (the same on every machine, arm and repeat)."""
+    if arrival.kind == TRACE:
+        raise ConfigError("--phases draws its own arrivals; a trace replays a file's", where="bench --phases")
+    key = ",".join(p.label() for p in phases)
+    rng = random.Random(f"specops-phases:{seed}:{key}:{arrival.text()}")
+    offsets: list[float] = []
+    phase_of: list[int] = []
+    start = 0.0
+    for k, phase in enumerate(phases):
+        end, t = start + phase.duration_s, start
+        while t < end:
+            offsets.append(round(t, 9))
+            phase_of.append(k)
+            t += gaps(rng, phase.rate, arrival, 1)[0]
+        start = end
+    return Timeline(tuple(phases), tuple(offsets), tuple(phase_of))
+
+
+def timeline_of(text: str, arrival: str, seed: int, where: str = "bench --phases") -> Timeline:
+    """`timeline` from the option's text and an arrival process's name."""
+    return timeline(parse_phases(text, where), parse_arrival(arrival, where), seed)
+
+
+# ----- what the client measures per phase -------------------------------------------------
+
+#: at most this many bins in a run's tokens-per-second series (the plot's x resolution)
+SERIES_BINS = 200
+
+
+@dataclass(frozen=True)
+class Done:
+    """One request of a phase run as the client saw it, times in model seconds from the
+    timeline's start (the simulator's model clock, else wall seconds / the time scale):
+    `marks` are its stream chunks (time, tokens)."""
+
+    index: int
+    ok: bool
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    marks: tuple[tuple[float, int], ...] = ()
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return round(data[lo] + (data[hi] - data[lo]) * (pos - lo), 3)
+
+
+def _window(tl: Timeline, k: int, end_s: float) -> tuple[float, float]:
+    """Phase k's window on the timeline; the last phase's runs to the last token (its drain)."""
+    start = tl.starts()[k]
+    last = k == len(tl.phases) - 1
+    return start, max(end_s, start + tl.phases[k].duration_s) if last else start + tl.phases[k].duration_s
+
+
+def phase_figures(tl: Timeline, done: list[Done]) -> list[dict[str, object]]:
+    """Per phase: its requests (those arriving in it), their TTFT/TPOT percentiles and
+    [TTFT, TPOT, E2E] ms each (for goodput under an SLO), and the output tokens the server
+    streamed during the phase's window over its length (the throughput the phase saw)."""
+    end_s = max((t for d in done for t, _ in d.marks), default=tl.duration_s)
+    out: list[dict[str, object]] = []
+    for k, phase in enumerate(tl.phases):
+        mine = [d for d in done if tl.phase_of[d.index] == k]
+        ok = [d for d in mine if d.ok]
+        lo, hi = _window(tl, k, end_s)
+        tokens = sum(n for d in done for t, n in d.marks if lo <= t < hi or (t == hi and k == len(tl.phases) - 1))
+        ttft = [d.ttft_s * 1000 for d in ok if d.ttft_s is not None]
+        tpot = [d.tpot_s * 1000 for d in ok if d.tpot_s is not None]
+        row: dict[str, object] = {
+            "phase": k, "label": phase.label(), "rate": phase.rate, "duration_s": phase.duration_s,
+            "start_s": round(lo, 6), "window_s": round(hi - lo, 6), "requests": len(mine),
+            "completed": len(ok), "failed": len(mine) - len(ok), "output_tokens": tokens,
+            "output_throughput": round(tokens / (hi - lo), 4) if hi > lo else None,
+            "request_latencies_ms": [[round(d.ttft_s * 1000, 3),
+                                      round(d.tpot_s * 1000, 3) if d.tpot_s is not None else None,
+                                      round(d.e2e_s * 1000, 3)]
+                                     for d in ok if d.ttft_s is not None and d.e2e_s is not None],
+        }
+        for name, values in (("ttft", ttft), ("tpot", tpot)):
+            for q in (50, 90, 99):
+                row[f"p{q}_{name}_ms"] = _pct(values, q)
+        out.append(row)
+    return out
+
+
+def token_series(tl: Timeline, done: list[Done]) -> dict[str, object]:
+    """Output tokens streamed per bin of the timeline (to its last token): the plot's tokens
+    per second, exact on the model clock."""
+    end_s = max([tl.duration_s, *(t for d in done for t, _ in d.marks)])
+    width = max(end_s / SERIES_BINS, 1e-3)
+    bins = [0] * (int(end_s / width) + 1)
+    for d in done:
+        for t, n in d.marks:
+            if t >= 0:
+                bins[min(int(t / width), len(bins) - 1)] += n
+    return {"bin_s": round(width, 6), "tokens": bins}
