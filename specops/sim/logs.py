@@ -16,6 +16,12 @@ from typing import TextIO
 from specops.sglang.adaptive import ALL_OFF_NOTE
 from specops.sglang.paths import EAGLE_WORKERS, LAUNCH_SERVER, PKG
 
+#: what the simulator adds to its decode, transition and switch lines: the model clock (seconds)
+#: the line was logged at (a decode line: its step's end; a transition: the step's start);
+#: bench/switching.py reads it (MODEL_STAMP_RE) where a real server's lines have only wall time
+MODEL_STAMP = "[model t={t:.6f}s]"
+MODEL_STAMP_RE = re.compile(r"\[model t=(?P<t>[0-9.]+)s\]")
+
 
 class SimLog:
     """Line-flushed writer with SGLang's `[YYYY-mm-dd HH:MM:SS TP0] ` prefix."""

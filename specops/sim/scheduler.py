@@ -43,7 +43,7 @@ from typing import Awaitable, Callable
 from specops.sglang.adaptive import NATIVE_START_LINE, STEP_SWITCH_LINE, decode_line_note, transition_line
 from specops.sim import model as M
 from specops.sim.closedloop import ClosedLoop
-from specops.sim.logs import SimLog, decode_batch_line, prefill_batch_line
+from specops.sim.logs import MODEL_STAMP, SimLog, decode_batch_line, prefill_batch_line
 from specops.sim.openloop import OpenArrival, OpenLoop
 
 WORDS = (
@@ -94,6 +94,7 @@ class SimRequest:
     event: asyncio.Event = field(default_factory=asyncio.Event)
     marks: list["Mark"] = field(default_factory=list)  # one per step that emitted
     loop: ClosedLoop | None = None
+    open_loop: bool = False  # declared its arrival in an open loop: no client refills it
     settled: bool = False  # counted as done by its loop
 
     def token_text(self, start: int, end: int) -> str:
@@ -179,6 +180,7 @@ class Scheduler:
         self.submitted += 1
         if isinstance(loop, OpenArrival):
             req.sim_arrival_t = req.sim_t = self._arrive(loop)
+            req.open_loop = True
         elif loop is None:
             self.submitted_undeclared += 1
         else:
@@ -422,9 +424,9 @@ class Scheduler:
             if speculating:
                 self._acc_tokens += n
                 self.total_accepted += n
-        await self._finish_done()
         if self.decode_steps % self.cfg.decode_log_interval == 0:
-            self._log_decode(batch)
+            self._log_decode(batch)   # before the streams it ended can end: the step's line is in the log first
+        await self._finish_done()
 
     def _logs_transitions(self) -> bool:
         """Whether this arm is what a dynamic-spec-disable server is (an adaptive arm with a
@@ -437,7 +439,7 @@ class Scheduler:
         if not self._logs_transitions() or speculating == self.drafting:
             return
         self.drafting = speculating
-        self.log.info(transition_line(speculating, batch, self.cfg.arm.threshold or 0), rank=True)
+        self.log.info(transition_line(speculating, batch, self.cfg.arm.threshold or 0) + self._stamp(), rank=True)
 
     def _log_switch(self, steps: int) -> None:
         """The line a native adaptive server (0.5.14+) logs when its worker moves to another
@@ -445,7 +447,7 @@ class Scheduler:
         if self.native_steps is None or steps == self.native_steps:
             return
         self.log.info(STEP_SWITCH_LINE.format(old=self.native_steps, new=steps, old_tokens=self.native_steps + 1,
-                                              new_tokens=steps + 1))
+                                              new_tokens=steps + 1) + self._stamp())
         self.native_steps = steps
 
     def _emit(self, r: SimRequest, n: int) -> int:
@@ -472,7 +474,8 @@ class Scheduler:
                 self.completed += 1
                 if not r.rid.startswith("warmup-"):
                     self.counted += 1
-        await self._await_refills(sum(1 for r in done if r.finished and r.loop is None), since)
+        # an open loop's requests are never refilled: their successors arrive at their offsets
+        await self._await_refills(sum(1 for r in done if r.finished and r.loop is None and not r.open_loop), since)
 
     def _log_decode(self, batch: int) -> None:
         span = self.model_time - self._log_model_t0
@@ -488,4 +491,9 @@ class Scheduler:
         note = decode_line_note(off, steps) if self._logs_transitions() else None
         used, usage = self.token_usage()
         self.log.info(decode_batch_line(batch, used, usage, acc, batch <= self.cfg.cuda_graph_max_bs,
-                                        self.last_gen_throughput, len(self.waiting), note), rank=True)
+                                        self.last_gen_throughput, len(self.waiting), note) + self._stamp(), rank=True)
+
+    def _stamp(self) -> str:
+        """The model clock a line was logged at (MODEL_STAMP): a phase run's switching lag is read
+        from it, so it is the workload's, not the machine's."""
+        return MODEL_STAMP.format(t=self.model_time)

@@ -403,7 +403,7 @@ def test_speculative_stream_carries_several_tokens_per_step_and_logs_accept_len(
     line = next(ln for ln in log.splitlines() if "Decode batch" in ln)
     assert re.match(r"^\[[\d\- :]+ TP0\] Decode batch, #running-req: 1, #token: \d+, token usage: [\d.]+, "
                     r"accept len: [\d.]+, accept rate: [\d.]+, cuda graph: True, gen throughput \(token/s\): [\d.]+, "
-                    r"#queue-req: 0, $", line), line
+                    r"#queue-req: 0, \[model t=[\d.]+s\]$", line), line   # the simulator's model-clock stamp last
 
 
 def test_a_measured_accept_length_sets_the_speculative_arms_tokens_per_step():
