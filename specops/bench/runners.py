@@ -24,6 +24,7 @@ from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench
 from specops.bench.running import RunningSampler
 from specops.bench.saturation import is_saturated
 from specops.bench.schema import ResultRecord
+from specops.bench.switching import switching_extra
 from specops.engines import engine_named, engine_of
 from specops.errors import SpecopsError
 from specops.secrets import clip, loader_argv
@@ -254,19 +255,28 @@ def runner_for(choice: str, *, engine: str, python: str, tree: str, log: Log) ->
 
 def sampled(transport: Transport, state: ServerState, measure: Callable[[], ResultRecord]) -> ResultRecord:
     """`measure()` with the server's running batch sampled meanwhile (bench/running.py), by the
-    names of the engine that started it: from `/metrics` where it serves them, else its log."""
+    names of the engine that started it: from `/metrics` where it serves them, else its log;
+    a phase run's record gains its switches and lags from the same log window (bench/switching.py)."""
     logs = "dynamic-spec-disable" in (state.mechanism or "")  # the patch (adaptive, spec-off) logs its transitions
     engine = engine_of(state.argv)
     if not engine.serves_metrics(state.argv or []):
         sampler = RunningSampler(transport, state.log_path, logs_transitions=logs, metrics=engine.metrics)
         sampler.start()
         raw = measure()
-        return replace(raw, **sampler.stop())
+        return _switching(replace(raw, **sampler.stop()), sampler, state)
     with reach(transport, state.port) as base_url:
         sampler = RunningSampler(transport, state.log_path, base_url, logs_transitions=logs, metrics=engine.metrics)
         sampler.start()
         raw = measure()
-        return replace(raw, **sampler.stop())
+        return _switching(replace(raw, **sampler.stop()), sampler, state)
+
+
+def _switching(record: ResultRecord, sampler: RunningSampler, state: ServerState) -> ResultRecord:
+    """A phase run's record with its server's switches placed in its phases (others as they are)."""
+    if not isinstance(record.extra.get("phases"), list):
+        return record
+    found = switching_extra(sampler.lines, record.extra, state.effective_threshold, sampler.metrics)
+    return replace(record, extra={**record.extra, **found})
 
 
 def server_dead(transport: Transport, state: ServerState) -> bool:

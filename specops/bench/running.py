@@ -240,6 +240,7 @@ class RunningSampler:
         self._thread: threading.Thread | None = None
         self._metrics = RunningFigures("metrics")
         self._counters_at_start: tuple[float, float] | None = None
+        self.lines = ""  # the log window's decode and drafting-state lines, once stopped
 
     def _poll(self) -> None:
         assert self.base_url
@@ -287,7 +288,7 @@ class RunningSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        lines = self._log_lines()
+        lines = self.lines = self._log_lines()
         busy_metrics = [r for r in self._metrics.running if r > 0]
         figures = self._metrics if len(busy_metrics) >= 3 else parse_decode_lines(lines, self.metrics)
         record = figures.to_record()

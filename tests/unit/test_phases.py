@@ -8,6 +8,7 @@ import pytest
 
 from specops.bench.arrivals import parse_arrival
 from specops.bench.phases import Done, Phase, parse_phases, phase_figures, timeline, timeline_of, token_series
+from specops.bench.switching import line_time, switches, switching_extra
 from specops.errors import ConfigError
 
 
@@ -66,3 +67,75 @@ def test_per_phase_figures_count_each_phase_requests_and_window_tokens() -> None
     assert rows[1]["p50_tpot_ms"] is None and rows[1]["request_latencies_ms"] == [[100.0, None, 100.0]]
     series = token_series(tl, done)
     assert sum(series["tokens"]) == 21 and series["bin_s"] == pytest.approx(3.0 / 200)
+
+
+# ----- the switching lag, from literal log lines ------------------------------------------
+
+P = "[2026-12-04 09:00:0{s} TP0] "
+
+
+def _decode(batch: int, t: float, s: int = 0) -> str:
+    return (P.format(s=s) + f"Decode batch, #running-req: {batch}, #token: 100, token usage: 0.01, cuda graph: True, "
+            f"gen throughput (token/s): 100.00, #queue-req: 0, [model t={t:.6f}s]")
+
+
+def _off(batch: int, t: float, threshold: int = 4, s: int = 0) -> str:
+    return P.format(s=s) + (f"specops adaptive: drafting off (running batch {batch} > threshold {threshold}) "
+                            f"[model t={t:.6f}s]")
+
+
+def _on(batch: int, t: float, threshold: int = 4, s: int = 0) -> str:
+    return P.format(s=s) + (f"specops adaptive: drafting on (running batch {batch} <= threshold {threshold}) "
+                            f"[model t={t:.6f}s]")
+
+
+def test_a_switch_at_the_first_crossed_step_has_no_lag() -> None:
+    # the simulator logs the transition as the crossed batch's first step starts, its decode line after it
+    text = "\n".join([_decode(3, 1.0), _decode(4, 1.01), _off(5, 1.02), _decode(5, 1.03), _decode(6, 1.04),
+                      _on(4, 1.05), _decode(4, 1.06)])
+    found = switches(text, threshold=None)
+    assert [(s.drafting, s.batch, s.lag_steps, s.lag_s) for s in found] == [(False, 5, 0, 0.0), (True, 4, 0, 0.0)]
+    assert found[0].t_s == 1.02
+
+
+def test_steps_run_past_the_threshold_before_the_switch_are_its_lag() -> None:
+    # two steps drafted at batches over 4 (ending 2.02 and 2.03); the last step at or under it ended at 2.01
+    text = "\n".join([_decode(4, 2.01), _decode(6, 2.02), _decode(7, 2.03), _off(7, 2.035), _decode(7, 2.045),
+                      # drafting off: three steps at batches <= 4 before drafting comes back
+                      _decode(3, 2.06), _decode(2, 2.07), _decode(2, 2.08), _on(2, 2.09)])
+    found = switches(text, threshold=None, origin=2.0)
+    assert [s.lag_steps for s in found] == [2, 3]
+    assert [round(s.lag_s or 0, 6) for s in found] == [0.025, 0.045]   # 2.035 - 2.01, 2.09 - 2.045
+    assert [round(s.t_s or 0, 6) for s in found] == [0.035, 0.09]
+
+
+def test_a_batch_that_falls_back_before_a_switch_resets_the_count() -> None:
+    text = "\n".join([_decode(5, 1.0), _decode(3, 1.1), _decode(6, 1.2), _off(6, 1.3)])
+    assert [s.lag_steps for s in switches(text, threshold=4)] == [1]
+
+
+def test_a_native_switch_line_takes_the_arms_threshold_and_wall_times_read_the_prefix() -> None:
+    native = "[2026-12-04 09:00:05] Switch adaptive runtime state: steps 2 -> 0, draft_tokens 3 -> 1"
+    text = "\n".join([_decode(8, 0, s=3), _decode(9, 0, s=4), native])
+    assert switches(text, threshold=None, clock="epoch")[0].lag_steps is None   # no threshold: no lag
+    found = switches(text, threshold=8, clock="epoch", origin=line_time(_decode(1, 0, s=0), "epoch") or 0)
+    assert [(s.drafting, s.lag_steps, s.lag_s, s.t_s) for s in found] == [(False, 1, 2.0, 5.0)]
+    # a prior line (the state before the window) is no switch of the window's
+    assert switches("specops-prior: " + _off(9, 0.5) + "\n" + _decode(9, 1.0) + "\n" + _on(3, 1.1),
+                    threshold=None)[0].drafting is True
+
+
+def test_switches_land_in_their_phases_with_the_worst_lag_of_each() -> None:
+    extra = {"phases": [{"phase": 0, "start_s": 0.0}, {"phase": 1, "start_s": 10.0}, {"phase": 2, "start_s": 20.0}],
+             "phase_clock": {"kind": "model", "origin": 100.0}, "phase_series": {"bin_s": 10.0, "tokens": [1, 2, 3]}}
+    text = "\n".join([_decode(3, 105.0), _decode(3, 110.4), _decode(5, 110.5), _decode(6, 110.6), _off(6, 110.7), _decode(6, 120.9),
+                      _decode(2, 121.0), _on(2, 121.5), _decode(2, 122.0)])
+    out = switching_extra(text, extra, threshold=None)
+    rows = out["phases"]
+    assert [r["switches"] for r in rows] == [0, 1, 1]
+    # from the end of the last step on the right side (110.4, 120.9 - not the phase's start)
+    assert (rows[1]["worst_lag_steps"], rows[1]["worst_lag_s"]) == (2, 0.3)
+    assert (rows[2]["worst_lag_steps"], rows[2]["worst_lag_s"]) == (1, 0.6)
+    assert rows[0]["worst_lag_steps"] is None and out["switching"]["threshold"] == 4
+    assert out["phase_series"]["running"] == [3.0, 4.667, 3.333]       # mean batch per 10 s bin
+    assert out["phase_series"]["drafting"] == [1.0, 1.0, 0.333]        # share of the bin's steps that drafted
