@@ -167,24 +167,20 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(data[lo] + (data[hi] - data[lo]) * (pos - lo), 3)
 
 
-def _window(tl: Timeline, k: int, end_s: float) -> tuple[float, float]:
-    """Phase k's window on the timeline; the last phase's runs to the last token (its drain)."""
-    start = tl.starts()[k]
-    last = k == len(tl.phases) - 1
-    return start, max(end_s, start + tl.phases[k].duration_s) if last else start + tl.phases[k].duration_s
-
-
 def phase_figures(tl: Timeline, done: list[Done]) -> list[dict[str, object]]:
     """Per phase: its requests (those arriving in it), their TTFT/TPOT percentiles and
-    [TTFT, TPOT, E2E] ms each (for goodput under an SLO), and the output tokens the server
-    streamed during the phase's window over its length (the throughput the phase saw)."""
-    end_s = max((t for d in done for t, _ in d.marks), default=tl.duration_s)
+    [TTFT, TPOT, E2E] ms each (for goodput under an SLO), and their output tokens over the
+    phase's window: from its start to the last of its requests' last token, at least the
+    phase's length (as a point's duration runs from its first arrival to its last token). A
+    server still draining an earlier phase's queue finishes this phase's requests later: its
+    window is longer, its throughput lower, whatever it streamed for the earlier phase."""
     out: list[dict[str, object]] = []
     for k, phase in enumerate(tl.phases):
         mine = [d for d in done if tl.phase_of[d.index] == k]
         ok = [d for d in mine if d.ok]
-        lo, hi = _window(tl, k, end_s)
-        tokens = sum(n for d in done for t, n in d.marks if lo <= t < hi or (t == hi and k == len(tl.phases) - 1))
+        lo = tl.starts()[k]
+        hi = max([lo + phase.duration_s, *(t for d in mine for t, _ in d.marks)])
+        tokens = sum(n for d in mine for _, n in d.marks)
         ttft = [d.ttft_s * 1000 for d in ok if d.ttft_s is not None]
         tpot = [d.tpot_s * 1000 for d in ok if d.tpot_s is not None]
         row: dict[str, object] = {

@@ -103,8 +103,9 @@ def switches(text: str, threshold: int | None, clock: str = "model", origin: flo
 
 def decode_series(text: str, clock: str, origin: float, bin_s: float, bins: int,
                   metrics: BatchMetrics = DEFAULT_METRICS) -> dict[str, list[float | None]]:
-    """The running batch (mean per bin) and drafting (share of the bin's steps that drafted)
-    over the run's timeline, from its decode and drafting-state lines."""
+    """The running batch (mean per bin) and drafting (share of the bin's steps that drafted:
+    while the server's state lines say so, on lines with accept figures; a baseline drafts
+    none) over the run's timeline, from its decode and drafting-state lines."""
     running: list[list[float]] = [[] for _ in range(bins)]
     drafted: list[list[float]] = [[] for _ in range(bins)]
     drafting = True
@@ -119,7 +120,7 @@ def decode_series(text: str, clock: str, origin: float, bin_s: float, bins: int,
             continue
         k = min(int((t - origin) / bin_s), bins - 1)
         running[k].append(float(m.group(1)))
-        drafted[k].append(1.0 if drafting else 0.0)
+        drafted[k].append(1.0 if drafting and m.group(2) else 0.0)   # a step without accept figures drafted nothing
 
     def mean(values: list[float]) -> float | None:
         return round(sum(values) / len(values), 3) if values else None

@@ -41,6 +41,7 @@ from specops.bench.schema import (
     load_level,
 )
 from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo, slo_text
+from specops.decide.phases import PhaseSummary, summarize_phases
 from specops.decide.slo import latencies_missing, point_goodput
 from specops.decide.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
@@ -260,6 +261,7 @@ class HostSummary:
     length: tuple[int, int] | None = None   # (input, output) tokens in a several-length sweep
     axis: str = AXIS_CONCURRENCY            # the load axis: concurrency, or request rate (a rate sweep)
     capable_tax: CapableTax | None = None   # None: no spec-off arm
+    phases: PhaseSummary | None = None      # a phase run (bench --phases): per phase and arm, lag, envelope
 
     @property
     def label(self) -> str:
@@ -521,6 +523,7 @@ def summarize_host(host: str, records: Sequence[ResultRecord], adaptive_threshol
     spec_off = next((str(r.arm) for r in records if str(r.mechanism or "").startswith(SPEC_OFF_MECHANISM)), None)
     if spec_off is not None:
         summary.capable_tax = capable_tax_of(cells, levels, spec_off, objective, axis)
+    summary.phases = summarize_phases(records, slo)
     return summary
 
 

@@ -17,6 +17,7 @@ from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.report.html_report import REPORT_HTML, render_html
 from specops.report.markdown import REPORT_MD, render_markdown
+from specops.report.phase_plot import write_phase_plot
 from specops.report.plots import write_plots
 from specops.report.summary_doc import SUMMARY_JSON, render_summary_json
 
@@ -37,6 +38,6 @@ def render_report(run_dir: Path, *, plots: bool = True, objective: str | None = 
     atomic_write(summary.report_path, render_markdown(summary, manifest))
     atomic_write(run_dir / SUMMARY_JSON, render_summary_json(summary, manifest))
     if plots:
-        summary.plot_paths = write_plots(summary, run_dir / "plots")
+        summary.plot_paths = write_plots(summary, run_dir / "plots") + write_phase_plot(summary, run_dir / "plots")
     atomic_write(run_dir / REPORT_HTML, render_html(summary, manifest, summary.plot_paths))
     return summary

@@ -18,6 +18,7 @@ from specops.bench.schema import load_level
 from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary
 from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.report.markdown import engine_label, result_columns, tune_section
+from specops.report.phases import html_section
 from specops.secrets import clip
 
 REPORT_HTML = "report.html"
@@ -120,6 +121,8 @@ def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequenc
                    "not a GPU: they show the method and the shape of the curves, not your hardware.</p>")
     out.append("<h2>Headline</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in summary.headline) + "</ul>")
     out += _results_table(summary)
+    for s in summary.hosts:
+        out += html_section(s, summary.slo)
     out += _plots(plot_paths)
     if summary.tuning:
         lines = [ln[2:] for ln in tune_section(summary.tuning) if ln.startswith("- ")]

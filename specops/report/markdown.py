@@ -27,6 +27,7 @@ from specops.decide.tune import TuneResult
 from specops.engines import ENGINES
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
+from specops.report.phases import markdown_section
 from specops.secrets import clip
 
 REPORT_MD = "report.md"
@@ -67,10 +68,23 @@ def _verdict(value: bool | None) -> str:
     return "-" if value is None else ("SATURATED" if value else "no")
 
 
+def _level_header(s: HostSummary) -> str:
+    if s.phases is not None:
+        return "phases: mean rate (req/s)"
+    return "rate (req/s)" if s.axis == AXIS_RATE else "concurrency"
+
+
+def _level_cell(s: HostSummary, c: float) -> str:
+    """A row's level in the terminal table: a concurrency, a rate, or a phase run's rates."""
+    if s.phases is not None:
+        return ",".join(f"{r.rate:g}" for r in s.phases.rows) + "/s"
+    return f"{c:g}/s" if s.axis == AXIS_RATE else str(c)
+
+
 def result_columns(s: HostSummary, slo: Slo | None = None) -> list[ResultColumn]:
     """The results table's columns for one host: goodput and SLO met with an SLO, cost with a price."""
     cols = [
-        ResultColumn("rate (req/s)" if s.axis == AXIS_RATE else "concurrency", lambda c, a, cell, r: f"{c:g}",
+        ResultColumn(_level_header(s), lambda c, a, cell, r: f"{c:g}",
                      lambda c, a, cell, r: c),
         ResultColumn("arm", lambda c, a, cell, r: a, left=True),
         ResultColumn("output tok/s (median)", lambda c, a, cell, r: f"{cell.median_tps:.1f}",
@@ -217,6 +231,7 @@ def render_markdown(summary: ReportSummary, given: ManifestLike) -> str:
     out += _md_context(summary)
     for s in summary.hosts:
         out += _md_results(s, summary.slo)
+        out += markdown_section(s, summary.slo)
     out += tune_section(summary.tuning) if summary.tuning else []
     out += ["## Fairness", ""]
     out += [f"- WARNING: {_md_escape(w)}" for w in summary.warnings]
@@ -257,13 +272,15 @@ def render_markdown(summary: ReportSummary, given: ManifestLike) -> str:
 def terminal_table(summary: ReportSummary, width: int = 80) -> Fitted:
     """The same table for the terminal, no wider than `width` (long host or arm names are
     shortened in the middle)."""
-    columns = [Column("host", shrink=True), Column("c", "right"), Column("arm", shrink=True),
+    phased = any(s.phases is not None for s in summary.hosts)
+    level = "phases" if phased else ("rate" if any(s.axis == AXIS_RATE for s in summary.hosts) else "c")
+    columns = [Column("host", shrink=True), Column(level, "right"), Column("arm", shrink=True),
                Column("tok/s", "right"), Column("spread", "right"), Column("TTFT ms", "right"),
                Column("TPOT ms", "right"), Column("vs base", "right")]
     rows: list[list[fit.Cell]] = []
     for s in summary.hosts:
         for c, arm, cell, ratio in s.rows():
-            rows.append([s.label, str(c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
+            rows.append([s.label, _level_cell(s, c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
                          _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
                          "-" if ratio is None else f"{ratio.ratio:.3f}"])
     return fit_table(columns, rows, width=width, key_columns=3,

@@ -62,6 +62,7 @@ from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, load_axis, load_level
+from specops.decide.phases import phases_doc
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 
 SCHEMA = "specops.summary/2"
@@ -150,7 +151,7 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
                          "ok": None if shortfalls is None else not shortfalls,
                          "shortfalls": [{s.axis: c, "ratio": r} for c, r in (shortfalls or [])]},
             "envelope": envelope_doc(s), "speculation_tax": tax_doc(s), "speculation_capable_tax": capable_tax_doc(s),
-            "points": points,
+            "points": points, **({"phases": phases_doc(s.phases)} if s.phases is not None else {}),
         })
     return {
         "schema": SCHEMA, "run_id": manifest.run_id, "simulated": summary.simulated,

@@ -8,7 +8,9 @@ import pytest
 
 from specops.bench.arrivals import parse_arrival
 from specops.bench.phases import Done, Phase, parse_phases, phase_figures, timeline, timeline_of, token_series
+from specops.bench.schema import ResultRecord
 from specops.bench.switching import line_time, switches, switching_extra
+from specops.decide.phases import phases_doc, summarize_phases
 from specops.errors import ConfigError
 
 
@@ -51,7 +53,7 @@ def test_constant_arrivals_give_exactly_rate_times_duration_per_phase() -> None:
     assert tl.phase_of == (0,) * 6 + (1,) * 4
 
 
-def test_per_phase_figures_count_each_phase_requests_and_window_tokens() -> None:
+def test_per_phase_figures_count_each_phase_requests_and_their_tokens() -> None:
     tl = timeline([Phase(1.0, 2.0), Phase(2.0, 1.0)], parse_arrival("constant"), seed=1)
     # requests 0, 1 in phase 0 (at 0 s and 1 s), 2 and 3 in phase 1 (at 2 s and 2.5 s); request 3 failed
     done = [Done(0, True, 0.1, 0.01, 0.2, ((0.1, 1), (0.2, 9))),
@@ -60,8 +62,9 @@ def test_per_phase_figures_count_each_phase_requests_and_window_tokens() -> None
             Done(3, False)]
     rows = phase_figures(tl, done)
     assert [r["requests"] for r in rows] == [2, 2] and [r["completed"] for r in rows] == [2, 1]
-    assert rows[0]["output_tokens"] == 11 and rows[0]["output_throughput"] == 5.5   # 11 tokens over 2 s
-    assert rows[1]["output_tokens"] == 10 and rows[1]["window_s"] == 1.0
+    # phase 0's 20 tokens over 0 s .. 2.4 s (its last request's last token, past its 2 s)
+    assert rows[0]["output_tokens"] == 20 and rows[0]["window_s"] == 2.4 and rows[0]["output_throughput"] == 8.3333
+    assert rows[1]["output_tokens"] == 1 and rows[1]["window_s"] == 1.0
     assert rows[0]["p50_ttft_ms"] == 150.0 and rows[0]["request_latencies_ms"] == [[100.0, 10.0, 200.0],
                                                                                    [200.0, 20.0, 1400.0]]
     assert rows[1]["p50_tpot_ms"] is None and rows[1]["request_latencies_ms"] == [[100.0, None, 100.0]]
@@ -75,8 +78,8 @@ P = "[2026-12-04 09:00:0{s} TP0] "
 
 
 def _decode(batch: int, t: float, s: int = 0) -> str:
-    return (P.format(s=s) + f"Decode batch, #running-req: {batch}, #token: 100, token usage: 0.01, cuda graph: True, "
-            f"gen throughput (token/s): 100.00, #queue-req: 0, [model t={t:.6f}s]")
+    return (P.format(s=s) + f"Decode batch, #running-req: {batch}, #token: 100, token usage: 0.01, accept len: 2.50, "
+            f"accept rate: 0.62, cuda graph: True, gen throughput (token/s): 100.00, #queue-req: 0, [model t={t:.6f}s]")
 
 
 def _off(batch: int, t: float, threshold: int = 4, s: int = 0) -> str:
@@ -139,3 +142,37 @@ def test_switches_land_in_their_phases_with_the_worst_lag_of_each() -> None:
     assert rows[0]["worst_lag_steps"] is None and out["switching"]["threshold"] == 4
     assert out["phase_series"]["running"] == [3.0, 4.667, 3.333]       # mean batch per 10 s bin
     assert out["phase_series"]["drafting"] == [1.0, 1.0, 0.333]        # share of the bin's steps that drafted
+
+
+# ----- the per-phase verdict ---------------------------------------------------------------
+
+def _rec(arm: str, repeat: int, tps: list[float], lags: list[int | None] | None = None) -> ResultRecord:
+    rows = [{"phase": k, "label": f"{r}/s:10s", "rate": r, "duration_s": 10.0, "window_s": 10.0, "requests": 4,
+             "output_throughput": t, "p50_ttft_ms": 10.0 * (k + 1),
+             "request_latencies_ms": [[10.0, 5.0, 50.0], [300.0, 5.0, 400.0]],
+             "switches": None if lags is None else (1 if lags[k] is not None else 0),
+             "worst_lag_steps": None if lags is None else lags[k],
+             "worst_lag_s": None if lags is None or lags[k] is None else lags[k] * 0.01}
+            for k, (r, t) in enumerate(zip((2.0, 16.0, 2.0), tps, strict=True))]
+    return ResultRecord(host="gpu", arm=arm, repeat=repeat, rate=6.6, status="ok",
+                        extra={"phases": rows, "phases_spec": "2/s:10s,16/s:10s,2/s:10s",
+                               "switching": {"threshold": 8, "switches": []}})
+
+
+def test_the_envelope_is_adaptive_over_the_best_static_arm_in_each_phase() -> None:
+    recs = [_rec("baseline", 1, [100.0, 400.0, 100.0]), _rec("baseline", 2, [100.0, 420.0, 100.0]),
+            _rec("eagle3", 1, [150.0, 300.0, 120.0]), _rec("eagle3", 2, [150.0, 300.0, 120.0]),
+            _rec("adaptive", 1, [150.0, 390.0, 126.0], [None, 0, 1]),
+            _rec("adaptive", 2, [144.0, 410.0, 114.0], [None, 2, 0])]
+    p = summarize_phases(recs, slo={"ttft_ms": 200.0})
+    assert p is not None and p.arms == ["baseline", "eagle3", "adaptive"]
+    assert [r.best_static for r in p.rows] == ["eagle3", "baseline", "eagle3"]
+    # medians over repeats: 147 / 150, 400 / 410 (baseline's median), 120 / 120
+    assert [r.envelope for r in p.rows] == [0.98, round(400 / 410, 4), 1.0]
+    assert (p.worst_lag_steps, p.worst_lag_s, p.threshold) == (2, 0.02, 8)   # the worst over repeats
+    assert p.rows[1].cells["adaptive"].worst_lag_steps == 2 and p.rows[0].cells["adaptive"].worst_lag_steps is None
+    assert p.rows[0].cells["baseline"].goodput == 0.1        # 1 of each phase's requests met TTFT 200 ms, over 10 s
+    doc = phases_doc(p)
+    assert doc is not None and doc["worst_lag_steps"] == 2 and doc["phases"][1]["envelope"] == round(400 / 410, 4)
+    assert doc["phases"][2]["arms"]["adaptive"]["output_throughput"] == 120.0
+    assert summarize_phases([ResultRecord(host="gpu", arm="baseline", extra={})]) is None   # not a phase run
