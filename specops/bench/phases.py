@@ -97,7 +97,7 @@ def parse_phases(text: str, where: str = "bench --phases") -> list[Phase]:
         if not part:
             raise ConfigError("an empty phase (two commas, or a trailing one)", where=at, hint=SYNTAX)
         rate_text, sep, dur_text = part.rpartition(":")
-        if rate_text.strip().lower().startswith("c=") or part.lower().startswith("c="):
+        if part.lower().startswith("c="):
             raise ConfigError("a concurrency phase (c=N) is not supported: phases are request rates, an open "
                               "loop whose arrivals every arm shares", where=at,
                               hint="give a rate: " + SYNTAX + "; for closed loops sweep --concurrency")
