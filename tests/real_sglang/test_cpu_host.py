@@ -228,6 +228,31 @@ def test_bench_with_real_bench_serving_reads_the_running_batch(host: Host) -> No
     assert "SIMULATED" not in report and "cpu" in report.lower()
 
 
+def test_a_phase_run_shows_the_adaptive_arm_switching_with_its_lag(host: Host) -> None:
+    """bench --phases against the real baseline and adaptive arms (issue 34 point 2): one
+    low-high-low timeline through the builtin client; the adaptive server (threshold 1) logs its
+    transition lines in the run's window, and summary.json gives the lag read from its decode
+    and switch lines. Not EAGLE-3 alone: on this shared CPU its steps take seconds each, and an
+    open loop's queue at the high rate would take it many minutes to drain."""
+    out = host.runs / "phases"
+    before = len(parse_transitions(_log(host, "adaptive")))
+    res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--arms", "baseline,adaptive",
+                  "--phases", "0.5/s:8s,4/s:8s,0.5/s:8s", "--runner", "builtin", "--repeats", "1",
+                  "--input-len", "8", "--output-len", "8", "--keep-servers", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    records = {r["arm"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert all(r["status"] == "ok" and not r.get("simulated") for r in records.values()), records
+    requests = {arm: [p["requests"] for p in r["extra"]["phases"]] for arm, r in records.items()}
+    assert len({tuple(v) for v in requests.values()}) == 1, requests     # one timeline for every arm
+    assert len(parse_transitions(_log(host, "adaptive"))) > before       # the switch is in the server's log
+    switching = records["adaptive"]["extra"]["switching"]
+    assert switching["threshold"] == THRESHOLD and switching["switches"], switching
+    phases = json.loads((out / "summary.json").read_text())["hosts"][0]["phases"]
+    assert phases["worst_lag_steps"] is not None and phases["lag"]["worst_s"] is not None, phases
+    assert all(p["envelope"] is not None for p in phases["phases"]), phases["phases"]
+    assert (out / "plots" / "phases.png").is_file() and "Phases on cpu" in (out / "report.md").read_text()
+
+
 def test_real_bench_serving_gives_per_request_latencies_and_goodput(host: Host) -> None:
     """The `sglang` runner's per-request latencies from real bench_serving (its `--output-details`)
     and goodput under an SLO from them, on the baseline arm (torch_native decodes in milliseconds
