@@ -81,7 +81,8 @@ def rate_verdict(record: ResultRecord, load: Load) -> ResultRecord:
 
 
 def load_args(load: Load) -> list[str]:
-    """The client's options for the point's load: `--concurrency C`, or `--rate R --arrival A`."""
+    """The client's options for the point's load: `--concurrency C`, `--rate R --arrival A`, or
+    `--phases TEXT --arrival A` (the client draws the same timeline from them)."""
     if load.phases is not None:
         return ["--phases", load.phases, "--arrival", load.arrival]
     if load.rate is not None:

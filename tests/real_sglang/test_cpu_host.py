@@ -237,8 +237,8 @@ def test_a_phase_run_shows_the_adaptive_arm_switching_with_its_lag(host: Host) -
     out = host.runs / "phases"
     before = len(parse_transitions(_log(host, "adaptive")))
     res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--arms", "baseline,adaptive",
-                  "--phases", "0.5/s:8s,4/s:8s,0.5/s:8s", "--runner", "builtin", "--repeats", "1",
-                  "--input-len", "8", "--output-len", "8", "--keep-servers", "--out", str(out))
+                  "--phases", "0.5/s:4s,3/s:4s,0.5/s:4s", "--runner", "builtin", "--repeats", "1",
+                  "--input-len", "8", "--output-len", "4", "--keep-servers", "--out", str(out))
     assert res.exit_code == 0, res.output
     records = {r["arm"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert all(r["status"] == "ok" and not r.get("simulated") for r in records.values()), records
