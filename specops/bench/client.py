@@ -46,6 +46,7 @@ import aiohttp
 
 from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, Arrival, offsets, parse_arrival
 from specops.bench.phases import Done, Timeline, phase_figures, timeline_of, token_series
+from specops.bench.quantiles import percentile
 from specops.bench.saturation import is_saturated, offered_rate
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.bench.trace import Trace, read_trace
@@ -398,17 +399,6 @@ class _LoopLagProbe:
 
 
 # ---------------------------------------------------------------- statistics
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default), None for no values."""
-    if not values:
-        return None
-    data = sorted(values)
-    pos = (len(data) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
-
 
 def _stats(prefix: str, seconds: Sequence[float], scale: float) -> dict[str, float | None]:
     ms = [s * 1000.0 / scale for s in seconds]

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from specops.bench.arrivals import TRACE, Arrival, gaps, parse_arrival, parse_rate
+from specops.bench.quantiles import percentile
 from specops.errors import ConfigError
 
 #: what one phase looks like; the message of every parse error shows it
@@ -157,16 +158,6 @@ class Done:
     marks: tuple[tuple[float, int], ...] = ()
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    data = sorted(values)
-    pos = (len(data) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return round(data[lo] + (data[hi] - data[lo]) * (pos - lo), 3)
-
-
 def phase_figures(tl: Timeline, done: list[Done]) -> list[dict[str, object]]:
     """Per phase: its requests (those arriving in it), their TTFT/TPOT percentiles and
     [TTFT, TPOT, E2E] ms each (for goodput under an SLO), and their output tokens over the
@@ -195,7 +186,8 @@ def phase_figures(tl: Timeline, done: list[Done]) -> list[dict[str, object]]:
         }
         for name, values in (("ttft", ttft), ("tpot", tpot)):
             for q in (50, 90, 99):
-                row[f"p{q}_{name}_ms"] = _pct(values, q)
+                value = percentile(values, q)
+                row[f"p{q}_{name}_ms"] = None if value is None else round(value, 3)
         out.append(row)
     return out
 
