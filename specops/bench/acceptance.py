@@ -29,7 +29,7 @@ from typing import Any
 
 from specops import __version__
 from specops.bench.client import accept_length_from_info
-from specops.bench.running import RESUMED_STEPS, OffStretch, off_stretches
+from specops.bench.running import RESUMED_STEPS, OffStretch, off_stretches, parse_metrics
 from specops.config.inventory import Host, Inventory
 from specops.engines import engine_of
 from specops.errors import ConfigError, StepError
@@ -127,14 +127,16 @@ class Reply:
 @dataclass
 class Acceptance:
     """What an arm's requests were verified and accepted: SGLang's accept length is tokens
-    per verify step (its meta_info's `spec_accept_length`); the first token of each request
+    per verify step (its meta_info's `spec_verify_ct`); the first token of each request
     comes from prefill, every verify step commits one token of the target's plus the drafted
-    tokens it accepted."""
+    tokens it accepted. vLLM counts per server instead (`count`: its /metrics drafts and
+    accepted tokens across the requests), its accept length 1 + accepted / drafts."""
 
     requests: int = 0
     tokens: int = 0
     verify_steps: int = 0
     reported: bool = True  # every request carried spec_verify_ct
+    counted: int | None = None  # accepted drafts by the server's counters, where it counts
 
     def add(self, replies: list[Reply]) -> None:
         for r in replies:
@@ -143,17 +145,27 @@ class Acceptance:
             self.verify_steps += r.verify_steps or 0
             self.reported = self.reported and r.verify_steps is not None
 
+    def count(self, before: tuple[float, float], after: tuple[float, float]) -> None:
+        """Add the server's (drafts, accepted) counters' growth over some of the requests."""
+        self.verify_steps += int(after[0] - before[0])
+        self.counted = (self.counted or 0) + int(after[1] - before[1])
+
     @property
     def accepted_drafts(self) -> int:
+        if self.counted is not None:
+            return self.counted
         return max(0, self.tokens - self.requests - self.verify_steps)
 
     @property
     def accept_length(self) -> float | None:
+        if self.counted is not None:
+            return round(1 + self.counted / self.verify_steps, 4) if self.verify_steps else None
         return round(self.tokens / self.verify_steps, 4) if self.reported and self.verify_steps else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "tokens": self.tokens, "verify_steps": self.verify_steps,
-                "accepted_drafts": self.accepted_drafts, "accept_length": self.accept_length}
+                "accepted_drafts": self.accepted_drafts, "accept_length": self.accept_length,
+                "source": "server counters" if self.counted is not None else "requests"}
 
 
 def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str, str] | None = None,
@@ -203,6 +215,20 @@ def get_json(base_url: str, path: str) -> dict[str, Any]:
     with urllib.request.urlopen(base_url + path, timeout=60) as resp:
         doc = json.loads(resp.read())
     return doc if isinstance(doc, dict) else {}
+
+
+def _counters(base_url: str, names: tuple[str, str] | None) -> tuple[float, float] | None:
+    """(drafts, accepted tokens) from the server's /metrics counters; None where the engine
+    keeps none (SGLang: its replies carry the count) or the read fails."""
+    if names is None:
+        return None
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=60) as resp:
+            values = parse_metrics(resp.read().decode(errors="replace"))
+    except (OSError, ValueError):
+        return None
+    drafts, accepted = (values.get(name) for name in names)
+    return None if drafts is None or accepted is None else (drafts, accepted)
 
 
 def _server_info(base_url: str) -> dict[str, Any]:
@@ -349,16 +375,24 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
         start = transport.stat_size(adaptive.log_path)
         errors: list[str] = []
         for kind, url in urls.items():
-            api = engine_of(chosen[kind].argv).client_api
+            engine = engine_of(chosen[kind].argv)
+            api, counted = engine.client_api, engine.metrics.accept_counters
             try:
+                c0 = _counters(url, counted)
                 alone = [generate(url, p, max_new_tokens, api=api) for p in single]
+                c1 = _counters(url, counted)
                 idsn[kind] = [r.ids for r in at_once(url, jobs, api)]
+                c2 = _counters(url, counted)
                 again = [generate(url, single[0], max_new_tokens, api=api)]  # alone again: below the threshold
+                c3 = _counters(url, counted)
             except StepError as exc:
                 errors.append(f"{kind} ({chosen[kind].arm}): {exc}")
                 continue
             ids1[kind], after[kind] = [r.ids for r in alone], [r.ids for r in again]
             accepted[kind].add(alone + again)
+            if c0 and c1 and c2 and c3:  # the requests sent alone, by the server's own counters
+                accepted[kind].count(c0, c1)
+                accepted[kind].count(c2, c3)
         if errors:
             result.checks.append(Check("greedy requests", False, "requests failed", errors))
         else:
@@ -426,7 +460,7 @@ def _drafting(adaptive: ServerState, log: str | None, threshold: int | None) -> 
 
 def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
     """Each speculative arm accepted drafted tokens in the requests it answered alone (its
-    requests' own `spec_verify_ct`): an arm whose drafts are never accepted is the target
+    requests' own `spec_verify_ct`, or vLLM's /metrics counters over them): an arm whose drafts are never accepted is the target
     plus wasted work, a draft model that does not fit it or a broken accept path."""
     name = "drafted tokens accepted"
     shown, brief, none = [], [], []
@@ -442,7 +476,8 @@ def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
         return Check(name, False, f"{' and '.join(none)} accepted none of its drafted tokens: its draft model does "
                                   "not fit the target, or its accept path is broken", shown)
     if any(accepted[k].accept_length is None for k in ("eagle3", "adaptive")):
-        return Check(name, None, "a speculative arm's replies carry no `spec_verify_ct`", shown)
+        return Check(name, None, "a speculative arm's replies carry no `spec_verify_ct` and its server counts "
+                                 "no drafts on /metrics", shown)
     return Check(name, True, "; ".join(brief), shown)
 
 

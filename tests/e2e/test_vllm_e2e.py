@@ -78,6 +78,11 @@ def test_deploy_status_logs_reuse_stop(tmp_path: Path, vllm_tree: Path) -> None:
         assert verdicts["greedy token identity at concurrency 1"] == "PASS"
         assert verdicts[f"greedy token identity at concurrency {THRESHOLD + 2} (above the threshold)"] == "PASS"
         assert all(a["info"]["version"] == "0.32.0" for a in doc["arms"].values())
+        # vLLM's replies carry no verify count: acceptance comes from its /metrics counters
+        assert verdicts["drafted tokens accepted"] == "PASS", doc["checks"]
+        for kind in ("eagle3", "adaptive"):
+            acc = doc["arms"][kind]["acceptance"]
+            assert acc["source"] == "server counters" and acc["accepted_drafts"] > 0 and acc["accept_length"] > 1, acc
 
         logs = run_cli("logs", "--host", "gpu", "-i", str(inv), "--server", "adaptive", "-n", "200")
         assert logs.exit_code == 0 and serving.READY_LINE in logs.output, logs.output
