@@ -237,13 +237,50 @@ def _traceback_block(lines: Sequence[str], start: int) -> _Block:
 _PROCESS_PREFIX = re.compile(r"^\([A-Za-z_][\w-]* pid=\d+\) ")
 
 
+#: Python's report of an exception it could not raise (in a `__del__`, a callback), followed
+#: by its traceback: the process goes on (vLLM's CPU worker logs one while it compiles)
+_IGNORED = "Exception ignored in"
+
+
+def _ignored_end(lines: Sequence[str], i: int) -> int | None:
+    """The last line of the unraisable-exception report starting at `i` (prefix-free lines),
+    or None when `i` starts none."""
+    if not lines[i].startswith(_IGNORED):
+        return None
+    if i + 1 < len(lines) and _TB_START in lines[i + 1]:
+        return _traceback_end(lines, i + 1)
+    return i
+
+
+def crash_signature(text: str) -> str | None:
+    """The first crash line's best signature in `text` (a readiness watch's new chunk), an
+    exception Python reported and ignored left out."""
+    lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
+    i = 0
+    while i < len(lines):
+        end = _ignored_end(lines, i)
+        if end is not None:
+            i = end + 1
+            continue
+        sig = find_signature(lines[i])
+        if sig:
+            return sig
+        i += 1
+    return None
+
+
 def _scan(lines: Sequence[str]) -> list[_Block]:
-    """The log's crash evidence, in log order (a line's vLLM process prefix set aside)."""
+    """The log's crash evidence, in log order (a line's vLLM process prefix set aside; an
+    exception Python reported and ignored is none)."""
     lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in lines]
     blocks: list[_Block] = []
     i = 0
     while i < len(lines):
         line = lines[i]
+        ignored = _ignored_end(lines, i)
+        if ignored is not None:
+            i = ignored + 1
+            continue
         if _TB_START in line:
             blocks.append(_traceback_block(lines, i))
             i = blocks[-1].end + 1

@@ -15,7 +15,7 @@ from typing import Callable, Protocol, Sequence, TypeVar
 
 from specops.errors import StepError, TransportError
 from specops.secrets import clip
-from specops.servers.logwatch import READY_LINES, find_signature, read_new, tail_lines
+from specops.servers.logwatch import READY_LINES, crash_signature, read_new, tail_lines
 from specops.servers.records import ServerState
 from specops.servers.records import where as _where
 from specops.servers.remote import HEALTH_PATIENCE_S, POLL_HEALTH_S
@@ -58,11 +58,9 @@ class ArmWatch:
         if any(line in new for line in READY_LINES):
             self.ready_line = True
         if self.signature is None:
-            for line in new.splitlines():
-                sig = find_signature(line)
-                if sig:
-                    self.signature, self.crash_at = sig, time.monotonic()
-                    break
+            sig = crash_signature(new)
+            if sig:
+                self.signature, self.crash_at = sig, time.monotonic()
 
     def crash_due(self, now: float) -> bool:
         """A crash line was logged at least CRASH_GRACE_S ago."""

@@ -166,3 +166,31 @@ def test_both_backends_use_the_one_watch_and_neither_imports_the_other() -> None
     assert not any(m.startswith("specops.servers.slurm") for m in imported(lifecycle))
     assert not any(m.startswith("specops.servers.lifecycle") for m in imported(slurm))
     assert {"specops.servers.lifecycle", "specops.servers.slurm"} <= imported(supervisor)
+
+
+#: vLLM 0.32.0 on this CPU while it compiles (tests/real_sglang/test_vllm_host.py): Python's
+#: report of an exception raised in a `__del__`, after which the worker goes on and serves
+_IGNORED = """(Worker pid=19363) INFO 12-04 09:28:05 [cpu_model_runner.py:87] Warming up model for the compilation...
+Exception ignored in: <function CPUDNNLGEMMHandler.__del__ at 0x7fde037e7ec0>
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/vllm/_custom_ops.py", line 3728, in __del__
+    self.dtor(self.handler_tensor.item())
+              ^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/venv/lib/python3.11/site-packages/torch/_subclasses/fake_tensor.py", line 3162, in validate
+    raise AssertionError(
+AssertionError: Please convert all Tensors to FakeTensors first or instantiate FakeTensorMode with 'allow_non_fake_inputs'. Found in aten.item.default(tensor(93847672763904, size=()))
+(EngineCore pid=17906) INFO 12-04 09:29:06 [shm_broadcast.py:871] No available shared memory broadcast block found in 60 seconds.
+"""
+
+
+def test_an_exception_python_ignored_is_not_a_crash() -> None:
+    """`Exception ignored in: ...` and its traceback: the process reported it and went on."""
+    w = watch.ArmWatch(_state())
+    w.feed(_IGNORED.encode())
+    assert w.signature is None and w.crash_at is None
+    # a real crash after it is still one, and the reason is the real one
+    crash = "(EngineCore pid=17906) RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2\n"
+    w.feed(f"Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n{crash}".encode())
+    assert w.signature is not None
+    assert failure_reason(_IGNORED + "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+                          + crash) == crash.split(") ", 1)[1].strip()
