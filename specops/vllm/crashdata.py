@@ -13,4 +13,7 @@ MESSAGES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
      "v1/engine/exceptions.py", ("0.32.0",)),
     ("Engine core process {} died unexpectedly.", "api-server", "v1/utils.py", ("0.32.0",)),
     ("Worker proc {} died unexpectedly", "executor", "v1/executor/multiproc_executor.py", ("0.32.0",)),
+    ("WorkerProc failed to start.", "worker", "v1/executor/multiproc_executor.py", ("0.32.0",)),
+    ("WorkerProc initialization failed due to an exception in a background process. See stack trace for root "
+     "cause.", "engine-core", "v1/executor/multiproc_executor.py", ("0.32.0",)),
 )

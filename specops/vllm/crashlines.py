@@ -5,6 +5,7 @@ arguments, so the check is on the text between the values, not on a parsed call.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -20,12 +21,22 @@ def _pieces(text: str) -> list[str]:
     return out
 
 
+#: the end of one string literal and the start of the next, across a line break: Python joins
+#: adjacent literals, and vLLM splits long messages so ("... in a "\n    "background process")
+_ADJACENT = re.compile(r"([\"'])\s*\n\s*[rRfF]{0,2}\1")
+
+
+def joined(source: str) -> str:
+    """`source` with adjacent string literals across lines joined, as Python joins them."""
+    return _ADJACENT.sub("", source)
+
+
 def missing(files: TreeFiles) -> list[str]:
     """The messages whose file lacks one of their literal parts (empty: the tree has them all)."""
     out = []
     for text, _process, rel, _releases in MESSAGES:
         data = files.read("vllm/" + rel)
-        source = data.decode(errors="replace") if data else ""
+        source = joined(data.decode(errors="replace")) if data else ""
         if not all(p.rstrip(".") in source for p in _pieces(text)):
             out.append(f"{text!r} ({rel})")
     return out

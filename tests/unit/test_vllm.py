@@ -160,3 +160,9 @@ def test_bad_flag_and_bad_schedule_refused(vllm_tree: Path) -> None:  # noqa: F8
                      engine="vllm")
     with pytest.raises(ConfigError, match="one K per batch range"):
         build_launch(_arm("adaptive", tiers={1: [1, 3]}), layout, workdir="/w", engine="vllm")
+
+
+def test_adjacent_string_literals_are_joined_as_python_joins_them() -> None:
+    src = 'e = Exception(\n    "WorkerProc initialization failed due to an exception in a "\n    f"background process. See"\n)'
+    assert "in a background process. See" in crashlines.joined(src)
+    assert crashlines.joined('a = "x"\nb = "y"') == 'a = "x"\nb = "y"'  # two statements stay two
