@@ -169,7 +169,7 @@ def _traceback_end(lines: Sequence[str], start: int) -> int:
     return min(i, n) - 1
 
 
-def _continuation(lines: Sequence[str], i: int) -> int:
+def _continuation(lines: Sequence[str], i: int, records: frozenset[int] = frozenset()) -> int:
     """The last line of the message that starts at `i`: the lines after it that carry no
     log prefix, no signature and no traceback (CUDA's "For debugging consider passing
     CUDA_LAUNCH_BLOCKING=1", a C++ exception's frames)."""
@@ -179,7 +179,8 @@ def _continuation(lines: Sequence[str], i: int) -> int:
         line = lines[j]
         frame = line.startswith(("frame #", "Exception raised from"))
         what = line.lstrip().startswith("what():")  # a C++ exception's message under `terminate called ...`
-        if not line.strip() or line.startswith("[") or _TB_START in line or (line_signatures(line) and not what):
+        if (not line.strip() or line.startswith("[") or j in records or _TB_START in line
+                or (line_signatures(line) and not what)):
             break
         if not frame and j - i > _MAX_CONTINUATION:
             break
@@ -215,7 +216,7 @@ def _is_frame(line: str) -> bool:
     return line[:1] in (" ", "\t") or line.lstrip().startswith('File "')
 
 
-def _traceback_block(lines: Sequence[str], start: int) -> _Block:
+def _traceback_block(lines: Sequence[str], start: int, records: frozenset[int] = frozenset()) -> _Block:
     end = _traceback_end(lines, start)
     prefix = lines[start][:lines[start].index(_TB_START)]
     head = prefix.strip().rstrip(":").strip()
@@ -230,11 +231,32 @@ def _traceback_block(lines: Sequence[str], start: int) -> _Block:
         rank = DEATH
     else:
         rank = max([RAISED, ATTACHED if attached else RAISED] + [s.rank for s in sigs if s.rank > DEATH])
-    return _Block(start, _continuation(lines, end), exc, rank)
+    return _Block(start, _continuation(lines, end, records), exc, rank)
 
 
-#: vLLM's process-output prefix on every line a child process writes: `(EngineCore_DP0 pid=12) `
-_PROCESS_PREFIX = re.compile(r"^\([A-Za-z_][\w-]* pid=\d+\) ")
+#: vLLM's process-output prefix on every line a child process writes: `(EngineCore_DP0 pid=12) `,
+#: and its logger's (vllm/logger.py `_FORMAT`), which it writes on every line of a logged
+#: traceback too: `ERROR 12-04 09:41:15 [core.py:1100] `
+_PROCESS_PREFIX = re.compile(r"^\([A-Za-z_][\w-]* pid=\d+\) "
+                             r"(?P<logger>(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]\s]+:\d+\] )?")
+
+
+def bare_lines(text: str) -> list[str]:
+    """The log's lines with vLLM's prefixes set aside (other engines' lines as they are)."""
+    return [_PROCESS_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
+
+
+def _records(lines: Sequence[str]) -> frozenset[int]:
+    """Indices of the lines that start a vLLM log record: a prefix unlike the line before's
+    (a logged traceback repeats its record's prefix on every line)."""
+    out, last = set(), None
+    for i, ln in enumerate(lines):
+        m = _PROCESS_PREFIX.match(ln)
+        prefix = m.group(0) if m and m.group("logger") else None
+        if prefix is not None and prefix != last:
+            out.add(i)
+        last = prefix
+    return frozenset(out)
 
 
 #: Python's report of an exception it could not raise (in a `__del__`, a callback), followed
@@ -255,7 +277,7 @@ def _ignored_end(lines: Sequence[str], i: int) -> int | None:
 def crash_signature(text: str) -> str | None:
     """The first crash line's best signature in `text` (a readiness watch's new chunk), an
     exception Python reported and ignored left out."""
-    lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
+    lines = bare_lines(text)
     i = 0
     while i < len(lines):
         end = _ignored_end(lines, i)
@@ -270,8 +292,9 @@ def crash_signature(text: str) -> str | None:
 
 
 def _scan(lines: Sequence[str]) -> list[_Block]:
-    """The log's crash evidence, in log order (a line's vLLM process prefix set aside; an
-    exception Python reported and ignored is none)."""
+    """The log's crash evidence, in log order (a line's vLLM prefixes set aside, each of its
+    log records ending a message; an exception Python reported and ignored is none)."""
+    records = _records(lines)
     lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in lines]
     blocks: list[_Block] = []
     i = 0
@@ -282,7 +305,7 @@ def _scan(lines: Sequence[str]) -> list[_Block]:
             i = ignored + 1
             continue
         if _TB_START in line:
-            blocks.append(_traceback_block(lines, i))
+            blocks.append(_traceback_block(lines, i, records))
             i = blocks[-1].end + 1
             continue
         sigs = line_signatures(line)
@@ -299,7 +322,7 @@ def _scan(lines: Sequence[str]) -> list[_Block]:
         elif any(s.text == "Fatal Python error:" for s in sigs):
             end = _dump_end(lines, i)
         else:
-            end = _continuation(lines, i)
+            end = _continuation(lines, i, records)
         lead = line.strip()
         for extra in lines[i + 1:end + 1]:  # `what():  ... CUDA error: ...` under `terminate called ...`
             better = line_signatures(extra)
@@ -325,9 +348,9 @@ def crash_blocks(text: str) -> list[str]:
     ones included), a faulthandler dump, each other signature line with its message's
     continuation lines; a launcher's "Received sigquit" right after a block joins it. Blocks
     come in log order, none repeated."""
-    lines = text.splitlines()
+    lines = bare_lines(text)
     out: list[str] = []
-    for b in _scan(lines):
+    for b in _scan(text.splitlines()):
         block = "\n".join(lines[b.start:b.end + 1])
         if block not in out:
             out.append(block)
@@ -337,8 +360,8 @@ def crash_blocks(text: str) -> list[str]:
 def crash_excerpt(text: str, *, fallback_lines: int = 30) -> str:
     """What a failure message quotes: the last crash blocks (and the one its reason comes
     from, where that is earlier), else the last lines."""
-    lines = text.splitlines()
-    blocks = _scan(lines)
+    lines = bare_lines(text)
+    blocks = _scan(text.splitlines())
     if not blocks:
         return "\n".join(lines[-fallback_lines:])
     picked = blocks[-5:]
@@ -364,8 +387,8 @@ def failure_reason(text: str) -> str | None:
     found: list[str] = _ARGPARSE_ERROR.findall(text)  # no groups: whole matches
     if found:
         return found[-1].strip()[:_MAX_REASON]
-    lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
-    best = _best(_scan(lines))
+    lines = bare_lines(text)
+    best = _best(_scan(text.splitlines()))
     if best is not None and best.lead:
         return best.lead[:_MAX_REASON]
     rest = [ln.strip() for ln in lines if ln.strip() and not _is_frame(ln)] or [ln.strip() for ln in lines if ln.strip()]

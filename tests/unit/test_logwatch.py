@@ -329,3 +329,27 @@ def test_follow_keeps_at_most_one_capped_line_of_a_writer_without_newlines() -> 
     assert len(out) == 2 and out[0].endswith("[... line cut: no newline]") and len(out[0]) <= MAX_LINE + 40
     assert out[1] == "next line" and cur.partial == b"part"
     assert not any(secret[i:i + 8] in out[0] for i in range(len(secret) - 7))
+
+
+#: vLLM 0.32.0's logger (vllm/logger.py _FORMAT, NewLineFormatter): every line of a logged
+#: traceback carries the process, level, time and source prefix
+_VLLM_TB = (
+    "(EngineCore pid=17906) ERROR 12-04 09:41:15 [core.py:1100] EngineCore failed to start.\r\n"
+    "(EngineCore pid=17906) ERROR 12-04 09:41:15 [core.py:1100] Traceback (most recent call last):\r\n"
+    "(EngineCore pid=17906) ERROR 12-04 09:41:15 [core.py:1100]   File \"/v/vllm/v1/engine/core.py\", line 1090, "
+    "in run_engine_core\r\n"
+    "(EngineCore pid=17906) ERROR 12-04 09:41:15 [core.py:1100]     engine_core = EngineCoreProc(*args, **kwargs)\r\n"
+    "(EngineCore pid=17906) ERROR 12-04 09:41:15 [core.py:1100] RuntimeError: Unsupported CPU attention "
+    "configuration: head_dim=16 isa=2\n"
+    "(APIServer pid=15020) INFO 12-04 09:41:16 [launcher.py:1] Shutting down\n"
+)
+
+
+def test_vllms_log_prefix_is_set_aside_in_the_crash_shown() -> None:
+    from specops.servers.logwatch import crash_blocks, crash_excerpt, failure_reason
+
+    assert failure_reason(_VLLM_TB) == "RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2"
+    excerpt = crash_excerpt(_VLLM_TB)
+    assert "Traceback (most recent call last):\n  File \"/v/vllm/v1/engine/core.py\", line 1090" in excerpt, excerpt
+    assert "pid=" not in excerpt and "[core.py:1100]" not in excerpt, excerpt
+    assert any(b.startswith("Traceback") and b.endswith("head_dim=16 isa=2") for b in crash_blocks(_VLLM_TB))
