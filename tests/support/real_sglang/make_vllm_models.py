@@ -12,7 +12,7 @@ OUT/draft       EAGLE-3 head trained on it (Eagle3LlamaForCausalLM: one layer, t
                 count layers as they are entered, SGLang's one before); no d2t/t2d: the vocabularies
                 are equal and vLLM refuses them then ("no module or parameter named
                 'draft_id_to_target_id'")
-OUT/bad-target  the SGLang tier's shape (head_dim 16), untrained: the engine core dies starting it
+OUT/bad-draft   the same head as SGLang loads it, d2t/t2d kept: vLLM's worker dies loading it
 OUT/build.json  the build's figures (make_models.py's)
 
 vLLM's Eagle3LlamaForCausalLM forward is SGLang's (llama_eagle3.py: cat(input_layernorm(embed),
@@ -54,22 +54,6 @@ def make_vllm_draft(out: Path, vocab: int, tokenizer, head) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
-def make_bad_target(out: Path, tokenizer) -> None:
-    """A Llama vLLM's CPU attention cannot serve (head_dim 16): its engine core dies at start."""
-    import torch
-    from transformers import LlamaForCausalLM
-
-    torch.manual_seed(mm.SEED + 2)
-    mm.HEADS, mm.KV_HEADS = 4, 2
-    try:
-        config = mm.llama_config(len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id,
-                                 tokenizer.pad_token_id, layers=1)
-    finally:
-        _vllm_shapes()
-    LlamaForCausalLM(config).to(torch.float32).save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-
-
 def main(out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -83,8 +67,8 @@ def main(out: Path) -> None:
     vocab = mm.make_target(out / "target", tokenizer, model)
     target_s = time.monotonic() - started
     head, figures = mm.train_head(model, tokenizer)
+    mm.make_draft(out / "bad-draft", vocab, tokenizer, head)  # d2t/t2d kept
     make_vllm_draft(out / "draft", vocab, tokenizer, head)
-    make_bad_target(out / "bad-target", tokenizer)
     shutil.rmtree(out / "tokenizer")
     report = {"target_loss": round(target_loss, 4), "target_s": round(target_s, 1), **figures,
               "total_s": round(time.monotonic() - started, 1)}

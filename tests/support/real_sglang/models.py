@@ -42,7 +42,7 @@ class VLLMModels:
     root: Path
     target: Path  # tiny Llama, head_dim 32, + tokenizer
     draft: Path  # EAGLE-3 head for it, without d2t/t2d
-    bad_target: Path  # head_dim 16: vLLM's CPU attention refuses it, the engine core dies
+    bad_draft: Path  # the head with d2t/t2d: vLLM's worker dies loading it
     vocab: int
 
 
@@ -97,7 +97,7 @@ def ensure_vllm_models() -> VLLMModels:
     root = vllm_models_dir()
     if not (root / "vocab.txt").is_file():
         _make(root, VLLM_SCRIPT, runtime_python(VLLM))
-    return VLLMModels(root, root / "target", root / "draft", root / "bad-target",
+    return VLLMModels(root, root / "target", root / "draft", root / "bad-draft",
                       int((root / "vocab.txt").read_text()))
 
 
