@@ -257,15 +257,15 @@ def test_a_spec_off_arm_benched_beside_baseline_reports_the_tax(host: Host, tmp_
 def test_tune_on_real_vllm_reports_its_decision(host: Host, tmp_path: Path) -> None:
     """`specops tune` on the real servers, two levels of two short requests: the points are
     vLLM's (EAGLE-3's accept length from its counters), and whichever decision tune reports
-    (on this loaded 2-core CPU EAGLE-3 rarely leads at any level, so it has not written a
-    schedule here), its result says it and its exit code agrees."""
+    (on this loaded 2-core CPU: `no-speculation`, "EAGLE-3 is slower than baseline from the
+    lowest level measured"), its result says it and its exit code agrees (0 only when verified)."""
     out = tmp_path / "tune"
     res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1",
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "8", "--emit", "--out", str(out))
     assert res.exit_code in (0, 1), res.output
     result = json.loads((out / "tune.json").read_text())["result"]
     assert result["status"] in ("verified", "unverified", "no-speculation"), result
-    assert (res.exit_code == 0) == (result["status"] in ("verified", "no-speculation")), (res.exit_code, result)
+    assert (res.exit_code == 0) == (result["status"] == "verified"), (res.exit_code, result)
     assert result["status"] in res.output and result["message"] in " ".join(res.output.split()), res.output
     if result["status"] == "verified":
         assert any(f["route"].startswith("vLLM >= 0.32.0") for f in result["forms"]), result
