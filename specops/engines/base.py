@@ -153,8 +153,10 @@ class ServingEngine(Protocol):
         """The native adaptive config that speculates up to `threshold`, and the threshold it really gives."""
 
     def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
-                    bucket_sources: Mapping[str, str] | None = None) -> TierPlan:
-        """The native adaptive config of explicit tiers."""
+                    bucket_sources: Mapping[str, str] | None = None, *,
+                    launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
+        """The native adaptive config of explicit tiers (`launch_steps` listed whatever they
+        say, in a tier above `max_batch` where none lists it: SGLang starts on it)."""
 
     def adaptive_flags(self, config_path: str) -> list[str]:
         """The flags that turn native adaptive speculation on with the config at `config_path`."""

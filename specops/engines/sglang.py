@@ -95,8 +95,9 @@ class SGLang:
         return adaptive.adaptive_config(threshold, num_steps, max_bs, bucket_sources)
 
     def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
-                    bucket_sources: Mapping[str, str] | None = None) -> TierPlan:
-        return adaptive.tier_config(tiers, max_bs, bucket_sources)
+                    bucket_sources: Mapping[str, str] | None = None, *,
+                    launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
+        return adaptive.tier_config(tiers, max_bs, bucket_sources, launch_steps=launch_steps, max_batch=max_batch)
 
     def adaptive_flags(self, config_path: str) -> list[str]:
         switch, config = ADAPTIVE_FLAGS

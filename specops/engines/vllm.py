@@ -144,7 +144,8 @@ class VLLM:
         raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
 
     def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
-                    bucket_sources: Mapping[str, str] | None = None) -> TierPlan:
+                    bucket_sources: Mapping[str, str] | None = None, *,
+                    launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
         raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
 
     def adaptive_flags(self, config_path: str) -> list[str]:

@@ -190,7 +190,8 @@ def _spec_off(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir:
     """(mechanism, flags, config path, config JSON, note) of a spec-off arm: native tiers of 0
     steps from batch 1, else the patch's threshold -1."""
     if layout.adaptive_zero_steps:
-        plan = serving.tier_config(NEVER_DRAFT, arm.cuda_graph_max_bs, bucket_sources)
+        plan = serving.tier_config(NEVER_DRAFT, arm.cuda_graph_max_bs, bucket_sources,
+                                   launch_steps=arm.num_steps, max_batch=arm.max_running_requests)
         path = paths.adaptive_config(workdir, arm.name)
         return ("spec-off (native tiers)", serving.adaptive_flags(path), path,
                 json.dumps(plan.config, indent=2, sort_keys=True) + "\n",
@@ -253,7 +254,8 @@ def build_launch(arm: ArmSpec, layout: LayoutLike | EngineLayout, *, workdir: st
             config_path = paths.adaptive_config(workdir, arm.name)
             flags += serving.adaptive_flags(config_path)
             if arm.tiers:
-                tiers = serving.tier_config(arm.tiers, arm.cuda_graph_max_bs, bucket_sources)
+                tiers = serving.tier_config(arm.tiers, arm.cuda_graph_max_bs, bucket_sources,
+                                            launch_steps=arm.num_steps, max_batch=arm.max_running_requests)
                 config_json = json.dumps(tiers.config, indent=2, sort_keys=True) + "\n"
                 effective = tiers.effective_threshold
                 notes.append(tiers.note())

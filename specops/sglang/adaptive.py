@@ -174,11 +174,18 @@ class TierPlan:
 
 
 def tier_config(tiers: dict[int, list[int]], max_bs: int,
-                sources: Mapping[str, str] | str | None = None) -> TierPlan:
+                sources: Mapping[str, str] | str | None = None, *,
+                launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
     """The `--speculative-adaptive-config` for `tiers`: each key is where a tier starts in
     running-batch units; SGLang routes by the padded batch, so a tier starting at b gets the
     key bucket(b - 1) + 1 (every batch below b keeps the tier before). `sources` as for
-    `adaptive_config`."""
+    `adaptive_config`.
+
+    `launch_steps` (the server's `--speculative-num-steps`) is listed in the config whatever
+    the tiers say: SGLang sizes its draft-token buffers by the largest candidate step and
+    starts on the launch's step count, so `{"1": [0]}` under `--speculative-num-steps 2`
+    does not start. Where no tier lists it, it goes in a tier keyed above `max_batch` (the
+    largest padded batch the server can form), which no batch reaches."""
     if isinstance(sources, str):
         sources = {"server_args.py": sources}
     buckets, _ = buckets_from_sources(sources or {}, max_bs)
@@ -194,6 +201,9 @@ def tier_config(tiers: dict[int, list[int]], max_bs: int,
         effective = b
     else:
         effective = None
+    if launch_steps is not None and not any(launch_steps in t["candidate_steps"] for t in config.values()):
+        above = max(max_batch or 0, max_bs, *buckets, *(int(k) for k in config)) + 1
+        config[str(above)] = {"candidate_steps": [launch_steps], **tier}
     return TierPlan(config, dict(sorted(tiers.items())), effective, buckets)
 
 

@@ -316,6 +316,22 @@ def test_tier_config_routes_each_batch_to_its_tier() -> None:
         arms_from_vars({"model": "m", "draft_model": "d", "arms": {"adaptive": {"threshold": 5, "tiers": {4: 0}}}})
 
 
+def test_tier_config_lists_the_launch_steps_where_no_batch_reaches_them() -> None:
+    """SGLang 0.5.14 starts on `--speculative-num-steps` and sizes its draft buffers by the
+    largest candidate step: a config that never lists the launch's steps does not start. They
+    go in a tier above every batch the server forms, so no batch routes to it."""
+    plan = tier_config({1: [0]}, 8, launch_steps=2, max_batch=8)
+    assert {k: v["candidate_steps"] for k, v in plan.config.items()} == {"1": [0], "9": [2]}
+    buckets = default_spec_buckets(8)
+    assert [route_steps(plan.config, b, buckets)[0] for b in range(1, 9)] == [0] * 8
+    assert plan.effective_threshold is None
+    wide = tier_config({1: [3], 9: [0]}, 8, launch_steps=2, max_batch=32)  # more requests than graph buckets
+    assert {k: v["candidate_steps"] for k, v in wide.config.items()} == {"1": [3], "9": [0], "33": [2]}
+    assert [route_steps(wide.config, b, buckets)[0] for b in (1, 8, 9, 32)] == [3, 3, 0, 0]
+    # listed already: nothing added
+    assert tier_config({1: [2], 9: [0]}, 8, launch_steps=2, max_batch=8).config.keys() == {"1", "9"}
+
+
 # ---------------------------------------------------------------- --write
 
 COMMENTED = """\
