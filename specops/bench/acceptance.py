@@ -1,10 +1,11 @@
 """`specops verify`: the acceptance check a user runs on their own host after `deploy`.
 
 The same checks the real-SGLang CPU tier makes, against the arms the host runs now:
-greedy `output_ids` of EAGLE-3 and adaptive equal baseline's at concurrency 1 and with
-threshold+2 requests in flight at once; the adaptive server's log shows drafting turned
-off above its threshold and on again below it (dynamic-spec-disable; a native tier logs
-no such line, so that evidence is said to be unavailable, not failed); every arm's
+greedy `output_ids` of adaptive (and EAGLE-3, where the host has that arm) equal
+baseline's at concurrency 1 and with threshold+2 requests in flight at once; the adaptive
+server's log shows drafting turned off above its threshold and on again below it (the
+dynamic-spec-disable patch's transition lines, or SGLang's own native switch lines,
+`steps N -> 0` and back); every arm's
 `/server_info`; each speculative arm accepts drafted tokens (the requests' own
 `spec_verify_ct`); and the adaptive arm drafts as well right after drafting resumes as
 before it stopped (its `Decode batch` lines: a draft KV cache left stale while drafting was
@@ -17,6 +18,7 @@ evidence, no secrets (`redact`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
@@ -36,7 +38,7 @@ from specops.errors import ConfigError, StepError
 from specops.secrets import redact, remember_sources
 from specops.servers import ServerState, read_states, supervisor_for
 from specops.servers.arms import arms_from_vars
-from specops.sglang.adaptive import TRANSITION_RE, parse_transitions
+from specops.sglang.adaptive import STEP_SWITCH_RE, TRANSITION_RE, parse_transitions
 from specops.sim.closedloop import loop_header
 from specops.transport.base import Transport
 from specops.transport.forward import reach
@@ -44,6 +46,9 @@ from specops.transport.nvidia import read_gpus
 from specops.transport.probes import read_cpu
 
 KINDS = ("baseline", "eagle3", "adaptive")
+#: the arms verify cannot do without: the reference and the arm whose switch it proves (an
+#: EAGLE-3 arm is checked too where the host has one)
+REQUIRED = ("baseline", "adaptive")
 #: prompts cycled for the checks (greedy, so any text serves; distinct so a mix-up shows)
 PROMPTS = ("Speculative decoding", "The quick brown fox", "A small model", "Once upon a time",
            "The capital of France is", "def fibonacci(n):", "In the beginning", "GPU kernels are")
@@ -56,6 +61,7 @@ REQUEST_TIMEOUT_S = 600.0
 #: the most of the adaptive log read for transitions (the span of this check only)
 LOG_SPAN_LIMIT = 8 * 1024 * 1024
 EXCERPT_LINES = 20
+NUMBERS = {2: "two", 3: "three"}
 #: the adaptive arm's accept length in its first steps after drafting resumes, at least this
 #: share of its accept length before drafting stopped
 RESUME_FLOOR = 0.9
@@ -65,6 +71,8 @@ RESUME_FLOOR = 0.9
 DEFAULT_RESUME_STEPS = 8
 #: the adaptive mechanism whose server logs its drafting transitions
 PATCH_MECHANISM = "dynamic-spec-disable-patch"
+#: SGLang's own tiers (0.5.14+): its worker logs a switch line when it changes step count
+NATIVE_MECHANISM = "native-adaptive"
 #: draft steps an EAGLE arm runs when its /server_info does not say (SGLang's largest default)
 DEFAULT_NUM_STEPS = 5
 
@@ -262,16 +270,17 @@ def at_once(base_url: str, jobs: list[tuple[str, int]], api: str = "generate") -
 # ----------------------------------------------------------------------------- the checks
 
 def arm_names(inventory: Inventory, host: Host) -> dict[str, str]:
-    """kind -> the first arm of that kind in the host's vars; all three are needed."""
+    """kind -> the first arm of that kind in the host's vars: baseline and adaptive are
+    needed, eagle3 is checked where there is one."""
     specs = arms_from_vars(inventory.host_vars(host), where=f"host {host.name}")
     names: dict[str, str] = {}
     for spec in specs.values():
         names.setdefault(spec.kind, spec.name)
-    missing = [k for k in KINDS if k not in names]
+    missing = [k for k in REQUIRED if k not in names]
     if missing:
-        raise ConfigError(f"verify needs a {', '.join(missing)} arm on {host.name}; its arms: "
+        raise ConfigError(f"verify needs a {' and a '.join(missing)} arm on {host.name}; its arms: "
                           f"{', '.join(f'{n} ({s.kind})' for n, s in specs.items())}", where=f"host {host.name}")
-    return {k: names[k] for k in KINDS}
+    return {k: names[k] for k in KINDS if k in names}
 
 
 def device_facts(transport: Transport, device: str = "gpu") -> dict[str, str]:
@@ -287,7 +296,8 @@ def device_facts(transport: Transport, device: str = "gpu") -> dict[str, str]:
 def _identity(name: str, prompts: list[str], ids: dict[str, list[list[int]]]) -> Check:
     """Per prompt, each speculative arm's ids against baseline's; the first difference shown."""
     evidence: list[str] = []
-    for kind in ("eagle3", "adaptive"):
+    kinds = [k for k in ("eagle3", "adaptive") if k in ids]
+    for kind in kinds:
         for i, (want, got) in enumerate(zip(ids["baseline"], ids[kind], strict=True)):
             if want != got:
                 at = next((j for j, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
@@ -296,8 +306,9 @@ def _identity(name: str, prompts: list[str], ids: dict[str, list[list[int]]]) ->
                                 f"baseline {want} vs {kind} {got}")
     n = len(prompts)
     if evidence:
-        return Check(name, False, f"{len(evidence)} of {2 * n} outputs differ from baseline's", evidence)
-    return Check(name, True, f"{n} requests: eagle3's and adaptive's ids equal baseline's token for token",
+        return Check(name, False, f"{len(evidence)} of {len(kinds) * n} outputs differ from baseline's", evidence)
+    owners = " and ".join(f"{k}'s" for k in kinds)
+    return Check(name, True, f"{n} requests: {owners} ids equal baseline's token for token",
                  [f"prompt {i} {p!r}: {ids['baseline'][i]}" for i, p in enumerate(prompts)][:EXCERPT_LINES])
 
 
@@ -354,9 +365,8 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
                           f"jobs on compute nodes", where=f"host {host.name}")
     result.device = device_facts(transport, host.device)
     adaptive = chosen["adaptive"]
-    with reach(transport, chosen["baseline"].port) as b_url, reach(transport, chosen["eagle3"].port) as e_url, \
-            reach(transport, adaptive.port) as a_url:
-        urls = {"baseline": b_url, "eagle3": e_url, "adaptive": a_url}
+    with contextlib.ExitStack() as reached:
+        urls = {kind: reached.enter_context(reach(transport, state.port)) for kind, state in chosen.items()}
         result.checks.append(_infos(result, chosen, urls))
         result.threshold = _threshold(adaptive, result.arms["adaptive"]["info"])
         single = [PROMPTS[i % len(PROMPTS)] for i in range(prompts)]
@@ -371,7 +381,7 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
         ids1: dict[str, list[list[int]]] = {}
         idsn: dict[str, list[list[int]]] = {}
         after: dict[str, list[list[int]]] = {}
-        accepted = {kind: Acceptance() for kind in KINDS}
+        accepted = {kind: Acceptance() for kind in chosen}
         start = transport.stat_size(adaptive.log_path)
         errors: list[str] = []
         for kind, url in urls.items():
@@ -398,12 +408,13 @@ def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: i
         else:
             result.checks.append(_identity("greedy token identity at concurrency 1",
                                            single + [f"{single[0]} (alone again, after the batch)"],
-                                           {k: ids1[k] + after[k] for k in KINDS}))
+                                           {k: ids1[k] + after[k] for k in chosen}))
             result.checks.append(_identity(f"greedy token identity at concurrency {len(batch)} (above the "
                                            f"threshold)", [f"{p} ({n} tokens)" for p, n in jobs], idsn))
-        log = _log_span(transport, adaptive.log_path, start) if adaptive.mechanism == PATCH_MECHANISM else None
+        logged = adaptive.mechanism in (PATCH_MECHANISM, NATIVE_MECHANISM)
+        log = _log_span(transport, adaptive.log_path, start) if logged else None
         result.checks.append(_drafting(adaptive, log, result.threshold))
-        for kind in ("eagle3", "adaptive"):  # after the requests: the servers' running average
+        for kind in [k for k in accepted if k != "baseline"]:  # after the requests: the servers' running average
             result.arms[kind]["acceptance"] = accepted[kind].to_dict()
             try:
                 result.arms[kind]["server_accept_length"] = accept_length_from_info(_server_info(urls[kind]))
@@ -431,12 +442,14 @@ def _infos(result: Verification, chosen: dict[str, ServerState], urls: dict[str,
         evidence.append(f"{kind} ({state.arm}, port {state.port}, {state.mechanism}): "
                         f"{json.dumps(shown, sort_keys=True)}")
     versions = {a["info"].get("version") for a in result.arms.values()}
+    name = f"/server_info of the {NUMBERS.get(len(chosen), str(len(chosen)))} arms"
     if bad:
-        return Check("/server_info of the three arms", False, "; ".join(bad), evidence)
+        return Check(name, False, "; ".join(bad), evidence)
     if len(versions) != 1 or None in versions:
-        return Check("/server_info of the three arms", False,
-                     f"the arms answer as different SGLang versions: {sorted(map(str, versions))}", evidence)
-    return Check("/server_info of the three arms", True, f"all three answer, SGLang {versions.pop()}", evidence)
+        return Check(name, False, f"the arms answer as different SGLang versions: {sorted(map(str, versions))}",
+                     evidence)
+    return Check(name, True, f"all {NUMBERS.get(len(chosen), str(len(chosen)))} answer, SGLang {versions.pop()}",
+                 evidence)
 
 
 def _threshold(state: ServerState, info: dict[str, Any]) -> int | None:
@@ -449,22 +462,46 @@ def _no_transition_lines(name: str, adaptive: ServerState) -> Check:
                              "this evidence is unavailable")
 
 
+def _switches(text: str, threshold: int | None) -> Check:
+    """SGLang's native tiers: a switch to 0 steps at a running batch above the threshold (the
+    next decode line's), and back to drafting later, at or below it (off_stretches)."""
+    name = "drafting stopped above the threshold and resumed below it"
+    lines = [ln for ln in text.splitlines() if STEP_SWITCH_RE.search(ln)]
+    if threshold is None:
+        return Check(name, False, "the adaptive server reports no threshold", lines[-EXCERPT_LINES:])
+    stretches = off_stretches(text, threshold)
+    if not stretches:
+        return Check(name, False, f"no 'steps N -> 0' switch line in the adaptive server's log during the check "
+                                  f"({threshold + 2} requests were sent at once)", lines[-EXCERPT_LINES:])
+    wide = next((s for s in stretches if s.off_batch > threshold), None)
+    if wide is None:
+        return Check(name, False, f"drafting went off only at running batches <= {threshold}: "
+                                  f"{[s.off_batch for s in stretches]}", lines[-EXCERPT_LINES:])
+    if wide.on_batch is None:
+        return Check(name, False, f"drafting went off (batch {wide.off_batch}) but never came back on at a "
+                                  f"batch <= {threshold}", lines[-EXCERPT_LINES:])
+    return Check(name, True, f"SGLang's tiers: 0 steps at running batch {wide.off_batch} > {threshold}, drafting "
+                             f"again at {wide.on_batch} <= {threshold}", lines[-EXCERPT_LINES:])
+
+
 def _drafting(adaptive: ServerState, log: str | None, threshold: int | None) -> Check:
     name = "drafting stopped above the threshold and resumed below it"
     if log is None:
         return _no_transition_lines(name, adaptive)
-    check = _transitions(log, threshold)
+    check = _switches(log, threshold) if adaptive.mechanism == NATIVE_MECHANISM else _transitions(log, threshold)
     check.evidence = [f"log: {adaptive.log_path}", *check.evidence]
     return check
 
 
 def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
     """Each speculative arm accepted drafted tokens in the requests it answered alone (its
-    requests' own `spec_verify_ct`, or vLLM's /metrics counters over them): an arm whose drafts are never accepted is the target
-    plus wasted work, a draft model that does not fit it or a broken accept path."""
+    requests' own `spec_verify_ct`, or vLLM's /metrics counters over them): an arm whose
+    drafts are never accepted is the target plus wasted work, a draft model that does not
+    fit it or a broken accept path."""
     name = "drafted tokens accepted"
     shown, brief, none = [], [], []
-    for kind in ("eagle3", "adaptive"):
+    kinds = [k for k in ("eagle3", "adaptive") if k in accepted]
+    for kind in kinds:
         a, server = accepted[kind], result.arms[kind].get("server_accept_length")
         brief.append(f"{kind}: accept length {a.accept_length if a.accept_length is not None else 'not reported'}")
         shown.append(f"{brief[-1]} ({a.tokens} tokens of {a.requests} requests in {a.verify_steps} verify steps, "
@@ -475,7 +512,7 @@ def _accept(result: Verification, accepted: dict[str, Acceptance]) -> Check:
     if none:
         return Check(name, False, f"{' and '.join(none)} accepted none of its drafted tokens: its draft model does "
                                   "not fit the target, or its accept path is broken", shown)
-    if any(accepted[k].accept_length is None for k in ("eagle3", "adaptive")):
+    if any(accepted[k].accept_length is None for k in kinds):
         return Check(name, None, "a speculative arm's replies carry no `spec_verify_ct` and its server counts "
                                  "no drafts on /metrics", shown)
     return Check(name, True, "; ".join(brief), shown)

@@ -192,34 +192,52 @@ class OffStretch:
 
 def off_stretches(text: str, threshold: int, steps: int = RESUMED_STEPS,
                   metrics: BatchMetrics = METRICS) -> list[OffStretch]:
-    """Every off stretch in a dynamic-spec-disable server's log text, in order. A decode line
-    carries accept figures only when all its steps drafted (a patched server notes the others:
-    MIXED_RE, ALL_OFF_NOTE), so only those lines count."""
+    """Every off stretch in an adaptive server's log text, in order: the dynamic-spec-disable
+    patch's transition lines (each names its running batch), or SGLang's native switch lines
+    (`steps N -> 0` and back, which name none: the stretch's off batch is that of the next
+    `Decode batch` line, its on batch that of the first one after it at or below `threshold`,
+    since the line logged right after the switch may still count the requests that finished
+    in the step before). A decode line's accept figures count only while drafting and when
+    all its steps drafted (a patched server notes the others: MIXED_RE, ALL_OFF_NOTE)."""
     out: list[OffStretch] = []
     drafted: list[float] = []  # accept lengths since drafting last came on (or the text's start)
     off_batch: int | None = None  # the open stretch: where drafting went off, came on, and either side
     on_batch: int | None = None
     before: list[float] = []
     after: list[float] = []
+    closed = drafting = True  # no stretch open; drafting now
+    native_on = False  # a native switch back on whose batch the decode lines still have to say
     for line in text.splitlines():
-        t = TRANSITION_RE.search(line)
-        if t:
-            if t["state"] == "off":
-                if off_batch is not None:
-                    out.append(OffStretch(off_batch, on_batch, tuple(before), tuple(after)))
-                off_batch, on_batch, before, drafted, after = int(t["batch"]), None, drafted, [], []
-            elif off_batch is not None and on_batch is None:
-                on_batch = int(t["batch"])
+        state = drafting_state(line)
+        if state is not None:
+            now, switch = state
+            t = TRANSITION_RE.search(line)
+            if switch and not now:
+                if not closed:
+                    out.append(OffStretch(off_batch or 0, on_batch, tuple(before), tuple(after)))
+                off_batch, on_batch, before, drafted, after = (int(t["batch"]) if t else None), None, drafted, [], []
+                closed = False
+            elif switch and not closed and on_batch is None and not native_on:
+                on_batch = int(t["batch"]) if t else None
+                native_on = t is None
+            drafting = now
             continue
         m = metrics.decode_re.search(line)
-        if not m or not m.group(2) or MIXED_RE.search(line) or metrics.all_finished_re.search(line):
+        if not m:
+            continue
+        running = int(m.group(1))
+        if not closed and off_batch is None:
+            off_batch = running
+        if native_on and running <= threshold:
+            on_batch, native_on = running, False
+        if not drafting or not m.group(2) or MIXED_RE.search(line) or metrics.all_finished_re.search(line):
             continue
         accept = float(m.group(2))
         drafted.append(accept)
-        if on_batch is not None and int(m.group(1)) <= threshold and len(after) < steps:
+        if on_batch is not None and running <= threshold and len(after) < steps:
             after.append(accept)
-    if off_batch is not None:
-        out.append(OffStretch(off_batch, on_batch, tuple(before), tuple(after)))
+    if not closed:
+        out.append(OffStretch(off_batch or 0, on_batch, tuple(before), tuple(after)))
     return out
 
 
