@@ -1,5 +1,7 @@
 """A stand-in GPU host: the real SGLang source distribution as a git repository, tagged as
 upstream tags it, reached over the sshd fixture, and the build backend it needs, cached.
+For a release with no pure-Python sdist that runs here (0.5.14), `wheel_repo` makes the
+repository from the release's wheel instead.
 
 The sdist (`pip download sglang==V --no-deps --no-binary :all:`) holds the package and
 its pyproject.toml at its top; upstream keeps them under `python/`, so the repository is
@@ -11,6 +13,7 @@ is downloaded once into the cache so that `pip install -e` works with `--no-inde
 
 from __future__ import annotations
 
+import email.parser
 import fcntl
 import functools
 import shutil
@@ -22,7 +25,7 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from specops.sglang.source import cache_root
+from specops.sglang.source import cache_root, ensure_tree, find_wheel
 
 STANDIN_VERSION = "0.5.10.post1"
 BUILD_REQUIREMENTS = ["setuptools>=61", "setuptools-scm>=8", "wheel"]
@@ -103,16 +106,80 @@ def bare_repo(version: str = STANDIN_VERSION) -> Path:
             assert src is not None
             dest.write_bytes(src.read())
     (work / ".gitignore").write_text("python/sglang/_version.py\n*.egg-info/\n__pycache__/\n/.specops/\n")
+    return _commit_bare(work, bare, f"sglang {version} (from its source distribution)", f"v{version}")
+
+
+def _commit_bare(work: Path, bare: Path, message: str, tag: str) -> Path:
+    """Commit `work` as one tagged commit, cloned bare into `bare` (renamed into place: a
+    reader never sees half a repository), `work` removed."""
     _git(work, "init", "-q")
     _git(work, "add", "-A")
-    _git(work, "commit", "-q", "-m", f"sglang {version} (from its source distribution)")
-    _git(work, "tag", f"v{version}")
+    _git(work, "commit", "-q", "-m", message)
+    _git(work, "tag", tag)
     tmp = bare.with_suffix(".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(tmp)], check=True, capture_output=True, timeout=300)
     tmp.rename(bare)
     shutil.rmtree(work, ignore_errors=True)
     return bare
+
+
+#: the build files upstream keeps in `python/pyproject.toml`, as far as an editable install of
+#: the wheel's files needs them: setuptools with the version from the tag, the wheel's own
+#: `Requires-Dist` as the dependencies (the install step's runtime check reads them)
+WHEEL_PYPROJECT = """[build-system]
+requires = ["setuptools>=61.0", "setuptools-scm>=8.0", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "sglang"
+dynamic = ["version"]
+requires-python = ">=3.10"
+dependencies = [
+{dependencies}]
+
+[tool.setuptools.packages.find]
+include = ["sglang*"]
+
+[tool.setuptools.package-data]
+"*" = ["*.so", "*.json", "*.jinja", "*.yaml"]
+
+[tool.setuptools_scm]
+root = ".."
+version_file = "sglang/_version.py"
+fallback_version = "0.0.0.dev0"
+"""
+
+
+def _wheel_requirements(wheel: Path) -> list[str]:
+    """The wheel's unconditional `Requires-Dist` lines (extras left out, as pip leaves them)."""
+    import zipfile
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = email.parser.Parser().parsestr(zf.read(name).decode())
+    return [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+
+
+@_cached
+def wheel_repo(version: str) -> Path:
+    """A bare repository laid out as upstream's (`python/sglang/`, `python/pyproject.toml`)
+    from the files of sglang `version`'s wheel (0.5.14's has one compiled file, its gRPC
+    core; the rest is the Python upstream's tag holds), one commit tagged `v<version>`.
+    Its `_version.py` is left out, as in a git checkout: the tag gives the version. The
+    CPU stand-ins are not in it: the tier's arms put them on the servers' PYTHONPATH."""
+    bare = cache_root() / "standin" / f"sglang-{version}-wheel.git"
+    if (bare / "HEAD").exists():
+        return bare
+    work = bare.parent / f"sglang-{version}-wheel.work"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(ensure_tree(version) / "python" / "sglang", work / "python" / "sglang",
+                    ignore=shutil.ignore_patterns("__pycache__", "_version.py"))
+    # markers quoted with ' as upstream writes them (specops' pyproject reader takes no escapes)
+    requirements = [r.replace('"', "'") for r in _wheel_requirements(find_wheel(version))]
+    deps = "".join(f'  "{r}",\n' for r in requirements)
+    (work / "python" / "pyproject.toml").write_text(WHEEL_PYPROJECT.format(dependencies=deps))
+    (work / ".gitignore").write_text("python/sglang/_version.py\n*.egg-info/\n__pycache__/\n/.specops/\n")
+    return _commit_bare(work, bare, f"sglang {version} (from its wheel)", f"v{version}")
 
 
 @_cached
