@@ -34,7 +34,7 @@ from specops.sim.testing import free_ports
 from tests.support.deploy import events, inventory, run_cli, write_yaml
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
-from tests.support.real_sglang.server import EAGLE3_SETTINGS, arm_profile
+from tests.support.real_sglang.server import EAGLE3_SETTINGS, arm_extra_args, arm_profile
 from tests.support.standin import build_wheels, wheel_repo
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
@@ -57,11 +57,14 @@ class Host:
 
 
 def _arm(kind: str, models: TinyModels, port: int, nccl: int) -> dict:
-    """A CPU arm of `kind`; a spec-off arm runs as the EAGLE-3 one does (triton, the head loaded)."""
+    """A CPU arm of `kind`; a spec-off arm runs as the EAGLE-3 one does (the head loaded). Every
+    arm decodes with the Triton backend (EAGLE's only one here, interpreted: about a second a
+    token), the baseline too: against a torch_native baseline (milliseconds a token) the tax
+    measured 0.011x and tune found EAGLE-3 slower at every level, the backends' difference."""
     draft = None if kind == "baseline" else models.draft
     arm = arm_profile("eagle3" if kind == "spec-off" else kind, models.target, port=port, draft=draft, nccl_port=nccl)
     arm["kind"] = kind
-    arm["extra_args"] = [*arm["extra_args"], *COMMON]  # type: ignore[misc]
+    arm["extra_args"] = [*arm_extra_args(kind, attention="triton"), "--nccl-port", str(nccl), *COMMON]
     if kind == "adaptive":
         arm["threshold"] = THRESHOLD
     return arm
@@ -175,6 +178,8 @@ def test_a_spec_off_arm_is_benched_beside_the_baseline_and_the_tax_reported(host
     assert all(r["status"] == "ok" and r["completed"] == 2 and r["output_throughput"] > 0 for r in records), records
     off = [r for r in records if r["arm"] == "spec-off"]
     assert all(r["mechanism"] == "spec-off (native tiers)" for r in off), off
+    # read from SGLang's own lines by the runner: no decode step of the arm drafted
+    assert all(r["drafting_off"] is True and r["drafting_off_share"] == 1.0 for r in off), off
     # SGLang's own log: it started on the launch's 2 steps and went to the zero-step tier for good
     log = _log(host, "spec-off")
     switches = parse_step_switches(log)
@@ -182,7 +187,7 @@ def test_a_spec_off_arm_is_benched_beside_the_baseline_and_the_tax_reported(host
     assert "Traceback" not in log
     doc = json.loads((out / "summary.json").read_text())["hosts"][0]["speculation_capable_tax"]
     assert doc["arm"] == "spec-off" and [x["concurrency"] for x in doc["levels"]] == [1, 2], doc
-    assert all(x["ratio"] > 0 for x in doc["levels"]), doc
+    assert all(x["ratio"] > 0 for x in doc["levels"]), doc   # measured at every level, not made up
     assert "tax of staying speculation-capable (spec-off / baseline" in (out / "report.md").read_text()
     # the bench launched it for itself and stopped it after
     assert not (host.workdir / ".specops" / "servers" / "spec-off.json").exists()
@@ -195,8 +200,9 @@ def test_tune_writes_a_verified_schedule_on_the_real_engine(host: Host, tmp_path
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--write",
                   "--out", str(tmp_path / "tune"))
     assert res.exit_code == 0, res.output
+    assert (tmp_path / "tune" / "tune.json").is_file()
     tuned = yaml.safe_load(host.inventory.read_text())["vars"]["arms"]["adaptive"]
-    assert isinstance(tuned.get("threshold"), int), tuned
+    assert isinstance(tuned.get("threshold"), int) and tuned["threshold"] >= 1, tuned
 
 
 def test_stop_takes_every_server_down(host: Host) -> None:
