@@ -132,11 +132,12 @@ def _native_form(schedule: Schedule, max_batch: int) -> ScheduleForm:
     """SGLang's native tiers (`candidate_steps`, 0 allowed from 0.5.14 on), keyed by the padded
     batch SGLang routes by: the default capture list for `max_batch` (a tree's own list can
     differ; specops reads it from the tree when it launches the arm)."""
-    plan = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch)
+    steps = max(k for _, k in schedule.starts) or 1   # a schedule that never drafts still launches with steps
+    plan = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch, launch_steps=steps,
+                                max_batch=max_batch)
     config = json.dumps(plan.config, sort_keys=True, separators=(",", ":"))
-    steps = max(k for _, k in schedule.starts)
-    flags = ["--speculative-num-steps", str(steps)] if steps else []
-    return ScheduleForm("SGLang >= 0.5.14 (native adaptive tiers)", [*flags, *ADAPTIVE_FLAGS, NATIVE_CONFIG_FILE],
+    return ScheduleForm("SGLang >= 0.5.14 (native adaptive tiers)",
+                        ["--speculative-num-steps", str(steps), *ADAPTIVE_FLAGS, NATIVE_CONFIG_FILE],
                         f"tier keys are padded batch sizes of SGLang's default CUDA-graph capture list up to "
                         f"{max_batch}", config_file=NATIVE_CONFIG_FILE, config=config)
 

@@ -36,6 +36,12 @@ from specops.decide.tune import (
     verify_order,
 )
 from specops.errors import ConfigError
+from specops.servers.fairness import arg_name
+
+#: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
+#: arm tune adds beside it drops them and lets the engine pick its own (real SGLang 0.5.14's
+#: adaptive-t4 died with torch.distributed's "failed to listen" on a copied --nccl-port).
+PINNED_PORT_ARGS = frozenset({"nccl_port", "metrics_port"})
 
 RunPhase = Callable[[Phase, dict[str, Any]], None]   # run the phase's points; arms = the arms dict to use
 Release = Callable[[list[str]], None]                # stop the servers of these arms that phases kept up
@@ -205,7 +211,7 @@ class Tuner:
         arm.update(changes)
         arm["kind"] = "adaptive"
         arm["port"] = self.tune_ports[0]
-        return arm
+        return _unpinned(arm)
 
     def _arms(self, **extra: dict[str, Any]) -> dict[str, Any]:
         arms = {k: v for k, v in self.base_arms.items() if k != "adaptive"}
@@ -356,9 +362,9 @@ class Tuner:
         # measure other step counts where speculation can still pay: up to the first level where
         # baseline beats EAGLE-3 by more than the best other count could make up (2x), capped by levels
         steps_levels = [c for c in levels if (lv.tps(EAGLE_ARM, c) or 0) * 2 >= (lv.tps(BASELINE_ARM, c) or 0)]
-        arms = {steps_arm(k): {**{kk: vv for kk, vv in self.base_arms[EAGLE_ARM].items()},
-                               "kind": "eagle3", "num_steps": k, "num_draft_tokens": k + 1,
-                               "port": self.tune_ports[1 + i]} for i, k in enumerate(extra)}
+        arms = {steps_arm(k): _unpinned({**self.base_arms[EAGLE_ARM], "kind": "eagle3", "num_steps": k,
+                                         "num_draft_tokens": k + 1, "port": self.tune_ports[1 + i]})
+                for i, k in enumerate(extra)}
         if not self._run(Phase("draft steps", list(arms), steps_levels, reps), self._arms(**arms)):
             res.status = "verified"
             res.message += "; tiers not tuned (budget)"
@@ -387,3 +393,19 @@ class Tuner:
                                               f"{gains[top]:.3f}x at c={top}"}
             self.say(res.default_comparison["text"])
         res.message += "; tiers verified" if verdict.ok else "; measured tiers rejected, the threshold stands"
+
+
+def _unpinned(arm: dict[str, Any]) -> dict[str, Any]:
+    """The arm without the per-server ports its extra_args pin (PINNED_PORT_ARGS), as
+    `--flag VALUE` or `--flag=VALUE`."""
+    given = [str(a) for a in arm.get("extra_args") or []]
+    kept: list[str] = []
+    i = 0
+    while i < len(given):
+        flag, _, inline = given[i].partition("=")
+        if given[i].startswith("--") and arg_name(flag) in PINNED_PORT_ARGS:
+            i += 1 if inline or i + 1 >= len(given) or given[i + 1].startswith("--") else 2
+            continue
+        kept.append(given[i])
+        i += 1
+    return {**arm, "extra_args": kept} if "extra_args" in arm else arm

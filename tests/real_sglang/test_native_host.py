@@ -196,13 +196,8 @@ def test_a_spec_off_arm_is_benched_beside_the_baseline_and_the_tax_reported(host
 @pytest.mark.skipif(os.environ.get("SPECOPS_REAL_TUNE") != "1",
                     reason="tune on real SGLang 0.5.14 takes ~8 minutes: set SPECOPS_REAL_TUNE=1")
 def test_tune_writes_a_verified_schedule_on_the_real_engine(host: Host, tmp_path: Path) -> None:
-    # the arms tune adds (adaptive-t<T>) copy the adaptive arm's extra_args: a fixed --nccl-port
-    # there is the deployed adaptive server's, still held (torch.distributed: "failed to listen")
-    data = yaml.safe_load(host.inventory.read_text())
-    extra = data["vars"]["arms"]["adaptive"]["extra_args"]
-    at = extra.index("--nccl-port")
-    data["vars"]["arms"]["adaptive"]["extra_args"] = extra[:at] + extra[at + 2:]
-    write_yaml(host.inventory, data)
+    # the adaptive arm pins --nccl-port, which its deployed server still holds: the arms tune
+    # adds (adaptive-t<T>, eagle3-k<K>) drop it (tuner.PINNED_PORT_ARGS) and start beside it
     res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2,4", "--steps", "0,2",
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--write",
                   "--out", str(tmp_path / "tune"))

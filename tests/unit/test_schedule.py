@@ -67,7 +67,15 @@ def test_what_the_patch_cannot_say_is_said_not_approximated() -> None:
     assert always.flags == ["--speculative-num-steps", "2", "--speculative-disable-batch-threshold", "0"]
     never = _forms(Schedule.from_tiers({1: 0}))
     assert never["SGLang <= 0.5.13 patch"].flags == ["--speculative-disable-batch-threshold", "-1"]   # never draft
-    assert never["SGLang >= 0.5.14 native"].flags == ["--speculative-adaptive", "--speculative-adaptive-config",
-                                                      "adaptive.json"]
+    # SGLang 0.5.14 starts on the launch's step count and refuses a config that lists none of
+    # it (measured: zero-step tiers alone did not start): one step, in a tier no batch reaches
+    native = never["SGLang >= 0.5.14 native"]
+    assert native.flags == ["--speculative-num-steps", "1", "--speculative-adaptive", "--speculative-adaptive-config",
+                            "adaptive.json"]
+    assert native.config is not None
+    tiers = {int(k): v["candidate_steps"] for k, v in json.loads(native.config).items()}
+    assert tiers[1] == [0] and [k for k, v in tiers.items() if v == [1]] == [max(tiers)] and max(tiers) > 64
+    # and a drafting schedule's launch steps are already in its tiers: nothing added
+    assert len(json.loads(forms["SGLang >= 0.5.14 native"].config or "{}")) == 3
     config = _vllm(never["vLLM >= 0.32.0 native"])
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 64, 0]] and config["num_speculative_tokens"] == 1

@@ -439,3 +439,26 @@ def test_a_fixed_count_counts_the_repeats_a_run_already_has() -> None:
     t = tuner(fake, settings={"repeats": 2, "input_len": 32, "output_len": 64})
     todo = t._todo(Phase("coarse", ["baseline", "eagle3"], [1, 2, 4], t._repeats()))
     assert sorted(todo) == [("baseline", 4), ("baseline", 4), ("eagle3", 1), ("eagle3", 2), ("eagle3", 4), ("eagle3", 4)]
+
+
+def test_the_arms_tune_adds_drop_the_deployed_servers_fixed_ports() -> None:
+    """Measured on real SGLang 0.5.14: an adaptive arm deployed with `--nccl-port 29600` kept
+    that port, and tune's adaptive-t4 copied it and died with torch.distributed's 'failed to
+    listen'. The arms tune adds pick their own; the deployed arms keep theirs."""
+    pinned = ["--nccl-port", "29600", "--metrics-port=29700", "--mem-fraction-static", "0.5"]
+    arms = {"baseline": {"port": 30000, "extra_args": list(pinned)},
+            "eagle3": {"port": 30001, "num_steps": 3, "extra_args": list(pinned)},
+            "adaptive": {"port": 30002, "threshold": 8, "num_steps": 3, "extra_args": list(pinned)}}
+    seen: dict[str, dict[str, Any]] = {}
+    fake = FakeHost()
+
+    def run_phase(phase: Phase, given: dict[str, Any]) -> None:
+        seen.update({name: given[name] for name in phase.arms})
+        fake.run_phase(phase, given)
+
+    res = tuner(fake, arms=arms, run_phase=run_phase, native=True, tier_steps=[0, 1, 3]).run()
+    added = {name: arm for name, arm in seen.items() if name not in arms}
+    assert res.status == "verified" and TIERS_ARM in added and any(n.startswith("eagle3-k") for n in added), seen
+    for name, arm in added.items():
+        assert arm["extra_args"] == ["--mem-fraction-static", "0.5"], name
+    assert seen["baseline"]["extra_args"] == pinned and seen["eagle3"]["extra_args"] == pinned
