@@ -10,8 +10,7 @@ up to batch 1, 0 above) are launched and waited for on the real ready line. Then
 verify` (greedy identity across a tier switch, SGLang's own `Switch adaptive runtime state`
 lines read as the drafting evidence, drafts accepted), a spec-off arm (0 steps at every
 batch) benched beside the baseline with the tax of staying speculation-capable reported,
-and `stop`. `tune` on the real engine takes ~8 minutes more: it runs with
-SPECOPS_REAL_TUNE=1 only.
+`tune --write` on the deployed servers (about 4 minutes here), and `stop`.
 
 What is a stand-in here, and why (tests/support/real_sglang/standins/README.md): the
 GPU/AMX kernel package `sgl_kernel` and two CUDA-only EAGLE kernels, which this CPU cannot
@@ -21,7 +20,6 @@ run. Everything else is SGLang's own code.
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,18 +191,30 @@ def test_a_spec_off_arm_is_benched_beside_the_baseline_and_the_tax_reported(host
     assert not (host.workdir / ".specops" / "servers" / "spec-off.json").exists()
 
 
-@pytest.mark.skipif(os.environ.get("SPECOPS_REAL_TUNE") != "1",
-                    reason="tune on real SGLang 0.5.14 takes ~8 minutes: set SPECOPS_REAL_TUNE=1")
-def test_tune_writes_a_verified_schedule_on_the_real_engine(host: Host, tmp_path: Path) -> None:
-    # the adaptive arm pins --nccl-port, which its deployed server still holds: the arms tune
-    # adds (adaptive-t<T>, eagle3-k<K>) drop it (tuner.PINNED_PORT_ARGS) and start beside it
+def test_tune_writes_the_schedule_it_verified_on_the_real_engine(host: Host, tmp_path: Path) -> None:
+    """`specops tune --write` on the deployed servers. The arms tune adds (adaptive-t<T>) start
+    beside the deployed ones although the adaptive arm pins `--nccl-port`, which its server
+    still holds (tuner.PINNED_PORT_ARGS: before, adaptive-t4 died with torch.distributed's
+    'failed to listen'). Which decision tune reaches rests on throughput this shared CPU
+    measured (runs here: verified `threshold: 4, tiers {1: 2}`; unverified, best 0.876x), so
+    the test holds tune to its word either way: exit 0 only when verified, the schedule in
+    hosts.yaml then, hosts.yaml untouched byte for byte otherwise."""
+    before = host.inventory.read_text()
+    out = tmp_path / "tune"
     res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2,4", "--steps", "0,2",
-                  "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--write",
-                  "--out", str(tmp_path / "tune"))
-    assert res.exit_code == 0, res.output
-    assert (tmp_path / "tune" / "tune.json").is_file()
-    tuned = yaml.safe_load(host.inventory.read_text())["vars"]["arms"]["adaptive"]
-    assert isinstance(tuned.get("threshold"), int) and tuned["threshold"] >= 1, tuned
+                  "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--write", "--out", str(out))
+    assert res.exit_code in (0, 1), res.output
+    result = json.loads((out / "tune.json").read_text())["result"]
+    assert (res.exit_code == 0) == (result["status"] == "verified"), (res.exit_code, result)
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    added = [r for r in records if r["arm"].startswith("adaptive-t")]
+    if result["status"] != "no-speculation":   # a threshold was chosen: its arms were measured, none died
+        assert added and all(r["status"] == "ok" for r in added), [(r["arm"], r["status"]) for r in added]
+    if result["status"] == "verified":
+        tuned = yaml.safe_load(host.inventory.read_text())["vars"]["arms"]["adaptive"]
+        assert tuned["threshold"] == result["threshold"] >= 1, (tuned, result)
+    else:
+        assert "not written" in res.output and host.inventory.read_text() == before, res.output
 
 
 def test_stop_takes_every_server_down(host: Host) -> None:

@@ -260,15 +260,21 @@ def test_tune_on_real_vllm_reports_its_decision(host: Host, tmp_path: Path) -> N
     (on this loaded 2-core CPU: `no-speculation`, "EAGLE-3 is slower than baseline from the
     lowest level measured"), its result says it and its exit code agrees (0 only when verified)."""
     out = tmp_path / "tune"
+    before = host.inventory.read_text()
     res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1",
-                  "--num-prompts", "2", "--input-len", "8", "--output-len", "8", "--emit", "--out", str(out))
+                  "--num-prompts", "2", "--input-len", "8", "--output-len", "8", "--emit", "--write",
+                  "--out", str(out))
     assert res.exit_code in (0, 1), res.output
     result = json.loads((out / "tune.json").read_text())["result"]
     assert result["status"] in ("verified", "unverified", "no-speculation"), result
     assert (res.exit_code == 0) == (result["status"] == "verified"), (res.exit_code, result)
     assert result["status"] in res.output and result["message"] in " ".join(res.output.split()), res.output
-    if result["status"] == "verified":
+    if result["status"] == "verified":   # --write put the verified schedule into hosts.yaml
         assert any(f["route"].startswith("vLLM >= 0.32.0") for f in result["forms"]), result
+        tuned = yaml.safe_load(host.inventory.read_text())["vars"]["arms"]["adaptive"]
+        assert tuned["threshold"] == result["threshold"], (tuned, result)
+    else:   # nothing verified: --write leaves hosts.yaml as it was, byte for byte
+        assert host.inventory.read_text() == before
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["arm"] for r in records} >= {"baseline", "eagle3"} and all(not r.get("simulated") for r in records)
     assert all(r["server_accept_length"] and r["server_accept_length"] > 1
