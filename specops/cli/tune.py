@@ -10,7 +10,7 @@ import click
 from specops.bench.repeats import normalized
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
-from specops.decide.tune import TUNE_JSON, TuneResult, lengths_table
+from specops.decide.tune import MAX_CANDIDATES, TUNE_JSON, TuneResult, lengths_table
 from specops.engines.schedule import ScheduleForm
 from specops.errors import ConfigError
 from specops.flows.tune_run import Tuned, tune_host
@@ -48,13 +48,13 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
              from_dir: Path | None, budget_minutes: float | None, write: bool, as_json: bool,
              tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
              lengths: list[tuple[int, int]] | None = None, for_length: int | None = None, reuse: bool = True,
-             emit: bool = False) -> int:
+             emit: bool = False, candidates: int = MAX_CANDIDATES) -> int:
     """Tune the host (flows.tune_run) and print the outcome; the exit code."""
     say = _say if not as_json else (lambda _l: None)
     outcome = tune_host(inventory_path, host_spec, coarse=coarse, settings=settings, from_dir=from_dir,
                         budget_minutes=budget_minutes, write=write, tier_steps=tier_steps, out=out,
                         runs_dir=runs_dir, extra_vars=extra_vars, say=say, console=console, lengths=lengths,
-                        for_length=for_length, reuse=reuse)
+                        for_length=for_length, reuse=reuse, candidates=candidates)
     return _finish(outcome.run_dir, outcome.done, outcome.chosen, write=write, as_json=as_json, emit=emit)
 
 
@@ -108,6 +108,9 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
               help="measure every point, even those an earlier run in the runs directory measured on the same "
                    "servers and client settings")
 @click.option("--budget-minutes", type=float, help="stop before a phase that would not fit; report what was measured")
+@click.option("--candidates", default=MAX_CANDIDATES, show_default=True, type=int,
+              help="thresholds verified at most: the chosen one, then its neighbours while none passes (each "
+                   "launches a server)")
 @click.option("--write", is_flag=True, help="write the verified threshold (and tiers) into hosts.yaml")
 @click.option("--for-length", type=int,
               help="with several --input-len lengths: the input length whose threshold --write puts in "
@@ -132,8 +135,8 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
               help="where runs go, and where earlier runs' points are looked for (default: runs/ beside hosts.yaml)")
 @var_option
 def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | None, no_reuse: bool,
-         budget_minutes: float | None, write: bool, for_length: int | None, as_json: bool, emit: bool, concurrency: str,
-         repeats: str, num_prompts: int | None, input_len: str, output_len: str, tier_steps: str, seed: int,
+         budget_minutes: float | None, candidates: int, write: bool, for_length: int | None, as_json: bool,
+         emit: bool, concurrency: str, repeats: str, num_prompts: int | None, input_len: str, output_len: str, tier_steps: str, seed: int,
          out: str | None, runs_dir: str | None, var_items: tuple[str, ...]) -> None:
     """Find the adaptive arm's threshold from the server's running batch, verify it, and
     (--write) put it into hosts.yaml."""
@@ -143,6 +146,8 @@ def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | 
                           f"(got {','.join(names)})")
     if budget_minutes is not None and budget_minutes <= 0:
         raise ConfigError("--budget-minutes must be > 0")
+    if candidates < 1:
+        raise ConfigError(f"--candidates must be >= 1 (got {candidates})")
     inputs, outputs = _lengths(input_len, "--input-len"), _lengths(output_len, "--output-len")
     pairs = [(i, o) for i in inputs for o in outputs]   # in the order given: the first is --write's default
     if for_length is not None and len(inputs) == 1 and for_length != inputs[0]:
@@ -151,8 +156,8 @@ def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | 
     settings = {"repeats": normalized(repeats, "tune --repeats"), "num_prompts": num_prompts, "input_len": pairs[0][0], "output_len": pairs[0][1],
                 "seed": seed}
     code = run_tune(inventory_path, host_spec, coarse=_ints(concurrency, "--concurrency"), settings=settings,
-                    from_dir=Path(from_dir) if from_dir else None, budget_minutes=budget_minutes, write=write,
-                    as_json=as_json, tier_steps=_ints(tier_steps, "--steps"), out=Path(out) if out else None,
+                    from_dir=Path(from_dir) if from_dir else None, budget_minutes=budget_minutes,
+                    write=write, as_json=as_json, tier_steps=_ints(tier_steps, "--steps"), out=Path(out) if out else None,
                     runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items),
-                    lengths=pairs, for_length=for_length, reuse=not no_reuse, emit=emit)
+                    lengths=pairs, for_length=for_length, reuse=not no_reuse, emit=emit, candidates=candidates)
     exit_with(code == 0)

@@ -59,6 +59,7 @@ TOLERANCE = 0.95      # adaptive >= 0.95x of the better arm at every level
 GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
 MAX_FINE_LEVELS = 12  # a wide bracket is sampled at most this many levels
 BISECT_FROM = 4       # a bracket with at least this many levels inside is bisected, not swept
+MAX_CANDIDATES = 3    # thresholds verified at most: the chosen one, then its neighbours
 VERIFY_ORDER = ("nearest the threshold first (|log2 c - log2(T + 0.5)|, lower first on a tie): the levels "
                 "where the adaptive arm stops speculating are where a wrong threshold shows")
 TUNE_JSON = "tune.json"

@@ -21,7 +21,16 @@ from specops.config.inventory import Host, Inventory, default_inventory_path, lo
 from specops.config.settings import host_variables, phase_vars, settings_from_run, sim_vars
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
-from specops.decide.tune import REUSED_FROM, TUNE_JSON, Phase, TuneResult, length_dir, write_lengths, write_tune
+from specops.decide.tune import (
+    MAX_CANDIDATES,
+    REUSED_FROM,
+    TUNE_JSON,
+    Phase,
+    TuneResult,
+    length_dir,
+    write_lengths,
+    write_tune,
+)
 from specops.engines import engine_for, schedule_forms
 from specops.errors import ConfigError, SpecopsError
 from specops.flows.hostops import free_ports, releaser
@@ -93,7 +102,8 @@ def for_length_pair(pairs: list[tuple[int, int]], for_length: int | None) -> tup
 def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: ArmSpec, *, coarse: list[int],
                 settings: dict[str, Any], from_dir: Path | None, reused: list[ResultRecord],
                 budget_s: float | None, tier_steps: list[int], run_dir: Path, runs_dir: Path,
-                reuse: bool, extra_vars: dict[str, Any], say: Say, console: Console) -> Tuned:
+                reuse: bool, extra_vars: dict[str, Any], say: Say, console: Console,
+                candidates: int = MAX_CANDIDATES) -> Tuned:
     """Tune one context length into its own run directory."""
     sim = sim_vars(inv, host, extra_vars)
     time_scale = float(sim.get("time_scale") or 1.0) if engine_for(host).simulated else None
@@ -140,7 +150,8 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
     tuner = Tuner(host=host.name, arms=arms_raw, settings=settings, coarse=coarse, run_phase=run_phase,
                   records=lambda: load_results(run_dir), say=say, time_scale=time_scale, budget_s=budget_s,
                   native=None, tier_steps=tier_steps, reused=reused, reused_from=str(from_dir) if from_dir else None,
-                  ports=ports, release=releaser(host, run_dir.name), keep_ok=bool(planned and planned[1]))
+                  ports=ports, release=releaser(host, run_dir.name), keep_ok=bool(planned and planned[1]),
+                  max_candidates=candidates)
     tuner.result.input_len, tuner.result.output_len = checked.lengths()[0]
     if found is not None:
         tuner.result.reuse = found.text()
@@ -153,6 +164,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
         f"{budget}")
     say(f"run directory: {run_dir}")
     tune_settings = {"coarse": coarse, "tier_steps": tier_steps, "budget_minutes": budget_s / 60 if budget_s else None,
+                     "candidates": candidates,
                      "from": str(from_dir) if from_dir else None, "reuse": reuse and from_dir is None, **settings}
     try:
         tuner.run()
@@ -168,7 +180,7 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
               from_dir: Path | None, budget_minutes: float | None, write: bool,
               tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
               say: Say, console: Console, lengths: list[tuple[int, int]] | None = None,
-              for_length: int | None = None, reuse: bool = True) -> TuneOutcome:
+              for_length: int | None = None, reuse: bool = True, candidates: int = MAX_CANDIDATES) -> TuneOutcome:
     """Tune every length on the host; `say`: the lines a person reads as it goes (a no-op
     for `--json`); `console`: the phases' (quiet) playbook runs'."""
     inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
@@ -207,7 +219,8 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
         done.append(tune_length(inv, host, arms_raw, adaptive, coarse=coarse,
                                 settings={**settings, "input_len": i, "output_len": o}, from_dir=from_dir,
                                 reused=reused, budget_s=left, tier_steps=tier_steps, run_dir=where,
-                                runs_dir=runs_root, reuse=reuse, extra_vars=extra_vars, say=say, console=console))
+                                runs_dir=runs_root, reuse=reuse, extra_vars=extra_vars, say=say, console=console,
+                                candidates=candidates))
     written = _write_chosen(inv_path, host, done, chosen, several=len(pairs) > 1) if write else None
     if len(pairs) > 1:
         write_lengths(run_dir, [(t.run_dir, t.result) for t in done], chosen, written)

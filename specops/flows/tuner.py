@@ -15,6 +15,7 @@ from specops.decide.summary import BASELINE_ARM, EAGLE_ARM
 from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.decide.tune import (
     BISECT_FROM,
+    MAX_CANDIDATES,
     MAX_FINE_LEVELS,
     TIERS_ARM,
     TIERS_RULE,
@@ -57,7 +58,7 @@ class Tuner:
                  run_phase: RunPhase, records: Callable[[], list[ResultRecord]], say: Callable[[str], None],
                  time_scale: float | None, budget_s: float | None, native: bool | None,
                  tier_steps: Sequence[int] = (0, 1, 3), reused: list[ResultRecord] | None = None,
-                 reused_from: str | None = None, max_candidates: int = 3, ports: Sequence[int] = (),
+                 reused_from: str | None = None, max_candidates: int = MAX_CANDIDATES, ports: Sequence[int] = (),
                  release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM):
         self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
         self.base_arms = {k: dict(v or {}) for k, v in arms.items()}

@@ -163,6 +163,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("logs-negative", ["logs", "--host", "local", "-n", "-5"], "Invalid value for '--lines'"),
     ("tune-from-not-a-run", ["tune", "--host", "local", "--from", "notarun"], "--from notarun: no results.jsonl"),
     ("tune-budget", ["tune", "--host", "local", "--budget-minutes", "-1"], "--budget-minutes must be > 0"),
+    ("tune-candidates", ["tune", "--host", "local", "--candidates", "0"], "--candidates must be >= 1 (got 0)"),
     ("unknown-command", ["deplyo"], "No such command 'deplyo'"),
 ]
 

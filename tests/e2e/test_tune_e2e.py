@@ -55,9 +55,11 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
     inv = commented_inventory(tmp_path, sshd.host_entry(5, workdir=str(tmp_path / "w")))
     before = inv.read_text()
     out = tmp_path / "tune"
-    res = run_cli("tune", "--host", "gpu", "-i", str(inv), *SMALL, "--write", "--emit", "--out", str(out))
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), *SMALL, "--write", "--emit", "--candidates", "1",
+                  "--out", str(out))
     assert res.exit_code == 0, res.output
     assert "points if the first threshold verifies" in res.output and "at most" in res.output   # the plan first
+    assert tune_doc(out)["settings"]["candidates"] == 1   # the chosen threshold verified: no neighbour needed
     assert "rule: threshold = p90 of the server's running batch" in res.output
     result = tune_doc(out)["result"]
     assert result["status"] == "verified"

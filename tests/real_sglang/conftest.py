@@ -20,16 +20,6 @@ def real_runtime() -> Runtime:
 
 
 @pytest.fixture(scope="session")
-def native_runtime() -> Runtime:
-    """The runtime SGLang 0.5.14 pins (torch 2.11.0, transformers 5.8.1), for its native
-    adaptive speculation; built if missing (~2-8 min)."""
-    try:
-        return ensure_runtime("0.5.14")
-    except RuntimeBuildError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="session")
 def tiny_models(real_runtime: Runtime) -> TinyModels:
     """Tiny Llama target, its EAGLE-3 head, a bad draft and a ShareGPT file; made if missing."""
     try:

@@ -29,11 +29,12 @@ import pytest
 
 from specops.sglang.adaptive import parse_transitions
 from tests.support.arms import free_port
-from tests.support.deploy import events, inventory, run_cli, write_yaml
+from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify_json, write_yaml
+from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
 from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, STANDINS, arm_extra_args, arm_profile
-from tests.support.standin import STANDIN_VERSION, bare_repo, build_wheels
+from tests.support.standin import STANDIN_VERSION, bare_repo
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
 
@@ -80,18 +81,7 @@ def _inventory(tmp: Path, sshd, models: TinyModels, python: Path, ports: dict[st
         for name, arm in arms.items():
             arm["extra_args"] = [*arm["extra_args"], *common]  # type: ignore[misc]
             arm["env"] = {**arm["env"], BREAK_ACCEPT_ENV: str(_break_accept_flags(tmp)[name])}  # type: ignore[dict-item]
-    entry = {**sshd.host_entry(0, workdir=str(tmp / "w")), "engine": "sglang", "device": "cpu"}
-    variables = {
-        "model": str(models.target), "draft_model": str(models.draft),
-        "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{STANDIN_VERSION}",
-        "sglang_runtime": str(python), "sglang_install_deps": False,
-        # the tier's runtime is CPU torch and stand-in kernels, not the release's pins: the runtime
-        # check lists them as warnings (tests/e2e/test_sglang_runtime.py tests its refusal)
-        "sglang_allow_runtime_mismatch": True,
-        "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
-        "max_running_requests": 8, "cuda_graph_max_bs": 8, "arms": arms,
-    }
-    return inventory(tmp, {"cpu": entry}, variables)
+    return sglang_inventory(tmp, sshd, models, python, repo=bare_repo(), ref=f"v{STANDIN_VERSION}", arms=arms)
 
 
 @pytest.fixture(scope="module")
@@ -102,16 +92,8 @@ def host(tmp_path_factory, sshd):
     ports = {"baseline": free_port(), "eagle3": free_port(), "adaptive": free_port()}
     inv = _inventory(tmp, sshd, models, python, ports)
     runs = tmp / "runs"
-    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "--runs-dir", str(runs))
-    try:
-        assert res.exit_code == 0, res.output
+    with deployed(inv, runs) as res:
         yield Host(inv, tmp / "w", runs, ports, models, res.output, _break_accept_flags(tmp))
-    finally:
-        run_cli("stop", "--host", "cpu", "-i", str(inv))
-
-
-def _last_run(runs: Path) -> Path:
-    return sorted(p for p in runs.iterdir() if p.is_dir())[-1]
 
 
 def _log(host: Host, arm: str) -> str:
@@ -119,7 +101,7 @@ def _log(host: Host, arm: str) -> str:
 
 
 def test_deploy_clones_patches_installs_and_serves_three_real_arms(host: Host) -> None:
-    run = _last_run(host.runs)
+    run = only_run_dir(host.runs)
     evs = events(run)
     done = {e.get("step") for e in evs if e["event"] == "done"}
     assert {"check out sglang", "dynamic speculation disable", "install sglang into its environment",
@@ -303,7 +285,7 @@ def _launch_alone(host: Host, tmp_path: Path, sshd, arms: dict[str, dict]) -> tu
         {"name": "launch", "server": {"arms": list(arms), "tree": str(host.workdir / "sglang")}, "timeout": 600}]})
     res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
     assert res.exit_code == 1, res.output
-    return inv, [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+    return inv, [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "fail"][0]
 
 
 def test_a_real_crash_fails_the_step_quoting_sglangs_reason(host: Host, tmp_path: Path, sshd) -> None:
@@ -341,12 +323,10 @@ def test_verify_passes_the_same_checks_against_real_sglang(host: Host, tmp_path:
     above the threshold (the teeth test below shows that check failing), drafting off and on
     again in the adaptive server's own log and only there."""
     out = tmp_path / "verify.md"
-    res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
-                  "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3", "--out", str(out), "--json")
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
-    verdicts = {c["name"]: c["verdict"] for c in doc["checks"]}
-    assert doc["ok"] and doc["threshold"] == THRESHOLD, verdicts
+    run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3",
+                      "--out", str(out))
+    doc, verdicts = run.doc, run.verdicts
+    assert run.exit_code == 0 and doc["ok"] and doc["threshold"] == THRESHOLD, verdicts
     assert verdicts["greedy token identity at concurrency 1"] == "PASS", verdicts
     assert verdicts[f"greedy token identity at concurrency {THRESHOLD + 2} (above the threshold)"] == "PASS", verdicts
     assert verdicts["drafting stopped above the threshold and resumed below it"] == "PASS", verdicts
@@ -372,14 +352,12 @@ def test_a_broken_accept_path_fails_verify_naming_the_arm_the_prompt_and_the_tok
     flag = host.break_accept["eagle3"]
     flag.touch()
     try:
-        res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
-                      "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3", "--json")
+        run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3")
     finally:
         flag.unlink()
-    assert res.exit_code == 1, res.output
-    doc = json.loads(res.output)
-    identity = next(c for c in doc["checks"] if c["name"] == "greedy token identity at concurrency 1")
-    assert identity["verdict"] == "FAIL", doc["checks"]
+    assert run.exit_code == 1, run.doc
+    identity = run.check("greedy token identity at concurrency 1")
+    assert identity["verdict"] == "FAIL", run.doc["checks"]
     assert identity["evidence"][0].startswith(f"eagle3 prompt 0 {PROMPTS[0]!r}: differs at token 1: "), identity
     assert not any(line.startswith("adaptive") for line in identity["evidence"]), identity
     # unbroken again: the same server answers as baseline does

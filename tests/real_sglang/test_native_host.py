@@ -8,9 +8,12 @@ editable into a venv that sees the cached 0.5.14 runtime (torch 2.11.0, transfor
 and baseline, EAGLE-3 and adaptive (threshold 1: specops generates the tier config, 2 steps
 up to batch 1, 0 above) are launched and waited for on the real ready line. Then `specops
 verify` (greedy identity across a tier switch, SGLang's own `Switch adaptive runtime state`
-lines read as the drafting evidence, drafts accepted), a spec-off arm (0 steps at every
-batch) benched beside the baseline with the tax of staying speculation-capable reported,
-`tune --write` on the deployed servers (about 4 minutes here), and `stop`.
+lines read as the drafting evidence, drafts accepted) and the same verify failing on the
+adaptive arm once its accept path is broken, a spec-off arm (0 steps at every batch) benched
+beside the baseline with the tax of staying speculation-capable reported, `tune --write` on
+the deployed servers at two levels, and `stop`. (tests/support/real_sglang/native_check.py
+makes the same identity, switch and acceptance checks on servers it launches itself, by hand:
+`python -m tests.support.real_sglang.native_check`.)
 
 What is a stand-in here, and why (tests/support/real_sglang/standins/README.md): the
 GPU/AMX kernel package `sgl_kernel` and two CUDA-only EAGLE kernels, which this CPU cannot
@@ -29,11 +32,12 @@ import yaml
 
 from specops.sglang.adaptive import parse_step_switches, parse_transitions
 from specops.sim.testing import free_ports
-from tests.support.deploy import events, inventory, run_cli, write_yaml
+from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify_json, write_yaml
+from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
-from tests.support.real_sglang.server import EAGLE3_SETTINGS, arm_extra_args, arm_profile
-from tests.support.standin import build_wheels, wheel_repo
+from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, EAGLE3_SETTINGS, arm_extra_args, arm_profile
+from tests.support.standin import wheel_repo
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
 
@@ -52,9 +56,11 @@ class Host:
     runs: Path
     ports: dict[str, int]
     models: TinyModels
+    #: per arm, the file whose presence breaks its accept path (the stand-ins' BREAK_ACCEPT_ENV)
+    break_accept: dict[str, Path]
 
 
-def _arm(kind: str, models: TinyModels, port: int, nccl: int) -> dict:
+def _arm(kind: str, models: TinyModels, port: int, nccl: int, break_accept: Path) -> dict:
     """A CPU arm of `kind`; a spec-off arm runs as the EAGLE-3 one does (the head loaded). Every
     arm decodes with the Triton backend (EAGLE's only one here, interpreted: about a second a
     token), the baseline too: against a torch_native baseline (milliseconds a token) the tax
@@ -63,23 +69,10 @@ def _arm(kind: str, models: TinyModels, port: int, nccl: int) -> dict:
     arm = arm_profile("eagle3" if kind == "spec-off" else kind, models.target, port=port, draft=draft, nccl_port=nccl)
     arm["kind"] = kind
     arm["extra_args"] = [*arm_extra_args(kind, attention="triton"), "--nccl-port", str(nccl), *COMMON]
+    arm["env"] = {**arm["env"], BREAK_ACCEPT_ENV: str(break_accept)}
     if kind == "adaptive":
         arm["threshold"] = THRESHOLD
     return arm
-
-
-def _inventory(tmp: Path, sshd, models: TinyModels, python: Path, arms: dict[str, dict]) -> Path:
-    entry = {**sshd.host_entry(0, workdir=str(tmp / "w")), "engine": "sglang", "device": "cpu"}
-    variables = {
-        "model": str(models.target), "draft_model": str(models.draft),
-        "sglang_repo": f"file://{wheel_repo(VERSION)}", "sglang_ref": f"v{VERSION}",
-        "sglang_runtime": str(python), "sglang_install_deps": False,
-        # the runtime is CPU torch and stand-in kernels, not the release's CUDA pins (warnings)
-        "sglang_allow_runtime_mismatch": True,
-        "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
-        "max_running_requests": 8, "cuda_graph_max_bs": 8, "arms": arms,
-    }
-    return inventory(tmp, {"cpu": entry}, variables)
 
 
 @pytest.fixture(scope="module")
@@ -89,19 +82,16 @@ def host(tmp_path_factory, sshd):
     tmp = tmp_path_factory.mktemp("real-native")
     ports = free_ports(8)
     names = ("baseline", "eagle3", "adaptive", "spec-off")
-    arms = {name: _arm(name, models, ports[2 * i], ports[2 * i + 1]) for i, name in enumerate(names)}
+    flags = {name: tmp / f"break-accept-{name}" for name in names}
+    arms = {name: _arm(name, models, ports[2 * i], ports[2 * i + 1], flags[name]) for i, name in enumerate(names)}
     spec_off = arms.pop("spec-off")  # launched by the bench test only (four servers would not fit beside CI)
-    inv = _inventory(tmp, sshd, models, python, arms)
+    inv = sglang_inventory(tmp, sshd, models, python, repo=wheel_repo(VERSION), ref=f"v{VERSION}", arms=arms)
     runs = tmp / "runs"
-    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "--runs-dir", str(runs))
-    try:
-        assert res.exit_code == 0, res.output
+    with deployed(inv, runs):
         data = yaml.safe_load(inv.read_text())
         data["vars"]["arms"]["spec-off"] = spec_off
         write_yaml(inv, data)
-        yield Host(inv, tmp / "w", runs, {name: arms.get(name, spec_off)["port"] for name in names}, models)
-    finally:
-        run_cli("stop", "--host", "cpu", "-i", str(inv))
+        yield Host(inv, tmp / "w", runs, {name: arms.get(name, spec_off)["port"] for name in names}, models, flags)
 
 
 def _log(host: Host, arm: str) -> str:
@@ -118,8 +108,7 @@ def _config(host: Host, arm: str) -> dict[str, list[int]]:
 
 
 def test_deploy_launches_the_native_route_unpatched(host: Host) -> None:
-    run = sorted(p for p in host.runs.iterdir() if p.is_dir())[-1]
-    evs = events(run)
+    evs = events(only_run_dir(host.runs))
     done = {e.get("step") for e in evs if e["event"] == "done"}
     assert {"check out sglang", "install sglang into its environment", "launch servers", "smoke request"} <= done
     assert "dynamic speculation disable" not in done, "0.5.14 has zero-step tiers: nothing to patch"
@@ -141,16 +130,13 @@ def test_deploy_launches_the_native_route_unpatched(host: Host) -> None:
 
 def test_verify_reads_the_native_switch_lines_as_drafting_evidence(host: Host, tmp_path: Path) -> None:
     out = tmp_path / "verify.md"
-    res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "1",
-                  "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3", "--out", str(out), "--json")
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
-    verdicts = {c["name"]: c["verdict"] for c in doc["checks"]}
-    assert doc["ok"] and doc["threshold"] == THRESHOLD, verdicts
+    run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3",
+                      "--out", str(out))
+    doc, verdicts = run.doc, run.verdicts
+    assert run.exit_code == 0 and doc["ok"] and doc["threshold"] == THRESHOLD, verdicts
     assert verdicts["greedy token identity at concurrency 1"] == "PASS", verdicts
     assert verdicts[f"greedy token identity at concurrency {THRESHOLD + 2} (above the threshold)"] == "PASS"
-    drafting = next(c for c in doc["checks"] if c["name"] == "drafting stopped above the threshold and resumed "
-                                                              "below it")
+    drafting = run.check("drafting stopped above the threshold and resumed below it")
     assert drafting["verdict"] == "PASS", drafting
     assert any(f"Switch adaptive runtime state: steps {STEPS} -> 0" in ln for ln in drafting["evidence"]), drafting
     assert any(f"Switch adaptive runtime state: steps 0 -> {STEPS}" in ln for ln in drafting["evidence"]), drafting
@@ -163,6 +149,25 @@ def test_verify_reads_the_native_switch_lines_as_drafting_evidence(host: Host, t
     assert doc["arms"]["adaptive"]["off_stretches"][0]["ratio"] >= 0.9, doc["arms"]["adaptive"]
     assert "Result: **PASS**" in out.read_text()
     assert not parse_step_switches(_log(host, "eagle3")), "only the adaptive arm has tiers"
+
+
+def test_a_broken_accept_path_on_the_native_route_fails_verify_naming_the_arm(host: Host) -> None:
+    """The verify above could fail: the adaptive server's accept path commits the first drafted
+    token it accepts as another token (the stand-in verify kernel, while the arm's flag file
+    exists), and greedy identity names the arm, the prompt and token 1 (token 0 comes from
+    prefill; the first drafts are accepted in the step after)."""
+    flag = host.break_accept["adaptive"]
+    flag.touch()
+    try:
+        run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3")
+    finally:
+        flag.unlink()
+    assert run.exit_code == 1 and not run.doc["ok"], run.verdicts
+    identity = run.check("greedy token identity at concurrency 1")
+    assert identity["verdict"] == "FAIL", run.doc["checks"]
+    assert identity["evidence"][0].startswith("adaptive prompt 0 "), identity
+    assert ": differs at token 1: " in identity["evidence"][0], identity
+    assert not any(line.startswith("eagle3") for line in identity["evidence"]), identity
 
 
 def test_a_spec_off_arm_is_benched_beside_the_baseline_and_the_tax_reported(host: Host) -> None:
@@ -201,10 +206,12 @@ def test_tune_writes_the_schedule_it_verified_on_the_real_engine(host: Host, tmp
     hosts.yaml then, hosts.yaml untouched byte for byte otherwise."""
     before = host.inventory.read_text()
     out = tmp_path / "tune"
-    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2,4", "--steps", "0,2",
+    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--steps", "0,2", "--candidates", "1",
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--write", "--out", str(out))
     assert res.exit_code in (0, 1), res.output
     result = json.loads((out / "tune.json").read_text())["result"]
+    # one candidate threshold (each a server launch; the neighbours' search is the simulator tier's)
+    assert len(result["candidates"]) <= 1, result["candidates"]
     assert (res.exit_code == 0) == (result["status"] == "verified"), (res.exit_code, result)
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     added = [r for r in records if r["arm"].startswith("adaptive-t")]

@@ -26,7 +26,8 @@ import yaml
 
 from specops.vllm import serving
 from tests.support.arms import free_port
-from tests.support.deploy import events, inventory, run_cli, write_yaml
+from tests.support.deploy import deployed, events, inventory, only_run_dir, run_cli, verify_json, write_yaml
+from tests.support.real_sglang.hosts import cpu_entry
 from tests.support.real_sglang.models import VLLMModels, ensure_vllm_models
 from tests.support.real_sglang.runtime import VLLM, VLLM_RELEASE, ensure_runtime
 
@@ -67,10 +68,9 @@ def _arm(kind: str, models: VLLMModels, port: int, cache: Path, **more: object) 
 
 
 def _inventory(tmp: Path, sshd, models: VLLMModels, arms: dict[str, dict[str, object]]) -> Path:
-    entry = {**sshd.host_entry(0, workdir=str(tmp / "w")), "engine": "vllm", "device": "cpu"}
     variables = {"model": str(models.target), "draft_model": str(models.draft),
                  "vllm_venv": str(ensure_runtime(VLLM).root), "max_running_requests": MAX_RUNNING, "arms": arms}
-    return inventory(tmp, {"cpu": entry}, variables)
+    return inventory(tmp, {"cpu": cpu_entry(sshd, tmp / "w", "vllm")}, variables)
 
 
 def _three(models: VLLMModels, ports: dict[str, int], cache: Path) -> dict[str, dict[str, object]]:
@@ -86,16 +86,8 @@ def host(tmp_path_factory, sshd):
     ports = {"baseline": free_port(), "eagle3": free_port(), "adaptive": free_port()}
     inv = _inventory(tmp, sshd, models, _three(models, ports, tmp / "vllm-cache"))
     runs = tmp / "runs"
-    res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "--runs-dir", str(runs))
-    try:
-        assert res.exit_code == 0, res.output
+    with deployed(inv, runs):
         yield Host(inv, tmp / "w", runs, ports, models, tmp)
-    finally:
-        run_cli("stop", "--host", "cpu", "-i", str(inv))
-
-
-def _last_run(runs: Path) -> Path:
-    return sorted(p for p in runs.iterdir() if p.is_dir())[-1]
 
 
 def _log(host: Host, arm: str) -> str:
@@ -123,7 +115,7 @@ def _complete(port: int, prompt: str, tokens: int = NEW_TOKENS) -> list[int]:
 
 
 def test_deploy_finds_the_prepared_vllm_and_serves_three_real_arms(host: Host) -> None:
-    evs = events(_last_run(host.runs))
+    evs = events(only_run_dir(host.runs))
     done = {e.get("step") for e in evs if e["event"] == "done"}
     skipped = {e.get("step"): e.get("reason") for e in evs if e["event"] == "skip"}
     assert {"vllm source from its wheel", "launch servers", "smoke request"} <= done, sorted(done)
@@ -147,12 +139,10 @@ def test_deploy_finds_the_prepared_vllm_and_serves_three_real_arms(host: Host) -
 
 def test_verify_passes_on_real_vllm_with_acceptance_from_its_metrics(host: Host, tmp_path: Path) -> None:
     out = tmp_path / "verify.md"
-    res = run_cli("verify", "--host", "cpu", "-i", str(host.inventory), "--prompts", "2",
-                  "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "2", "--out", str(out), "--json")
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
-    verdicts = {c["name"]: c["verdict"] for c in doc["checks"]}
-    assert doc["ok"] and doc["threshold"] == 1, verdicts
+    run = verify_json(host.inventory, "--prompts", "2", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "2",
+                      "--out", str(out))
+    doc, verdicts = run.doc, run.verdicts
+    assert run.exit_code == 0 and doc["ok"] and doc["threshold"] == 1, verdicts
     assert verdicts["greedy token identity at concurrency 1"] == "PASS", verdicts
     assert verdicts["greedy token identity at concurrency 3 (above the threshold)"] == "PASS", verdicts
     # the trained head's drafts are accepted, counted by vLLM's own spec-decode counters
@@ -209,7 +199,7 @@ def test_a_start_up_crash_fails_the_launch_in_vllms_words(host: Host, tmp_path: 
         {"name": "launch", "server": {"arms": ["broken"], "tree": str(host.workdir / "vllm")}, "timeout": 900}]})
     res = run_cli("deploy", "--host", "cpu", "-i", str(inv), "-p", str(pb), "--runs-dir", str(tmp_path / "runs"))
     assert res.exit_code == 1, res.output
-    fail = [e for e in events(_last_run(tmp_path / "runs")) if e["event"] == "fail"][0]
+    fail = [e for e in events(only_run_dir(tmp_path / "runs")) if e["event"] == "fail"][0]
     error = fail["error"]
     assert "broken" in error and "not ready" not in error, error
     assert "draft_id_to_target_id" in error, error
@@ -232,7 +222,7 @@ def test_a_spec_off_arm_benched_beside_baseline_reports_the_tax(host: Host, tmp_
     write_yaml(host.inventory, data)
     out = tmp_path / "bench"
     res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--arms", "baseline,spec-off",
-                  "--concurrency", "1,2", "--repeats", "1", "--num-prompts", "2", "--input-len", "8",
+                  "--concurrency", "1,2", "--repeats", "1", "--candidates", "1", "--num-prompts", "2", "--input-len", "8",
                   "--output-len", "8", "--keep-servers", "--out", str(out))
     assert res.exit_code == 0, res.output
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
@@ -261,11 +251,13 @@ def test_tune_on_real_vllm_reports_its_decision(host: Host, tmp_path: Path) -> N
     lowest level measured"), its result says it and its exit code agrees (0 only when verified)."""
     out = tmp_path / "tune"
     before = host.inventory.read_text()
-    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1",
+    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1", "--candidates", "1",
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "8", "--emit", "--write",
                   "--out", str(out))
     assert res.exit_code in (0, 1), res.output
     result = json.loads((out / "tune.json").read_text())["result"]
+    # one candidate threshold (each a server launch; the neighbours' search is the simulator tier's)
+    assert len(result["candidates"]) <= 1, result["candidates"]
     assert result["status"] in ("verified", "unverified", "no-speculation"), result
     assert (res.exit_code == 0) == (result["status"] == "verified"), (res.exit_code, result)
     assert result["status"] in res.output and result["message"] in " ".join(res.output.split()), res.output

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 from click.testing import CliRunner, Result
@@ -55,3 +57,42 @@ def only_run_dir(runs: Path) -> Path:
     dirs = sorted(p for p in runs.iterdir() if p.is_dir())
     assert dirs, f"no run directory in {runs}"
     return dirs[-1]
+
+
+@contextmanager
+def deployed(inventory: Path, runs: Path, host: str = "cpu") -> Iterator[Result]:
+    """`specops deploy --host host` (it must succeed), then `stop` whatever happened: the
+    module fixture of a tier that deploys once and runs its tests on the servers."""
+    res = run_cli("deploy", "--host", host, "-i", str(inventory), "--runs-dir", str(runs))
+    try:
+        assert res.exit_code == 0, res.output
+        yield res
+    finally:
+        run_cli("stop", "--host", host, "-i", str(inventory))
+
+
+@dataclass
+class VerifyRun:
+    """What `specops verify --json` said: its exit code and document, each check by name."""
+
+    exit_code: int
+    doc: dict[str, Any]
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {c["name"]: c["verdict"] for c in self.doc["checks"]}
+
+    def check(self, name: str) -> dict[str, Any]:
+        found = [c for c in self.doc["checks"] if c["name"] == name]
+        assert found, f"no check {name!r} in {sorted(self.verdicts)}"
+        return found[0]
+
+
+def verify_json(inventory: Path, *args: str, host: str = "cpu") -> VerifyRun:
+    """`specops verify --host host -i inventory ARGS --json`, its document parsed."""
+    res = run_cli("verify", "--host", host, "-i", str(inventory), *args, "--json")
+    try:
+        doc = json.loads(res.output)
+    except ValueError:
+        raise AssertionError(f"verify printed no JSON document (exit {res.exit_code}):\n{res.output[-4000:]}") from None
+    return VerifyRun(res.exit_code, doc)

@@ -199,6 +199,26 @@ def test_a_rejected_threshold_tries_its_neighbours() -> None:
     assert neighbours(5, [5]) == [4, 6, 3, 7]
 
 
+def test_one_candidate_is_verified_and_no_neighbour_when_asked_for_one() -> None:
+    """`tune --candidates 1`: the chosen threshold alone is verified (a server launch each on a
+    real host); rejected, tune says what it tried instead of launching its neighbours."""
+    fake = FakeHost()
+    t = tuner(fake, max_candidates=1)
+    orig = fake.run_phase
+
+    def undercounted(phase: Phase, arms: dict[str, Any]) -> None:
+        orig(phase, arms)
+        for r in fake.records:
+            if r.arm == "eagle3" and r.concurrency == 5:
+                r.running_req_p50 = r.running_req_p90 = 4.0
+    t.run_phase = undercounted  # type: ignore[method-assign]
+    res = t.run()
+    assert [(c["threshold"], c["ok"]) for c in res.candidates] == [(4, False)]
+    assert res.status == "unverified" and res.threshold is None
+    assert res.message.startswith("no threshold passed verification (tried 4)"), res.message
+    assert not any(p.name.startswith("verify threshold 3") for p in fake.phases)
+
+
 def test_a_wide_bracket_is_bisected_to_the_exhaustive_threshold_with_fewer_levels() -> None:
     """Coarse levels 1,2,16,64 leave 13 levels inside the bracket [2, 16]: the exhaustive way
     measures all of them, the bisection a few, and both choose the model's threshold."""
