@@ -206,7 +206,8 @@ def test_tune_writes_the_schedule_it_verified_on_the_real_engine(host: Host, tmp
     hosts.yaml then, hosts.yaml untouched byte for byte otherwise."""
     before = host.inventory.read_text()
     out = tmp_path / "tune"
-    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--steps", "0,2", "--candidates", "1",
+    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--steps", "0,2",
+                  "--candidates", "1",
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--write", "--out", str(out))
     assert res.exit_code in (0, 1), res.output
     result = json.loads((out / "tune.json").read_text())["result"]

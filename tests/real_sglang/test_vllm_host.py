@@ -222,7 +222,7 @@ def test_a_spec_off_arm_benched_beside_baseline_reports_the_tax(host: Host, tmp_
     write_yaml(host.inventory, data)
     out = tmp_path / "bench"
     res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--arms", "baseline,spec-off",
-                  "--concurrency", "1,2", "--repeats", "1", "--candidates", "1", "--num-prompts", "2", "--input-len", "8",
+                  "--concurrency", "1,2", "--repeats", "1", "--num-prompts", "2", "--input-len", "8",
                   "--output-len", "8", "--keep-servers", "--out", str(out))
     assert res.exit_code == 0, res.output
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
@@ -251,7 +251,8 @@ def test_tune_on_real_vllm_reports_its_decision(host: Host, tmp_path: Path) -> N
     lowest level measured"), its result says it and its exit code agrees (0 only when verified)."""
     out = tmp_path / "tune"
     before = host.inventory.read_text()
-    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1", "--candidates", "1",
+    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1",
+                  "--candidates", "1",
                   "--num-prompts", "2", "--input-len", "8", "--output-len", "8", "--emit", "--write",
                   "--out", str(out))
     assert res.exit_code in (0, 1), res.output
