@@ -180,19 +180,23 @@ def test_a_budget_too_small_stops_with_a_partial_result() -> None:
     assert res.threshold is None
 
 
-def test_a_rejected_threshold_tries_its_neighbours() -> None:
-    fake = FakeHost()
-    t = tuner(fake)
+def _first_threshold_rejected(fake: FakeHost, **kw: Any) -> Tuner:
+    """A tuner whose server reports a running batch of 4 at c=5 (say, prefill interleaving):
+    it chooses threshold 4, which then loses c=5 (0.948x of EAGLE-3)."""
+    t = tuner(fake, **kw)
     orig = fake.run_phase
 
     def undercounted(phase: Phase, arms: dict[str, Any]) -> None:
-        """The server reports a running batch of 4 at c=5 (say, prefill interleaving)."""
         orig(phase, arms)
         for r in fake.records:
             if r.arm == "eagle3" and r.concurrency == 5:
                 r.running_req_p50 = r.running_req_p90 = 4.0
     t.run_phase = undercounted  # type: ignore[method-assign]
-    res = t.run()
+    return t
+
+
+def test_a_rejected_threshold_tries_its_neighbours() -> None:
+    res = _first_threshold_rejected(FakeHost()).run()
     # 4 loses c=5 (0.948x of EAGLE-3), 3 loses c=4; 5, the next neighbour, passes
     assert [(c["threshold"], c["ok"]) for c in res.candidates] == [(4, False), (3, False), (5, True)]
     assert res.threshold == 5 and res.status == "verified"
@@ -203,16 +207,7 @@ def test_one_candidate_is_verified_and_no_neighbour_when_asked_for_one() -> None
     """`tune --candidates 1`: the chosen threshold alone is verified (a server launch each on a
     real host); rejected, tune says what it tried instead of launching its neighbours."""
     fake = FakeHost()
-    t = tuner(fake, max_candidates=1)
-    orig = fake.run_phase
-
-    def undercounted(phase: Phase, arms: dict[str, Any]) -> None:
-        orig(phase, arms)
-        for r in fake.records:
-            if r.arm == "eagle3" and r.concurrency == 5:
-                r.running_req_p50 = r.running_req_p90 = 4.0
-    t.run_phase = undercounted  # type: ignore[method-assign]
-    res = t.run()
+    res = _first_threshold_rejected(fake, max_candidates=1).run()
     assert [(c["threshold"], c["ok"]) for c in res.candidates] == [(4, False)]
     assert res.status == "unverified" and res.threshold is None
     assert res.message.startswith("no threshold passed verification (tried 4)"), res.message
