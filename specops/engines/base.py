@@ -11,7 +11,8 @@ the simulator `specops.sim`):
 
 - the flag reader: `layout` (what a tree contains, its flags among it);
 - launch: `server_python`, `launch_options`, `eagle_flags`, `model_flags`, `parser_flags`,
-  `launch_argv`, `launch_env`, and `launched` (recognise an argv this engine started);
+  `launch_argv`, `launch_env`, `launched` (recognise an argv this engine started) and
+  `cpu_memory_fixed` (whether CPU arms may start together);
 - readiness and crash lines: `face`, `ready_line`, `crash_messages`;
 - running-batch and acceptance metrics: `metrics` (`BatchMetrics`), `serves_metrics`;
 - an engine that words an arm's flags itself (vLLM): `arm_flags`, `tree_marker`, `title`;
@@ -146,6 +147,11 @@ class ServingEngine(Protocol):
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """Whether a server started with `argv` answers `/metrics`."""
+
+    def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
+        """Whether a CPU server started with `argv` and `env` takes a KV cache of a size its
+        arguments fix, not a share of the memory free when it starts: such arms may start
+        together (one's start cannot change what another takes)."""
 
     # --- the adaptive mechanism ---------------------------------------------------------
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,

@@ -90,6 +90,10 @@ class SGLang:
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return serving.METRICS_FLAG in argv
 
+    def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
+        flag = serving.MAX_TOTAL_TOKENS_FLAG
+        return any(a == flag or a.startswith(flag + "=") for a in argv)
+
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
                         bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
         return adaptive.adaptive_config(threshold, num_steps, max_bs, bucket_sources)

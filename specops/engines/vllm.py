@@ -139,6 +139,9 @@ class VLLM:
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return True  # vLLM's server always answers /metrics
 
+    def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
+        return bool(env.get("VLLM_CPU_KVCACHE_SPACE"))  # GiB of KV cache (CPU_ENV sets it)
+
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
                         bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
         raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")

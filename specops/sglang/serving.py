@@ -16,6 +16,8 @@ READY_LINE = "The server is fired up and ready to roll!"
 
 #: the launch flag that serves `/metrics`
 METRICS_FLAG = "--enable-metrics"
+#: the flag that fixes the KV cache's size in tokens (else a CPU server takes a share of the memory free at its start)
+MAX_TOTAL_TOKENS_FLAG = "--max-total-tokens"
 #: the `/metrics` gauges of the running batch and the mean accept length; SGLang's names, from
 #: `srt/metrics/collector.py` (`srt/observability/metrics_collector.py` from 0.5.16)
 METRIC_RUNNING = "sglang:num_running_reqs"

@@ -6,6 +6,7 @@ from typing import Any
 
 from specops.config.playbook import Step
 from specops.config.schema import suggest
+from specops.engines import engine_for
 from specops.errors import ConfigError
 from specops.run import events
 from specops.secrets import redact
@@ -77,12 +78,17 @@ class Server(StepKind):
     def _waves(self, ctx: StepContext, plans: list[LaunchPlan]) -> list[list[LaunchPlan]]:
         """Arms that start together. On an SGLang host, arms sharing a GPU start one after
         another, each ready before the next (or are refused without mem_fraction_static).
-        CPU arms share the host's cores and memory: each starts once the one before is ready."""
+        CPU arms share the host's cores and memory: those whose KV cache their arguments fix
+        (`ServingEngine.cpu_memory_fixed`) start together, then each other one once the one
+        before is ready (it takes a share of the memory free when it starts)."""
         if supervisor_for(ctx.host).scheduled:  # each arm is a job of its own: the scheduler places them
             return [plans]
         cpu = [p for p in plans if p.device == "cpu"]
         rest = [p for p in plans if p.device != "cpu"]
-        return (self._gpu_waves(ctx, rest) if rest else []) + [[p] for p in cpu]
+        engine = engine_for(ctx.host)
+        fixed = [p for p in cpu if engine.cpu_memory_fixed(p.argv, p.env)]
+        alone = [[p] for p in cpu if p not in fixed]
+        return (self._gpu_waves(ctx, rest) if rest else []) + ([fixed] if fixed else []) + alone
 
     def _gpu_waves(self, ctx: StepContext, plans: list[LaunchPlan]) -> list[list[LaunchPlan]]:
         placements = placements_for(ctx.transport, ctx.host, ctx.vars, where=ctx.step.where)

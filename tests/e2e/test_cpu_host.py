@@ -90,3 +90,28 @@ def test_the_gpu_preflight_places_only_the_gpu_arms(tmp_path, monkeypatch, host_
     (gpus,) = [e for e in ev if e["event"] == "gpus"]
     assert gpus["placement"] == placed
     assert not [e for e in ev if e["event"] == "note"]  # GPU arms: the preflight was not skipped
+
+
+@pytest.mark.parametrize("fixed, launched", [
+    (True, ["baseline", "eagle3", "adaptive"]),   # KV sized by their arguments: one wave
+    (False, ["baseline"]),                        # a share of the free memory each: one after another
+])
+def test_cpu_arms_whose_kv_cache_their_arguments_fix_start_together(tmp_path: Path, fixed, launched) -> None:
+    """CPU arms start together only where each one's `--max-total-tokens` fixes its KV cache
+    (ServingEngine.cpu_memory_fixed); else each waits for the one before to be ready, since it
+    takes a share of the memory free when it starts. Seen without a clock: the first arm dies at
+    start, so an arm launched at all was launched beside it; the failed step stops every arm it started."""
+    wd = tmp_path / "w"
+    kv = ["--max-total-tokens", "4096"] if fixed else []
+    variables = arm_vars(baseline={"extra_args": [*kv, "--sim-fail-at-start"]},
+                         eagle3={"extra_args": kv}, adaptive={"extra_args": kv})
+    inv = inventory(tmp_path, {"box": {"connection": "local", "engine": "sim", "device": "cpu", "workdir": str(wd)}},
+                    variables)
+    try:
+        res = run_cli("deploy", "--host", "box", "-i", str(inv), "--runs-dir", str(tmp_path / "runs"))
+        assert res.exit_code != 0 and "baseline" in res.output, res.output
+        ev = events(only_run_dir(tmp_path / "runs"))
+        assert [e["arm"] for e in ev if e["event"] == "server"] == launched, ev
+        assert not list((wd / ".specops" / "servers").glob("*.json")), "the failed launch leaves no server running"
+    finally:
+        run_cli("stop", "--host", "box", "-i", str(inv))

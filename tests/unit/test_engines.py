@@ -88,3 +88,18 @@ def test_an_unknown_engine_in_hosts_yaml_is_refused_where_it_is_read(tmp_path: P
     with pytest.raises(ConfigError, match=r"hosts.yaml:2: 'engine' in host 'a' must be one of sglang, sim, vllm, "
                                           r"sim-vllm.*did you mean"):
         load_inventory(path)
+
+
+@pytest.mark.parametrize("name", ["sglang", "sim"])
+def test_an_sglang_cpu_arm_has_fixed_memory_only_with_max_total_tokens(name):
+    engine = engine_named(name)
+    assert engine.cpu_memory_fixed(["x", "--max-total-tokens", "2048"], {})
+    assert engine.cpu_memory_fixed(["x", "--max-total-tokens=2048"], {})
+    assert not engine.cpu_memory_fixed(["x", "--mem-fraction-static", "0.05"], {"SGLANG_USE_CPU_ENGINE": "1"})
+
+
+@pytest.mark.parametrize("name", ["vllm", "sim-vllm"])
+def test_a_vllm_cpu_arm_has_fixed_memory_from_its_kv_cache_space(name):
+    engine = engine_named(name)
+    assert engine.cpu_memory_fixed([], engine.launch_env({}, cpu=True, hub_offline=False))
+    assert not engine.cpu_memory_fixed([], engine.launch_env({}, cpu=False, hub_offline=False))
