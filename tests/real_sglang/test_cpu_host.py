@@ -33,7 +33,7 @@ from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify
 from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
-from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, STANDINS, arm_extra_args, arm_profile
+from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, STANDINS, accept_path_broken, arm_extra_args, arm_profile
 from tests.support.standin import STANDIN_VERSION, bare_repo
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
@@ -349,12 +349,8 @@ def test_a_broken_accept_path_fails_verify_naming_the_arm_the_prompt_and_the_tok
     accepts as another token (the stand-in kernel, while its flag file exists). Greedy identity
     must catch it; it could not while no draft was ever accepted. The first token of a request
     comes from prefill, the first drafts are accepted in the step after: token 1 differs."""
-    flag = host.break_accept["eagle3"]
-    flag.touch()
-    try:
+    with accept_path_broken(host.break_accept["eagle3"]):
         run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3")
-    finally:
-        flag.unlink()
     assert run.exit_code == 1, run.doc
     identity = run.check("greedy token identity at concurrency 1")
     assert identity["verdict"] == "FAIL", run.doc["checks"]

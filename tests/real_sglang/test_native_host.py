@@ -36,7 +36,13 @@ from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify
 from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
-from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, EAGLE3_SETTINGS, arm_extra_args, arm_profile
+from tests.support.real_sglang.server import (
+    BREAK_ACCEPT_ENV,
+    EAGLE3_SETTINGS,
+    accept_path_broken,
+    arm_extra_args,
+    arm_profile,
+)
 from tests.support.standin import wheel_repo
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
@@ -156,12 +162,8 @@ def test_a_broken_accept_path_on_the_native_route_fails_verify_naming_the_arm(ho
     token it accepts as another token (the stand-in verify kernel, while the arm's flag file
     exists), and greedy identity names the arm, the prompt and token 1 (token 0 comes from
     prefill; the first drafts are accepted in the step after)."""
-    flag = host.break_accept["adaptive"]
-    flag.touch()
-    try:
+    with accept_path_broken(host.break_accept["adaptive"]):
         run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3")
-    finally:
-        flag.unlink()
     assert run.exit_code == 1 and not run.doc["ok"], run.verdicts
     identity = run.check("greedy token identity at concurrency 1")
     assert identity["verdict"] == "FAIL", run.doc["checks"]

@@ -27,6 +27,17 @@ STANDIN_LINE = "[specops-standin]"
 #: an arm's environment variable naming a file whose presence breaks its accept path (the
 #: stand-in verify kernel: specops_cpu_spec_kernels.BREAK_ACCEPT_ENV)
 BREAK_ACCEPT_ENV = "SPECOPS_STANDIN_BREAK_ACCEPT"
+
+
+@contextlib.contextmanager
+def accept_path_broken(flag: Path) -> Iterator[None]:
+    """The arm whose BREAK_ACCEPT_ENV names `flag` commits a wrong token for its first accepted
+    draft while the block runs (the stand-in verify kernel reads the flag each step)."""
+    flag.touch()
+    try:
+        yield
+    finally:
+        flag.unlink(missing_ok=True)
 #: how long a /health request may take: SGLang's `health_generate` sleeps a second before it
 #: looks whether the scheduler answered (and gives up after its own 20 s), so a shorter client
 #: timeout misses every answer but a lucky one
