@@ -349,8 +349,10 @@ def test_a_broken_accept_path_fails_verify_naming_the_arm_the_prompt_and_the_tok
     accepts as another token (the stand-in kernel, while its flag file exists). Greedy identity
     must catch it; it could not while no draft was ever accepted. The first token of a request
     comes from prefill, the first drafts are accepted in the step after: token 1 differs."""
+    # one resumed step: the verdict wanted is identity's at concurrency 1 (each resumed step is
+    # a draft step more of the batch's first request, on each of the three arms in turn)
     with accept_path_broken(host.break_accept["eagle3"]):
-        run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3")
+        run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "1")
     assert run.exit_code == 1, run.doc
     identity = run.check("greedy token identity at concurrency 1")
     assert identity["verdict"] == "FAIL", run.doc["checks"]

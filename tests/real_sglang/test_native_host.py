@@ -162,8 +162,10 @@ def test_a_broken_accept_path_on_the_native_route_fails_verify_naming_the_arm(ho
     token it accepts as another token (the stand-in verify kernel, while the arm's flag file
     exists), and greedy identity names the arm, the prompt and token 1 (token 0 comes from
     prefill; the first drafts are accepted in the step after)."""
+    # one resumed step: the verdict wanted is identity's at concurrency 1 (each resumed step is
+    # a draft step more of the batch's first request, on each of the three arms in turn)
     with accept_path_broken(host.break_accept["adaptive"]):
-        run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "3")
+        run = verify_json(host.inventory, "--prompts", "1", "--max-new-tokens", str(NEW_TOKENS), "--resume-steps", "1")
     assert run.exit_code == 1 and not run.doc["ok"], run.verdicts
     identity = run.check("greedy token identity at concurrency 1")
     assert identity["verdict"] == "FAIL", run.doc["checks"]
