@@ -45,8 +45,9 @@ from specops.decide.phases import PhaseSummary, summarize_phases
 from specops.decide.slo import latencies_missing, point_goodput
 from specops.decide.threshold import LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
-from specops.servers.fairness import args_from_argv, headline_warnings
+from specops.launchargs import args_from_argv
 from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
+from specops.servers.fairness import headline_warnings
 
 BASELINE_ARM = "baseline"
 EAGLE_ARM = "eagle3"

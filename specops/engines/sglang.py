@@ -17,6 +17,7 @@ from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
 from specops.engines.metrics import SGLANG as SGLANG_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.simulated import Simulated
+from specops.launchargs import arg_name, args_from_argv
 from specops.sglang import adaptive, serving
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.crashdata import MESSAGES
@@ -91,8 +92,7 @@ class SGLang:
         return serving.METRICS_FLAG in argv
 
     def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
-        flag = serving.MAX_TOTAL_TOKENS_FLAG
-        return any(a == flag or a.startswith(flag + "=") for a in argv)
+        return arg_name(serving.MAX_TOTAL_TOKENS_FLAG) in args_from_argv(argv)
 
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
                         bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:

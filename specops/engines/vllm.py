@@ -28,9 +28,11 @@ from specops.vllm.tree import MARKER, VLLMLayout, detect_layout
 if TYPE_CHECKING:
     from specops.servers.arms import ArmSpec
 
+#: GiB of KV cache a CPU server takes, fixed before it starts
+KVCACHE_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 #: what vLLM's CPU build needs to serve (REAL-ENGINES-ON-CPU.md): the device, a KV cache size in
 #: GiB, no thread pinning (the host's other work keeps its cores)
-CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", KVCACHE_SPACE_ENV: "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
 #: the route `schedule_forms` names
@@ -140,7 +142,7 @@ class VLLM:
         return True  # vLLM's server always answers /metrics
 
     def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
-        return bool(env.get("VLLM_CPU_KVCACHE_SPACE"))  # GiB of KV cache (CPU_ENV sets it)
+        return bool(env.get(KVCACHE_SPACE_ENV))  # CPU_ENV sets it
 
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
                         bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:

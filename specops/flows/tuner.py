@@ -37,7 +37,7 @@ from specops.decide.tune import (
     verify_order,
 )
 from specops.errors import ConfigError
-from specops.servers.fairness import arg_name
+from specops.launchargs import arg_name
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
 #: arm tune adds beside it drops them and lets the engine pick its own (real SGLang 0.5.14's

@@ -9,7 +9,9 @@ so the same pair of servers drew different warnings from deploy and from the rep
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
+
+from specops.launchargs import arg_name
 
 #: SGLang caps a speculative server at this many running requests without --max-running-requests.
 SPEC_RUNNING_CAP = 48
@@ -55,40 +57,6 @@ def _graphs_off(arms: Mapping[str, Mapping[str, Any]]) -> bool:
 def _moot(key: str, arms: Mapping[str, Mapping[str, Any]]) -> bool:
     """A difference that changes nothing measured on these arms."""
     return key.startswith(CUDA_GRAPH_PREFIXES) and _graphs_off(arms)
-
-
-def arg_name(flag: str) -> str:
-    """`--max-running-requests` or `max-running-requests` -> `max_running_requests`."""
-    return str(flag).lstrip("-").replace("-", "_")
-
-
-def _scalar(text: str) -> Any:
-    """A value read from argv as the server would resolve it: '256' -> 256, '0.5' -> 0.5."""
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def args_from_argv(argv: Sequence[Any]) -> dict[str, Any]:
-    """Server args as a launch command line sets them (`--flag value`, `--flag=value`, `--switch`)."""
-    parsed: dict[str, Any] = {}
-    i = 0
-    while i < len(argv):
-        tok = str(argv[i])
-        if tok.startswith("--"):
-            name, eq, value = tok[2:].partition("=")
-            if eq:
-                parsed[arg_name(name)] = _scalar(value)
-            elif i + 1 < len(argv) and not str(argv[i + 1]).startswith("--"):
-                parsed[arg_name(name)] = _scalar(str(argv[i + 1]))
-                i += 1
-            else:
-                parsed[arg_name(name)] = True
-        i += 1
-    return parsed
 
 
 def _canonical(value: Any) -> str:

@@ -23,8 +23,8 @@ import specops.servers.container as container
 import specops.servers.recordfile as recordfile
 from specops.engines import engine_of
 from specops.errors import StepError, TransportError
+from specops.launchargs import args_from_argv
 from specops.secrets import env_file_text, loader_argv, redact
-from specops.servers.fairness import args_from_argv
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
     READY_GREP,

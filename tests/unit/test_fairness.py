@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from specops.decide.summary import summarize
+from specops.launchargs import args_from_argv
 from specops.report.markdown import render_markdown
 from specops.servers import fairness_warnings as deploy_warnings
-from specops.servers.fairness import IGNORED_KEYS, args_from_argv, ignored
+from specops.servers.fairness import IGNORED_KEYS, ignored
 
 # /server_info of two arms as SGLang reports it, trimmed. Before the fairness rule had one
 # home, deploy's list ignored `version`, `last_gen_throughput`, `memory_usage` and `status`
