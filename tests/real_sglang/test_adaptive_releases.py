@@ -20,9 +20,10 @@ import json
 
 import pytest
 
+from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang.adaptive_check import run_check
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(1800)]
 
 
 @pytest.mark.parametrize("version,workers", [("0.5.10.post1", (True,)), ("0.5.9", (False, True))],

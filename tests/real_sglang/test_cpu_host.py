@@ -30,13 +30,14 @@ import pytest
 from specops.sglang.adaptive import parse_transitions
 from tests.support.arms import free_port
 from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify_json, write_yaml
+from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
 from tests.support.real_sglang.server import BREAK_ACCEPT_ENV, STANDINS, accept_path_broken, arm_extra_args, arm_profile
 from tests.support.standin import STANDIN_VERSION, bare_repo
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(1800)]
 
 THRESHOLD = 1
 PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model"]

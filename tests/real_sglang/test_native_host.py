@@ -33,6 +33,7 @@ import yaml
 from specops.sglang.adaptive import parse_step_switches, parse_transitions
 from specops.sim.testing import free_ports
 from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify_json, write_yaml
+from tests.support.real_sglang import NEWER_ENGINES_GROUP
 from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import TinyModels, ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
@@ -45,7 +46,7 @@ from tests.support.real_sglang.server import (
 )
 from tests.support.standin import wheel_repo
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(NEWER_ENGINES_GROUP), pytest.mark.timeout(1800)]
 
 VERSION = "0.5.14"
 THRESHOLD = 1

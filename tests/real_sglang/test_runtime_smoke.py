@@ -16,10 +16,11 @@ import subprocess
 import pytest
 
 from specops.sglang.source import ensure_tree
+from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang import server as srv
 from tests.support.real_sglang.runtime import HERE, Runtime
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"),
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP),
               pytest.mark.timeout(1800)]  # a first run builds the runtime (~4-9 min) in its setup
 
 KERNEL_CHECK = HERE / "kernel_check.py"

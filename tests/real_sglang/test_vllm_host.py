@@ -27,11 +27,12 @@ import yaml
 from specops.vllm import serving
 from tests.support.arms import free_port
 from tests.support.deploy import deployed, events, inventory, only_run_dir, run_cli, verify_json, write_yaml
+from tests.support.real_sglang import NEWER_ENGINES_GROUP
 from tests.support.real_sglang.hosts import cpu_entry
 from tests.support.real_sglang.models import VLLMModels, ensure_vllm_models
 from tests.support.real_sglang.runtime import VLLM, VLLM_RELEASE, ensure_runtime
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group("real_sglang"), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(NEWER_ENGINES_GROUP), pytest.mark.timeout(1800)]
 
 NEW_TOKENS = 12
 #: each request's tokens when AT_ONCE go together: long enough that the batch, not the few

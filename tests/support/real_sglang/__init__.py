@@ -3,3 +3,11 @@ not product code): `runtime` (the cached venv of SGLang's dependencies), `models
 `make_models` (tiny target, EAGLE-3 head, bad draft, ShareGPT file), `server` (env, flags,
 launcher), `standins/` (stand-ins for GPU-only code; see its README), `kernel_check` (the
 stand-in kernels against SGLang's Triton ports)."""
+
+#: The real tier's two xdist groups (`-m real_sglang -n 2 --dist loadgroup`), one per worker.
+#: Its servers decode on about one core (their kernels are interpreted Python): run alone, the
+#: tier left the second of the machine's two cores idle half its time (vmstat, 2026-12-04), so
+#: two modules run at once, one from each group. The groups are split by runtime and by time
+#: (each about half the tier) and keep each module's servers together.
+PATCH_ROUTE_GROUP = "real_patch_route"  # SGLang 0.5.9 and 0.5.10.post1 through the patch, the kernel check
+NEWER_ENGINES_GROUP = "real_newer_engines"  # SGLang 0.5.14's native route, vLLM
