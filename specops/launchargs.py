@@ -15,7 +15,7 @@ def arg_name(flag: str) -> str:
     return str(flag).lstrip("-").replace("-", "_")
 
 
-def scalar(text: str) -> Any:
+def _scalar(text: str) -> Any:
     """A value read from argv as the server would resolve it: '256' -> 256, '0.5' -> 0.5."""
     for kind in (int, float):
         try:
@@ -34,9 +34,9 @@ def args_from_argv(argv: Sequence[Any]) -> dict[str, Any]:
         if tok.startswith("--"):
             name, eq, value = tok[2:].partition("=")
             if eq:
-                parsed[arg_name(name)] = scalar(value)
+                parsed[arg_name(name)] = _scalar(value)
             elif i + 1 < len(argv) and not str(argv[i + 1]).startswith("--"):
-                parsed[arg_name(name)] = scalar(str(argv[i + 1]))
+                parsed[arg_name(name)] = _scalar(str(argv[i + 1]))
                 i += 1
             else:
                 parsed[arg_name(name)] = True
