@@ -11,12 +11,46 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+#: a Windows drive (`C:`) at the start of a name or of any of its parts: no wheel member has one
+_DRIVE = re.compile(r"(?:^|/)[A-Za-z]:")
+
+
+class UnsafeMember(ValueError):
+    """A wheel member whose name would be written outside the tree: the wheel is refused
+    whole (standard library only, as the host runs this file without specops installed)."""
+
+
+def _member_problem(name: str) -> str | None:
+    """Why `name` cannot be unpacked under a folder, or None: an absolute path, a `..` part,
+    a drive or a backslash (a separator on Windows, a trick on POSIX)."""
+    if "\\" in name:
+        return "has a backslash"
+    if name.startswith("/"):
+        return "is an absolute path"
+    if _DRIVE.search(name):
+        return "names a drive"
+    if ".." in name.split("/"):
+        return "has a '..' part"
+    if "\0" in name:
+        return "has a NUL byte"
+    return None
+
+
+def check_members(wheel: str, names: list[str]) -> None:
+    """Refuse the whole wheel if one member could land outside the tree: it is read before
+    anything is written, so a refused wheel leaves nothing behind."""
+    for name in names:
+        problem = _member_problem(name)
+        if problem is not None:
+            raise UnsafeMember(f"wheel {wheel}: member {name!r} {problem}; refused, nothing written")
 
 
 def _version_files(pkg: str, version: str) -> None:
@@ -49,6 +83,8 @@ def unpack(wheel: str, dest: str, version: str, *, prefix: str = "sglang/", git:
     repository whose excludes hold `exclude`; `marker` (written last, excluded too) records
     `marker_data`."""
     dest = dest.rstrip("/")
+    with zipfile.ZipFile(wheel) as zf:
+        check_members(wheel, zf.namelist())
     parent = os.path.dirname(os.path.abspath(dest))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}-", dir=parent)
@@ -77,8 +113,13 @@ def unpack(wheel: str, dest: str, version: str, *, prefix: str = "sglang/", git:
 
 
 def main(argv: list[str]) -> int:
-    """`python -c SCRIPT '<json of unpack()'s keyword arguments>'`: how a host runs it."""
-    unpack(**json.loads(argv[0]))
+    """`python -c SCRIPT '<json of unpack()'s keyword arguments>'`: how a host runs it. A
+    refused wheel is one `error:` line and exit 2, which the step's output tail shows."""
+    try:
+        unpack(**json.loads(argv[0]))
+    except UnsafeMember as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
