@@ -63,3 +63,70 @@ def test_a_trace_longer_than_the_cap_is_refused_at_the_first_line_past_it(tmp_pa
     with pytest.raises(ConfigError, match="more than 3 requests") as err:
         read_trace(path)
     assert err.value.where == f"{path}:4" and MAX_REQUESTS == 100_000
+
+
+# ----- bounds (issue 55 point 5): no line asks for more than a run can hold ---------------
+
+def _row(**kw: object) -> str:
+    return json.dumps({"timestamp": 5, "input_length": 4, "output_length": 2, **kw})
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    pytest.param(_row(input_length=10**12), "'input_length' is 1000000000000 tokens: at most", id="input-length"),
+    pytest.param(_row(output_length=10**9), "'output_length' is 1000000000 tokens: at most", id="output-length"),
+    pytest.param(_row(timestamp=1e300), "'timestamp' is 1e+300 ms: at most", id="timestamp-huge"),
+    pytest.param('{"timestamp": NaN, "input_length": 4, "output_length": 2}', "'timestamp' must be a number >= 0",
+                 id="timestamp-nan"),
+    pytest.param('{"timestamp": Infinity, "input_length": 4, "output_length": 2}',
+                 "'timestamp' must be a number >= 0", id="timestamp-inf"),
+    pytest.param('{"timestamp": 5, "input_length": 4, "output_length": 2, "x": ' + "[" * 5000 + "]" * 5000 + "}",
+                 "nested deeper than", id="nesting"),          # once an uncaught RecursionError
+    pytest.param(_row(hash_ids=list(range(20_000))), "bytes long: at most", id="line-size"),
+    pytest.param('{"timestamp": 5, "input_length": ' + "9" * 5000 + ', "output_length": 2}', "not a JSON object",
+                 id="huge-integer"),                    # once an uncaught ValueError
+])
+def test_a_line_past_a_bound_is_refused_naming_file_line_and_limit(tmp_path: Path, line: str, message: str) -> None:
+    path = _write(tmp_path, ['{"timestamp": 0, "input_length": 4, "output_length": 2}', line])
+    with pytest.raises(ConfigError) as err:
+        read_trace(path)
+    assert message in str(err.value) and err.value.where == f"{path}:2", str(err.value)
+
+
+def test_a_line_nested_as_deep_as_python_allows_is_a_config_error_not_a_traceback(tmp_path: Path) -> None:
+    deep = '{"timestamp": 5, "input_length": 4, "output_length": 2, "x": ' + "[" * 30_000 + "]" * 30_000 + "}"
+    with pytest.raises(ConfigError, match="nested deeper than") as err:
+        read_trace(_write(tmp_path, [deep]))
+    assert err.value.where == f"{tmp_path / 'trace.jsonl'}:1"
+
+
+def test_a_trace_spanning_more_than_a_day_is_refused(tmp_path: Path) -> None:
+    from specops.bench import trace as module
+    day_ms = module.MAX_SPAN_S * 1000
+    path = _write(tmp_path, [_row(timestamp=10), _row(timestamp=day_ms + 11)])
+    with pytest.raises(ConfigError, match=r"spans 86400.001 s: at most 86400 s") as err:
+        read_trace(path)
+    assert err.value.where == str(path)
+    assert read_trace(_write(tmp_path, [_row(timestamp=10), _row(timestamp=day_ms + 10)])).duration_s == 86_400
+
+
+def test_a_trace_whose_prompts_would_not_fit_in_memory_is_refused(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specops.bench.trace.MAX_TOTAL_INPUT_TOKENS", 10)
+    path = _write(tmp_path, [_row(input_length=6), _row(input_length=6)])
+    with pytest.raises(ConfigError, match="more than 10 input tokens in all") as err:
+        read_trace(path)
+    assert err.value.where == f"{path}:2"
+
+
+def test_a_file_larger_than_the_cap_is_refused_before_it_is_read(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specops.bench.trace.MAX_FILE_BYTES", 100)
+    path = _write(tmp_path, [_row()] * 5)
+    with pytest.raises(ConfigError, match="bytes: at most 100") as err:
+        read_trace(path)
+    assert err.value.where == str(path)
+
+
+def test_an_ordinary_mooncake_line_is_well_inside_every_bound(tmp_path: Path) -> None:
+    line = _row(timestamp=1_700_000_000_000, input_length=128_000, output_length=8_192, hash_ids=list(range(250)))
+    assert read_trace(_write(tmp_path, [line])).requests == (TraceRequest(0.0, 128_000, 8_192),)
