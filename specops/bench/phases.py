@@ -20,12 +20,22 @@ from dataclasses import dataclass
 
 from specops.bench.arrivals import TRACE, Arrival, gaps, parse_arrival, parse_rate
 from specops.bench.quantiles import percentile
+from specops.bench.trace import MAX_REQUESTS, MAX_SPAN_S
 from specops.errors import ConfigError
 
 #: what one phase looks like; the message of every parse error shows it
 SYNTAX = "RATE[/s]:DURATION[s|m], e.g. --phases '2/s:120s,16/s:120s,2/s:120s'"
 #: a phase run's arrival process name in its records' `arrival` prefix
 PHASES = "phases"
+#: requests in one phase run, all phases together: every arm is offered each one, as a trace's
+MAX_ARRIVALS = MAX_REQUESTS
+#: requests per second in one phase: one client sends them all; no server we bench takes more
+MAX_RATE = 10_000.0
+#: seconds of one phase run, all phases together: the length a replayed trace may span
+MAX_TIMELINE_S = float(MAX_SPAN_S)
+#: a draw may run past its expected count; this many times it is a process whose gaps are
+#: zero (gamma with a huge CV), which would otherwise never leave its phase
+ARRIVAL_SLACK = 2
 _DURATION = re.compile(r"^(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>s|m)?$")
 
 
@@ -84,7 +94,35 @@ def _duration(text: str, where: str) -> float:
     seconds = float(m["value"]) * (60.0 if m["unit"] == "m" else 1.0)
     if not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(f"phase duration {text!r} must be positive", where=where, hint=SYNTAX)
+    if seconds > MAX_TIMELINE_S:
+        raise ConfigError(f"phase duration {text!r} is longer than a run: at most {MAX_TIMELINE_S:g} s",
+                          where=where, hint=SYNTAX)
     return seconds
+
+
+def _rate(text: str, where: str) -> float:
+    try:
+        rate = parse_rate(text, where=where)
+    except ConfigError:
+        raise ConfigError(f"phase rate {text.strip()!r} is not a positive number of requests per second",
+                          where=where, hint=SYNTAX) from None
+    if rate > MAX_RATE:
+        raise ConfigError(f"phase rate {rate:g}/s is above what one client sends: at most {MAX_RATE:g}/s",
+                          where=where, hint=SYNTAX)
+    return rate
+
+
+def _check_run(phases: list[Phase], where: str) -> None:
+    """The phases together: their length, and about how many requests they draw (one at each
+    phase's start, then rate x duration), both within what one run holds."""
+    total_s = sum(p.duration_s for p in phases)
+    if total_s > MAX_TIMELINE_S:
+        raise ConfigError(f"the phases last {total_s:g} s: at most {MAX_TIMELINE_S:g} s in one run",
+                          where=where, hint="shorten the phases, or split them into several runs")
+    expected = sum(1 + p.rate * p.duration_s for p in phases)
+    if expected > MAX_ARRIVALS:
+        raise ConfigError(f"the phases ask for about {expected:.0f} requests: at most {MAX_ARRIVALS} in one run",
+                          where=where, hint="lower the rates or shorten the phases")
 
 
 def parse_phases(text: str, where: str = "bench --phases") -> list[Phase]:
@@ -104,12 +142,8 @@ def parse_phases(text: str, where: str = "bench --phases") -> list[Phase]:
                               hint="give a rate: " + SYNTAX + "; for closed loops sweep --concurrency")
         if not sep or not rate_text.strip():
             raise ConfigError("a phase needs a rate and a duration", where=at, hint=SYNTAX)
-        try:
-            rate = parse_rate(rate_text, where=at)
-        except ConfigError:
-            raise ConfigError(f"phase rate {rate_text.strip()!r} is not a positive number of requests per second",
-                              where=at, hint=SYNTAX) from None
-        phases.append(Phase(rate, _duration(dur_text, at)))
+        phases.append(Phase(_rate(rate_text, at), _duration(dur_text, at)))
+    _check_run(phases, where)
     return phases
 
 
@@ -122,10 +156,14 @@ def timeline(phases: list[Phase] | tuple[Phase, ...], arrival: Arrival, seed: in
     rng = random.Random(f"specops-phases:{seed}:{key}:{arrival.text()}")
     offsets: list[float] = []
     phase_of: list[int] = []
-    start = 0.0
+    start, cap = 0.0, ARRIVAL_SLACK * MAX_ARRIVALS
     for k, phase in enumerate(phases):
         end, t = start + phase.duration_s, start
         while t < end:
+            if len(offsets) >= cap:
+                raise ConfigError(f"the phases drew more than {cap} arrivals under --arrival {arrival.text()}: "
+                                  f"at most {MAX_ARRIVALS} are expected in one run", where="bench --phases",
+                                  hint="a smaller coefficient of variation (gamma:CV), lower rates or shorter phases")
             offsets.append(round(t, 9))
             phase_of.append(k)
             t += gaps(rng, phase.rate, arrival, 1)[0]

@@ -176,3 +176,35 @@ def test_the_envelope_is_adaptive_over_the_best_static_arm_in_each_phase() -> No
     assert doc is not None and doc["worst_lag_steps"] == 2 and doc["phases"][1]["envelope"] == round(400 / 410, 4)
     assert doc["phases"][2]["arms"]["adaptive"]["output_throughput"] == 120.0
     assert summarize_phases([ResultRecord(host="gpu", arm="baseline", extra={})]) is None   # not a phase run
+
+
+# ----- bounds (issue 55 point 5): a phase list cannot ask for more than a run can hold ------
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("1e9/s:60s", "rate 1e+09/s is above"),          # once exhausted memory drawing arrivals
+    ("2/s:1e9s", "is longer than"),
+    ("50/s:20m,50/s:20m", "about 120002 requests"),   # each phase within bounds, the run not
+    ("1/s:1380m,1/s:120m", "the phases last 90000 s"),
+])
+def test_a_phase_list_past_a_bound_is_refused_naming_the_option_and_the_limit(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_phases(text)
+    message = str(err.value)
+    assert says in message and "bench --phases" in message and "at most" in message, message
+
+
+def test_the_bounds_are_named_constants_a_run_can_reach() -> None:
+    from specops.bench import phases as module
+    from specops.bench.trace import MAX_REQUESTS
+    assert module.MAX_ARRIVALS == MAX_REQUESTS and module.MAX_TIMELINE_S == 86_400 and module.MAX_RATE == 10_000
+    edge = f"{module.MAX_RATE:g}/s:{MAX_REQUESTS // module.MAX_RATE - 1:g}s"
+    assert parse_phases(edge) == [Phase(module.MAX_RATE, MAX_REQUESTS // module.MAX_RATE - 1)]
+
+
+def test_a_draw_that_runs_past_the_arrival_cap_stops_with_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gamma:CV with a huge CV draws gaps of exactly 0.0: the loop once never left its phase."""
+    monkeypatch.setattr("specops.bench.phases.MAX_ARRIVALS", 50)
+    with pytest.raises(ConfigError) as err:
+        timeline_of("1/s:10s", "gamma:1000000", seed=1)
+    assert "more than 100 arrivals" in str(err.value) and "bench --phases" in str(err.value)
+    assert len(timeline_of("2/s:10s", "poisson", seed=1).offsets) < 100   # an ordinary draw is untouched
