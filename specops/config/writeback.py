@@ -84,8 +84,15 @@ def write_adaptive(path: Path, host: str, arm: str, *, threshold: int, tiers: di
     arms_check = _arms_at(check if not label else _node(check, label))
     if arms_check is None or int(arms_check[arm]["threshold"]) != int(threshold):
         raise ConfigError(f"writing the threshold into {path} did not round-trip; nothing written")
-    atomic_write(Path(path), new_text)
+    atomic_write(_real_file(path), new_text)
     return f"{path}: {where}.threshold = {threshold}" + (f", tiers = {dict(sorted(tiers.items()))}" if tiers else "")
+
+
+def _real_file(path: Path) -> Path:
+    """The file a (chain of) symbolic link(s) points to: a rename onto the link itself would
+    replace the link with a copy and leave the file it names unchanged (the repository's own
+    hosts.yaml is a link into specops/data/)."""
+    return Path(path).resolve()
 
 
 def _node(data: Any, label: str) -> Any:
