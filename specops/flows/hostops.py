@@ -7,20 +7,20 @@ from __future__ import annotations
 from typing import Callable
 
 from specops.config.inventory import Host
+from specops.ports import GRPC_OFFSET, first_ports, format_intervals, safe_block
 from specops.servers import read_states, stop_arms, stop_states
 from specops.transport.connect import open_transport
+from specops.transport.probes import read_ephemeral
 
-#: where the arms tune adds get their ports: below the kernel's ephemeral range (32768-60999
-#: by default) an outgoing connection or a bind(0) cannot take one before its server binds it,
-#: and SGLang (0.5.12+) also binds its gRPC port at HTTP + 10000, refusing one past 65535:
-#: each port is chosen with that one free too
-PORT_RANGE = (20000, 55535)
-GRPC_OFFSET = 10000
+#: run on the host: from the candidate intervals ("low-high,..."), `n` ports that bind now,
+#: each with its gRPC twin (+offset) binding too, no two colliding that way; all held until
+#: all are chosen
 _FREE_PORTS = """
 import random, socket, sys
-low, high, offset, n = (int(a) for a in sys.argv[1:5])
+spans, offset, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+candidates = [p for span in spans.split(",") for p in range(int(span.split("-")[0]), int(span.split("-")[1]) + 1)]
 held, ports = [], []
-for port in random.Random().sample(range(low, high + 1), high - low + 1):
+for port in random.Random().sample(candidates, len(candidates)):
     if len(ports) == n:
         break
     if any(abs(port - p) in (0, offset) for p in ports):
@@ -42,17 +42,21 @@ print(" ".join(str(p) for p in ports))
 def free_ports(host: Host, n: int) -> list[int]:
     """Ports free on the host right now, for the arms tune adds (adaptive-t*, eagle3-k*):
     the profiles' own ports may be held by deployed servers, the next ones by anybody. Each
-    from PORT_RANGE with its gRPC twin (+GRPC_OFFSET) free as well, and no two that collide
-    that way. [] when the host could not say (the tuner then picks its own)."""
-    low, high = PORT_RANGE
+    from the host's safe block (specops.ports: outside its ephemeral range, with its gRPC twin,
+    +GRPC_OFFSET, outside it too and no port another's twin), free with its twin right now. Where the host could not
+    check which bind (no python there), the first safe ports, unchecked: the servers' own
+    bind then tells. ConfigError when the host's range leaves no safe port."""
+    where = f"host {host.name}"
     with open_transport(host) as transport:
-        res = transport.run([host.python, "-c", _FREE_PORTS, str(low), str(high), str(GRPC_OFFSET), str(n)],
+        ephemeral = read_ephemeral(transport)
+        block = safe_block(ephemeral, where=where)
+        res = transport.run([host.python, "-c", _FREE_PORTS, format_intervals([block]), str(GRPC_OFFSET), str(n)],
                             timeout=60)
     try:
         ports = [int(p) for p in res.stdout.split()] if res.ok else []
     except ValueError:
         ports = []
-    return ports if len(ports) == n else []
+    return ports if len(ports) == n else first_ports(n, ephemeral, where=where)
 
 
 def releaser(host: Host, run_id: str) -> Callable[[list[str]], None]:

@@ -38,6 +38,7 @@ from specops.decide.tune import (
 )
 from specops.errors import ConfigError
 from specops.launchargs import arg_name
+from specops.ports import DEFAULT_EPHEMERAL, first_ports
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
 #: arm tune adds beside it drops them and lets the engine pick its own (real SGLang 0.5.14's
@@ -78,9 +79,9 @@ class Tuner:
         self.pace: float | None = None   # measured wall seconds per point
         self.spent_points = 0
         ports_free = list(ports)
-        ports = [int(v["port"]) for v in self.base_arms.values() if isinstance(v.get("port"), int)]
-        first = max(ports) + 1 if ports else 30099
-        self.tune_ports = list(ports_free) if ports_free else list(range(first, first + 8))
+        # none given (a tuner built without a host): safe ports by the one rule, unchecked
+        self.tune_ports = ports_free or first_ports(max(8, 1 + len(self.tier_steps)), DEFAULT_EPHEMERAL,
+                                                    where=f"host {host}")
 
     # ----- estimates and budget
 

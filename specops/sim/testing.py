@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from specops.ports import local_ephemeral, safe_block
 from specops.sglang.serving import READY_LINE
 from specops.sim.closedloop import loop_header
 
@@ -64,18 +65,15 @@ class SimProcess:
         return self.process.wait(timeout=timeout)
 
 
-#: Ports tests pick from: below the kernel's ephemeral range (32768-60999 by default), where
-#: every outgoing connection's source port and every bind(0) (SGLang's own NCCL/gloo port,
-#: /metrics polling) land; a port chosen from that range by bind(0) could be taken by any of
-#: them before the server under test binds it. Split between xdist workers so two workers
-#: never pick the same one, and walked in order within a worker so one never reuses a port
-#: it picked a moment ago.
-PORT_RANGE = (20000, 29999)
 _next_port: int | None = None
 
 
 def _worker_range() -> tuple[int, int]:
-    low, high = PORT_RANGE
+    """This xdist worker's share of the safe block (specops.ports: outside this machine's
+    ephemeral range, where every outgoing connection's source port and every bind(0) land,
+    with each port's gRPC twin outside it too, and no port another's twin): two workers never
+    pick the same port, and a port picked a moment ago is not picked again (walked in order)."""
+    low, high = safe_block(local_ephemeral(), where="the tests' port picker")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
@@ -86,7 +84,7 @@ def _worker_range() -> tuple[int, int]:
 
 def free_ports(n: int) -> list[int]:
     """`n` distinct loopback ports free right now (all sockets held until all are chosen):
-    the one port picker for tests, benchmarks and the simulator's helpers (PORT_RANGE says
+    the one port picker for tests, benchmarks and the simulator's helpers (_worker_range says
     where they come from and why)."""
     global _next_port
     low, high = _worker_range()

@@ -8,6 +8,7 @@ from specops.config.playbook import Step
 from specops.config.schema import suggest
 from specops.engines import engine_for
 from specops.errors import ConfigError
+from specops.ports import EPHEMERAL_RANGE_FILE, in_range
 from specops.run import events
 from specops.secrets import redact
 from specops.servers import fairness_warnings, read_states, server_info
@@ -20,6 +21,7 @@ from specops.servers.placement import start_waves
 from specops.servers.plans import arm_requests, placements_for, plan_arms
 from specops.servers.supervisor import Supervisor, supervisor_for
 from specops.steps.base import Outcome, StepContext, StepKind
+from specops.transport.probes import read_ephemeral
 
 
 def _arm_list(step: Step, value: Any) -> None:
@@ -125,6 +127,9 @@ class Server(StepKind):
         plans = self._plans(ctx)
         supervisor = supervisor_for(ctx.host)
         waves = self._waves(ctx, plans)  # a refusal here changes nothing on the host
+        port_warnings = _ephemeral_port_warnings(ctx, plans)
+        for line in port_warnings:  # before the launch: the port may be taken by then
+            ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name, message=line))
         timeout = float(ctx.args.get("ready_timeout", ctx.timeout))
         leads = self._claim(ctx, plans)  # another run's arm with other arguments: refused here, nothing changed
         outcomes: list[LaunchOutcome] = []
@@ -152,16 +157,28 @@ class Server(StepKind):
         infos = {o.state.arm: server_info(ctx.transport, o.state) for o in outcomes}
         for o in outcomes:  # the tree's SGLang answered, not some other install
             check_version(ctx.transport, o.state, infos[o.state.arm])
-        warnings = fairness_warnings(infos)
-        warnings += [w for arm, info in infos.items() if (w := head_width_warning(ctx.transport, arm, info))]
-        for w in warnings:
+        after = fairness_warnings(infos)
+        after += [w for arm, info in infos.items() if (w := head_width_warning(ctx.transport, arm, info))]
+        for w in after:
             ctx.journal.emit(events.Warn(host=ctx.host.name, step=ctx.step.name, message=w))
+        warnings = port_warnings + after
         arms = {o.state.arm: {"mechanism": o.state.mechanism, "port": o.state.port, "action": o.action,
                               "pid": o.state.pid, "ready_s": round(ready.get(o.state.arm, 0.0), 2),
                               "effective_threshold": o.state.effective_threshold} for o in outcomes}
         summary = ", ".join(f"{a}: {v['action']} ({v['mechanism']})" for a, v in arms.items())
         return Outcome(changed=any(o.action not in ("reused", "shared") for o in outcomes), data={"arms": arms, "warnings": warnings},
                        message=summary + (f"; {len(warnings)} warning(s)" if warnings else ""))
+
+
+def _ephemeral_port_warnings(ctx: StepContext, plans: list[LaunchPlan]) -> list[str]:
+    """A warning per arm whose configured port lies in the host's ephemeral range: any outgoing
+    connection or bind(0) on the host can hold it when the server binds (specops.ports)."""
+    ephemeral = read_ephemeral(ctx.transport)
+    inside = [p for p in plans if in_range(p.port, ephemeral)]
+    low, high = ephemeral
+    return [f"arm {p.arm}: port {p.port} lies in host {ctx.host.name}'s ephemeral port range {low}-{high} "
+            f"({EPHEMERAL_RANGE_FILE}): an outgoing connection can hold it when the server binds; choose a port "
+            f"outside it" for p in inside]
 
 
 def _job_event(ctx: StepContext, supervisor: Supervisor, kind: str, data: dict[str, Any]) -> None:

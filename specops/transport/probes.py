@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from specops.errors import TransportError
+from specops.ports import EPHEMERAL_RANGE_FILE, parse_ephemeral
 from specops.transport.base import HostFacts, Transport
 
 #: Seconds the whole probe may take on the host.
@@ -164,3 +165,10 @@ def parse_cpu(stdout: str) -> CPUFacts:
 def read_cpu(transport: Transport, timeout: float = FACTS_TIMEOUT_S) -> CPUFacts:
     """Run the CPU probe on the host and parse it (an unanswered probe: facts left empty)."""
     return parse_cpu(transport.run(cpu_probe_command(), timeout=timeout).stdout)
+
+
+def read_ephemeral(transport: Transport, timeout: float = FACTS_TIMEOUT_S) -> tuple[int, int]:
+    """The host kernel's ephemeral port range (specops.ports: where no chosen port may lie);
+    Linux's default where the host cannot say."""
+    res = transport.run(["cat", EPHEMERAL_RANGE_FILE], timeout=timeout)
+    return parse_ephemeral(res.stdout if res.ok else None)

@@ -137,10 +137,10 @@ def test_forbidden_imports_are_not_reached():
 
 #: specops's packages from the bottom up: a module imports from its own package or from one
 #: listed before it, never after. The first tier (`specops` itself for `__version__`, errors,
-#: fsutil, secrets, pysource, launchargs, data) is shared by every layer; its members may import
+#: fsutil, secrets, pysource, launchargs, ports, data) is shared by every layer; its members may import
 #: each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("specops", "errors", "fsutil", "secrets", "pysource", "launchargs", "plainhttp", "data"),
+    ("specops", "errors", "fsutil", "secrets", "pysource", "launchargs", "plainhttp", "ports", "data"),
     ("config",),      # hosts.yaml, playbooks, variable precedence, the SLO/objective/cost options
     ("transport",),
     ("sglang", "vllm"),  # what specops knows about each engine itself, read from its source trees
