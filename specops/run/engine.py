@@ -113,13 +113,16 @@ def default_forks(n_hosts: int) -> int:
 
 def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: dict[str, Any],
                  workdir: str) -> dict[str, Any]:
-    """Inventory < group < host < playbook vars < --var, with --var winning everywhere.
+    """Playbook vars < inventory < group < host < --var: a playbook's `vars` are defaults, so a
+    key the user set in hosts.yaml (`vllm_version`, `sglang_ref`, `sglang_dir`, ...) is used,
+    never silently replaced by the playbook's value, and --var wins everywhere.
 
-    --var is applied before the playbook vars are rendered, so a playbook var derived from
-    another (`sglang_version` from `sglang_ref`) sees the --var value, and a playbook var
-    that --var names is not rendered at all: asking for one version never measures another."""
+    A playbook var the user or --var set is not rendered at all (a mapping merges key by key,
+    theirs winning); the others are rendered after --var applied, so a playbook var derived
+    from another (`sglang_version` from `sglang_ref`) sees the value the user asked for."""
     variables = inventory.host_vars(host)
     variables["workdir"] = workdir
+    user = user_keys(inventory, host)
     plain = {k: v for k, v in extra.items() if "." not in k}
     dotted = {k: v for k, v in extra.items() if "." in k}
     for key, value in plain.items():
@@ -131,10 +134,11 @@ def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: di
     for key in list(variables):
         _set_dotted(variables, key, dotted)
     for key, value in playbook.vars.items():
-        if key in plain and not isinstance(plain[key], dict):
-            continue  # a scalar --var wins outright: the playbook's own value is never rendered
+        chosen = key in plain or key in user
+        if chosen and not isinstance(variables[key], dict):
+            continue  # the user's (or --var's) value wins outright: the playbook's is never rendered
         rendered = render_tree(value, variables, where=f"{playbook.path}: vars.{key}")
-        variables[key] = merge_var(rendered, plain[key]) if key in plain else rendered
+        variables[key] = merge_var(rendered, variables[key]) if chosen else rendered
         _set_dotted(variables, key, dotted)
     roots = {k.split(".", 1)[0] for k in dotted}
     for root in sorted(roots - set(variables)):
@@ -142,6 +146,14 @@ def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: di
                           f"'{root}'{suggest(root, variables)}", hint="a dotted --var sets a key inside an existing mapping")
     variables["playbook_dir"] = str(playbook.path.parent.resolve())
     return variables
+
+
+def user_keys(inventory: Inventory, host: Host) -> set[str]:
+    """The variables hosts.yaml sets for `host` (its `vars` sections: inventory, groups, host),
+    not the facts specops derives from the host's own settings (`engine_face`, `simulated`)."""
+    facts = host.facts_vars()
+    merged = inventory.host_vars(host)
+    return {k for k, v in merged.items() if k not in facts or v != facts[k]}
 
 
 def merge_var(base: Any, value: Any) -> Any:
