@@ -35,7 +35,7 @@ from specops.bench.running import RESUMED_STEPS, OffStretch, off_stretches, pars
 from specops.config.inventory import Host, Inventory
 from specops.engines import engine_of
 from specops.errors import ConfigError, StepError
-from specops.secrets import redact, remember_sources
+from specops.secrets import clip, redact, remember_sources
 from specops.servers import ServerState, read_states, supervisor_for
 from specops.servers.arms import arms_from_vars
 from specops.sglang.adaptive import STEP_SWITCH_RE, TRANSITION_RE, parse_transitions
@@ -58,6 +58,9 @@ INFO_KEYS = ("version", "model_path", "device", "tp_size", "max_running_requests
              "speculative_num_draft_tokens", "speculative_disable_batch_threshold", "speculative_adaptive",
              "simulated")
 REQUEST_TIMEOUT_S = 600.0
+#: an error reply's characters shown, of at most ERROR_BODY_READ bytes read (masked before the cut)
+ERROR_BODY_CHARS = 300
+ERROR_BODY_READ = 64 * 1024
 #: the most of the adaptive log read for transitions (the span of this check only)
 LOG_SPAN_LIMIT = 8 * 1024 * 1024
 EXCERPT_LINES = 20
@@ -195,7 +198,7 @@ def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str,
         with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
             doc = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        raise StepError(f"{path} answered {exc.code}: {exc.read()[:300].decode(errors='replace')}") from None
+        raise StepError(f"{path} answered {exc.code}: {_body(exc)}") from None
     except (OSError, ValueError) as exc:
         raise StepError(f"{path} failed: {exc}") from None
     if api == "completions":
@@ -342,6 +345,12 @@ def _log_span(transport: Transport, path: str, start: int | None) -> str:
     return transport.read_range(path, begin, end - begin).decode(errors="replace")
 
 
+def _body(exc: urllib.error.HTTPError) -> str:
+    """An error reply's first characters, masked before the cut: a cut through a secret would
+    leave a part the mask no longer recognizes."""
+    return clip(exc.read(ERROR_BODY_READ).decode(errors="replace"), ERROR_BODY_CHARS, keep="start")
+
+
 def verify(inventory: Inventory, host: Host, transport: Transport, *, prompts: int = 3,
            max_new_tokens: int = 8, resume_steps: int = DEFAULT_RESUME_STEPS) -> Verification:
     """Run every check against the host's running arms; the verdicts, never an exception
@@ -438,17 +447,18 @@ def _infos(result: Verification, chosen: dict[str, ServerState], urls: dict[str,
             info = {}
         shown = {k: info[k] for k in INFO_KEYS if k in info}
         result.arms[kind] = {"name": state.arm, "port": state.port, "mechanism": state.mechanism,
-                             "pid": state.pid, "info": shown}
+                             "pid": state.pid, "engine": engine_of(state.argv).title, "info": shown}
         evidence.append(f"{kind} ({state.arm}, port {state.port}, {state.mechanism}): "
                         f"{json.dumps(shown, sort_keys=True)}")
     versions = {a["info"].get("version") for a in result.arms.values()}
+    title = " / ".join(sorted({str(a["engine"]) for a in result.arms.values()}))
     name = f"/server_info of the {NUMBERS.get(len(chosen), str(len(chosen)))} arms"
     if bad:
         return Check(name, False, "; ".join(bad), evidence)
     if len(versions) != 1 or None in versions:
-        return Check(name, False, f"the arms answer as different SGLang versions: {sorted(map(str, versions))}",
+        return Check(name, False, f"the arms answer as different {title} versions: {sorted(map(str, versions))}",
                      evidence)
-    return Check(name, True, f"all {NUMBERS.get(len(chosen), str(len(chosen)))} answer, SGLang {versions.pop()}",
+    return Check(name, True, f"all {NUMBERS.get(len(chosen), str(len(chosen)))} answer, {title} {versions.pop()}",
                  evidence)
 
 
@@ -567,7 +577,7 @@ def report_markdown(v: Verification) -> str:
     for kind, arm in v.arms.items():
         info = arm.get("info", {})
         lines.append(f"- {kind} (`{arm['name']}`, port {arm['port']}, mechanism {arm['mechanism']}): "
-                     f"SGLang {info.get('version', '?')}"
+                     f"{arm.get('engine', 'SGLang')} {info.get('version', '?')}"
                      + (" (simulated)" if info.get("simulated") else ""))
     lines += ["- device: cpu"] if v.device.get("device") == "cpu" else [
         f"- GPUs: {v.device.get('gpus', '-')}", f"- driver: {v.device.get('driver', '-')}, CUDA: {v.device.get('cuda', '-')}"]
