@@ -159,15 +159,17 @@ def _scheduling_from(value: Any) -> Scheduling | None:
 
 @dataclass(kw_only=True)
 class HostFacts(_Part):
-    """`hosts.<host>`: what the host ran (SGLang, engine, GPUs or CPU), its arms and its
-    scheduling."""
+    """`hosts.<host>`: what the host ran (its engine and that engine's release, GPUs or CPU), its
+    arms and its scheduling."""
 
     PLAIN: ClassVar[dict[str, Check]] = {
-        "sglang_version": _STR, "sglang_commit": _STR, "engine": _STR, "gpu": _STR, "gpu_count": _INT,
-        "gpus": _DICT, "device": _STR, "cpu": _STR, "cpu_cores": _INT, "cpu_facts": _DICT, "container": _DICT}
+        "engine_version": _STR, "sglang_version": _STR, "sglang_commit": _STR, "engine": _STR, "gpu": _STR,
+        "gpu_count": _INT, "gpus": _DICT, "device": _STR, "cpu": _STR, "cpu_cores": _INT, "cpu_facts": _DICT,
+        "container": _DICT}
     NESTED: ClassVar[tuple[str, ...]] = ("arms", "scheduling")
 
-    sglang_version: str | None = None
+    engine_version: str | None = None         # the release of `engine` (SGLang's or vLLM's)
+    sglang_version: str | None = None         # runs recorded before engine_version: read, never written
     sglang_commit: str | None = None
     engine: str | None = None
     gpu: str | None = None
@@ -200,6 +202,10 @@ class HostFacts(_Part):
         if self.scheduling is not None:
             out["scheduling"] = self.scheduling.to_dict()
         return out
+
+    def engine_release(self) -> str | None:
+        """The engine's release: `engine_version`, else an older run's `sglang_version`."""
+        return self.engine_version or self.sglang_version
 
     def arm_records(self) -> dict[str, ArmRecord]:
         """The arms, created empty on first use (a writer's `setdefault("arms", {})`)."""
@@ -253,15 +259,16 @@ class Manifest(_Part):
     """A run's manifest.json. `Manifest()` is a run that has none yet."""
 
     PLAIN: ClassVar[dict[str, Check]] = {
-        "specops_version": _STR, "run_id": _STR, "client": _DICT, "sglang_version": _STR, "sglang_commit": _STR,
-        "gpu": _STR, "gpu_count": _INT, "device": _STR, "cpu": _STR, "cpu_cores": _INT, "simulated": _BOOL,
+        "specops_version": _STR, "run_id": _STR, "client": _DICT, "engine_version": _STR, "sglang_version": _STR,
+        "sglang_commit": _STR, "gpu": _STR, "gpu_count": _INT, "device": _STR, "cpu": _STR, "cpu_cores": _INT, "simulated": _BOOL,
         "runner": _STR, "dataset": _STR, "dataset_hash": _STR, "input_len": _LENGTH, "output_len": _LENGTH}
     NESTED: ClassVar[tuple[str, ...]] = ("bench", "hosts", "arms")
 
     specops_version: str | None = None
     run_id: str | None = None
     client: dict[str, Any] | None = None      # the client's settings (runner, seed, lengths, temperature)
-    sglang_version: str | None = None
+    engine_version: str | None = None         # the first host's engine release (hosts.<h>.engine names it)
+    sglang_version: str | None = None         # runs recorded before engine_version: read, never written
     sglang_commit: str | None = None
     gpu: str | None = None
     gpu_count: int | None = None
@@ -322,10 +329,17 @@ class Manifest(_Part):
         return (self.hosts or {}).get(name)
 
     def header(self, key: str) -> Any:
-        """A run-level fact by its key (the report's header lists them by key)."""
+        """A run-level fact by its key (the report's header lists them by key);
+        `engine_version` is an older run's `sglang_version` where it has no other."""
         if key not in self.PLAIN:
             raise KeyError(key)
+        if key == "engine_version":
+            return self.engine_release()
         return getattr(self, key)
+
+    def engine_release(self) -> str | None:
+        """The engine's release: `engine_version`, else an older run's `sglang_version`."""
+        return self.engine_version or self.sglang_version
 
     def settings(self) -> RunSettings:
         """The recorded settings; empty ones for a run from before they were recorded."""

@@ -105,7 +105,7 @@ def render_html(summary: ReportSummary, given: ManifestLike, plot_paths: Sequenc
     """The whole page as one string: deterministic for the same files."""
     manifest = as_manifest(given)
     facts = [f"{label}: <code>{_e(manifest.header(key))}</code>"
-             for key, label in (("run_id", "run"), ("sglang_version", engine_label(manifest)), ("sglang_commit", "commit"),
+             for key, label in (("run_id", "run"), ("engine_version", engine_label(manifest)), ("sglang_commit", "commit"),
                                 ("device", "device"), ("cpu", "CPU"),
                                 ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"),
                                 ("dataset", "dataset"), ("input_len", "input len"), ("output_len", "output len"))

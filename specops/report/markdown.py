@@ -201,7 +201,7 @@ def scheduling_lines(manifest: Manifest) -> list[str]:
 
 
 def engine_label(manifest: Manifest) -> str:
-    """What the run's `sglang_version` is the version of: SGLang, unless every host that says
+    """What the run's `engine_version` is the version of: SGLang, unless every host that says
     served with another engine (a vLLM run records vLLM's release there)."""
     names = {h.engine for h in (manifest.hosts or {}).values() if h.engine}
     titles = {ENGINES[n].title for n in names if n in ENGINES}
@@ -215,7 +215,7 @@ def render_markdown(summary: ReportSummary, given: ManifestLike) -> str:
     if summary.simulated:
         out += [SIM_BANNER, ""]
     facts = []
-    for key, label in (("run_id", "run"), ("sglang_version", engine_label(manifest)), ("sglang_commit", "commit"),
+    for key, label in (("run_id", "run"), ("engine_version", engine_label(manifest)), ("sglang_commit", "commit"),
                        ("device", "device"), ("cpu", "CPU"),  # a CPU host (device cpu): no GPU line
                        ("gpu", "GPU"), ("gpu_count", "GPUs"), ("runner", "runner"), ("dataset", "dataset"),
                        ("dataset_hash", "dataset hash"), ("input_len", "input len"), ("output_len", "output len")):

@@ -21,7 +21,9 @@ request-rate terms), `saturated: [{"arm", "rate"}]` and `saturation_text`, and i
      "slo": {"ttft_ms", "tpot_ms", "e2e_ms"}|null,  # the limits given (config/slo.py)
      "settings": {"runner", "dataset", "input_len", "output_len", "num_prompts", "repeats",
                   "repeats_auto" (only when true: --repeats auto, repeats is then its MAX), "concurrency", "arms", "seed", "slo", "objective", "gpu_hour_cost"},   # what the client did
-     "sglang": {"version", "commit"}, "gpu": str|null, "gpu_count": int|null,
+     "sglang": {"version", "commit"},   # the engine's release and commit, whichever engine served
+     "engine": {"name": "SGLang"|"vLLM", "version"},   # runs recorded with engine_version (issue 55)
+     "gpu": str|null, "gpu_count": int|null,
      "headline": [str], "warnings": [str],
      "servers": [str],        # arms restarted (same arguments) or shared with other runs
      "hosts": [{"host": str,
@@ -64,6 +66,7 @@ from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, load_axis, load_level
 from specops.decide.phases import phases_doc
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
+from specops.report.markdown import engine_label
 
 SCHEMA = "specops.summary/2"
 SUMMARY_JSON = "summary.json"
@@ -157,7 +160,9 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
         "schema": SCHEMA, "run_id": manifest.run_id, "simulated": summary.simulated,
         "objective": summary.objective, "slo": summary.slo,
         "settings": settings_of(manifest),
-        "sglang": {"version": manifest.sglang_version, "commit": manifest.sglang_commit},
+        "sglang": {"version": manifest.engine_release(), "commit": manifest.sglang_commit},
+        **({"engine": {"name": engine_label(manifest), "version": manifest.engine_version}}
+           if manifest.engine_version else {}),
         "gpu": manifest.gpu, "gpu_count": manifest.gpu_count,
         "headline": summary.headline, "warnings": summary.warnings, "servers": summary.servers, "hosts": hosts,
         "failed_points": [{"host": r.host, "arm": r.arm, load_axis(r): load_level(r), "repeat": r.repeat,

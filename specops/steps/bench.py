@@ -73,7 +73,7 @@ class Bench(StepKind):
         plans = plan_arms(ctx.transport, ctx.host, ctx.vars, settings.arms, tree, where=ctx.step.where)
         layout = engine_for(ctx.host).layout(TransportTreeFiles(ctx.transport, tree))  # its version
         device = "cpu" if plans and all(p.device == "cpu" for p in plans) else "gpu"  # what the arms run on
-        facts = {"sglang_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
+        facts = {"engine_version": layout.version, "sglang_commit": tree_commit(ctx.transport, tree),
                  "engine": ctx.host.engine, **device_facts(ctx.transport, device)}
 
         def record_host(manifest: Manifest) -> None:
@@ -83,7 +83,7 @@ class Bench(StepKind):
             manifest.set_default("client", {"runner": settings.runner, "seed": settings.seed,
                                             "input_len": settings.input_len, "output_len": settings.output_len,
                                             "dataset": settings.dataset, "temperature": 0})
-            for key in ("sglang_version", "sglang_commit", *HEADER_FACTS):
+            for key in ("engine_version", "sglang_commit", *HEADER_FACTS):
                 if key in facts:
                     manifest.set_default(key, facts[key])
             manifest.host(ctx.host.name).merge(facts)

@@ -59,7 +59,8 @@ def test_sweep_over_ssh_writes_rows_report_and_plots(tmp_path: Path, sshd) -> No
         data = (out / "plots" / f"{name}.png").read_bytes()
         assert data.startswith(PNG) and len(data) > 5000
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["sglang_version"] == "0.5.10.post1" and manifest["sglang_commit"]
+    assert manifest["engine_version"] == "0.5.10.post1" and manifest["sglang_commit"] and "sglang_version" not in manifest
+    assert manifest["hosts"]["gpu"]["engine_version"] == "0.5.10.post1"
     assert set(manifest["hosts"]["gpu"]["arms"]) == {"baseline", "eagle3", "adaptive"}
     assert manifest["bench"]["dataset_hash"]
     typed = load_manifest(out)   # today's manifest: every part typed, and the same bytes written back

@@ -132,7 +132,8 @@ def test_bench_reads_vllms_metrics(tmp_path: Path, vllm_tree: Path) -> None:  # 
     assert tput[("adaptive", 16)] > tput[("eagle3", 16)]
     assert tput[("eagle3", 1)] > tput[("baseline", 1)]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["hosts"]["gpu"]["engine"] == "sim-vllm" and manifest["sglang_version"] == "0.32.0"
+    assert manifest["hosts"]["gpu"]["engine"] == "sim-vllm" and manifest["engine_version"] == "0.32.0"
+    assert "sglang_version" not in manifest and manifest["hosts"]["gpu"]["engine_version"] == "0.32.0"
     assert "vLLM: `0.32.0`" in (out / "report.md").read_text()  # the release is vLLM's, not SGLang's
     assert not list((tmp_path / "w/.specops/servers").glob("*.json"))  # the sweep stopped what it launched
 
