@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
+import stat
 from pathlib import Path
 
 from specops.errors import SpecopsError
+from specops.secrets import mask_text
 
 #: errno values that mean "no room": the hint then says to free space, not to fix a path.
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -28,16 +29,25 @@ def write_error(exc: OSError, path: Path | str, *, kept: str = "it is unchanged"
     return WriteError(f"cannot write {path}: {reason}", hint=hint)
 
 
-def atomic_write(path: Path | str, data: bytes | str, *, mode: int | None = None, default_mode: int = 0o644,
-                 fsync: bool = True) -> None:
+#: A file holding argv or an environment (a secret's only home): read by its owner alone.
+SECRET_MODE = 0o600
+
+
+def atomic_write(path: Path | str, data: bytes | str, *, mode: int | None = None, default_mode: int | None = None,
+                 secret: bool = False, fsync: bool = True) -> None:
     """Write `data` to a temp file beside `path`, then rename it into place, so a reader
-    sees the old file or the new one, never half of either. The file keeps its mode
-    (or gets `mode`, else `default_mode` when new); parents are created."""
+    sees the old file or the new one, never half of either; parents are created. The mode:
+    `mode`; else SECRET_MODE when `secret`; else the old file's; else `default_mode`; else
+    0o666 less the umask, as any program's new file (a forced 0644 overrode a private
+    umask). A symlink at `path` is replaced by the file, never written through. The bytes
+    are written as given (a secret's env file holds its value): text specops renders is
+    masked by its writer (`secrets.mask_text`) before it comes here."""
     path = Path(path)
     payload = data.encode() if isinstance(data, str) else data
+    final = mode if mode is not None else SECRET_MODE if secret else _kept_mode(path, default_mode)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".specops-tmp", dir=path.parent)
+        fd, tmp = _temp_beside(path, 0o666 if final is None else SECRET_MODE)
     except OSError as exc:
         raise write_error(exc, path, kept="the file is unchanged") from None
     try:
@@ -46,9 +56,8 @@ def atomic_write(path: Path | str, data: bytes | str, *, mode: int | None = None
             if fsync:
                 fh.flush()
                 os.fsync(fh.fileno())
-        if mode is None:
-            mode = path.stat().st_mode & 0o7777 if path.exists() else default_mode
-        os.chmod(tmp, mode)
+        if final is not None:
+            os.chmod(tmp, final)
         os.replace(tmp, path)
     except BaseException as exc:
         try:
@@ -60,12 +69,41 @@ def atomic_write(path: Path | str, data: bytes | str, *, mode: int | None = None
         raise
 
 
-def append_whole(path: Path | str, data: bytes, *, fsync: bool = True) -> None:
-    """Append `data` (whole lines) to `path`, or nothing: a short write or an error cuts the
-    file back to its size before, so a full disk never leaves half a line behind."""
-    path = Path(path)
+def _kept_mode(path: Path, default_mode: int | None) -> int | None:
+    """The mode of the regular file at `path` (a symlink's own 0777 is no file's mode), else
+    `default_mode`; None: the umask decides."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        st = path.lstat()
+    except OSError:
+        return default_mode
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else default_mode
+
+
+def _temp_beside(path: Path, perm: int) -> tuple[int, str]:
+    """A new temp file in `path`'s folder, created with `perm` (less the umask): unlike
+    mkstemp's fixed 0600, a file the umask should decide gets its mode at creation."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{os.urandom(4).hex()}.specops-tmp")
+        try:
+            return os.open(tmp, flags, perm), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temp file name", str(path.parent))
+
+
+def append_whole(path: Path | str, data: bytes, *, fsync: bool = True, secret: bool = False) -> None:
+    """Append `data` (whole lines) to `path`, or nothing: a short write or an error cuts the
+    file back to its size before, so a full disk never leaves half a line behind. The lines
+    pass the masking sink (`secrets.mask_text`, on the encoded text: a JSON line's escaped
+    secret too). A symlink at `path` is refused (O_NOFOLLOW): a run's journal is never
+    written through a link to somewhere else. A new file gets 0o666 less the umask, or
+    SECRET_MODE when `secret`."""
+    path = Path(path)
+    data = _masked(data)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                     SECRET_MODE if secret else 0o666)
     except OSError as exc:
         raise write_error(exc, path, kept="the file is unchanged") from None
     try:
@@ -87,3 +125,9 @@ def append_whole(path: Path | str, data: bytes, *, fsync: bool = True) -> None:
             raise write_error(exc, path, kept="every line before is whole") from None
     finally:
         os.close(fd)
+
+
+def _masked(data: bytes) -> bytes:
+    """`data` through the masking sink; bytes that are not UTF-8 pass through unchanged
+    (surrogateescape keeps them as they were)."""
+    return mask_text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")

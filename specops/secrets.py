@@ -6,14 +6,21 @@ the host into a 0600 file, and loaded into the environment of the processes that
 it by the process that starts them: it never travels in argv, where `ps` shows it to
 every user of the host.
 
-Everything specops prints or writes passes through `redact`: once a value is known in
-this process it is masked wherever it appears (terminal, journal, state files, manifest,
-report, errors). The set of known values only grows: masking too much is harmless,
-masking too little is the leak this module exists to prevent.
+Everything specops prints or writes passes through one sink here: `mask_text` on final
+text (after any encoding: the JSON-escaped and shell-quoted forms of a value are masked
+too), `dumps_masked` for a JSON document, `clip` where text is cut (the mask comes first,
+so no piece of a secret survives a cut), `redact` for structures. Once a value is known in
+this process it is masked wherever it appears (terminal, live view, `--json`, journal,
+state files, manifest, report, errors); values under secret-looking names (`HF_TOKEN=`,
+`"api_key": ...`, `--api-key ...`) are masked whether known or not. The set of known
+values only grows: masking too much is harmless, masking too little is the leak this
+module exists to prevent.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shlex
@@ -31,6 +38,12 @@ MASK = "***"
 #: The word must stand alone between underscores (HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY):
 #: TOKENIZERS_PARALLELISM or KEYBOARD_LAYOUT hold no secret.
 SECRET_NAME = re.compile(r"^(?:[A-Z0-9]+_)*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)S?(?:_[A-Z0-9]+)*$")
+#: Names of any case whose values servers and clients echo (`api_key`, `token`, an
+#: `Authorization` header, `--api-key`'s flag): the last word decides, so `max_tokens` or
+#: `tokenizer_path` hold no secret; a tokenizer's special tokens (`eos_token`) are text.
+SECRET_KEY = re.compile(r"^(?:[a-z0-9]+[_-])*(?:api[_-]?key|(?:secret|access|private)[_-]?key|token|password|passwd"
+                        r"|secret|authorization|credentials?)$", re.IGNORECASE)
+NOT_SECRET_KEY = re.compile(r"^(?:bos|eos|pad|unk|sep|cls|mask)[_-]token$", re.IGNORECASE)
 #: Values that are never secret whatever their variable is called (a boolean, a number):
 #: masking "false" everywhere would hide every "false" in a log.
 NOT_SECRET_VALUE = re.compile(r"^(?:true|false|yes|no|on|off|none|null|[-+]?[0-9]+(?:\.[0-9]+)?)$", re.IGNORECASE)
@@ -41,7 +54,10 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def looks_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    """An environment name by convention (HF_TOKEN) or a key of any case servers echo (api_key)."""
+    if SECRET_NAME.search(name):
+        return True
+    return bool(SECRET_KEY.match(name)) and not NOT_SECRET_KEY.match(name)
 
 
 def could_be_secret(value: str) -> bool:
@@ -159,6 +175,23 @@ def _quoted_forms(value: str) -> list[str]:
     return [value, value.replace("'", "'\"'\"'"), value.replace("'", "\\'")]
 
 
+def _json_forms(value: str) -> set[str]:
+    """`value` inside a JSON string, once and twice encoded (a JSON document held in a JSON
+    string), ASCII-escaped or not: a `"` or `\\` in a secret is written `\\"` or `\\\\`, so
+    masking after encoding must know these forms too."""
+    forms = {value}
+    for _ in range(2):
+        forms |= {json.dumps(f, ensure_ascii=ascii_only)[1:-1] for f in forms for ascii_only in (True, False)}
+    return forms
+
+
+def _forms(value: str) -> set[str]:
+    """Every form of `value` the sink masks: as is, shell-quoted, JSON-escaped, and
+    HTML-escaped (report.html writes a `"` as `&quot;`)."""
+    forms = {j for q in _quoted_forms(value) for j in _json_forms(q)}
+    return forms | {html.escape(f) for f in forms}
+
+
 def remember(value: str, *, declared: bool = False) -> None:
     """Mask `value` from now on in everything `redact` sees.
 
@@ -179,8 +212,8 @@ def remember(value: str, *, declared: bool = False) -> None:
         if value in target:
             return
         target.add(value)
-        inside = sorted({f for v in _known for f in _quoted_forms(v)}, key=len, reverse=True)
-        tokens = sorted({f for v in _tokens for f in _quoted_forms(v)}, key=len, reverse=True)
+        inside = sorted({f for v in _known for f in _forms(v)}, key=len, reverse=True)
+        tokens = sorted({f for v in _tokens for f in _forms(v)}, key=len, reverse=True)
         parts = [re.escape(v) for v in inside]
         if tokens:
             parts.append(r"(?<![\w])(?:" + "|".join(re.escape(v) for v in tokens) + r")(?![\w])")
@@ -205,6 +238,20 @@ def remember_sources(sources: Iterable[SecretSource]) -> None:
             pass
 
 
+def mask_text(text: str) -> str:
+    """The sink for final text (a console line, an encoded JSON document, a file's content):
+    every known secret in any of its forms, and the value after a secret-looking name, is
+    `***`. Call it after encoding and before any cut (`clip` does both)."""
+    return _redact_text(text)
+
+
+def dumps_masked(obj: Any, **kwargs: Any) -> str:
+    """`json.dumps(obj, **kwargs)` through the sink: values under secret-looking keys masked
+    in the structure, then the encoded text masked (a secret holding `"` or `\\` is escaped
+    by the encoding, and only the escaped form is left to match)."""
+    return mask_text(json.dumps(redact(obj), **kwargs))
+
+
 def clip(text: str, limit: int, *, keep: str = "end") -> str:
     """At most `limit` characters of `text` once masked: the last ones (`keep="end"`) or the
     first. Masking comes first, so a cut through a secret cannot leave most of it (a cut
@@ -227,18 +274,44 @@ def redact(value: Any) -> Any:
         return {k: (MASK if isinstance(k, str) and looks_secret(k) and isinstance(v, str) and v and could_be_secret(v)
                     else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        return _redact_argv(value)
     if isinstance(value, tuple):
-        return tuple(redact(v) for v in value)
+        return tuple(_redact_argv(list(value)))
     return value
+
+
+def _secret_flag(word: str) -> bool:
+    """`--api-key`, `--hf-token`: a flag whose name says its value is a secret."""
+    return word.startswith("-") and looks_secret(word.lstrip("-"))
+
+
+def _redact_argv(items: list[Any]) -> list[Any]:
+    """Each item redacted, and the item after a secret flag (an argv's `--api-key`, `sk-...`)
+    masked whether its value is known or not."""
+    out: list[Any] = []
+    for i, v in enumerate(items):
+        prev = items[i - 1] if i else None
+        if (isinstance(prev, str) and _secret_flag(prev) and isinstance(v, str) and v and not v.startswith("--")
+                and could_be_secret(v)):
+            out.append(MASK)
+        else:
+            out.append(redact(v))
+    return out
 
 
 #: NAME=word, the word as the shell reads it: quoted and bare parts side by side
 #: (`'ab'"'"'cd'` is one word; stopping at its first quote left `"'"'cd'` unmasked). The
 #: first form is an assignment inside one single-quoted word (`'NAME=a b'`, as shlex.quote
 #: writes an `env` argument), where a `'` of the value is written `'"'"'`.
-_ASSIGNMENT = re.compile(r"'([A-Z_][A-Z0-9_]*)=((?:[^']|'\"'\"')*)"
-                         r"|\b([A-Z_][A-Z0-9_]*)=((?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^\s'\"])+)")
+_ASSIGNMENT = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)=((?:[^']|'\"'\"')*)"
+                         r"|\b([A-Za-z_][A-Za-z0-9_]*)=((?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^\s'\"])+)")
+#: `--api-key VALUE` / `--api-key=VALUE` in a command line, and `"--api-key", "VALUE"` in an
+#: argv printed as JSON or a Python list.
+_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)"
+                   r"(?:(=|[ \t]+)((?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^\s'\"])+)"
+                   r"|(\"\s*,\s*\")((?:[^\"\\]|\\.)*)(?=\")|('\s*,\s*')([^']*)(?='))")
+#: `"api_key": "VALUE"` in encoded JSON, `'api_key': 'VALUE'` in a printed dict.
+_PAIR = re.compile(r"([\"'])([A-Za-z_][A-Za-z0-9_-]*)\1(\s*:\s*)([\"'])((?:(?!\4)[^\\]|\\.)*)\4")
 
 
 def _assignment(m: re.Match[str]) -> str:
@@ -249,10 +322,35 @@ def _assignment(m: re.Match[str]) -> str:
     return f"{chr(39) if quoted else ''}{name}={MASK}"
 
 
+def _flag(m: re.Match[str]) -> str:
+    """`--api-key VALUE`: the value masked (a shell word, or a string of a printed list)."""
+    flag, sep, word = m.group(1), m.group(2), m.group(3)
+    if sep is None:
+        sep, word = (m.group(4), m.group(5)) if m.group(4) is not None else (m.group(6), m.group(7))
+        quote = ""
+    else:
+        quote = word[0] if word[0] in "'\"" and len(word) > 1 and word[-1] == word[0] else ""
+    value = word.strip("'\"")
+    if not (_secret_flag(flag) and value and not value.startswith("-") and could_be_secret(value)):
+        return m.group(0)
+    return f"{flag}{sep}{quote}{MASK}{quote}"
+
+
+def _pair(m: re.Match[str]) -> str:
+    if not (looks_secret(m.group(2)) and m.group(5) and could_be_secret(m.group(5))):
+        return m.group(0)
+    q, v = m.group(1), m.group(4)
+    return f"{q}{m.group(2)}{q}{m.group(3)}{v}{MASK}{v}"
+
+
 def _redact_text(text: str) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
     if "=" in text:
         text = _ASSIGNMENT.sub(_assignment, text)
+    if "-" in text:
+        text = _FLAG.sub(_flag, text)
+    if ":" in text:
+        text = _PAIR.sub(_pair, text)
     return text

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import random
 import statistics
 import time
@@ -51,6 +52,7 @@ from specops.bench.saturation import is_saturated, offered_rate
 from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.bench.trace import Trace, read_trace
 from specops.errors import ConfigError
+from specops.secrets import clip, remember_env
 from specops.sim.closedloop import loop_header
 from specops.sim.openloop import open_header
 
@@ -268,8 +270,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, api: str, prompt: Pr
             if answered is not None:
                 answered.set()
             if resp.status != 200:
-                body = (await resp.text())[:300]
-                res.error = f"HTTP {resp.status}: {body.strip()}"
+                res.error = clip(f"HTTP {resp.status}: {(await resp.text()).strip()}", 300, keep="start")
                 return res
             async for raw in resp.content:
                 line = raw.strip()
@@ -284,7 +285,8 @@ async def _stream(session: aiohttp.ClientSession, url: str, api: str, prompt: Pr
                 data = json.loads(text)
                 if isinstance(data, dict) and data.get("error"):
                     err = data["error"]
-                    res.error = "server error: " + str(err.get("message") if isinstance(err, dict) else err)[:300]
+                    res.error = clip("server error: " + str(err.get("message") if isinstance(err, dict) else err),
+                                     300, keep="start")
                     return res
                 new = counter.new_tokens(data)
                 now = clock.at(data, now, new is None or new > 0)
@@ -296,7 +298,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, api: str, prompt: Pr
         res.error = f"timed out after {timeout_s:g}s"
         return res
     except (aiohttp.ClientError, ValueError, OSError) as exc:
-        res.error = f"{type(exc).__name__}: {exc}"[:300]
+        res.error = clip(f"{type(exc).__name__}: {exc}", 300, keep="start")
         return res
     total = counter.total
     counted = _split_counts(chunks, total)
@@ -454,7 +456,7 @@ async def _flush_cache(session: aiohttp.ClientSession, base_url: str, timeout_s:
                     return "ok"
                 if resp.status in (404, 405):
                     return f"unsupported: HTTP {resp.status} (the server has no /flush_cache)"
-                last = f"HTTP {resp.status}: {(await resp.text())[:200].strip()}"
+                last = clip(f"HTTP {resp.status}: {(await resp.text()).strip()}", 200, keep="start")
         except aiohttp.ClientConnectorError as exc:
             return f"failed: {exc}"  # nothing listens: retrying will not help
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
@@ -657,5 +659,8 @@ def _phase_extra(tl: Timeline, text: str, results: list[RequestResult], start: f
 
 
 def measure_point(base_url: str, **kwargs: Any) -> ResultRecord:
-    """Synchronous wrapper: `asyncio.run(measure_point_async(...))`. See measure_point_async."""
+    """Synchronous wrapper: `asyncio.run(measure_point_async(...))`. See measure_point_async.
+    The secrets of this process's environment (on the host: the arm's, loaded from its 0600
+    file) are masked in what a server answers before any of it is cut into an error."""
+    remember_env(os.environ)
     return asyncio.run(measure_point_async(base_url, **kwargs))

@@ -47,6 +47,7 @@ from specops.config.inventory import Host
 from specops.config.schema import check_keys, choice, invalid, optional, suggest
 from specops.config.slo import check_cost, check_objective, parse_slo
 from specops.errors import ConfigError, SpecopsError
+from specops.secrets import redact
 from specops.servers import LaunchPlan, ServerState, end_reason, server_info
 from specops.servers.container import image_manifest, image_record
 from specops.servers.lease import LeaseBook, TakenOver
@@ -478,7 +479,8 @@ class HostSweep:
             for arm in arms:
                 plan, state, info = self.plans[arm], self.states[arm], infos[arm]
                 self.time_scales[arm] = info.get("sim_time_scale")
-                server_args = {k: v for k, v in info.items() if k not in ("internal_states",)}
+                # through the sink, keys and all: a server echoes its --api-key as "api_key"
+                server_args = redact({k: v for k, v in info.items() if k not in ("internal_states",)})
                 record: dict[str, Any] = {
                     "command": state.command, "argv": state.argv, "mechanism": state.mechanism,
                     "effective_threshold": state.effective_threshold, "notes": plan.notes,

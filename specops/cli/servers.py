@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 import shlex
 import threading
@@ -21,7 +20,7 @@ from specops.config.schema import suggest
 from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
 from specops.render.logs import collect, show, sources_for
-from specops.secrets import redact, remember_sources
+from specops.secrets import dumps_masked, remember_sources
 from specops.servers import read_states, stop_arms, supervisor_for
 from specops.servers.lease import Lease, holders
 from specops.servers.lifecycle import ArmStatus, launched_before_boot
@@ -71,7 +70,7 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
         if as_json and not follow:
-            click.echo(json.dumps(redact(collect(sources, lines=lines, errors_only=errors)), indent=1))
+            click.echo(dumps_masked(collect(sources, lines=lines, errors_only=errors), indent=1))
             return
         stop = threading.Event()
         failure: list[BaseException] = []
@@ -115,8 +114,8 @@ def status(host_spec: str, inventory_path: str | None, as_json: bool, verbose: b
             gone = [s.arm for s in rows[each.name] if s.state == "dead" and not s.job_id]
             rebooted[each.name] = launched_before_boot(transport, each.workdir, gone)
     if as_json:
-        console.print_json(json.dumps({h: [{**vars(s), "leases": [_lease_doc(x) for x in held[h].get(s.arm, [])]}
-                                               for s in st] for h, st in rows.items()}))
+        console.print_json(dumps_masked({h: [{**vars(s), "leases": [_lease_doc(x) for x in held[h].get(s.arm, [])]}
+                                             for s in st] for h, st in rows.items()}))
         return
     jobs = any(s.job_id for st in rows.values() for s in st)
     full = verbose or verbose_output()
@@ -233,5 +232,5 @@ def stop(host_spec: str, inventory_path: str | None, server: str | None, as_json
             console.print(f"{host.name}: {r.arm} ({what}) {note}{' with ' + r.signal if r.signal else ''}; "
                           f"{port}{gpu} [{time.monotonic() - t0:.1f}s]", markup=False)
     if as_json:
-        click.echo(json.dumps(redact({"ok": not failed, "hosts": stopped}), indent=1))
+        click.echo(dumps_masked({"ok": not failed, "hosts": stopped}, indent=1))
     exit_with(not failed)

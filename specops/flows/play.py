@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +20,7 @@ from specops.render.progress import (
 )
 from specops.run.engine import Engine, RunReport
 from specops.run.state import Interrupted, PointCallback
+from specops.secrets import dumps_masked
 from specops.servers.lease import LeasePolicy
 from specops.steps import KINDS
 
@@ -59,7 +59,7 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     finally:
         engine.close()
     if as_json:
-        console.print_json(json.dumps(report_dict(report)))
+        console.print_json(dumps_masked(report_dict(report)))
         return report
     if quiet:
         return report

@@ -16,7 +16,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from specops.secrets import redact
+from specops.secrets import mask_text
 
 ELLIPSIS = "…"
 #: No column is shortened below this (or its natural width, when that is less).
@@ -79,7 +79,7 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], *, widt
     header are then shortened in the middle. The first `key_columns` cells name a row in
     the `shortened` lines, after `key_prefix` (what the title says, e.g. the one host).
     Text cells are masked first: a secret cut in the middle no longer matches the mask."""
-    rows = [[redact(c) if isinstance(c, str) else c for c in row] for row in rows]
+    rows = [[mask_text(c) if isinstance(c, str) else c for c in row] for row in rows]
     natural = [max([cell_len(c.header)] + [cell_len(_plain(r[i])) for r in rows]) for i, c in enumerate(columns)]
     widths = list(natural)
     overhead = 3 * len(columns) + 1  # a space each side of every cell, a rule between and around

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from specops.config.inventory import Host, Inventory
 from specops.engines import engine_for
 from specops.errors import SpecopsError
 from specops.render.fit import Cell, Column, Fitted, fit_table
+from specops.secrets import dumps_masked
 from specops.servers.slurm import cluster_gpus
 from specops.transport.base import HostFacts
 from specops.transport.connect import open_transport
@@ -78,7 +78,7 @@ def check_hosts(inv: Inventory, hosts: list[Host], console: Console, as_json: bo
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
         facts = dict(zip([h.name for h in hosts], pool.map(_facts, hosts), strict=True))
     if as_json:
-        console.print_json(json.dumps({name: vars(f) for name, f in facts.items()}))
+        console.print_json(dumps_masked({name: vars(f) for name, f in facts.items()}))
     else:
         columns = [Column("host", shrink=True), Column("reachable"), Column("host key", shrink=True),
                    Column("python", shrink=True), Column("git", shrink=True), Column("free disk", shrink=True),

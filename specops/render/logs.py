@@ -6,7 +6,6 @@ Log text is printed as rich `Text` objects, never parsed as markup, so a log lin
 
 from __future__ import annotations
 
-import json
 import shlex
 import threading
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from specops.errors import TransportError
+from specops.secrets import dumps_masked, mask_text
 from specops.servers.logwatch import GREP_PATTERN, crash_blocks, find_signature, tail_lines
 from specops.servers.logwatch import follow as _follow
 from specops.sglang import paths
@@ -75,7 +75,7 @@ def error_blocks(transport: Transport, path: str, *, max_hits: int = 200) -> lis
     if not windows:
         return []
     script = "; ".join(f"sed -n '{a},{b}p' {shlex.quote(path)} ; echo '@@WIN'" for a, b in windows)
-    out = transport.run(script, timeout=60).stdout
+    out = mask_text(transport.run(script, timeout=60).stdout)  # whole lines, masked before a block is cut from them
     blocks: list[str] = []
     for seg in out.split("@@WIN\n"):
         for b in crash_blocks(seg):
@@ -117,8 +117,8 @@ class _JsonEmitter(_Emitter):
         if not text_lines:
             return
         src = self.by_label[src_label]
-        self.console.file.write("".join(json.dumps({"host": src.host, "arm": src.arm, "line": ln,
-                                                    "crash": find_signature(ln) is not None}) + "\n"
+        self.console.file.write("".join(dumps_masked({"host": src.host, "arm": src.arm, "line": ln,
+                                                      "crash": find_signature(ln) is not None}) + "\n"
                                         for ln in text_lines))
         self.console.file.flush()
 

@@ -18,6 +18,7 @@ from specops.bench.schema import STATUS_FAILED, ResultRecord, level_text
 from specops.render.fit import Cell, Column, fit_table
 from specops.run import events
 from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, HostReport, Phase, RunReport
+from specops.secrets import mask_text
 
 _PHASE_WORDS = tuple(f"{phase} failed" for phase in get_args(Phase))
 STYLE = {OK: "green", CHANGED: "yellow", SKIPPED: "cyan", FAILED: "bold red", NOT_RUN: "dim", WOULD_RUN: "blue"}
@@ -39,12 +40,13 @@ def progress_table(engine: Engine) -> Table:
         table.add_row(Text(" · ".join(f"{counts[state]} {state}" for state in order if state in counts)))
         for r in reports:
             if not r.ok:
-                table.add_row(Text.assemble((f"✗ {r.host}", "red"), f": {_failure_brief(engine, r)}"))
+                table.add_row(Text.assemble((f"✗ {r.host}", "red"), f": {mask_text(_failure_brief(engine, r))}"))
         return table
     for r in reports:  # Text, not markup: a print while the view is up renders it with markup off
         elapsed = f"{now - r.started:5.1f}s" if r.started else "   -  "
         mark = Text("✗", "red") if not r.ok else (Text("✓", "green") if r.current == "done" else Text("…", "yellow"))
-        table.add_row(mark, Text(r.host), Text(r.current or "waiting"), Text(elapsed))
+        # masked here: the table crops a long cell, and a cropped secret no longer matches the stream's mask
+        table.add_row(mark, Text(r.host), Text(mask_text(r.current or "waiting")), Text(elapsed))
     return table
 
 

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from specops.engines import crash_messages, ready_lines
 from specops.errors import TransportError
-from specops.secrets import redact
+from specops.secrets import clip, mask_text
 from specops.transport.base import Transport
 
 # --- what a crash looks like ------------------------------------------------------------
@@ -386,13 +386,13 @@ def failure_reason(text: str) -> str | None:
     is not a frame; None for an empty log."""
     found: list[str] = _ARGPARSE_ERROR.findall(text)  # no groups: whole matches
     if found:
-        return found[-1].strip()[:_MAX_REASON]
+        return clip(found[-1].strip(), _MAX_REASON, keep="start")
     lines = bare_lines(text)
     best = _best(_scan(text.splitlines()))
     if best is not None and best.lead:
-        return best.lead[:_MAX_REASON]
+        return clip(best.lead, _MAX_REASON, keep="start")
     rest = [ln.strip() for ln in lines if ln.strip() and not _is_frame(ln)] or [ln.strip() for ln in lines if ln.strip()]
-    return rest[-1][:_MAX_REASON] if rest else None
+    return clip(rest[-1], _MAX_REASON, keep="start") if rest else None
 
 
 def sigkill_note(text: str) -> str | None:
@@ -417,7 +417,7 @@ _GUARD = 4 * 1024
 def cap_line(line: str, *, cut_before: bool = False) -> str:
     """`line` masked, then at most MAX_LINE characters: a long one keeps its head and tail
     around a note (only its tail when the reader began inside it, `cut_before`)."""
-    line = redact(line)
+    line = mask_text(line)
     if cut_before:  # its first characters may be the end of a secret cut in two: never shown
         return "[... line cut] " + line[_GUARD:][-MAX_LINE:]
     if len(line) <= MAX_LINE:
@@ -527,7 +527,7 @@ class _Cursor:
         *complete, self.partial = (self.partial + data).split(b"\n")
         lines = [cap_line(b.decode(errors="replace")) for b in complete]
         if len(self.partial) > MAX_LINE + _GUARD:
-            head = redact(self.partial.decode(errors="replace"))[:MAX_LINE]
+            head = clip(self.partial.decode(errors="replace"), MAX_LINE, keep="start")
             lines.append(head + " [... line cut: no newline]")
             self.partial, self.skipping = b"", True
         return lines

@@ -54,7 +54,7 @@ class ArmWatch:
         self.text += data.decode(errors="replace")
         new = self.text[start:]
         if len(self.text) > KEEP_BYTES:
-            self.text = self.text[-KEEP_BYTES:]
+            self.text = _trimmed(self.text, KEEP_BYTES)
         if any(line in new for line in READY_LINES):
             self.ready_line = True
         if self.signature is None:
@@ -77,7 +77,21 @@ class ArmWatch:
         return HEALTH_PATIENCE_S if self.ready_line and self.signature is None else POLL_HEALTH_S
 
     def last_line(self) -> str:
-        return next((ln.strip() for ln in reversed(self.text.splitlines()) if ln.strip()), "starting")
+        """The last complete line logged, for the live view: a line still being written may
+        end inside a secret, whose first characters no mask can recognise. A progress bar's
+        `\r` ends its line too (the view then lags the bar by one redraw)."""
+        complete = self.text[:max(self.text.rfind("\n"), self.text.rfind("\r")) + 1]
+        return next((ln.strip() for ln in reversed(complete.splitlines()) if ln.strip()), "starting")
+
+
+def _trimmed(text: str, keep: int) -> str:
+    """The last `keep` characters of `text` from a line's start: a cut inside a line (a
+    secret's last characters, which no mask can recognise) drops that line's piece."""
+    kept = text[-keep:]
+    if text[-keep - 1] == "\n":
+        return kept
+    nl = kept.find("\n")
+    return kept[nl + 1:] if nl >= 0 else ""
 
 
 W = TypeVar("W", bound=ArmWatch)

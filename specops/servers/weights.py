@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from specops.secrets import SECRET_NAME
+
 #: A Hub id is `org/name` (or a bare name); anything that looks like a path is a path.
 PATH_PREFIXES = ("/", "~", "./", "../")
 
@@ -72,12 +74,13 @@ try:
                             for s in info.siblings or []]
 except Exception as exc:
     detail = type(exc).__name__ + ": " + str(exc)
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):  # masked here, before the cut, not after it
-        if os.environ.get(name):
-            detail = detail.replace(os.environ[name], "***")
+    import re  # every secret of the environment masked here, before the cut, not after it
+    secret = re.compile(@@SECRET_NAME@@)
+    for value in sorted((v for k, v in os.environ.items() if secret.search(k) and len(v) >= 4), key=len, reverse=True):
+        detail = detail.replace(value, "***")
     out["error"], out["detail"] = classify(exc), detail[:600]
 print("@@PLAN " + json.dumps(out))
-"""
+""".replace("@@SECRET_NAME@@", repr(SECRET_NAME.pattern))
 
 DOWNLOAD_SCRIPT = r"""
 bin=$(dirname -- "$1"); shift

@@ -58,17 +58,19 @@ def test_unreachable_hub_is_said_at_once(tmp_path):
     assert took < 150, took  # planning is bounded; it never waits for a download that cannot start
 
 
-def test_the_hub_planning_script_masks_the_token_before_it_cuts_the_error(tmp_path):
+@pytest.mark.parametrize("name", ["HF_TOKEN", "MIRROR_API_KEY"])
+def test_the_hub_planning_script_masks_the_token_before_it_cuts_the_error(tmp_path, name):
     """The host-side script cuts a Hub error to 600 characters; the host's token is masked
     before that cut, since the controller cannot mask a token it receives only in part.
-    (A repo id is echoed in the Hub's validation error: here the id carries the token.)"""
+    (A repo id is echoed in the Hub's validation error: here the id carries the token.)
+    Every secret of the environment is, not only the Hub's two names (issue 55)."""
     import subprocess
 
     from specops.servers.weights import PLAN_SCRIPT
 
     def detail(repo: str, token: str | None) -> str:
         env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin",
-               **({"HF_TOKEN": token} if token else {})}
+               **({name: token} if token else {})}
         out = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, repo, "", "1"], capture_output=True, text=True,
                              env=env, timeout=120)
         line = next(ln for ln in out.stdout.splitlines() if ln.startswith("@@PLAN "))

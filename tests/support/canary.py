@@ -16,6 +16,7 @@ Each returns findings as lines ("where: piece"); `assert_clean` fails with all o
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -26,10 +27,16 @@ PIECE = 8
 
 
 def pieces(secret: str, size: int = PIECE) -> list[str]:
-    """Every `size`-character piece of `secret` (the whole value when shorter)."""
-    if len(secret) <= size:
-        return [secret]
-    return sorted({secret[i:i + size] for i in range(len(secret) - size + 1)})
+    """Every `size`-character piece of `secret` (the whole value when shorter), and of its
+    JSON-escaped form: a `"` or `\\` in the value is written `\\"` or `\\\\` in a JSON
+    document, where no piece of the plain value may be left to find."""
+    return sorted({p for form in {secret, json.dumps(secret)[1:-1]} for p in _pieces(form, size)})
+
+
+def _pieces(value: str, size: int) -> set[str]:
+    if len(value) <= size:
+        return {value}
+    return {value[i:i + size] for i in range(len(value) - size + 1)}
 
 
 def _found(data: bytes, needles: Sequence[bytes]) -> bytes | None:
