@@ -80,6 +80,25 @@ def test_a_crash_reason_is_masked_before_its_cut(secret: str) -> None:
         assert MASK in reason or start + len(MASK) > 240
 
 
+@pytest.mark.parametrize("secret", SECRETS)
+def test_deploys_failure_line_holds_no_piece_of_the_logged_token(secret: str) -> None:
+    """The route measured: the local supervisor's failure (servers.lifecycle) words its
+    first line with the reason; every sink after it (console, events.jsonl, `--json`) masks
+    the message, which must then hold no piece of the token the server logged at 216."""
+    from specops.servers.lifecycle import _fail, _Watch
+    from specops.transport.local import LocalTransport
+
+    line = "[2026-01-01 10:00:00 TP0] Scheduler hit an exception: RuntimeError: cannot fetch model: "
+    line += "x" * (216 - len(line)) + secret
+    st = _watch().state
+    w = _Watch(st)
+    w.feed(("Load weight begin\n" + line + "\n").encode())
+    w.alive = False
+    err = _fail(LocalTransport(), w, 1.0)
+    _clean(mask_text(err.message), secret)
+    _clean(dumps_masked({"error": err.message}), secret)
+
+
 def _watch(text: str = "") -> ArmWatch:
     st = ServerState(arm="eagle3", kind="eagle3", pid=2, pgid=2, proc_start="", port=1, command="", argv=[], env={},
                      args_hash="", log_path="", state_path="", mechanism="", started_at=0.0, workdir="")
