@@ -17,9 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specops.errors import SpecopsError
+from specops.errors import ConfigError, SpecopsError
 from specops.sglang.paths import WHEEL_PACKAGE_PREFIX
-from specops.sglang.wheel import unpack
+from specops.sglang.wheel import UnsafeMember, unpack
 
 DEMO_VERSION = "0.5.10.post1"
 
@@ -70,8 +70,12 @@ def wheel_version(wheel: Path) -> str:
 
 def unpack_wheel(wheel: Path, tree: Path) -> Path:
     """Unpack `sglang/*` of a wheel into `tree/python/sglang/*` with the one unpacker
-    (the `sglang_wheel` step runs the same code on hosts)."""
-    return Path(unpack(str(wheel), str(tree), wheel_version(wheel), prefix=WHEEL_PACKAGE_PREFIX))
+    (the `sglang_wheel` step runs the same code on hosts). A member that would land outside
+    the tree is bad input: ConfigError naming the wheel and the member, nothing written."""
+    try:
+        return Path(unpack(str(wheel), str(tree), wheel_version(wheel), prefix=WHEEL_PACKAGE_PREFIX))
+    except UnsafeMember as exc:
+        raise ConfigError(str(exc), where=str(wheel)) from exc
 
 
 def find_wheel(version: str) -> Path:

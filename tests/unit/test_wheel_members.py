@@ -63,3 +63,16 @@ def test_on_a_host_the_script_says_one_line_and_exits_non_zero(tmp_path: Path) -
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error: wheel ") and "'sglang/../../../x'" in proc.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_on_this_machine_an_escaping_member_is_bad_input_naming_the_wheel(tmp_path: Path) -> None:
+    """The cached-tree path (sglang.source.unpack_wheel) says it as a ConfigError, not a traceback."""
+    from specops.errors import ConfigError
+    from specops.sglang.source import unpack_wheel
+
+    wheel = _wheel(tmp_path, "sglang/../../../x")
+    before = _everything(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        unpack_wheel(wheel, tmp_path / "tree")
+    assert err.value.where == str(wheel) and "'sglang/../../../x'" in err.value.message
+    assert _everything(tmp_path) == before
