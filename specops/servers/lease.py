@@ -103,6 +103,7 @@ class Lease:
         for name, value in (("key", lease.key), ("arm", lease.arm)):
             if not _PLAIN.fullmatch(value):
                 raise recordfile.BadRecord(f"{name!r} {value[:40]!r} is not a plain name")
+        recordfile.pid("pid", lease.pid)  # its CLI's, asked with kill(pid, 0): -1 or 0 would always answer
         return lease
 
     def who(self) -> str:
@@ -193,7 +194,7 @@ def _lock_script(d: str, owner: str) -> str:
             f"a=$(( $(date +%s) - $(stat -c %Y {lock} 2>/dev/null || date +%s) )); "
             f"if [ \"$a\" -gt {int(LOCK_STALE_S)} ] && mv -T {lock} {aside} 2>/dev/null; then "
             f"g=$(readlink {aside} 2>/dev/null); "
-            f"[ \"$g\" = \"$o\" ] || ln -sT \"$g\" {lock} 2>/dev/null; rm -rf {aside}; fi; "
+            f"[ \"$g\" = \"$o\" ] || ln -sT \"$g\" {lock} 2>/dev/null; rm -rf -- {aside}; fi; "
             f"n=$((n+1)); [ $n -gt {int(LOCK_WAIT_S * 20)} ] && {{ echo @@LOCKBUSY; exit 14; }}; sleep 0.05; done")
 
 
@@ -275,7 +276,7 @@ def unlock(transport: Transport, workdir: str, arm: str, owner: str) -> None:
     """Release the arm's claim lock if `owner` holds it: a lock broken as stale and taken
     by another run since is that run's, and stays."""
     lock = q(posixpath.join(paths.leases_dir(workdir, arm), ".lock"))
-    transport.run(f"[ \"$(readlink {lock} 2>/dev/null)\" = {q(owner)} ] && rm -f {lock}; true", timeout=_TIMEOUT)
+    transport.run(f"[ \"$(readlink {lock} 2>/dev/null)\" = {q(owner)} ] && rm -f -- {lock}; true", timeout=_TIMEOUT)
 
 
 def _write_script(workdir: str, leases: Sequence[Lease]) -> str:
@@ -288,8 +289,10 @@ def _write_script(workdir: str, leases: Sequence[Lease]) -> str:
         tmp = posixpath.join(d, f".{lease.key}.tmp")
         blob = base64.b64encode(lease.to_json()).decode()
         lines.append(f"mkdir -p {q(d)} || exit 12; if [ -e {q(paths.lease_revoked(workdir, lease.arm, lease.key))} ]; "
-                     f"then echo {q('@@REVOKED ' + lease.arm)}; else printf %s {q(blob)} | base64 -d > {q(tmp)} "
+                     f"then echo {q('@@REVOKED ' + lease.arm)}; else (umask 077; rm -f -- {q(tmp)}; "
+                     f"printf %s {q(blob)} | base64 -d > {q(tmp)}) "
                      f"&& mv -f {q(tmp)} {q(f)} || exit 13; fi")
+    # a lease holds the run's argv: its file is created 0600 (the umask, before the first byte)
     return "\n".join(lines)
 
 
@@ -309,7 +312,7 @@ def revoke(transport: Transport, workdir: str, leases: Sequence[Lease], *, by: L
     for lease in leases:
         marker = json.dumps({"by": by.run_id, "user": by.user, "cli_host": by.cli_host, "at": time.time(),
                              "reason": reason}).encode()
-        transport.put(marker, paths.lease_revoked(workdir, lease.arm, lease.key))
+        transport.put(marker, paths.lease_revoked(workdir, lease.arm, lease.key), mode=0o600)
     remove(transport, workdir, leases)
 
 

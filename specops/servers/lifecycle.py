@@ -12,7 +12,6 @@ this module from importing it): a state file a Slurm job wrote is refused by nam
 
 from __future__ import annotations
 
-import base64
 import json
 import posixpath
 import time
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, cast
 
 import specops.servers.container as container
-import specops.servers.recordfile as recordfile
 from specops.engines import engine_of
 from specops.errors import StepError, TransportError
 from specops.launchargs import args_from_argv
@@ -261,13 +259,24 @@ def wait_ready(transport: Transport, state: ServerState, timeout_s: float, poll_
 
 # --- stop ------------------------------------------------------------------------------
 
+#: exits 1 when a process of group $1 belongs to another user than the one stopping it: a
+#: state file is not proof of ownership, and as root `kill` would reach anyone's processes
+_GRP_MINE = ("_grp_mine() { ps -e -o pgid=,uid= 2>/dev/null | "
+             "awk -v g=\"$1\" -v u=\"$(id -u)\" '$1==g && $2!=u {o=1} END {exit o}'; }")
+
+
 def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: float, gpu_wait_s: float) -> str:
-    lines = ["declare -A SIG PIDS", "now() { date +%s%N | cut -c1-13; }"]
+    """TERM, then KILL, each state's process group (pgid > 1, checked when the file was
+    read) that is still its server's and the user's own; SIG `foreign` marks one that
+    is not, left alone."""
+    lines = ["declare -A SIG PIDS", "now() { date +%s%N | cut -c1-13; }", _GRP_MINE]
     for i, st in enumerate(states):
         lines.append(
             f"SIG[{i}]=none; PIDS[{i}]=''; "
             f"if _ours {st.pid} {q(st.proc_start)} && _grp_alive {st.pgid}; then "
-            f"PIDS[{i}]=$(_grp_pids {st.pgid} | tr '\\n' ' '); kill -TERM -- -{st.pgid} 2>/dev/null; SIG[{i}]=TERM; fi")
+            f"if _grp_mine {st.pgid}; then "
+            f"PIDS[{i}]=$(_grp_pids {st.pgid} | tr '\\n' ' '); kill -TERM -- -{st.pgid} 2>/dev/null; SIG[{i}]=TERM; "
+            f"else SIG[{i}]=foreign; fi; fi")
     n = len(states)
     idx = " ".join(str(i) for i in range(n))
     pg = {i: st.pgid for i, st in enumerate(states)}
@@ -277,12 +286,12 @@ def _stop_script(states: Sequence[ServerState], grace_s: float, port_wait_s: flo
         f"declare -A PG=({pgids}) PORT=({ports})",
         f"end=$(( $(now) + {int(grace_s * 1000)} ))",
         f"while [ $(now) -lt $end ]; do left=0; for i in {idx}; do "
-        f"[ ${{SIG[$i]}} != none ] && _grp_alive ${{PG[$i]}} && left=1; done; "
+        f"case ${{SIG[$i]}} in none|foreign) ;; *) _grp_alive ${{PG[$i]}} && left=1;; esac; done; "
         f"[ $left = 0 ] && break; sleep 0.1; done",
-        f"for i in {idx}; do if [ ${{SIG[$i]}} != none ] && _grp_alive ${{PG[$i]}}; then "
-        f"kill -KILL -- -${{PG[$i]}} 2>/dev/null; SIG[$i]=KILL; fi; done",
+        f"for i in {idx}; do case ${{SIG[$i]}} in none|foreign) ;; *) if _grp_alive ${{PG[$i]}}; then "
+        f"kill -KILL -- -${{PG[$i]}} 2>/dev/null; SIG[$i]=KILL; fi;; esac; done",
         f"end=$(( $(now) + {int(port_wait_s * 1000)} ))",
-        f"while [ $(now) -lt $end ]; do busy=0; for i in {idx}; do "
+        f"while [ $(now) -lt $end ]; do busy=0; for i in {idx}; do [ ${{SIG[$i]}} = foreign ] && continue; "
         f"_grp_alive ${{PG[$i]}} && busy=1; _port_busy ${{PORT[$i]}} && busy=1; done; "
         f"[ $busy = 0 ] && break; sleep 0.1; done",
         _gpu_wait(states, idx, gpu_wait_s),
@@ -328,6 +337,11 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
     problems = []
     for i, st in enumerate(states):
         _, _, sig, pf, ga, gpu = rows[i]
+        if sig == "foreign":
+            problems.append(f"server '{st.arm}': process group {st.pgid} has processes of another user; "
+                            f"not signalled (state file {st.state_path})")
+            results.append(StopResult(st.arm, st.pid, st.port, False, None, pf == "1", None))
+            continue
         if st.arm in boxed and sig == "none":
             sig = "TERM"  # the runtime's stop signal reached it
         r = StopResult(st.arm, st.pid, st.port, sig != "none", None if sig == "none" else sig,
@@ -339,10 +353,11 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, grace_s:
             problems.append(f"server '{st.arm}': port {st.port} still in use after stop")
         if r.gpu_released is False:
             problems.append(f"server '{st.arm}': GPU memory not released after {gpu_wait_s:.0f}s")
-    files = [q(st.state_path) for st in states if rows[states.index(st)][4] == "0"]
-    files += [q(st.config_path) for st in states if st.config_path]
+    # paths checked when the file was read: inside the workdir; `--`: none is ever an option
+    files = [st.state_path for st in states if rows[states.index(st)][4] == "0"]  # a foreign group's stays
+    files += [st.config_path for st in states if st.config_path]
     if files:
-        transport.run(f"rm -f {' '.join(files)}", timeout=_RUN_TIMEOUT)
+        transport.run(["rm", "-f", "--", *files], timeout=_RUN_TIMEOUT)
     if problems:
         raise StepError("; ".join(problems), where=f"host {transport.name}")
     return results
@@ -368,61 +383,50 @@ def _host_time(text: str) -> float | None:
         return float(head) if head.isdigit() else None
 
 
+def _status_script(states: Sequence[ServerState]) -> str:
+    """Per state, side by side: `@@ST <i> <alive> <ready line logged> <code>`. Only states
+    read_states accepted are here: a refused file's pid, port and log reach no command."""
+    lines = ['echo "@@NOW $(date +%s.%N)"']
+    for i, st in enumerate(states):
+        # a Slurm job's state (pid -1) is no process here
+        alive = f"_alive {st.pid} {q(st.proc_start)}" if st.pid > 1 else "false"
+        lines.append(f"( a=0; r=0; h=000; if {alive}; then a=1; h=$(_health {st.port} {q(st.ready_path)} "
+                     f"{int(HEALTH_PATIENCE_S)}); fi; grep -m1 -qF {READY_GREP} {q(st.log_path)} 2>/dev/null && r=1; "
+                     f"echo \"@@ST {i} $a $r $h\" ) &")
+    return "\n".join([*lines, "wait"])
+
+
 def server_status(transport: Transport, workdir: str, arms: Sequence[str] | None = None) -> list[ArmStatus]:
-    """Per arm: pid, port, ready/starting/dead/stopped, uptime, mechanism, command; one
-    round trip for all arms. Arms named in `arms` without a state file are "stopped"."""
+    """Per arm: pid, port, ready/starting/dead/stopped, uptime, mechanism, command; two
+    round trips for all arms (the state files, checked first, then their processes). Arms
+    named in `arms` without a state file are "stopped"."""
     wd = transport.expand(workdir)
-    d = paths.servers_dir(wd)
-    rl = READY_GREP
-    script = f"""
-echo "@@NOW $(date +%s.%N)"
-i=0; st=()
-for f in {q(d)}/*.json; do
-  [ -e "$f" ] || continue
-  case "$f" in *.adaptive.json) continue;; esac
-  pid=$(sed -n 's/^ *"pid": \\([0-9]*\\).*/\\1/p' "$f" | head -1)
-  port=$(sed -n 's/^ *"port": \\([0-9]*\\).*/\\1/p' "$f" | head -1)
-  ps_=$(sed -n 's/^ *"proc_start": "\\([0-9]*\\)".*/\\1/p' "$f" | head -1)
-  rp=$(sed -n 's|^ *"ready_path": "\\(/[A-Za-z_/]*\\)".*|\\1|p' "$f" | head -1)
-  log=${{f%.json}}; log=$(dirname "$(dirname "$log")")/logs/$(basename "$log").log
-  i=$((i + 1)); a=0; r=0
-  if [ -n "$pid" ] && _alive "$pid" "$ps_"; then
-    a=1; ( echo "@@H $i $(_health "$port" "$rp" {int(HEALTH_PATIENCE_S)})" ) &
-  fi
-  grep -m1 -qF {rl} "$log" 2>/dev/null && r=1
-  st+=("@@ST $i $a $r $(base64 -w0 < "$f") $(printf %s "$f" | base64 -w0)")
-done
-wait  # the endpoints' small lines first, then the long ones (a pipe keeps only small writes whole)
-[ ${{#st[@]}} -eq 0 ] || printf '%s\n' "${{st[@]}}"
-"""
-    res = _run(transport, script, timeout=_RUN_TIMEOUT + HEALTH_PATIENCE_S)
+    states = read_states(transport, wd)
+    ordered = [states[a] for a in sorted(states)]
+    res = _run(transport, _status_script(ordered), timeout=_RUN_TIMEOUT + HEALTH_PATIENCE_S)
     now = None
+    rows: dict[int, list[str]] = {}
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if parts[:1] == ["@@NOW"] and len(parts) == 2:
+            now = _host_time(parts[1])
+        elif parts[:1] == ["@@ST"] and len(parts) == 5 and parts[1].isdigit():
+            rows[int(parts[1])] = parts[2:]
     found: dict[str, ArmStatus] = {}
-    lines = res.stdout.splitlines()
-    codes = {ln.split()[1]: ln.split()[2] for ln in lines if ln.startswith("@@H ") and len(ln.split()) == 3}
-    for line in lines:
-        if line.startswith("@@NOW "):
-            now = _host_time(line.split()[1])
-        elif line.startswith("@@ST "):
-            _, i, a, r, blob, name = (line.split(" ", 5) + [""])[:6]
-            h = codes.get(i, "000")
-            try:
-                st = ServerState.from_json(base64.b64decode(blob), recordfile.named(name))
-            except ValueError as exc:
-                recordfile.skipped(recordfile.named(name), transport.name, exc)
-                continue
-            if a != "1":  # a Slurm job's state file (pid -1) included: it is no process here
-                state = "dead"
-            elif h == "200" and r == "1":
-                state = "ready"
-            else:
-                state = "starting"
-            found[st.arm] = ArmStatus(
-                st.arm, state, st.pid, st.port,
-                # the host's clock against the launch's; never negative (a clock of whole
-                # seconds read within the launch's second would make it so)
-                max(0.0, now - st.started_at) if (now and a == "1") else None,
-                st.mechanism, st.command, h, st.log_path, st.effective_threshold)
+    for i, st in enumerate(ordered):
+        a, r, h = rows.get(i, ["0", "0", "000"])
+        if a != "1":
+            state = "dead"
+        elif h == "200" and r == "1":
+            state = "ready"
+        else:
+            state = "starting"
+        found[st.arm] = ArmStatus(
+            st.arm, state, st.pid, st.port,
+            # the host's clock against the launch's; never negative (a clock of whole
+            # seconds read within the launch's second would make it so)
+            max(0.0, now - st.started_at) if (now and a == "1") else None,
+            st.mechanism, st.command, h, st.log_path, st.effective_threshold)
     names = list(arms) if arms is not None else sorted(found)
     return [found.get(a) or ArmStatus(a, "stopped", log_path=paths.server_log(wd, a)) for a in names]
 

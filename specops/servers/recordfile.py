@@ -7,6 +7,11 @@ pid `"1; touch X #"` would run as code, and valid JSON that is not an object (`[
 `null`) would crash `status`, `stop` and every claim. So each field is checked against its
 dataclass type here, and a file that does not fit is `BadRecord` (a ValueError): callers
 skip it with `skipped`, a warning that names the file, and go on.
+
+A type is not enough: a well-typed file still drives commands (`kill -- -1` for a pgid of
+1, a container runtime that is any program, `rm` of a path outside the workdir). So each
+record's `from_json` also checks ranges with the checks below (`pid`, `under`, `one_of`),
+and nothing is run for a file one of them refuses.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import base64
 import dataclasses
 import json
 import logging
+import posixpath
 import types
 import typing
 from typing import Any, TypeVar, Union
@@ -90,6 +96,37 @@ def _name(hint: Any) -> str:
     if typing.get_origin(hint) is None and isinstance(hint, type):
         return hint.__name__
     return str(hint).replace("typing.", "")
+
+
+def pid(name: str, value: int) -> None:
+    """A pid or process group that reaches `kill`: 0, 1 and negatives name the caller's own
+    group, init or every process the user may signal, never one server."""
+    if value <= 1:
+        raise BadRecord(f"{name!r} is {value}, not a process id (> 1)")
+
+
+def port(name: str, value: int) -> None:
+    if not 0 < value < 65536:
+        raise BadRecord(f"{name!r} is {value}, not a TCP port")
+
+
+def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """A value that names a program or a mode: only the ones specops itself writes."""
+    if value not in allowed:
+        shown = json.dumps(value)
+        raise BadRecord(f"{name!r} is {shown if len(shown) <= 200 else shown[:197] + '...'}, "
+                        f"not one of {', '.join(allowed)}")
+
+
+def under(name: str, value: str, root: str) -> None:
+    """A path specops reads, writes or removes: absolute, and inside `root` (the host's work
+    directory) once normalised, so `..` cannot lead out of it. Symlinks are not resolved:
+    the host is remote, and specops makes none under its workdir."""
+    top = posixpath.normpath(root)
+    if not (posixpath.isabs(value) and posixpath.isabs(top)):
+        raise BadRecord(f"{name!r} {value[:200]!r} is not an absolute path under the work directory {root}")
+    if not posixpath.normpath(value).startswith(top.rstrip("/") + "/"):
+        raise BadRecord(f"{name!r} {value[:200]!r} is not under the work directory {top}")
 
 
 def named(b64: str) -> str:

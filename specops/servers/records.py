@@ -7,11 +7,13 @@ from __future__ import annotations
 import base64
 import json
 import posixpath
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import specops.servers.recordfile as recordfile
 from specops.errors import StepError
+from specops.servers.container import RUNTIMES, container_name
 from specops.servers.remote import q
 from specops.sglang import paths
 from specops.transport.base import Transport
@@ -66,16 +68,82 @@ class ServerState:
     def from_json(cls, data: bytes | str, path: str | None = None) -> "ServerState":
         """Raises recordfile.BadRecord (a ValueError) for a file that does not fit. `path`:
         the file it was read from, which its `state_path` must name (`stop` removes that
-        file: a state file naming another one would have specops delete it)."""
+        file: a state file naming another one would have specops delete it); the work
+        directory it lies in bounds every path the record names (its own `workdir` without
+        `path`). Every value that reaches a command is checked here, before anything runs."""
         st = recordfile.load(cls, data)
         if not st.arm.replace("-", "_").replace("_", "a").isalnum():
             raise recordfile.BadRecord(f"arm {st.arm[:40]!r} is not an arm name")
         if path is not None and posixpath.normpath(st.state_path) != posixpath.normpath(path):
             raise recordfile.BadRecord(f"its state_path {st.state_path[:200]!r} names another file")
-        job = (st.slurm or {}).get("job_id")
-        if job is not None and not (isinstance(job, str) and job.isdigit()):  # it reaches scancel's argv
-            raise recordfile.BadRecord(f"its Slurm job_id {str(job)[:40]!r} is not a job number")
+        st._check_process()
+        st._check_paths(_workdir_of(path) if path is not None else st.workdir)
+        st._check_container()
+        st._check_slurm()
         return st
+
+    def _check_process(self) -> None:
+        """pid and pgid reach `kill -- -PGID`: a local server's are one process group it
+        leads (launch records pgid = pid); a Slurm job's are -1, never signalled."""
+        recordfile.port("port", self.port)
+        if not _READY_PATH.fullmatch(self.ready_path):
+            raise recordfile.BadRecord(f"'ready_path' {self.ready_path[:40]!r} is not an endpoint path")
+        if self.slurm:
+            if (self.pid, self.pgid) != (-1, -1):
+                raise recordfile.BadRecord(f"a Slurm job's 'pid'/'pgid' are {self.pid}/{self.pgid}, not -1/-1")
+            return
+        recordfile.pid("pid", self.pid)
+        recordfile.pid("pgid", self.pgid)
+        if self.pgid != self.pid:
+            raise recordfile.BadRecord(f"'pgid' {self.pgid} is not its 'pid' {self.pid}: specops starts each "
+                                       "server as the leader of its own process group")
+
+    def _check_paths(self, root: str) -> None:
+        """`status` and `logs` read the log, `stop` removes the state and config files: all
+        inside the work directory the file was found in."""
+        if posixpath.normpath(self.workdir) != posixpath.normpath(root):
+            raise recordfile.BadRecord(f"'workdir' {self.workdir[:200]!r} is not the work directory {root}")
+        for name in ("state_path", "log_path", "config_path"):
+            value = getattr(self, name)
+            if value is not None:
+                recordfile.under(name, value, root)
+
+    def _check_container(self) -> None:
+        """`stop` runs `<runtime> stop NAME` and `rm -f NAME`: the runtime is podman or
+        docker, the name the one specops gives this arm's container in this workdir."""
+        if self.container is None:
+            return
+        recordfile.one_of("container.runtime", self.container.get("runtime"), RUNTIMES)
+        want = container_name(self.workdir, self.arm)
+        if self.container.get("name") != want:
+            raise recordfile.BadRecord(f"'container.name' {str(self.container.get('name'))[:80]!r} is not "
+                                       f"this arm's container {want}")
+
+    def _check_slurm(self) -> None:
+        """The job id reaches scancel's argv, the node a URL, the conf SLURM_CONF (where it
+        names a file, the state is trusted: binding it to the host's `slurm:` block is the
+        supervisor's choice, servers.supervisor)."""
+        if self.slurm is None:
+            return
+        job = self.slurm.get("job_id")
+        if job is not None and not (isinstance(job, str) and job.isdigit()):
+            raise recordfile.BadRecord(f"its Slurm job_id {str(job)[:40]!r} is not a job number")
+        node = self.slurm.get("node") or ""
+        if not (isinstance(node, str) and _NODE.fullmatch(node)):
+            raise recordfile.BadRecord(f"'slurm.node' {str(node)[:80]!r} is not a host name")
+        conf = self.slurm.get("conf")  # the host's `slurm: conf`, any path it names: only its type is checked
+        if conf is not None and not isinstance(conf, str):
+            raise recordfile.BadRecord(f"'slurm.conf' {str(conf)[:200]!r} is not a path")
+
+
+def _workdir_of(path: str) -> str:
+    """The work directory a state file lies in: `<workdir>/.specops/servers/<arm>.json`."""
+    return posixpath.dirname(posixpath.dirname(posixpath.dirname(posixpath.normpath(path))))
+
+
+#: what a readiness endpoint (`/health`, `/ready`) and a Slurm node name may be
+_READY_PATH = re.compile(r"/[A-Za-z0-9_/.-]*")
+_NODE = re.compile(r"[A-Za-z0-9._-]*")
 
 
 @dataclass

@@ -287,7 +287,8 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
     if plan.config_path and plan.config_json is not None:
         transport.put(plan.config_json.encode(), plan.config_path)
     transport.put(env_file_text(plan.env).encode(), paths.server_env(plan.workdir, plan.arm), mode=0o600)
-    transport.put(job_script(plan).encode(), script_path(plan), mode=0o755)
+    # 0700: it names the arm's argv; sbatch copies the script at submission, so it needs no more
+    transport.put(job_script(plan).encode(), script_path(plan), mode=0o700)
     transport.run(["bash", "-c", 'if [ -e "$1" ]; then mv -f "$1" "$1.1"; fi', "rotate", plan.log_path],
                   timeout=_RUN_TIMEOUT)
     res = transport.run(sbatch_argv(plan), timeout=_RUN_TIMEOUT)
@@ -452,10 +453,11 @@ def stop_states(transport: Transport, states: Sequence[ServerState], *, wait_s: 
                                   a.job.ended, None, job_id=job_id))
         if not a.job.ended:
             problems.append(f"server '{st.arm}': job {job_id} still {a.job.state} {wait_s:.0f}s after scancel")
+    # paths checked when the file was read: inside the workdir; `--`: none is ever an option
     files = [st.state_path for st, a in zip(states, after, strict=True) if a.job.ended]
     files += [st.config_path for st in states if st.config_path]
     if files:
-        transport.run(["rm", "-f", *files], timeout=_RUN_TIMEOUT)
+        transport.run(["rm", "-f", "--", *files], timeout=_RUN_TIMEOUT)
     if problems:
         raise StepError("; ".join(problems), where=f"host {transport.name}")
     return results

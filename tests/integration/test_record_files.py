@@ -22,8 +22,14 @@ from specops.sglang import paths
 from specops.transport.local import LocalTransport
 
 GOOD = {"arm": "good", "kind": "sim", "pid": 2 ** 22 + 7, "pgid": 2 ** 22 + 7, "proc_start": "1", "port": 1,
-        "command": "x", "argv": ["x"], "env": {}, "args_hash": "h", "log_path": "/nonexistent/x.log",
-        "state_path": "", "mechanism": "none", "started_at": 0.0, "workdir": "/w"}
+        "command": "x", "argv": ["x"], "env": {}, "args_hash": "h", "log_path": "/w/.specops/logs/x.log",
+        "state_path": "/w/.specops/servers/good.json", "mechanism": "none", "started_at": 0.0, "workdir": "/w"}
+
+
+def _on_host(wd: str, arm: str) -> dict:
+    """GOOD as the state file of `arm` under the work directory `wd`."""
+    return {**GOOD, "arm": arm, "workdir": wd, "log_path": paths.server_log(wd, arm),
+            "state_path": paths.server_state(wd, arm)}
 
 
 def _state_file(wd: str, arm: str, content: str) -> Path:
@@ -41,14 +47,19 @@ def test_a_state_file_that_does_not_fit_is_refused(content: str) -> None:
         ServerState.from_json(content)
 
 
+def test_the_good_record_fits() -> None:
+    """What the refusals above are measured against."""
+    assert ServerState.from_json(json.dumps(GOOD)).pid == GOOD["pid"]
+
+
 def test_hostile_state_files_are_skipped_naming_them_and_never_run(tmp_path: Path, caplog) -> None:
     t, wd = LocalTransport("h0"), str(tmp_path / "wd")
     marker = tmp_path / "INJECTED"
-    evil = _state_file(wd, "evil", json.dumps({**GOOD, "arm": "evil", "pid": f"1; touch {marker} #",
+    evil = _state_file(wd, "evil", json.dumps({**_on_host(wd, "evil"), "pid": f"1; touch {marker} #",
                                                "pgid": f"1; touch {marker} #"}))
     listed = _state_file(wd, "list", "[]")
     _state_file(wd, "none", "null")
-    _state_file(wd, "good", json.dumps({**GOOD, "state_path": paths.server_state(wd, "good")}))
+    _state_file(wd, "good", json.dumps(_on_host(wd, "good")))
     with caplog.at_level(logging.WARNING):
         assert sorted(read_states(t, wd)) == ["good"]
         assert read_state(t, wd, "evil") is None
@@ -82,7 +93,7 @@ def test_a_state_file_naming_another_file_never_has_it_removed(tmp_path: Path, c
     t, wd = LocalTransport("h0"), str(tmp_path / "wd")
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")
-    _state_file(wd, "good", json.dumps({**GOOD, "state_path": str(victim)}))
+    _state_file(wd, "good", json.dumps({**_on_host(wd, "good"), "state_path": str(victim)}))
     with caplog.at_level(logging.WARNING):
         stop_arms(t, wd, grace_s=0.1, port_wait_s=0.1, gpu_wait_s=0.1)
     assert victim.read_text() == "keep me"
