@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specops.bench.client import measure_point  # noqa: E402
-from specops.sglang.source import ensure_tree  # noqa: E402
-from specops.sim.model import BASELINE_CEILING_TOK_S  # noqa: E402
-from specops.sim.testing import run_sim  # noqa: E402
+from specops.bench.client import measure_point
+from specops.sglang.source import ensure_tree
+from specops.sim.model import BASELINE_CEILING_TOK_S
+from specops.sim.testing import run_sim
 
 
 def _ms(value: float | None) -> str:

@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specops.bench.bench_serving import parse_bench_serving_output  # noqa: E402
-from specops.bench.client import _VOCAB, default_num_prompts, measure_point  # noqa: E402
-from specops.sglang.source import ensure_tree  # noqa: E402
-from specops.sim.testing import run_sim  # noqa: E402
+from specops.bench.bench_serving import parse_bench_serving_output
+from specops.bench.client import _VOCAB, default_num_prompts, measure_point
+from specops.sglang.source import ensure_tree
+from specops.sim.testing import run_sim
 
 SGLANG_VERSION = "0.5.4"
 # What `python -m sglang.bench_serving` needs to import and run against an HTTP server,

@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import yaml  # noqa: E402
+import yaml
 
-from tests.support.sshd import start_sshd, stop_sshd  # noqa: E402
+from tests.support.sshd import start_sshd, stop_sshd
 
 
 def machine_busy_cpu() -> float:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import fabric  # noqa: E402
-import paramiko  # noqa: E402
+import fabric
+import paramiko
 
-from specops.transport.ssh import SSHTransport  # noqa: E402
-from tests.support.sshd import start_sshd, stop_sshd  # noqa: E402
+from specops.transport.ssh import SSHTransport
+from tests.support.sshd import start_sshd, stop_sshd
 
 
 def main() -> None:

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import yaml  # noqa: E402
+import yaml
 
-from tests.support.sshd import start_sshd, stop_sshd  # noqa: E402
+from tests.support.sshd import start_sshd, stop_sshd
 
 LAST_LINE = "BENCH-LAST-LINE-OF-BASELINE"
 MIB = 1 << 20

@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import yaml  # noqa: E402
+import yaml
 
-from specops.config.inventory import load_inventory  # noqa: E402
-from specops.config.playbook import load_playbook  # noqa: E402
-from specops.run.engine import Engine  # noqa: E402
-from specops.steps import KINDS  # noqa: E402
+from specops.config.inventory import load_inventory
+from specops.config.playbook import load_playbook
+from specops.run.engine import Engine
+from specops.steps import KINDS
 
 DATA = Path(__file__).resolve().parent.parent / "specops" / "data"
 

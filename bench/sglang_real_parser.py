@@ -152,7 +152,7 @@ def main() -> int:
     sys.path.insert(0, tree + "/python")
     sys.meta_path.insert(0, SGLangFinder())
     sys.meta_path.append(StubFinder())
-    import sglang.srt.server_args as server_args  # noqa: PLC0415 - only after the finders are in place
+    import sglang.srt.server_args as server_args  # only after the finders are in place
 
     parser = argparse.ArgumentParser(prog="sglang serve")
     server_args.ServerArgs.add_cli_args(parser)

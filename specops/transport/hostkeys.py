@@ -113,7 +113,7 @@ def files_with_host(hostname: str, files: list[str]) -> list[str]:
             continue
         try:
             keys = paramiko.HostKeys(path)
-        except Exception:  # a malformed file is reported elsewhere
+        except Exception:  # noqa: BLE001 - a malformed file is reported elsewhere
             continue
         if keys.lookup(hostname) is not None:
             found.append(path)

@@ -193,7 +193,7 @@ class SSHTransport:
             if conn is not None:
                 try:
                     conn.close()
-                except Exception:
+                except Exception:  # noqa: BLE001 - closing a connection being torn down is best effort
                     pass
             jump, self._jump = self._jump, None
             if jump is not None:
@@ -223,7 +223,7 @@ class SSHTransport:
         except BaseException as exc:
             try:
                 conn.client.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing a half-open connection is best effort; the connect error is raised
                 pass
             raise self._connect_error(exc, conn, policy) from exc
         assert conn.transport is not None
@@ -519,7 +519,7 @@ class SSHTransport:
                 chan.status_event.wait(15)
             finally:
                 chan.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - killing an abandoned command is best effort (its docstring: never raises)
             pass
 
     # ------------------------------------------------------------------ files
@@ -595,7 +595,7 @@ class SSHTransport:
             except BaseException:
                 try:
                     sftp.remove(tmp)
-                except Exception:
+                except Exception:  # noqa: BLE001 - removing the temp file is best effort; the upload's error is raised
                     pass
                 raise
 

@@ -60,7 +60,7 @@ class FlagRefused(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # noqa: D102 - the refusal is returned, not printed
+    def error(self, message: str) -> Any:  # the refusal is returned, not printed
         raise FlagRefused(message)
 
 

@@ -18,7 +18,7 @@ SGLANG_HEALTH_SLEEP_S = 1.0  # http_server.py health_generate: `await asyncio.sl
 
 
 class _SlowHealth(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         time.sleep(SGLANG_HEALTH_SLEEP_S + 0.2)
         self.send_response(200)
         self.end_headers()

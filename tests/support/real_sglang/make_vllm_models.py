@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_models as mm  # noqa: E402 - the sibling script, run standalone
+import make_models as mm
 
 HEADS, KV_HEADS = 2, 1  # head_dim 64 / 2 = 32
 AUX_LAYERS = [1, 2, 3]  # vLLM: the layers whose input is captured (SGLang's [0, 1, 2])
