@@ -8,14 +8,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from tests.support.arms import sim_inventory
+from tests.support.waiting import wait_until  # noqa: F401 - the tier's tests import it from here
 
 #: A sweep of 30 points that takes seconds: 3 arms x 5 levels x 2 repeats, tiny requests.
 LEVELS = "1,2,4,8,16"
@@ -75,20 +75,6 @@ def stop_leftovers(inv: Path, host: str, workdir: Path) -> None:
     if list((workdir / ".specops" / "servers").glob("*.json")):
         res = specops("stop", "--host", host, "-i", str(inv), timeout=60)
         assert res.returncode == 0, res.stdout
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60, proc: subprocess.Popen | None = None) -> Any:
-    """Poll `condition` until it is truthy (and return it); fail naming `what` at the deadline
-    or when `proc` ends first (with its output)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the CLI ended (rc {proc.returncode}) before {what}:\n{proc.communicate()[0][-3000:]}")
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def count_lines(path: Path) -> int:
