@@ -3,6 +3,7 @@ machines): ordering, verification, retries, check mode, resume, when, rollback, 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
+from tests.support.waiting import wait_gone
 
 
 @pytest.fixture
@@ -102,9 +104,8 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path, inv: Path) -> Non
     res = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1 and "timed out" in res.output
     assert time.monotonic() - t0 < 120  # the 1 s timeout, not the 300 s sleeps
-    time.sleep(0.3)
-    left = subprocess.run(["pgrep", "-f", f"sleep ({n}|{n + 1}|{n + 2})$|{tag}"], capture_output=True, text=True).stdout
-    assert left.strip() == "", f"processes survived the timeout: {left}"
+    # the kill is sent at the timeout; wait for it to land (a loaded machine reaps slowly)
+    wait_gone(f"sleep ({n}|{n + 1}|{n + 2})$|{tag}", "the timed-out step's process group gone")
 
 
 def test_injection_values_are_never_executed(tmp_path: Path, inv: Path) -> None:
@@ -122,13 +123,73 @@ def test_injection_values_are_never_executed(tmp_path: Path, inv: Path) -> None:
     assert (tmp_path / "w0" / "f; touch PWNED2").read_text() == evil
 
 
+#: Polls for a file from inside a step, with a deadline of its own (a broken engine must not
+#: leave a step waiting for ever): `{0}` is the path.
+AWAIT_FILE = "for i in $(seq 1200); do test -e {0} && break; sleep 0.05; done; test -e {0}"
+
+
+def _rollback_kept_its_promise(tmp_path: Path, res, hosts: list[str]) -> set[str]:
+    """With any_errors_fatal, whichever host fails first: each host that ran the step failed
+    and rolled back (its rolled-back file exists, the journal and the summary say so); a host
+    that did not run it is reported "not run" and has nothing to roll back. Returns the hosts
+    that ran the step, read per host from the journal, not assumed."""
+    run = only_run_dir(tmp_path / "runs")
+    ev = events(run)
+    ran = {e["host"] for e in ev if e["event"] == "step_start" and e["step"] == "bad"}
+    assert ran, f"no host ran the step: {ev}"
+    doc = json.loads(res.output)
+    for host in hosts:
+        marker = tmp_path / f"w{host[1:]}" / "rolled-back"
+        step = doc["hosts"][host]["steps"][0]
+        if host in ran:
+            assert step["status"] == "failed", (host, step)
+            assert step["detail"].endswith("(rolled back: rollback command exited 0)"), (host, step)
+            assert [e["notes"] for e in ev if e["event"] == "rollback" and e["host"] == host] == [
+                ["rollback command exited 0"]], (host, ev)
+            assert marker.exists(), f"{host} ran the step and failed, but did not roll back"
+        else:
+            assert step["status"] == "not run", (host, step)
+            assert not [e for e in ev if e.get("host") == host and e["event"] in ("command", "rollback", "fail")], (
+                host, ev)
+            assert not marker.exists(), f"{host} never ran the step, yet something rolled it back"
+    assert set(doc["hosts"]) == set(hosts) and doc["ok"] is False
+    return ran
+
+
 def test_rollback_runs_on_failure(tmp_path: Path, inv: Path) -> None:
+    """Both hosts' step fails at once: the host that fails first stops the other, which then
+    either had already started the step (and rolls back too) or had not (and is "not run").
+    Which of the two depends on the machine's speed; the promise holds either way."""
     pb = playbook(tmp_path, [{"name": "bad", "shell": "false", "rollback": "touch {{ workdir }}/rolled-back"}],
                   any_errors_fatal=True)
-    (tmp_path / "w0").mkdir()
-    res = run_cli("deploy", "--host", "h0,h1", "-p", str(pb), "-i", str(inv))
-    assert res.exit_code == 1
-    assert (tmp_path / "w0" / "rolled-back").exists()
+    res = run_cli("deploy", "--host", "h0,h1", "-p", str(pb), "-i", str(inv), "--json")
+    assert res.exit_code == 1, res.output
+    _rollback_kept_its_promise(tmp_path, res, ["h0", "h1"])
+
+
+def test_rollback_when_the_other_host_fails_mid_step(tmp_path: Path, inv: Path) -> None:
+    """One ordering made certain: h0 is inside the step when h1 fails (h1 fails only once h0's
+    step has started, h0 only once h1 has rolled back), so both ran it and both roll back."""
+    started, other_rolled_back = tmp_path / "w0" / "started", tmp_path / "w1" / "rolled-back"
+    step = ("{% if inventory_hostname == 'h0' %}touch " + str(started) + "; " + AWAIT_FILE.format(other_rolled_back)
+            + "; false{% else %}" + AWAIT_FILE.format(started) + "; false{% endif %}")
+    pb = playbook(tmp_path, [{"name": "bad", "shell": step, "rollback": "touch {{ workdir }}/rolled-back"}],
+                  any_errors_fatal=True)
+    res = run_cli("deploy", "--host", "h0,h1", "-p", str(pb), "-i", str(inv), "--json")
+    assert res.exit_code == 1, res.output
+    assert _rollback_kept_its_promise(tmp_path, res, ["h0", "h1"]) == {"h0", "h1"}
+    ev = [(e["event"], e["host"]) for e in events(only_run_dir(tmp_path / "runs")) if e.get("step") == "bad"]
+    assert ev.index(("rollback", "h1")) < ev.index(("fail", "h1")) < ev.index(("fail", "h0")), ev
+
+
+def test_rollback_when_the_other_host_failed_before_it_started(tmp_path: Path, inv: Path) -> None:
+    """The other ordering made certain: one host at a time (--forks 1), h1 first: h1 fails
+    and rolls back before h0 starts, so h0 never runs the step and has nothing to undo."""
+    pb = playbook(tmp_path, [{"name": "bad", "shell": "false", "rollback": "touch {{ workdir }}/rolled-back"}],
+                  any_errors_fatal=True)
+    res = run_cli("deploy", "--host", "h1,h0", "--forks", "1", "-p", str(pb), "-i", str(inv), "--json")
+    assert res.exit_code == 1, res.output
+    assert _rollback_kept_its_promise(tmp_path, res, ["h0", "h1"]) == {"h1"}
 
 
 def test_undefined_variable_fails_naming_step_before_anything_runs(tmp_path: Path, inv: Path) -> None:
