@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from specops.transport.ssh import SSHTransport
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -59,10 +60,15 @@ def test_cd_export_and_exit_do_not_leak(t: SSHTransport, tmp_path: Path) -> None
     assert t.run(["pwd"], timeout=10, cwd=str(tmp_path)).stdout.strip() == str(tmp_path)
 
 
-def test_background_child_does_not_write_into_the_next_reply(t: SSHTransport) -> None:
-    r = t.run("(sleep 0.5; echo LATE) & echo now", timeout=10)
+def test_background_child_does_not_write_into_the_next_reply(t: SSHTransport, tmp_path: Path) -> None:
+    go, wrote = tmp_path / "go", tmp_path / "wrote"
+    # the child writes once the test says so (after the reply came back), then says it has
+    # written: the next command runs after the late write, whatever the machine's speed
+    await_go = f"for i in $(seq 1200); do test -e {go} && break; sleep 0.05; done"
+    r = t.run(f"( {await_go}; (echo LATE); touch {wrote} ) & echo now", timeout=10)
     assert r.stdout == "now\n"
-    time.sleep(1.0)
+    go.touch()
+    wait_until(wrote.exists, "the background child's late write")
     nxt = t.run(["echo", "clean"], timeout=10)
     assert nxt.stdout == "clean\n"
 
@@ -84,7 +90,9 @@ def test_a_killed_session_is_replaced_transparently(t: SSHTransport) -> None:
     found = t.run(find, timeout=10)
     assert found.ok, found.stderr
     os.kill(int(found.stdout), 9)
-    time.sleep(0.2)
+    # the kill has landed once this side sees the helper's channel closed (what replacing
+    # the session goes by): a command sent before then would go to the dead helper
+    wait_until(lambda: not t._session.alive, "the killed session helper's channel closed")
     before = t.session_commands
     r = t.run(["echo", "b"], timeout=10)
     assert r.ok and r.stdout == "b\n"

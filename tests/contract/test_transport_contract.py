@@ -11,7 +11,6 @@ import os
 import random
 import shlex
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +26,7 @@ from specops.transport.base import Transport
 from specops.transport.local import LocalTransport
 from specops.transport.probes import gather_facts
 from specops.transport.ssh import SSHTransport
+from tests.support.waiting import wait_gone
 
 
 @dataclass
@@ -52,11 +52,6 @@ def subject(request, tmp_path) -> Iterator[Subject]:
         yield Subject(t, base, os.path.expanduser("~"))
     finally:
         t.close()
-
-
-def _survivors(secs: int) -> list[str]:
-    out = subprocess.run(["pgrep", "-a", "-f", f"^sleep {secs}$"], capture_output=True, text=True)
-    return out.stdout.splitlines()
 
 
 def test_run_argv_and_script_exit_codes_and_streams(subject):
@@ -143,10 +138,7 @@ def test_timeout_kills_the_whole_process_group(subject):
     r = t.run(f"sleep {secs} & sleep {secs}; echo never", timeout=1)
     assert time.monotonic() - started < 60  # the timeout, not the hour-long sleeps
     assert r.timed_out and r.rc == 124 and "never" not in r.stdout
-    deadline = time.monotonic() + 3
-    while _survivors(secs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _survivors(secs) == []
+    wait_gone(f"^sleep {secs}$", "the timed-out command's process group killed")
     assert t.run(["echo", "still here"], timeout=10).stdout == "still here\n"
 
 
@@ -214,7 +206,7 @@ def http_port() -> Iterator[int]:
     """A tiny HTTP server on 127.0.0.1 (the sshd "hosts" are this machine)."""
 
     class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:  # the stdlib's name
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b"hello " + self.path.encode())

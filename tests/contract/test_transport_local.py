@@ -17,6 +17,7 @@ from specops.errors import TransportError
 from specops.transport.base import group_wrapped
 from specops.transport.local import LocalTransport
 from specops.transport.probes import gather_facts
+from tests.support.waiting import processes, wait_gone
 
 
 @pytest.fixture
@@ -27,15 +28,7 @@ def local(tmp_path) -> LocalTransport:
 
 
 def _survivors(secs: int) -> list[str]:
-    out = subprocess.run(["pgrep", "-a", "-f", f"^sleep {secs}$"], capture_output=True, text=True)
-    return out.stdout.splitlines()
-
-
-def _wait_gone(secs: int, within: float = 3.0) -> list[str]:
-    deadline = time.monotonic() + within
-    while _survivors(secs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return _survivors(secs)
+    return processes(f"^sleep {secs}$")
 
 
 def test_injection_cwd_env_stdin(local, tmp_path):
@@ -76,7 +69,7 @@ def test_group_wrapped_kills_children_on_timeout():
     started = time.monotonic()
     proc = subprocess.run(["bash", "-c", line], capture_output=True, timeout=20)
     assert proc.returncode == 124 and time.monotonic() - started < 15
-    assert _wait_gone(secs) == []
+    wait_gone(f"^sleep {secs}$", "the wrapped group killed at its timeout")
     assert subprocess.run(["bash", "-c", group_wrapped("exit 7", 5)]).returncode == 7
 
 

@@ -20,6 +20,7 @@ from specops.errors import TransportError
 from specops.transport import hostkeys
 from specops.transport.probes import gather_facts
 from specops.transport.ssh import SSHTransport
+from tests.support.waiting import processes, wait_gone, wait_until
 
 
 @pytest.fixture
@@ -43,8 +44,7 @@ def make(sshd, tmp_path):
 
 def _survivors(secs: int) -> list[str]:
     """Processes `sleep <secs>` still alive on this machine (the sshd is local)."""
-    out = subprocess.run(["pgrep", "-a", "-f", f"^sleep {secs}$"], capture_output=True, text=True)
-    return out.stdout.splitlines()
+    return processes(f"^sleep {secs}$")
 
 
 def _keygen(path: Path) -> Path:
@@ -82,10 +82,8 @@ def test_detached_child_does_not_hold_a_session_command(make):
     try:
         assert time.monotonic() - started < 25  # not held until the 30 s timeout (loose: a loaded machine is slow)
         assert r.ok and r.stdout == "started\n" and t.session_commands == 1
-        deadline = time.monotonic() + 5  # the detached child may not have exec'd sleep yet on a busy box
-        while not _survivors(secs) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(_survivors(secs)) == 1
+        # the detached child may not have exec'd sleep yet on a busy box
+        assert len(wait_until(lambda: _survivors(secs), "the detached child running")) == 1
     finally:
         subprocess.run(["pkill", "-f", f"^sleep {secs}$"])
 
@@ -100,7 +98,7 @@ def test_leftover_holding_output_is_killed_at_the_timeout(make):
     assert time.monotonic() - started < 60  # ended at its timeout, not with the child's hour-long sleep
     assert r.timed_out and r.rc == 124 and r.stdout == "started\n"
     assert "still held its output" in r.stderr
-    assert _survivors(secs) == []
+    wait_gone(f"^sleep {secs}$", "the detached child killed")  # the kill was sent; it lands when it lands
     assert t.run(["true"], timeout=10).ok
 
 
@@ -245,9 +243,12 @@ def test_reconnects_after_sshd_session_killed(make, sshd):
     assert t.run(["true"], timeout=10).ok
     mine = sshd.session_pids() - before
     assert mine
+    connection = t.connect()  # the open one (connect() opens only when there is none)
     for pid in mine:
         os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
+    # the kill has landed once this side sees the connection dropped: a command sent
+    # before then goes down the dying connection (and is rightly an error, not a retry)
+    wait_until(lambda: not connection.is_active(), "the client to see its connection dropped")
     r = t.run(["echo", "back"], timeout=10)
     assert r.stdout == "back\n" and t.connects == 2
     t.connection.transport.sock.shutdown(socket.SHUT_RDWR)  # drop it under paramiko
@@ -265,17 +266,20 @@ def test_connection_lost_mid_command_is_an_error(make, sshd, tmp_path):
     def kill_once_running() -> None:
         # Kill the connection only once the command runs on the host: killed any earlier
         # (a loaded machine), the transport rightly reconnects and the command succeeds.
-        deadline = time.monotonic() + 20
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(started.exists, "the command running on the host")
         for p in mine:
             os.kill(p, signal.SIGKILL)
 
     killer = threading.Thread(target=kill_once_running)
     killer.start()
-    with pytest.raises(TransportError) as err:
-        t.run(["bash", "-c", 'touch "$0"; sleep 5', str(started)], timeout=30)
-    killer.join()
+    secs = random.randint(3000, 3999)
+    try:
+        with pytest.raises(TransportError) as err:
+            # the command outlasts any stall between its start and the kill: it ends only by the kill
+            t.run(["bash", "-c", f'touch "$0"; sleep {secs}', str(started)], timeout=600)
+    finally:
+        killer.join()
+        subprocess.run(["pkill", "-f", f"^sleep {secs}$"])  # the lost connection's command, orphaned
     assert "lost while running" in str(err.value)
     assert t.run(["true"], timeout=10).ok  # and the next call reconnects
 

@@ -24,6 +24,7 @@ from specops.sglang import paths
 from specops.transport.local import LocalTransport
 from tests.support.arms import arm_vars
 from tests.support.deploy import inventory, write_yaml
+from tests.support.waiting import wait_until
 
 SWEEP = ["--arms", "baseline", "--input-len", "16", "--output-len", "16", "--repeats", "1"]
 OTHER = ["--var", "max_running_requests=32"]
@@ -75,13 +76,6 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_for(check, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 #: pid of a paused run -> the event that stops the test's beating for it
 _BEATING: dict[int, threading.Event] = {}
 
@@ -101,7 +95,7 @@ def paused_after_first_point(runs: Runs, levels: str) -> tuple[subprocess.Popen,
     """Run A, stopped (SIGSTOP) once its first point is written: it holds its lease and its
     server, and has points left. `resume(a)` continues it."""
     proc, out = runs.start(levels)
-    wait_for(lambda: len(records(out)) >= 1 or proc.poll() is not None, "run A's first point")
+    wait_until(lambda: len(records(out)) >= 1 or proc.poll() is not None, "run A's first point", timeout=90)
     assert proc.poll() is None, Path(f"{out}.log").read_text()
     os.kill(proc.pid, signal.SIGSTOP)
     stop = _BEATING[proc.pid] = threading.Event()
@@ -146,7 +140,7 @@ def test_identical_arguments_share_the_server_and_both_results_say_so(runs: Runs
     a, a_out = paused_after_first_point(runs, "1,2,4,8")
     b, b_out = runs.start("1,2,4,8")
     try:
-        wait_for(lambda: len(records(b_out)) >= 1 or b.poll() is not None, "run B's first point")
+        wait_until(lambda: len(records(b_out)) >= 1 or b.poll() is not None, "run B's first point", timeout=90)
     finally:
         resume(a)
     (rc_a, text_a), (rc_b, text_b) = runs.finish(a, a_out), runs.finish(b, b_out)
@@ -180,7 +174,7 @@ def test_other_arguments_are_refused_at_once_naming_the_holder_or_wait_for_it(ru
                                       "--json"], capture_output=True, text=True, timeout=120)
         c, c_out = runs.start("1,2", *OTHER, "--wait", "--wait-timeout", "120")
         waiting = f"waiting for arm baseline: in use by run {a_out.name} (user "
-        wait_for(lambda: waiting in Path(f"{c_out}.log").read_text() or c.poll() is not None, "run C to wait")
+        wait_until(lambda: waiting in Path(f"{c_out}.log").read_text() or c.poll() is not None, "run C to wait", timeout=90)
     finally:
         resume(a)
     assert rc_b == 1, text_b

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.deploy import events, inventory, only_run_dir, run_cli, write_yaml
+from tests.support.waiting import wait_gone
 
 
 @pytest.fixture
@@ -67,14 +68,14 @@ def test_check_mode_over_ssh_changes_nothing(tmp_path: Path, inv: Path) -> None:
 
 def test_remote_timeout_kills_process_group(tmp_path: Path, inv: Path) -> None:
     tag = f"specops-ssh-timeout-{time.time_ns() % 100000}"
+    n = 300 + time.time_ns() % 9000  # durations of our own: other runs on this machine sleep too
     pb = write_yaml(tmp_path / "p.yaml", {"steps": [
-        {"name": "hang", "shell": f"sleep 311 & sleep 312 & echo {tag}; sleep 313", "timeout": 1},
+        {"name": "hang", "shell": f"sleep {n} & sleep {n + 1} & echo {tag}; sleep {n + 2}", "timeout": 1},
         {"name": "after", "shell": "echo still-usable"}]})
     res = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv))
     assert res.exit_code == 1 and "timed out" in res.output
-    time.sleep(1.0)
-    left = subprocess.run(["pgrep", "-f", "sleep 31[123]"], capture_output=True, text=True).stdout
-    assert left.strip() == "", f"remote processes survived: {left}"
+    # the host kills the group at the timeout; wait for that to land (the sshd is local)
+    wait_gone(f"sleep ({n}|{n + 1}|{n + 2})( |$)", "the remote step's process group gone")
 
 
 def test_injection_over_ssh_never_runs(tmp_path: Path, inv: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import yaml
 from tests.support.arms import sim_inventory
 from tests.support.deploy import events, run_cli, write_yaml
 from tests.support.slurm import SlurmCluster
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = str(REPO / "playbooks/deploy.yaml")
@@ -134,19 +134,19 @@ def test_crash_and_outside_scancel_fail_the_point_with_the_job_state(tmp_path: P
     cancelled: list[str] = []
 
     def cancel_eagle3_after_its_first_point() -> None:
-        deadline = time.monotonic() + 240
         state = tmp_path / "w/.specops/servers/eagle3.json"
-        while time.monotonic() < deadline:
+
+        def first_point_done() -> bool:
             try:
                 done = [r for r in results(out) if r["arm"] == "eagle3"]
             except (OSError, ValueError):
                 done = []
-            if done and state.exists():
-                job = json.loads(state.read_text())["slurm"]["job_id"]
-                slurm.run("scancel", job)
-                cancelled.append(job)
-                return
-            time.sleep(0.05)
+            return bool(done) and state.exists()
+
+        wait_until(first_point_done, "eagle3's first point", timeout=240)
+        job = json.loads(state.read_text())["slurm"]["job_id"]
+        slurm.run("scancel", job)
+        cancelled.append(job)
 
     watcher = threading.Thread(target=cancel_eagle3_after_its_first_point, daemon=True)
     watcher.start()

@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -24,6 +23,7 @@ from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
+from tests.support.waiting import wait_until
 
 ARMS = ("baseline", "eagle3")
 
@@ -77,11 +77,8 @@ def states_now(t: LocalTransport, wd: str) -> dict[str, str]:
 
 
 def wait_dead(t: LocalTransport, wd: str, arm: str) -> None:
-    """Until the killed server reads as dead (bounded; the test then asserts it)."""
-    for _ in range(100):
-        if states_now(t, wd)[arm] == "dead":
-            return
-        time.sleep(0.1)
+    """Until the killed server reads as dead."""
+    wait_until(lambda: states_now(t, wd)[arm] == "dead", f"the killed {arm} read as dead")
 
 
 @pytest.mark.slow

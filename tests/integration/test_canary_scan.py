@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.support import canary
+from tests.support.waiting import wait_until
 
 #: not the e2e canary's value: the argv sampler reads every process on the machine, so a
 #: piece of the e2e value in this test's argv, run beside test_canary.py on the other worker,
@@ -29,9 +29,7 @@ def test_the_scan_finds_a_piece_in_a_file_a_name_an_output_and_an_argv(tmp_path:
         proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", SECRET[:10]],
                                 stdin=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 60
-            while not argv.hits and time.monotonic() < deadline:  # the sampler's next pass sees it
-                time.sleep(0.01)
+            wait_until(lambda: argv.hits, "the sampler's next pass seeing the argv")
         finally:
             proc.communicate(b"")
     assert argv.findings and f"argv of pid {proc.pid} " in argv.findings[0]

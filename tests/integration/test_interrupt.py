@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.arms import arm_vars
 from tests.support.deploy import inventory
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,6 +24,18 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def _launched(runs: Path) -> dict | None:
+    """The `server` event of the baseline launch in the run's journal, once written (a line
+    still being written is not read)."""
+    for journal in runs.glob("*/events.jsonl"):
+        for line in journal.read_text().splitlines(keepends=True):
+            if line.endswith("\n") and '"event": "server"' in line:
+                ev = json.loads(line)
+                if ev.get("arm") == "baseline":
+                    return ev
+    return None
 
 
 @pytest.mark.parametrize("keep", [False, True])
@@ -37,13 +49,11 @@ def test_ctrl_c_during_deploy(tmp_path: Path, keep: bool) -> None:
             "-p", str(REPO / "playbooks/deploy.yaml")] + (["--keep-servers"] if keep else [])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, COLUMNS="200"))
-    state = tmp_path / "w/.specops/servers/baseline.json"
-    deadline = time.monotonic() + 60
-    while not state.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert state.exists(), proc.communicate(timeout=10)
-    pid = json.loads(state.read_text())["pid"]
-    time.sleep(0.5)
+    # Ctrl-C once the run has recorded the launch (its journal's `server` line comes after
+    # it): pressed earlier, the run has no server of its own to stop or keep yet
+    launch = wait_until(lambda: _launched(tmp_path / "runs"), "the run's journal recording the launch", proc=proc)
+    pid = launch["pid"]
+    assert pid == json.loads((tmp_path / "w/.specops/servers/baseline.json").read_text())["pid"]
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
@@ -55,10 +65,8 @@ def test_ctrl_c_during_deploy(tmp_path: Path, keep: bool) -> None:
         if keep:
             assert _alive(pid) and "leaving baseline running" in out
         else:
-            deadline = time.monotonic() + 15
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert not _alive(pid) and "stopped baseline" in out
+            assert "stopped baseline" in out
+            wait_until(lambda: not _alive(pid), "the stopped server gone")
     finally:
         if _alive(pid):
             os.killpg(pid, signal.SIGKILL)

@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import threading
-import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from specops.flows.play import run_playbook
 from specops.run.state import Interrupted
 from tests.support.arms import arm_vars
 from tests.support.deploy import events, inventory, write_yaml
+from tests.support.waiting import wait_until
 
 
 def _alive(pid: int) -> bool:
@@ -76,6 +77,20 @@ def _run(tmp_path: Path, playbook: Path, **kw: Any):
         console.file.close()
 
 
+def _baseline_port(tmp_path: Path) -> int:
+    """The port the journal recorded for the launched baseline."""
+    for run_dir in sorted((tmp_path / "runs").iterdir()):
+        for ev in events(run_dir):
+            if ev["event"] == "server" and ev["arm"] == "baseline":
+                return int(ev["port"])
+    raise AssertionError("no baseline launch in the journal")
+
+
+def _health(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as reply:
+        return int(reply.status)
+
+
 def _baseline_pid(tmp_path: Path) -> int:
     """The pid the journal recorded for the launched baseline (its state file goes when it stops)."""
     for run_dir in sorted((tmp_path / "runs").iterdir()):
@@ -94,10 +109,7 @@ def test_ctrl_c_in_process_stops_this_runs_servers_and_closes_the_engine(tmp_pat
     try:
         out = (tmp_path / "out.txt").read_text()
         assert "interrupted" in out and "lab: stopped baseline" in out, out
-        deadline = time.monotonic() + 15
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(pid), "the server this run launched is still running"
+        wait_until(lambda: not _alive(pid), "the server this run launched gone")
         # engine.close() ended the step still running (its `sleep 60`), not the end of the sleep
         step_group = int((tmp_path / "marker").read_text())
         assert not _group_alive(step_group), "the interrupted step's processes outlived the run"
@@ -123,8 +135,14 @@ def test_two_runs_in_one_process_do_not_share_launched_servers(tmp_path: Path, n
             _run(tmp_path, _playbook(tmp_path, "ctrl-c", [CTRL_C]))
         out = (tmp_path / "out.txt").read_text()
         assert "interrupted" in out and "stopped" not in out, out
-        time.sleep(0.5)
+        # No wait: the second run's Ctrl-C cleanup is done when it raises (a stop it made would
+        # have waited for the server to die), and its journal lists no cleanup at all; the
+        # first run's server still answers a request sent after it.
+        second = sorted((tmp_path / "runs").iterdir())[-1]
+        assert json.loads((second / "run.json").read_text())["playbook"] == "ctrl-c"
+        assert [e for e in events(second) if e["event"] == "interrupt_cleanup"] == []
         assert _alive(pid), "the second run stopped a server the first run launched"
+        assert _health(_baseline_port(tmp_path)) == 200, "the first run's server stopped answering"
     finally:
         if _alive(pid):
             os.killpg(pid, signal.SIGKILL)
@@ -163,15 +181,15 @@ def test_ctrl_c_that_the_kernel_hands_to_another_thread_still_ends_the_run(tmp_p
     step = {"name": "long", "shell": f"sleep 30; echo done > {done}"}
 
     def press_ctrl_c_in_a_worker_thread() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        def worker_in_the_step() -> list[threading.Thread]:
             workers = [t for t in threading.enumerate() if t.name.startswith("host-")]
-            if workers and (tmp_path / "runs").is_dir() and any(
-                    e.get("step") == "long" and e["event"] == "step_start"
-                    for run in (tmp_path / "runs").iterdir() for e in events(run)):
-                signal.pthread_kill(workers[0].ident or 0, signal.SIGINT)
-                return
-            time.sleep(0.05)
+            started = workers and (tmp_path / "runs").is_dir() and any(
+                e.get("step") == "long" and e["event"] == "step_start"
+                for run in (tmp_path / "runs").iterdir() for e in events(run))
+            return workers if started else []
+
+        workers = wait_until(worker_in_the_step, "the step running in a worker thread")
+        signal.pthread_kill(workers[0].ident or 0, signal.SIGINT)
 
     presser = threading.Thread(target=press_ctrl_c_in_a_worker_thread, daemon=True)
     presser.start()

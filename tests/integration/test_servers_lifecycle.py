@@ -39,6 +39,7 @@ from specops.sglang.layout import detect_layout
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
+from tests.support.waiting import PollCountingTransport, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = ["--sim-time-scale", "0.02"]
@@ -200,22 +201,19 @@ def test_crash_after_requests_seen_by_status_and_errors(host, sglang_tree) -> No
 
     seen: list[str] = []
     stop = threading.Event()
-    th = threading.Thread(target=follow, args=(t, [state.log_path], lambda p, ls: seen.extend(ls), stop, 0.1))
+    follower = PollCountingTransport()  # the same local files, its polls counted
+    th = threading.Thread(target=follow, args=(follower, [state.log_path], lambda p, ls: seen.extend(ls), stop, 0.1))
     th.start()
     try:
-        time.sleep(0.4)
+        # its first poll takes the log's size: the requests' lines come after it
+        wait_until(lambda: follower.polls >= 1, "the follower's first poll")
         for _ in range(3):
             _generate(port)
-        deadline = time.monotonic() + 15
-        while server_status(t, wd)[0].state != "dead":
-            assert time.monotonic() < deadline, "crash not seen by status"
-            time.sleep(0.2)
-        deadline = time.monotonic() + 5
-        while not any("Traceback" in s for s in seen) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: server_status(t, wd)[0].state == "dead", "the crash seen by status")
+        wait_until(lambda: any("Traceback" in s for s in seen), "the follower streaming the traceback")
     finally:
         stop.set()
-        th.join(5)
+        th.join(60)
     # follow streamed the lines written after it started, and none from before.
     assert any("POST /generate" in s for s in seen) and any("Traceback" in s for s in seen)
     assert not any("ready to roll" in s for s in seen)
@@ -297,10 +295,7 @@ def test_stop_kills_a_group_that_ignores_term(host, tmp_path: Path) -> None:
                       mechanism="none", workdir=wd, log_path=f"{wd}/.specops/logs/stubborn.log",
                       state_path=f"{wd}/.specops/servers/stubborn.json")
     state = launch_arm(t, plan).state
-    deadline = time.monotonic() + 10
-    while _port_free(port):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: not _port_free(port), "the stand-in holding its port")
     t0 = time.monotonic()
     (r,) = stop_arms(t, wd, ["stubborn"], grace_s=1.0)
     assert r.signal == "KILL" and r.port_free and 0.9 < time.monotonic() - t0 < 60  # killed after the grace, not left for its 300 s

@@ -13,7 +13,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -28,6 +27,7 @@ from specops.sglang.source import ensure_tree
 from specops.sim import model as M
 from specops.sim.closedloop import loop_header
 from specops.sim.testing import SimStartError, drive, health_status, run_sim, start_sim, stop_sim, wait_ready
+from tests.support.waiting import wait_until
 
 FAST = ["--sim-time-scale", "0.05"]
 #: For throughput assertions: at 0.05 the simulator and the client share 2 cores and become
@@ -311,10 +311,12 @@ def test_health_is_503_while_loading_then_200_with_one_ready_line(sglang_tree, t
     sim = start_sim(ensure_tree("0.5.4"), MODEL + FAST + ["--sim-slow-start", "2"], log_path=log)
     try:
         seen = set()
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline and 503 not in seen:
+
+        def loading_or_ready() -> bool:  # from the first answer on: nothing answers while it starts
             seen.add(health_status(sim.url))
-            time.sleep(0.05)
+            return bool(seen & {503, 200})
+
+        wait_until(loading_or_ready, "/health answering")
         assert 503 in seen and READY_LINE not in log.read_text()
         wait_ready(sim, timeout=20)
         assert health_status(sim.url) == 200

@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,6 +34,7 @@ from specops.sim.testing import free_ports
 from specops.transport.base import CommandResult, command_line
 from specops.transport.local import LocalTransport
 from tests.support.deploy import inventory, run_cli
+from tests.support.waiting import alive_after_signals
 
 DEAD_PID = 2 ** 22 + 7
 #: a script that would signal every process or init's group (`-1`), or its own group (`-0`)
@@ -156,8 +156,7 @@ def test_a_dead_pid_beside_a_live_group_leaves_the_group_alone(tmp_path: Path, c
     evil = _plant(wd, "evil", pid=DEAD_PID, pgid=bystander.pid)
     with caplog.at_level(logging.WARNING):
         _stop_and_status(inv)
-    time.sleep(0.2)
-    assert bystander.poll() is None, "an unrelated process group was killed"
+    assert alive_after_signals(bystander), "an unrelated process group was killed"
     assert f"skipping {evil}: 'pgid' {bystander.pid} is not its 'pid' {DEAD_PID}" in caplog.text
 
 
@@ -176,8 +175,7 @@ def test_another_users_process_group_is_not_signalled(tmp_path: Path) -> None:
         t = LocalTransport("h0")
         with pytest.raises(Exception, match=f"process group {other.pid} has processes of another user"):
             lifecycle.stop_arms(t, str(wd), grace_s=0.1, port_wait_s=0.1, gpu_wait_s=0.1)
-        time.sleep(0.2)
-        assert other.poll() is None
+        assert alive_after_signals(other), "another user's process group was signalled"
     finally:
         other.kill()
         other.wait()

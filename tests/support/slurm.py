@@ -118,7 +118,7 @@ PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP Ove
 """
 
 
-def _wait(what: str, ok, proc: subprocess.Popen | None, log: Path, timeout: float = 30.0) -> None:
+def _wait(what: str, ok, proc: subprocess.Popen | None, log: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ok():

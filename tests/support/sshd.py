@@ -87,7 +87,7 @@ def _keygen(path: Path) -> None:
                     "-f", str(path)], check=True, capture_output=True, timeout=30)
 
 
-def _wait_banner(port: int, proc: subprocess.Popen, log: Path, timeout: float = 15.0,
+def _wait_banner(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60.0,
                  address: str = f"127.0.0.{HOSTS + 1}") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

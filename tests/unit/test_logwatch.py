@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -19,6 +18,7 @@ from specops.servers.logwatch import (
     tail_lines,
 )
 from specops.transport.local import LocalTransport
+from tests.support.waiting import PollCountingTransport, wait_until
 
 SYNTAX_TB = """[2025-01-01 10:00:00] server_args=ServerArgs(...)
 Traceback (most recent call last):
@@ -127,34 +127,28 @@ def test_follow_sees_appends_truncation_and_rotation(tmp_path: Path) -> None:
     log.write_text("old 1\nold 2\n")
     seen: list[str] = []
     stop = threading.Event()
-    th = threading.Thread(target=follow, args=(LocalTransport(), [str(log)],
-                                               lambda p, ls: seen.extend(ls), stop, 0.05))
+    transport = PollCountingTransport()
+    th = threading.Thread(target=follow, args=(transport, [str(log)], lambda p, ls: seen.extend(ls), stop, 0.05))
     th.start()
     try:
-        time.sleep(0.3)
+        # its first poll takes the file's size: what is appended after that is new
+        wait_until(lambda: transport.polls >= 1, "the follower's first poll")
         with log.open("a") as fh:
             fh.write("new 1\nnew ")
             fh.flush()
-            time.sleep(0.3)
+            transport.a_poll_since("a poll that read the unfinished line")
             fh.write("2\n")
-        _until(lambda: "new 2" in seen)
+        wait_until(lambda: "new 2" in seen, "the finished line")
         log.write_text("after truncate\n")  # shrinks: read again from the start
-        _until(lambda: "after truncate" in seen)
+        wait_until(lambda: "after truncate" in seen, "the truncated file's line")
         log.rename(tmp_path / "a.log.1")  # rotated: a new file at the same path
         (tmp_path / "a.log").write_text("fresh file line that is long enough to pass the old offset\n")
-        _until(lambda: any(s.startswith("fresh file") for s in seen))
+        wait_until(lambda: any(s.startswith("fresh file") for s in seen), "the rotated file's line")
     finally:
         stop.set()
-        th.join(5)
+        th.join(60)
     assert "old 1" not in seen and "new" not in seen  # only whole lines appended after start
     assert seen[:2] == ["new 1", "new 2"]
-
-
-def _until(cond, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def test_show_prefixes_highlights_and_does_not_interpret_markup(tmp_path: Path) -> None:
@@ -207,13 +201,14 @@ def test_sources_for_lists_arm_logs_and_follow_prefixes(tmp_path: Path) -> None:
                                                                  stop_event=stop, interval=0.05))
     th.start()
     try:
-        time.sleep(0.3)
+        # following starts where the printed tails ended: append once both are printed
+        wait_until(lambda: "eagle3 | e0" in console.export_text(clear=False), "both tails printed")
         with (logs / "eagle3.log").open("a") as fh:
             fh.write("e1 appended\n")
-        _until(lambda: "e1 appended" in console.export_text(clear=False))
+        wait_until(lambda: "e1 appended" in console.export_text(clear=False), "the appended line")
     finally:
         stop.set()
-        th.join(5)
+        th.join(60)
     out = console.export_text()
     assert "baseline | b0" in out and "eagle3 | e0" in out and "eagle3 | e1 appended" in out
 
@@ -240,10 +235,10 @@ def test_follow_from_where_the_tail_ended_loses_no_line(tmp_path: Path) -> None:
     worker = threading.Thread(target=follow, args=(t, [str(log)], on_lines, stop, 0.05),
                               kwargs={"start_at": {str(log): printed_to}}, daemon=True)
     worker.start()
-    time.sleep(0.2)
+    wait_until(lambda: "in between" in seen, "the follower's first read")
     with open(log, "a") as fh:
         fh.write("after start\n")
-    worker.join(10)
+    worker.join(60)
     stop.set()
     assert seen == ["in between", "after start"]
 
