@@ -44,6 +44,9 @@ CHANGED: StepState = "changed"
 SKIPPED: StepState = "skipped"
 FAILED: StepState = "failed"
 NOT_RUN: StepState = "not run"
+#: why a host's steps did not run when the run stopped scheduling them
+FATAL_REASON = "not run: another host failed (any_errors_fatal)"
+INTERRUPTED_REASON = "not run: interrupted"
 WOULD_RUN: StepState = "would run"
 
 #: Where a host or step failed, named first on its failure line and as the `phase` of its
@@ -263,6 +266,7 @@ class Engine:
         self.state = Run(self.run_dir, on_point=on_point,
                          leases=LeaseBook(self.run_id, playbook.name, lease_policy or LeasePolicy()))
         self._abort = threading.Event()
+        self._abort_reason = FATAL_REASON
         self.reports = {h.name: HostReport(h.name, [StepStatus() for _ in playbook.steps]) for h in hosts}
         self.transports: dict[str, Transport] = {}
 
@@ -312,7 +316,7 @@ class Engine:
             self._run_hosts(journal)
         except BaseException:
             interrupted = True
-            self._abort.set()
+            self._stop_scheduling(INTERRUPTED_REASON)
             raise
         finally:
             ok = not interrupted and all(r.ok for r in self.reports.values())
@@ -346,7 +350,9 @@ class Engine:
                 except queue.Empty:
                     return
                 try:
-                    if not self._abort.is_set():
+                    if self._abort.is_set():
+                        self._not_started(host)
+                    else:
                         self._run_host(host, journal)
                 except BaseException:  # noqa: BLE001 - after Ctrl-C a host may fail any way
                     if not self._abort.is_set():
@@ -366,7 +372,7 @@ class Engine:
     def interrupt(self, keep_servers: bool = False) -> list[Cleanup]:
         """After Ctrl-C: stop what this run launched (unless `keep_servers`); hosts not yet
         started stay so. Call `close` after."""
-        self._abort.set()
+        self._stop_scheduling(INTERRUPTED_REASON)
         transports = dict(self.transports)
         return self.state.stop_launched(transports, {h.name: h.workdir for h in self.hosts if h.name in transports},
                                         keep=keep_servers)
@@ -393,6 +399,20 @@ class Engine:
         values = {name: source.read() for name, source in host.secrets.items()}
         transport.put(env_file_text(values).encode(), path, mode=0o600)
         journal.emit(events.Secrets(host=host.name, names=sorted(values), path=path, mode="0600"))
+
+    def _stop_scheduling(self, reason: str) -> None:
+        """No host starts a step from now on; the first reason given is the one reported."""
+        if not self._abort.is_set():
+            self._abort_reason = reason
+        self._abort.set()
+
+    def _not_started(self, host: Host) -> None:
+        """A host the run stopped before it began: not ok (nothing it was asked to do was done),
+        and its report says why, never a bare success."""
+        report = self.reports[host.name]
+        report.error = report.current = self._abort_reason
+        for status in report.steps:
+            status.detail = self._abort_reason
 
     def _run_host(self, host: Host, journal: Journal) -> None:
         report = self.reports[host.name]
@@ -427,8 +447,8 @@ class Engine:
             return
         for step in self.playbook.steps:
             status = report.steps[step.index]
-            if self._abort.is_set():
-                status.detail = "not run: another host failed (any_errors_fatal)"
+            if self._abort.is_set():  # this host's later steps never ran: not ok, and why
+                status.detail = report.error = self._abort_reason
                 continue
             if step.index < self.from_index:
                 status.detail = "before --from-step"
@@ -448,9 +468,9 @@ class Engine:
             if status.status == FAILED:
                 report.failed_step = step.index
                 if self.playbook.any_errors_fatal:
-                    self._abort.set()
+                    self._stop_scheduling(FATAL_REASON)
                 break
-        report.current = "failed" if report.failed_step is not None else "done"
+        report.current = "failed" if report.failed_step is not None else (report.error or "done")
 
     def _run_step(self, host: Host, transport: Transport, step: Step, variables: dict[str, Any],
                   journal: Journal, status: StepStatus) -> None:

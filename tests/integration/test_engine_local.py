@@ -149,6 +149,9 @@ def _rollback_kept_its_promise(tmp_path: Path, res, hosts: list[str]) -> set[str
             assert marker.exists(), f"{host} ran the step and failed, but did not roll back"
         else:
             assert step["status"] == "not run", (host, step)
+            # never a bare success: the host did nothing it was asked, and the report says why
+            assert doc["hosts"][host]["ok"] is False, (host, doc["hosts"][host])
+            assert step["detail"] == doc["hosts"][host]["error"] == "not run: another host failed (any_errors_fatal)"
             assert not [e for e in ev if e.get("host") == host and e["event"] in ("command", "rollback", "fail")], (
                 host, ev)
             assert not marker.exists(), f"{host} never ran the step, yet something rolled it back"
@@ -234,3 +237,12 @@ def test_git_step_checks_out_ref_and_verifies_sha(tmp_path: Path, inv: Path) -> 
     assert (tmp_path / "w0/co/a").read_text() == "patched"
     bad = run_cli("deploy", "--host", "h0", "-p", str(pb), "-i", str(inv), "--var", "ref=nope-ref")
     assert bad.exit_code == 1 and "ref 'nope-ref' not found" in bad.output
+
+
+def test_a_host_stopped_before_it_started_says_so_on_the_console(tmp_path: Path, inv: Path) -> None:
+    """Without --json: the host that never started is named with the reason in the failure
+    lines, not counted as done (it once showed "ok": true with an empty detail)."""
+    pb = playbook(tmp_path, [{"name": "bad", "shell": "false"}], any_errors_fatal=True)
+    res = run_cli("deploy", "--host", "h1,h0", "--forks", "1", "-p", str(pb), "-i", str(inv))
+    assert res.exit_code == 1, res.output
+    assert "h0: not run: another host failed (any_errors_fatal)" in res.output, res.output
