@@ -169,10 +169,13 @@ _pattern: re.Pattern[str] | None = None
 
 def _quoted_forms(value: str) -> list[str]:
     """`value` as it reads inside a quoted shell word: a `'` is written `'"'"'` by
-    shlex.quote (and `\\'` by bash's %q), so the plain value never appears in the line."""
-    if "'" not in value:
-        return [value]
-    return [value, value.replace("'", "'\"'\"'"), value.replace("'", "\\'")]
+    shlex.quote (and `\\'` by bash's %q), so the plain value never appears in the line;
+    and inside a Python repr (`\\` for a backslash, `\\'` where it holds both quotes), the
+    form a Python server's error or `server_args=ServerArgs(...)` line writes it in."""
+    forms = [value, repr(value)[1:-1]]
+    if "'" in value:
+        forms += [value.replace("'", "'\"'\"'"), value.replace("'", "\\'")]
+    return list(dict.fromkeys(forms))
 
 
 def _json_forms(value: str) -> set[str]:
@@ -186,8 +189,8 @@ def _json_forms(value: str) -> set[str]:
 
 
 def _forms(value: str) -> set[str]:
-    """Every form of `value` the sink masks: as is, shell-quoted, JSON-escaped, and
-    HTML-escaped (report.html writes a `"` as `&quot;`)."""
+    """Every form of `value` the sink masks: as is, shell-quoted, Python-repr'd, JSON-escaped,
+    and HTML-escaped (report.html writes a `"` as `&quot;`)."""
     forms = {j for q in _quoted_forms(value) for j in _json_forms(q)}
     return forms | {html.escape(f) for f in forms}
 
