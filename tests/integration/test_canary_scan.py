@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from tests.support.waiting import wait_until
 #: was a finding there (seen once, with test_weights_step's token)
 SECRET = "hf_ScanTestN4pL8qR2wX6zC3vB7mK5jH9"
 CANARY_TEST = Path(__file__).resolve().parents[1] / "e2e" / "test_canary.py"
+CANARY_ROUTES = CANARY_TEST.parent / "test_canary_routes.py"
 
 
 def test_the_scan_finds_a_piece_in_a_file_a_name_an_output_and_an_argv(tmp_path: Path) -> None:
@@ -36,14 +38,37 @@ def test_the_scan_finds_a_piece_in_a_file_a_name_an_output_and_an_argv(tmp_path:
 
 
 def test_no_other_test_holds_a_piece_of_the_e2e_canary() -> None:
-    """test_canary.py's ArgvSampler scans every process on the machine, the other xdist
-    worker's too: a test that puts a piece of the same value in an argv (on purpose, to test
-    a mask) fails the canary whenever the two run at the same time."""
-    import ast
+    """test_canary.py's and test_canary_routes.py's ArgvSamplers scan every process on the
+    machine, the other xdist worker's too: a test that puts a piece of the same value in an
+    argv (on purpose, to test a mask) fails the canary whenever the two run at the same time."""
+    from tests.e2e import test_canary, test_canary_routes
 
-    tree = ast.parse(CANARY_TEST.read_text())
-    value = next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                 and [getattr(t, "id", None) for t in node.targets] == ["SECRET"] and isinstance(node.value, ast.Constant))
-    holders = [str(path) for path in CANARY_TEST.parents[1].rglob("*.py") if path != CANARY_TEST
-               and any(piece in path.read_text() for piece in canary.pieces(value))]
-    assert holders == []
+    owners = {CANARY_TEST: test_canary.SECRETS, CANARY_ROUTES: test_canary_routes.ALL}
+    for owner, values in owners.items():
+        holders = [str(path) for path in CANARY_TEST.parents[1].rglob("*.py") if path != owner
+                   and any(piece in path.read_text() for piece in canary.pieces(values))]
+        assert holders == [], f"pieces of {owner.name}'s secrets"
+
+
+def test_pieces_cover_the_json_shell_and_repr_forms() -> None:
+    """A `'`, `"` or `\\` is written differently in JSON, in a shell word and in a Python repr:
+    the plain value's pieces would miss the piece that spans it."""
+    value = 'ab"cd\\ef gh\'ij'
+    found = canary.pieces(value)
+    assert {'ab\\"cd\\\\', "gh'\"'\"'i", "f gh\\'ij"} <= set(found)
+    assert canary.texts({"repr": f"x={value!r}"}, value)
+
+
+def test_rewritten_finds_a_new_copy_and_a_secret_never_written_there() -> None:
+    before = "arms:\n  env: {WANDB_API_KEY: inclear-Value-123}\n"
+    assert canary.rewritten("h", before, before.replace("env", "ENV"), ["inclear-Value-123"], ["fromafile-Val-9"]) == []
+    twice = canary.rewritten("h", before, before + "# inclear-Value-123\n", ["inclear-Value-123"], [])
+    assert twice and "now 2 times, 1 before" in twice[0]
+    assert canary.rewritten("h", before, before + "x: fromafile-Val-9\n", ["inclear-Value-123"], ["fromafile-Val-9"])
+
+
+def test_on_a_terminal_is_a_terminal_and_keeps_what_it_showed() -> None:
+    code, shown = canary.on_a_terminal([sys.executable, "-c", "import sys; print(sys.stdout.isatty(), sys.argv[1])",
+                                        SECRET[3:12]], dict(os.environ))
+    assert code == 0 and b"True" in shown
+    assert canary.texts({"terminal": shown}, SECRET)
