@@ -24,11 +24,14 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path.home() / ".cache" / "specops" / "container-image"
 IMAGE_REPO = "localhost/specops-sim"
+#: an earlier recipe's image is removed only once this old: two checkouts on one machine share the cache
+STALE_RECIPE_S = 86400
 FAKE_SGLANG_VERSION = "0.0.0+image"
 CONTAINERS_CONF = """[containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
@@ -190,8 +193,9 @@ def build_image() -> str:
         shutil.rmtree(stage, ignore_errors=True)
     subprocess.run(["podman", "import", "--change", "CMD=python3", str(tarball), ref], env=env, check=True,
                    capture_output=True)
-    for old in CACHE.glob("rootfs-*.tar"):  # earlier recipes: their tarball and image
-        if old != tarball:
+    for old in CACHE.glob("rootfs-*.tar"):  # earlier recipes, a day old: their tarball and image
+        # (a younger one may be another checkout's on this machine, its tests running now)
+        if old != tarball and time.time() - old.stat().st_mtime > STALE_RECIPE_S:
             old.unlink(missing_ok=True)
             subprocess.run(["podman", "rmi", "-f", f"{IMAGE_REPO}:{old.stem.removeprefix('rootfs-')}"], env=env,
                            capture_output=True)
