@@ -15,13 +15,21 @@ from tests.support.arms import sim_inventory
 from tests.support.deploy import only_run_dir, run_cli, write_yaml
 
 
-def test_an_arm_port_in_the_hosts_ephemeral_range_is_named_at_deploy(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def _baseline_host(tmp_path: Path) -> tuple[Path, Path, int]:
+    """A local simulated host with the baseline arm alone; its inventory, a launch playbook and the port."""
     inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
     data = yaml.safe_load(inv.read_text())
     data["vars"]["arms"] = {a: v for a, v in data["vars"]["arms"].items() if a == "baseline"}
-    port = data["vars"]["arms"]["baseline"]["port"]
     write_yaml(inv, data)
+    pb = write_yaml(tmp_path / "p.yaml", {"name": "p", "steps": [
+        {"name": "tree", "sglang_wheel": {"version": "0.5.10.post1", "dest": "{{ workdir }}/sglang"}},
+        {"name": "launch", "server": {"arms": ["baseline"], "tree": "{{ workdir }}/sglang"}, "timeout": 300}]})
+    return inv, pb, int(data["vars"]["arms"]["baseline"]["port"])
+
+
+def test_an_arm_port_in_the_hosts_ephemeral_range_is_named_at_deploy(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    inv, pb, port = _baseline_host(tmp_path)
     read: list[object] = []
 
     def host_range(transport: object) -> tuple[int, int]:  # the host's range, as if it held this port
@@ -29,9 +37,6 @@ def test_an_arm_port_in_the_hosts_ephemeral_range_is_named_at_deploy(tmp_path: P
         return port - 5, port + 5
 
     monkeypatch.setattr(server_step, "read_ephemeral", host_range)
-    pb = write_yaml(tmp_path / "p.yaml", {"name": "p", "steps": [
-        {"name": "tree", "sglang_wheel": {"version": "0.5.10.post1", "dest": "{{ workdir }}/sglang"}},
-        {"name": "launch", "server": {"arms": ["baseline"], "tree": "{{ workdir }}/sglang"}, "timeout": 300}]})
     try:
         res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", str(pb), "--json")
         assert res.exit_code == 0, res.output
@@ -51,15 +56,8 @@ def test_an_arm_port_in_the_hosts_ephemeral_range_is_named_at_deploy(tmp_path: P
 
 
 def test_an_arm_port_outside_the_range_says_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    inv = sim_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
-    data = yaml.safe_load(inv.read_text())
-    data["vars"]["arms"] = {a: v for a, v in data["vars"]["arms"].items() if a == "baseline"}
-    port = data["vars"]["arms"]["baseline"]["port"]
-    write_yaml(inv, data)
+    inv, pb, port = _baseline_host(tmp_path)
     monkeypatch.setattr(server_step, "read_ephemeral", lambda transport: (port + 1, port + 100))
-    pb = write_yaml(tmp_path / "p.yaml", {"name": "p", "steps": [
-        {"name": "tree", "sglang_wheel": {"version": "0.5.10.post1", "dest": "{{ workdir }}/sglang"}},
-        {"name": "launch", "server": {"arms": ["baseline"], "tree": "{{ workdir }}/sglang"}, "timeout": 300}]})
     try:
         res = run_cli("deploy", "--host", "gpu", "-i", str(inv), "-p", str(pb), "--json")
         assert res.exit_code == 0, res.output
