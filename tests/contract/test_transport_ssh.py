@@ -17,6 +17,7 @@ import paramiko
 import pytest
 
 from specops.errors import TransportError
+from specops.sim.testing import free_port
 from specops.transport import hostkeys
 from specops.transport.probes import gather_facts
 from specops.transport.ssh import SSHTransport
@@ -197,9 +198,7 @@ def test_hashed_known_hosts_entry_is_honoured(make, sshd, tmp_path):
 # ---------------------------------------------------------------- failures
 
 def test_unreachable_port_is_clear_and_fast(make, sshd):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there: outside the ephemeral range, no client takes it meanwhile
     t = SSHTransport("gpu-x", "127.0.0.1", port, user=sshd.user, key_filename=sshd.key_path,
                      connect_timeout=2)
     started = time.monotonic()
@@ -301,9 +300,7 @@ def test_gather_facts_over_ssh(make, sshd):
 
 
 def test_gather_facts_unreachable(sshd):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     facts = gather_facts(SSHTransport("gone", "127.0.0.1", port, connect_timeout=1), "~/w")
     assert not facts.reachable and "cannot connect to gone" in facts.error
 
