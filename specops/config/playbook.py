@@ -8,12 +8,13 @@ that name the file and line.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specops.config.schema import check_keys, expect, suggest, where_of
-from specops.config.shellscan import check_script
+from specops.config.templating import check_script
 from specops.config.yamlfile import Mapping, load_file
 from specops.errors import ConfigError
 
@@ -145,8 +146,6 @@ def _common_keys(step: Step, node: Any) -> None:
         if not isinstance(step.rollback, (str, list)):
             raise ConfigError(f"step '{name}': rollback must be a shell script or an argv list",
                               where=where_of(node, "rollback"))
-        if isinstance(step.rollback, str):  # rendered in shell mode, as a shell step's script
-            check_script(step.rollback, where_of(node, "rollback"), f"step '{name}' rollback")
     if "register" in node:
         step.register = expect(node, "register", str, f"step '{name}'")
         if not step.register.isidentifier():
@@ -158,8 +157,20 @@ def _common_keys(step: Step, node: Any) -> None:
         step.changed = expect(node, "changed", bool, f"step '{name}'")
 
 
-def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
-    """Validate a list of step mappings against the registered kinds."""
+def _check_scripts(step: Step, node: Any, kind: Any, playbook_vars: MappingABC[str, Any]) -> None:
+    """Each shell script of the step (its kind's, a rollback script) checked as a template:
+    `raw_shell` of playbook literals only, no eval or arithmetic of values."""
+    scripts: list[tuple[str, str, str]] = [(text, where, step.label) for text, where in kind.scripts(step)]
+    if isinstance(step.rollback, str):  # rendered in shell mode, as a shell step's script
+        scripts.append((step.rollback, where_of(node, "rollback"), f"{step.label} rollback"))
+    for text, where, what in scripts:
+        check_script(text, where, what, playbook_vars)
+
+
+def parse_steps(nodes: Any, source: str, kinds: dict[str, Any],
+                playbook_vars: MappingABC[str, Any] | None = None) -> list[Step]:
+    """Validate a list of step mappings against the registered kinds; `playbook_vars` are
+    the playbook's own `vars:`, the only source `raw_shell` may paste."""
     steps: list[Step] = []
     if not isinstance(nodes, list):
         raise ConfigError("'steps' must be a list", where=where_of(nodes))
@@ -179,6 +190,7 @@ def parse_steps(nodes: Any, source: str, kinds: dict[str, Any]) -> list[Step]:
         step.verify = _check_verify(node.get("verify"), where)
         _common_keys(step, node)
         kinds[kind].validate(step)
+        _check_scripts(step, node, kinds[kind], playbook_vars or {})
         steps.append(step)
     return steps
 
@@ -192,7 +204,7 @@ def load_playbook(path: Path | str, kinds: dict[str, Any]) -> Playbook:
         raise ConfigError("a playbook must be a mapping with 'steps:'", where=f"{path}:1")
     check_keys(data, PLAYBOOK_KEYS, "the playbook", required=["steps"])
     pvars = expect(data, "vars", dict, "the playbook") if data.get("vars") is not None else Mapping()
-    steps = parse_steps(data["steps"], str(path), kinds)
+    steps = parse_steps(data["steps"], str(path), kinds, pvars)
     if not steps:
         raise ConfigError("the playbook has no steps", where=where_of(data, "steps"))
     fatal = expect(data, "any_errors_fatal", bool, "the playbook") if "any_errors_fatal" in data else False

@@ -145,8 +145,6 @@ class StepKind:
     """Base class; subclasses set `name` and override what applies to them."""
 
     name: str = ""
-    #: argument keys rendered in shell mode (every substituted value shell-quoted)
-    shell_keys: frozenset[str] = frozenset()
     #: whenever it is not done, the step changes the host's SGLang (tree or venv): the engine
     #: calls `ctx.guard_sglang()` first (a kind that may change nothing calls it itself)
     changes_sglang: bool = False
@@ -174,9 +172,14 @@ class StepKind:
             expect(args, key, types, f"{step.label} ({self.name})", where=step.where)
 
     def render(self, step: Step, variables: dict[str, Any]) -> Any:
-        args = render_tree(step.args, variables, where=f"{step.where}: {step.label}", shell_keys=self.shell_keys)
+        args = render_tree(step.args, variables, where=f"{step.where}: {step.label}")
         self.check_types(step, args)
         return args
+
+    def scripts(self, step: Step) -> list[tuple[str, str]]:
+        """The shell scripts among the step's arguments, each with its file:line: checked at
+        load (`templating.check_script`) and rendered in shell mode. None by default."""
+        return []
 
     def describe(self, ctx: StepContext) -> list[str]:
         """The exact commands apply would run (for --check). May run read-only probes."""

@@ -1,4 +1,4 @@
-"""`shell`: a script (run with bash -c, every substituted value shell-quoted) or an argv list."""
+"""`shell`: a script (run with bash -c, every substituted value one quoted word) or an argv list."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from typing import Any
 
 from specops.config.playbook import Step
 from specops.config.schema import where_of
-from specops.config.shellscan import check_script
 from specops.config.templating import render, render_tree
 from specops.errors import ConfigError
 from specops.secrets import clip
@@ -21,7 +20,6 @@ class Shell(StepKind):
     def validate(self, step: Step) -> None:
         args = step.args
         if isinstance(args, str):
-            check_script(args, step.where, step.label)
             return
         if isinstance(args, list):
             if not args or not all(isinstance(a, (str, int, float)) for a in args):
@@ -30,8 +28,14 @@ class Shell(StepKind):
         super().validate(step)
         if "cmd" not in args:
             raise ConfigError(f"{step.label}: shell needs 'cmd' (a script or an argv list)", where=step.where)
-        if isinstance(args["cmd"], str):
-            check_script(args["cmd"], where_of(args, "cmd", step.where), step.label)
+
+    def scripts(self, step: Step) -> list[tuple[str, str]]:
+        """The script string, if the step has one (an argv list is not one), and its file:line."""
+        if isinstance(step.args, str):
+            return [(step.args, step.where)]
+        if isinstance(step.args, dict) and isinstance(step.args.get("cmd"), str):
+            return [(step.args["cmd"], where_of(step.args, "cmd", step.where))]
+        return []
 
     def render(self, step: Step, variables: dict[str, Any]) -> dict[str, Any]:
         where = f"{step.where}: {step.label}"

@@ -61,7 +61,7 @@ def test_shell_copy_fetch(tmp_path: Path, sshd: Any) -> None:
     ran = _ran(tmp_path, inv, book, *extra)
     for step in ("script", "argv", "copy", "inline", "fetch"):
         assert _commands(planned[step]) == ran[step], step
-    assert planned["script"][0] == f"cd {tmp_path}/w && bash -c 'echo '\"'\"'it'\"'\"'\"'\"'\"'\"'\"'\"'s'\"'\"' > out.txt'"
+    assert planned["script"][0] == f"cd {tmp_path}/w && bash -c " + shlex.quote("echo $'it\\x27s' > out.txt")
     assert "s3cr3t" not in json.dumps(planned) and "SECRET_TOKEN" in planned["script"][1]
     assert (tmp_path / "w/out.txt").read_text() == "it's\n"
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from specops.config.templating import evaluate, render, render_tree
+from specops.config.templating import check_script, evaluate, render, render_tree
 from specops.errors import ConfigError
 
 EVIL = "x; touch PWNED; echo $(id) `id` 'q' \"d\""
 
 
-def test_shell_mode_quotes_every_value() -> None:
+def test_shell_mode_quotes_every_value_as_one_word() -> None:
     out = render("echo {{ v }} > {{ path }}", {"v": EVIL, "path": "/tmp/a b"}, shell=True)
-    assert out == "echo 'x; touch PWNED; echo $(id) `id` '\"'\"'q'\"'\"' \"d\"' > '/tmp/a b'"
+    assert out.startswith("echo $'x\\x3b\\x20touch") and out.endswith(" > $'/tmp/a\\x20b'")
+    assert render("{{ v | quote }}", {"v": "a b"}, shell=True) == "$'a\\x20b'"  # quoted once, not twice
 
 
-def test_raw_filter_is_the_explicit_escape_hatch() -> None:
-    assert render("{{ v | raw }}", {"v": "a && b"}, shell=True) == "a && b"
+def test_raw_shell_is_the_explicit_escape_hatch_for_playbook_text() -> None:
+    check_script("{{ v | raw_shell }}", "p.yaml:1", "step 'x'", {"v": "a && b"})
+    assert render("{{ v | raw_shell }}", {"v": "a && b"}, shell=True) == "a && b"
 
 
 def test_undefined_variable_names_the_step_and_variable() -> None:
