@@ -17,6 +17,7 @@ fa3 and flashinfer are checked in source on every release (tests/unit/test_verif
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -36,7 +37,8 @@ def test_adaptive_keeps_greedy_tokens_across_the_threshold(real_runtime, tiny_mo
         adaptive = summary[f"adaptive-{worker}"]
         assert adaptive["overlap"] is spec_v2, worker  # v2 runs with the overlap scheduler, v1 without
         lines = adaptive["transition_lines"]
-        assert "drafting off (running batch 3 > threshold 1)" in lines[0], lines
+        # off as soon as a second request joins: 2 or 3, as the requests reach the scheduler
+        assert re.search(r"drafting off \(running batch [23] > threshold 1\)", lines[0]), lines
         assert any("drafting on (running batch 1 <= threshold 1)" in ln for ln in lines), lines
         # drafts accepted (issue 37): the trained head, alone and right after drafting resumed
         assert adaptive["accept_len"] >= 2.0 and summary[f"eagle3-{worker}"]["accept_len"] >= 2.0, adaptive
