@@ -12,8 +12,9 @@ from typing import Any, Callable
 import click
 from rich.console import Console
 
+from specops.bench.prechecks import check_for_hosts
 from specops.bench.schema import level_text
-from specops.bench.sweep import BenchSettings, check_for_hosts
+from specops.bench.settings import BenchSettings
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
 from specops.config.settings import cost_var, slo_var

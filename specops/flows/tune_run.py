@@ -15,8 +15,8 @@ from rich.console import Console
 from specops.bench.manifest import Manifest
 from specops.bench.runners import runner_name
 from specops.bench.schema import ResultRecord
+from specops.bench.settings import BenchSettings
 from specops.bench.store import append_result, load_manifest, load_results
-from specops.bench.sweep import BenchSettings
 from specops.config.inventory import Host, Inventory, default_inventory_path, load_inventory
 from specops.config.settings import host_variables, phase_vars, settings_from_run, sim_vars
 from specops.config.writeback import write_adaptive

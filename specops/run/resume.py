@@ -2,7 +2,7 @@
 existing one (`--resume DIR`, with `--extend` adding levels, lengths or repeats).
 
 The rules: `--extend` needs `--resume`; a resumed run runs with the settings of its
-manifest (each option typed on the command line must match them, bench.sweep's
+manifest (each option typed on the command line must match them, bench.resume's
 `check_resume`); `--out` never writes over a run that has results.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specops.bench.resume import check_resume
 from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest
-from specops.bench.sweep import check_resume
 from specops.errors import ConfigError
 
 

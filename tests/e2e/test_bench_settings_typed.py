@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from specops.bench.sweep import BenchSettings
+from specops.bench.settings import BenchSettings
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli
 

@@ -124,7 +124,8 @@ def test_bench_serving_rate_argv_is_accepted_and_other_processes_refused():
 
 
 def test_rate_settings_plan_rate_points_and_extend_as_levels(tmp_path):
-    from specops.bench.sweep import BenchSettings, check_resume
+    from specops.bench.resume import check_resume
+    from specops.bench.settings import BenchSettings
 
     settings = BenchSettings.from_dict({"arms": ["baseline"], "rate": [4, 0.5], "arrival": "gamma:2", "repeats": 1})
     assert settings.axis() == "rate" and settings.levels() == [4.0, 0.5]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specops.bench.client import default_num_prompts
-from specops.bench.sweep import BenchSettings
+from specops.bench.settings import BenchSettings
 from specops.errors import ConfigError
 
 

@@ -9,8 +9,9 @@ import pytest
 
 from specops.bench import store
 from specops.bench.matrix import Point, length_pairs, plan_points
+from specops.bench.resume import check_resume
 from specops.bench.schema import CONTEXT_AXIS, ResultRecord
-from specops.bench.sweep import BenchSettings, check_resume
+from specops.bench.settings import BenchSettings
 from specops.decide.summary import context_rows, summarize
 from specops.errors import ConfigError
 from specops.report.artifacts import render_report

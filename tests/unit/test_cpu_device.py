@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench.sweep import device_facts, gpus_share
+from specops.bench.facts import device_facts
+from specops.bench.sweep import gpus_share
 from specops.config.inventory import load_inventory
 from specops.decide.summary import summarize
 from specops.errors import ConfigError

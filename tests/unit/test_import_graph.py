@@ -17,7 +17,7 @@ LAZY_ALLOWED = {
     # Issue 26: what a light command (`status`, `logs`, `deploy` of a plain playbook) would load
     # for nothing; tests/unit/test_cli_imports.py checks that they stay unloaded.
     "specops.bench.client": {"specops.config.yamlfile"},      # yaml, ~25 ms in every point's client process
-    "specops.bench.sweep": {"specops.bench.client"},          # aiohttp + asyncio, 0.1-0.4 s; only where a point is measured
+    "specops.bench.settings": {"specops.bench.client"},       # aiohttp + asyncio, 0.1-0.4 s; only where a point is measured
     "specops.bench.runners": {"specops.bench.client"},        # the same; only where the builtin client measures a point
     "specops.report.plots": {"matplotlib.backends.backend_agg", "matplotlib.figure"},  # 0.5 s; only where a plot is drawn
     "specops.config.templating": {"jinja2", "jinja2.nativetypes"},  # 0.1 s; only where a `{{ }}` renders

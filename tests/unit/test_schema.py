@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench.sweep import BenchSettings
+from specops.bench.settings import BenchSettings
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
 from specops.config.yamlfile import load_text

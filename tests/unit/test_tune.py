@@ -16,7 +16,8 @@ import pytest
 from specops.bench.matrix import Point
 from specops.bench.running import RunningSampler, parse_decode_lines, parse_metrics, percentile
 from specops.bench.schema import ResultRecord
-from specops.bench.sweep import BenchSettings, unsettled
+from specops.bench.settings import BenchSettings
+from specops.bench.sweep import unsettled
 from specops.config.writeback import write_adaptive
 from specops.decide.tune import (
     TIERS_ARM,
