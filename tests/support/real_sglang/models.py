@@ -23,6 +23,8 @@ from tests.support.real_sglang.runtime import HERE, VLLM, RuntimeBuildError, rea
 
 SCRIPT = HERE / "make_models.py"
 VLLM_SCRIPT = HERE / "make_vllm_models.py"
+HEAVY_SCRIPT = HERE / "make_heavy_models.py"
+HEAVY = "vllm-heavy"
 #: what SGLang logs when given the bad draft (0.5.9 and 0.5.10.post1: llama_eagle3.py)
 BAD_DRAFT_ERROR = "EAGLE3 currently only supports 1 layer"
 
@@ -55,6 +57,11 @@ def vllm_models_dir() -> Path:
     return real_root() / f"vllm-models-{digest}"
 
 
+def vllm_heavy_dir() -> Path:
+    digest = hashlib.sha256(b"\0".join(p.read_bytes() for p in (SCRIPT, VLLM_SCRIPT, HEAVY_SCRIPT))).hexdigest()[:16]
+    return real_root() / f"{HEAVY}-{digest}"
+
+
 def _found(root: Path) -> TinyModels:
     return TinyModels(root, root / "target", root / "draft", root / "bad-draft", root / "sharegpt.json",
                       int((root / "vocab.txt").read_text()))
@@ -65,8 +72,9 @@ def _env() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "HF_HUB_OFFLINE": "1"}
 
 
-def _make(root: Path, script: Path, python: Path) -> None:
-    """Run `script` into `root` unless a finished set is there (under the tier's models lock)."""
+def _make(root: Path, script: Path, python: Path, *args: str) -> None:
+    """Run `script` into `root` unless a finished set is there (under the tier's models lock);
+    `args` go before the output folder."""
     if (root / "vocab.txt").is_file():
         return
     real_root().mkdir(parents=True, exist_ok=True)
@@ -76,7 +84,7 @@ def _make(root: Path, script: Path, python: Path) -> None:
             return
         tmp = root.with_name(root.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        proc = subprocess.run([str(python), str(script), str(tmp)], capture_output=True, text=True,
+        proc = subprocess.run([str(python), str(script), *args, str(tmp)], capture_output=True, text=True,
                               timeout=900, env=_env())
         if proc.returncode != 0:
             raise RuntimeBuildError(f"{script.name} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -101,19 +109,32 @@ def ensure_vllm_models() -> VLLMModels:
                       int((root / "vocab.txt").read_text()))
 
 
+def ensure_vllm_heavy_models() -> VLLMModels:
+    """The heavy vLLM set (make_heavy_models.py over vLLM's tiny set), made first if missing
+    (~1 min and 2.4 GB on disk); `bad_draft` is the tiny set's."""
+    tiny = ensure_vllm_models()
+    root = vllm_heavy_dir()
+    if not (root / "vocab.txt").is_file():
+        _make(root, HEAVY_SCRIPT, runtime_python(VLLM), str(tiny.root))
+    return VLLMModels(root, root / "target", root / "draft", tiny.bad_draft, int((root / "vocab.txt").read_text()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Make the models now (CI does, beside the runtime, so the tier's own time is its tests')."""
     args = sys.argv[1:] if argv is None else argv
-    vllm = args[:1] == [VLLM]
+    which = args[0] if args[:1] in ([VLLM], [HEAVY]) else ""
+    dirs = {VLLM: vllm_models_dir, HEAVY: vllm_heavy_dir, "": models_dir}
+    makers = {VLLM: ensure_vllm_models, HEAVY: ensure_vllm_heavy_models, "": ensure_models}
     start = time.monotonic()
-    fresh = not ((vllm_models_dir() if vllm else models_dir()) / "vocab.txt").is_file()
+    fresh = not (dirs[which]() / "vocab.txt").is_file()
     try:
-        root = ensure_vllm_models().root if vllm else ensure_models().root
+        root = makers[which]().root
     except RuntimeBuildError as exc:
         print(exc, file=sys.stderr)
         return 2
     made = "made in %.0f s" % (time.monotonic() - start) if fresh else "cached"
-    print(f"real-sglang {'vLLM ' if vllm else ''}models {made}: {root}")
+    label = {VLLM: "vLLM ", HEAVY: "heavy vLLM ", "": ""}[which]
+    print(f"real-sglang {label}models {made}: {root}")
     return 0
 
 

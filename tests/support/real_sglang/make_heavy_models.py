@@ -1,0 +1,217 @@
+"""Make the heavy vLLM model set from the tiny one (run with the vLLM runtime's python):
+
+    <vllm runtime python> make_heavy_models.py TINY OUT [--intermediate N] [--miss F]
+
+TINY is make_vllm_models.py's output (its target and draft). Speculation pays only where a
+decode step costs reading the target's weights, not the engine's fixed overhead; the tiny
+target (hidden 64, intermediate 128: 0.3 M parameters) costs nothing to read. So:
+
+OUT/target      the tiny target widened: every layer's MLP intermediate grows from 128 to N with
+                zero rows in gate_proj/up_proj and zero columns in down_proj. Each added unit
+                computes silu(0) * 0 = 0 and adds 0 * 0 to the output: every logit is the tiny
+                target's, bit for bit up to the order of a float sum whose extra terms are exact
+                zeros, while each forward reads (and multiplies) 3 x 64 x N x 4 bytes a layer.
+                hidden_size, the attention, the norms and the captured hidden states
+                (layers 1..3's inputs) are the tiny model's, so the EAGLE-3 head reads what it
+                was trained on.
+OUT/draft       the tiny EAGLE-3 head with partial acceptance: the lm_head rows of a fixed set of
+                tokens (those that make up a fraction F of the target's generated text) are
+                swapped with rows of tokens the target never generates. Whenever the target's
+                next token is in that set, the head drafts a token the target never emits, so
+                the verify rejects it and the drafts after it; elsewhere it drafts as before. With
+                3 draft tokens the accept length is then about 1 + p + p^2 + p^3, p = 1 - F.
+OUT/build.json  the widening, the parameter count and bytes, the greedy-identity proof (the
+                tiny and the heavy target's greedy tokens for PROMPTS, in transformers on this
+                python: equal, or the build fails), the swap's figures, one-thread forward
+                times of both targets.
+
+Standalone on purpose (no specops import): models.py hashes this file and the tiny set's
+scripts for its cache key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+#: MLP width of each of the 4 layers: 4 x 3 x 64 x 393216 x 4 bytes = 1.2 GB of fp32 weights
+INTERMEDIATE = 393216
+#: fraction of the target's generated tokens the head gets wrong (p = 0.7 a draft)
+MISS = 0.3
+SEED = 4321
+#: the identity proof's prompts: the tier's, sentence-like ones and random words (as the bench
+#: client sends), each continued greedily for PROOF_TOKENS
+PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model", "Hello there",
+           "Please explain it again.", "zebra orbit candle seventy quietly lantern"]
+PROOF_TOKENS = 32
+#: the text the swap's frequencies are read from: the target's greedy continuations of these
+#: and of random-word prompts (bench's random dataset is words), FREQ_TOKENS each
+FREQ_PROMPTS = 24
+FREQ_TOKENS = 64
+WORDS = ["apple", "river", "stone", "orbit", "candle", "seventy", "quietly", "lantern", "zebra", "metal",
+         "window", "garden", "signal", "paper", "cloud", "ember", "north", "violet", "copper", "sudden"]
+TIMING_TOKENS = (1, 4, 16)
+
+
+def _load(path: Path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def widen(weights: dict, intermediate: int) -> dict:
+    """The target's weights with every MLP zero-padded to `intermediate` units."""
+    import torch
+
+    out = {}
+    for name, w in weights.items():
+        if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            pad = torch.zeros(intermediate - w.shape[0], w.shape[1], dtype=w.dtype)
+            w = torch.cat([w, pad], 0)
+        elif name.endswith("mlp.down_proj.weight"):
+            pad = torch.zeros(w.shape[0], intermediate - w.shape[1], dtype=w.dtype)
+            w = torch.cat([w, pad], 1)
+        out[name] = w.contiguous()
+    return out
+
+
+def make_target(tiny: Path, out: Path, intermediate: int) -> dict:
+    from safetensors.torch import save_file
+
+    config = json.loads((tiny / "config.json").read_text())
+    small = config["intermediate_size"]
+    if intermediate < small:
+        sys.exit(f"--intermediate {intermediate} is narrower than the tiny target's {small}")
+    shutil.copytree(tiny, out, ignore=shutil.ignore_patterns("model.safetensors", "config.json"))
+    weights = widen(_load(tiny), intermediate)
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config["intermediate_size"] = intermediate
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    params = sum(w.numel() for w in weights.values())
+    return {"intermediate": intermediate, "tiny_intermediate": small, "params": params,
+            "weight_bytes": sum(w.numel() * w.element_size() for w in weights.values())}
+
+
+def _model(path: Path):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+
+
+def greedy(model, tokenizer, prompts: list[str], tokens: int) -> list[list[int]]:
+    """Greedy continuations, one prompt at a time (no padding), ids only."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for prompt in prompts:
+            ids = torch.tensor([tokenizer.encode(prompt)])
+            gen = model.generate(ids, max_new_tokens=tokens, do_sample=False, min_new_tokens=tokens,
+                                 pad_token_id=tokenizer.pad_token_id)
+            out.append(gen[0, ids.shape[1]:].tolist())
+    return out
+
+
+def prove_identity(tiny, heavy, tokenizer) -> dict:
+    """The two targets' greedy tokens for PROMPTS; the build fails unless they are equal."""
+    want = greedy(tiny, tokenizer, PROMPTS, PROOF_TOKENS)
+    got = greedy(heavy, tokenizer, PROMPTS, PROOF_TOKENS)
+    proof = {"prompts": len(PROMPTS), "tokens_each": PROOF_TOKENS, "identical": want == got,
+             "first_difference": next(([i, j] for i, (a, b) in enumerate(zip(want, got, strict=True))
+                                       for j, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), None)}
+    return proof
+
+
+def _freq_prompts() -> list[str]:
+    rng = random.Random(SEED)
+    return PROMPTS + [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 24)))
+                      for _ in range(FREQ_PROMPTS - len(PROMPTS))]
+
+
+def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float) -> dict:
+    """The tiny head with the lm_head rows of a token set swapped (see the module's doc)."""
+    from safetensors.torch import save_file
+
+    generated = [t for row in greedy(tiny_model, tokenizer, _freq_prompts(), FREQ_TOKENS) for t in row]
+    counts: dict[int, int] = {}
+    for t in generated:
+        counts[t] = counts.get(t, 0) + 1
+    vocab = json.loads((tiny_draft / "config.json").read_text())["vocab_size"]
+    special = {tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id}
+    unused = [t for t in range(vocab) if t not in counts and t not in special]
+    order = sorted(counts)
+    random.Random(SEED + 1).shuffle(order)
+    chosen, covered = [], 0
+    for t in order:  # a seeded order of the generated tokens until they make up `miss` of the text
+        if covered >= miss * len(generated):
+            break
+        if counts[t] + covered > (miss + 0.03) * len(generated):
+            continue  # a token too frequent for what is left: the next one
+        chosen.append(t)
+        covered += counts[t]
+    weights = _load(tiny_draft)
+    lm = weights["lm_head.weight"].clone()
+    for a, b in zip(chosen, unused, strict=False):
+        lm[[a, b]] = lm[[b, a]]
+    weights["lm_head.weight"] = lm.contiguous()
+    shutil.copytree(tiny_draft, out, ignore=shutil.ignore_patterns("model.safetensors"))
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    fraction = covered / len(generated)
+    p = 1 - fraction
+    return {"swapped_tokens": len(chosen), "missed_fraction": round(fraction, 4),
+            "expected_accept_len_3_drafts": round(1 + p + p * p + p ** 3, 3), "generated_tokens": len(generated)}
+
+
+def _forward_ms(model, tokens: int) -> float:
+    import torch
+
+    ids = torch.randint(3, 100, (1, tokens))
+    best = float("inf")
+    with torch.no_grad():
+        for _ in range(5):
+            start = time.perf_counter()
+            model(input_ids=ids)
+            best = min(best, time.perf_counter() - start)
+    return round(best * 1000, 1)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tiny", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--intermediate", type=int, default=INTERMEDIATE)
+    parser.add_argument("--miss", type=float, default=MISS)
+    parser.add_argument("--no-timing", action="store_true", help="skip the forward timings")
+    args = parser.parse_args(argv)
+    import torch
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True)
+    report: dict = {"target": make_target(args.tiny / "target", args.out / "target", args.intermediate)}
+    tokenizer = AutoTokenizer.from_pretrained(str(args.tiny / "target"))
+    tiny, heavy = _model(args.tiny / "target"), _model(args.out / "target")
+    report["identity"] = prove_identity(tiny, heavy, tokenizer)
+    report["draft"] = make_draft(args.tiny / "draft", args.out / "draft", tiny, tokenizer, args.miss)
+    if not args.no_timing:
+        report["forward_ms_1_thread"] = {
+            "tiny": {n: _forward_ms(tiny, n) for n in TIMING_TOKENS},
+            "heavy": {n: _forward_ms(heavy, n) for n in TIMING_TOKENS}}
+    report["total_s"] = round(time.monotonic() - started, 1)
+    (args.out / "build.json").write_text(json.dumps(report) + "\n")
+    print(json.dumps(report))
+    if not report["identity"]["identical"]:
+        sys.exit(f"the heavy target's greedy tokens differ from the tiny one's: {report['identity']}")
+    (args.out / "vocab.txt").write_text((args.tiny / "vocab.txt").read_text())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
