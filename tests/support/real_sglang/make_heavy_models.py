@@ -1,29 +1,34 @@
 """Make the heavy vLLM model set from the tiny one (run with the vLLM runtime's python):
 
-    <vllm runtime python> make_heavy_models.py TINY OUT [--intermediate N] [--miss F]
+    <vllm runtime python> make_heavy_models.py TINY OUT [--hidden H] [--intermediate N] [--miss F]
 
 TINY is make_vllm_models.py's output (its target and draft). Speculation pays only where a
 decode step costs reading the target's weights, not the engine's fixed overhead; the tiny
 target (hidden 64, intermediate 128: 0.3 M parameters) costs nothing to read. So:
 
-OUT/target      the tiny target widened: every layer's MLP intermediate grows from 128 to N with
-                zero rows in gate_proj/up_proj and zero columns in down_proj. Each added unit
-                computes silu(0) * 0 = 0 and adds 0 * 0 to the output: every logit is the tiny
-                target's, bit for bit up to the order of a float sum whose extra terms are exact
-                zeros, while each forward reads (and multiplies) 3 x 64 x N x 4 bytes a layer.
-                hidden_size, the attention, the norms and the captured hidden states
-                (layers 1..3's inputs) are the tiny model's, so the EAGLE-3 head reads what it
-                was trained on.
-OUT/draft       the tiny EAGLE-3 head with partial acceptance: the lm_head rows of a fixed set of
-                tokens (those that make up a fraction F of the target's generated text) are
-                swapped with rows of tokens the target never generates. Whenever the target's
-                next token is in that set, the head drafts a token the target never emits, so
-                the verify rejects it and the drafts after it; elsewhere it drafts as before. With
-                3 draft tokens the accept length is then about 1 + p + p^2 + p^3, p = 1 - F.
-OUT/build.json  the widening, the parameter count and bytes, the greedy-identity proof (the
-                tiny and the heavy target's greedy tokens for PROMPTS, in transformers on this
-                python: equal, or the build fails), the swap's figures, one-thread forward
-                times of both targets.
+OUT/target      the tiny target zero-widened to hidden H and MLP intermediate N: every weight
+                keeps the tiny values in its first 64 (128) rows/columns and zeros elsewhere
+                (embeddings, q/k/v columns, o_proj rows, gate/up rows and columns, down rows and
+                columns, lm_head columns). The residual stream's added dimensions stay exactly 0
+                (each layer adds 0 there), each added MLP unit computes silu(0) * 0 = 0, so every
+                logit is the tiny target's up to float rounding, while each forward reads and
+                multiplies H x N sized matrices, as a real model of that shape does. The one
+                place the width shows is RMSNorm, which averages x^2 over H: its weights are
+                multiplied by sqrt(64/H) and its eps by 64/H, which gives the tiny norm exactly
+                in real arithmetic (w s x / sqrt(m s^2 + e s^2) = w x / sqrt(m + e), s^2 = 64/H).
+                Attention heads (2 x 32, one KV head) are the tiny model's, so the KV cache stays
+                tiny. The build proves the tokens: the tiny and the heavy target's greedy tokens
+                for PROMPTS (transformers on this python) must be equal, or it fails.
+OUT/draft       the tiny EAGLE-3 head, reading the wide target: its fc takes 3 x H inputs (the
+                tiny columns in place, zeros elsewhere: the captured hidden states' added
+                dimensions are 0), its own width stays 64 (vLLM keeps its own embed_tokens when
+                the widths differ). Partial acceptance: the lm_head rows of a fixed set of tokens
+                (those that make up a fraction F of the target's generated text) are swapped with
+                rows of tokens the target never generates. Whenever the target's next token is in
+                that set, the head drafts a token the target never emits, so the verify rejects it
+                and the drafts after it; elsewhere it drafts as before.
+OUT/build.json  the widths, the parameter count and bytes, the identity proof, the swap's
+                figures, one-thread forward times of both targets (transformers).
 
 Standalone on purpose (no specops import): models.py hashes this file and the tiny set's
 scripts for its cache key.
@@ -39,10 +44,11 @@ import sys
 import time
 from pathlib import Path
 
-#: MLP width of each of the 4 layers: 4 x 3 x 64 x 393216 x 4 bytes = 1.2 GB of fp32 weights
-INTERMEDIATE = 393216
-#: fraction of the target's generated tokens the head gets wrong (p = 0.7 a draft)
-MISS = 0.3
+#: widths: 4 layers x 3 x 2048 x 12288 MLP weights x 4 bytes = 1.2 GB of fp32 weights
+HIDDEN = 2048
+INTERMEDIATE = 12288
+#: fraction of the target's generated tokens the head gets wrong
+MISS = 0.15
 SEED = 4321
 #: the identity proof's prompts: the tier's, sentence-like ones and random words (as the bench
 #: client sends), each continued greedily for PROOF_TOKENS
@@ -64,37 +70,58 @@ def _load(path: Path):
     return load_file(str(path / "model.safetensors"))
 
 
-def widen(weights: dict, intermediate: int) -> dict:
-    """The target's weights with every MLP zero-padded to `intermediate` units."""
+def _pad(w, rows: int, cols: int | None = None):
+    """`w` (rows0[, cols0]) in the top-left corner of zeros (rows[, cols])."""
     import torch
 
+    if w.dim() == 1:
+        out = torch.zeros(rows, dtype=w.dtype)
+        out[:w.shape[0]] = w
+        return out
+    out = torch.zeros(rows, cols, dtype=w.dtype)
+    out[:w.shape[0], :w.shape[1]] = w
+    return out
+
+
+def widen(weights: dict, hidden: int, intermediate: int, small_hidden: int) -> dict:
+    """The target's weights zero-widened to `hidden` and `intermediate` (norms compensated)."""
+    scale = (small_hidden / hidden) ** 0.5
     out = {}
     for name, w in weights.items():
-        if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
-            pad = torch.zeros(intermediate - w.shape[0], w.shape[1], dtype=w.dtype)
-            w = torch.cat([w, pad], 0)
+        if name.endswith("norm.weight"):
+            w = _pad(w * scale, hidden)
+        elif name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            w = _pad(w, intermediate, hidden)
         elif name.endswith("mlp.down_proj.weight"):
-            pad = torch.zeros(w.shape[0], intermediate - w.shape[1], dtype=w.dtype)
-            w = torch.cat([w, pad], 1)
+            w = _pad(w, hidden, intermediate)
+        elif name.endswith("self_attn.o_proj.weight"):
+            w = _pad(w, hidden, w.shape[1])
+        elif name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "embed_tokens.weight",
+                            "lm_head.weight")):
+            w = _pad(w, w.shape[0], hidden)
+        else:
+            raise SystemExit(f"make_heavy_models: no widening rule for {name} {tuple(w.shape)}")
         out[name] = w.contiguous()
     return out
 
 
-def make_target(tiny: Path, out: Path, intermediate: int) -> dict:
+def make_target(tiny: Path, out: Path, hidden: int, intermediate: int) -> dict:
     from safetensors.torch import save_file
 
     config = json.loads((tiny / "config.json").read_text())
-    small = config["intermediate_size"]
-    if intermediate < small:
-        sys.exit(f"--intermediate {intermediate} is narrower than the tiny target's {small}")
+    small, small_hidden = config["intermediate_size"], config["hidden_size"]
+    if intermediate < small or hidden < small_hidden:
+        sys.exit(f"--hidden {hidden} --intermediate {intermediate}: narrower than the tiny target's "
+                 f"{small_hidden}/{small}")
     shutil.copytree(tiny, out, ignore=shutil.ignore_patterns("model.safetensors", "config.json"))
-    weights = widen(_load(tiny), intermediate)
+    weights = widen(_load(tiny), hidden, intermediate, small_hidden)
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
-    config["intermediate_size"] = intermediate
+    config.update(hidden_size=hidden, intermediate_size=intermediate,
+                  rms_norm_eps=config["rms_norm_eps"] * small_hidden / hidden)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     params = sum(w.numel() for w in weights.values())
-    return {"intermediate": intermediate, "tiny_intermediate": small, "params": params,
-            "weight_bytes": sum(w.numel() * w.element_size() for w in weights.values())}
+    return {"hidden": hidden, "intermediate": intermediate, "tiny_hidden": small_hidden, "tiny_intermediate": small,
+            "params": params, "weight_bytes": sum(w.numel() * w.element_size() for w in weights.values())}
 
 
 def _model(path: Path):
@@ -134,8 +161,10 @@ def _freq_prompts() -> list[str]:
                       for _ in range(FREQ_PROMPTS - len(PROMPTS))]
 
 
-def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float) -> dict:
-    """The tiny head with the lm_head rows of a token set swapped (see the module's doc)."""
+def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float, hidden: int) -> dict:
+    """The tiny head reading the `hidden`-wide target, the lm_head rows of a token set swapped
+    (see the module's doc)."""
+    import torch
     from safetensors.torch import save_file
 
     generated = [t for row in greedy(tiny_model, tokenizer, _freq_prompts(), FREQ_TOKENS) for t in row]
@@ -160,8 +189,16 @@ def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float) 
     for a, b in zip(chosen, unused, strict=False):
         lm[[a, b]] = lm[[b, a]]
     weights["lm_head.weight"] = lm.contiguous()
-    shutil.copytree(tiny_draft, out, ignore=shutil.ignore_patterns("model.safetensors"))
+    config = json.loads((tiny_draft / "config.json").read_text())
+    small = config["target_hidden_size"]
+    fc = weights["fc.weight"]  # (draft hidden, 3 x target hidden): each captured layer's block widened
+    parts = fc.shape[1] // small
+    weights["fc.weight"] = torch.cat([_pad(fc[:, i * small:(i + 1) * small], fc.shape[0], hidden)
+                                      for i in range(parts)], 1).contiguous()
+    config["target_hidden_size"] = hidden
+    shutil.copytree(tiny_draft, out, ignore=shutil.ignore_patterns("model.safetensors", "config.json"))
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     fraction = covered / len(generated)
     p = 1 - fraction
     return {"swapped_tokens": len(chosen), "missed_fraction": round(fraction, 4),
@@ -185,9 +222,12 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tiny", type=Path)
     parser.add_argument("out", type=Path)
+    parser.add_argument("--hidden", type=int, default=HIDDEN)
     parser.add_argument("--intermediate", type=int, default=INTERMEDIATE)
     parser.add_argument("--miss", type=float, default=MISS)
     parser.add_argument("--no-timing", action="store_true", help="skip the forward timings")
+    parser.add_argument("--reference", type=Path, help="the set whose target's greedy tokens the heavy one "
+                        "must give (default: TINY)")
     args = parser.parse_args(argv)
     import torch
     from transformers import AutoTokenizer
@@ -196,11 +236,14 @@ def main(argv: list[str]) -> None:
     started = time.monotonic()
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
-    report: dict = {"target": make_target(args.tiny / "target", args.out / "target", args.intermediate)}
+    report: dict = {"target": make_target(args.tiny / "target", args.out / "target", args.hidden,
+                                             args.intermediate)}
     tokenizer = AutoTokenizer.from_pretrained(str(args.tiny / "target"))
     tiny, heavy = _model(args.tiny / "target"), _model(args.out / "target")
-    report["identity"] = prove_identity(tiny, heavy, tokenizer)
-    report["draft"] = make_draft(args.tiny / "draft", args.out / "draft", tiny, tokenizer, args.miss)
+    reference = tiny if args.reference is None else _model(args.reference / "target")
+    report["identity"] = prove_identity(reference, heavy, tokenizer)
+    report["draft"] = make_draft(args.tiny / "draft", args.out / "draft", tiny, tokenizer, args.miss,
+                                  args.hidden)
     if not args.no_timing:
         report["forward_ms_1_thread"] = {
             "tiny": {n: _forward_ms(tiny, n) for n in TIMING_TOKENS},
