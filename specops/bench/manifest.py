@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from specops.bench.scheduling import Scheduling
+from specops.bench.settings import STORED, Check, is_length, list_of, of
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.secrets import redact
@@ -32,23 +33,11 @@ MANIFEST_JSON = "manifest.json"
 # at a time per process.
 _LOCK = threading.Lock()
 
-Check = Callable[[Any], bool]
 P = TypeVar("P", bound="_Part")
 
-
-def _of(*types: type) -> Check:
-    """A value of one of `types` (a bool is not an int here unless bool is named)."""
-    return lambda v: isinstance(v, types) and (bool in types or not isinstance(v, bool))
-
-
-def _list_of(*types: type) -> Check:
-    one = _of(*types)
-    return lambda v: isinstance(v, list) and all(one(x) for x in v)
-
-
-_STR, _INT, _BOOL, _DICT = _of(str), _of(int), _of(bool), _of(dict)
-_NUMBER = _of(int, float)
-_LENGTH = lambda v: _INT(v) or (_list_of(int)(v) and bool(v))  # noqa: E731  one length or a list
+#: value checks (bench/settings.py's, which the settings schema uses for `bench`)
+_STR, _INT, _BOOL, _DICT = of(str), of(int), of(bool), of(dict)
+_LENGTH = is_length
 
 
 @dataclass(kw_only=True)
@@ -123,8 +112,8 @@ class ArmRecord(_Part):
     `arms` in older manifests): command, resolved server args, mechanism, threshold."""
 
     PLAIN: ClassVar[dict[str, Check]] = {
-        "command": _STR, "argv": _list_of(str), "mechanism": _STR, "effective_threshold": _INT,
-        "threshold": _INT, "notes": _list_of(str), "server_args": _DICT, "simulated": _BOOL, "device": _STR,
+        "command": _STR, "argv": list_of(str), "mechanism": _STR, "effective_threshold": _INT,
+        "threshold": _INT, "notes": list_of(str), "server_args": _DICT, "simulated": _BOOL, "device": _STR,
         "slurm": _DICT, "container": _DICT}
 
     command: str | None = None
@@ -152,7 +141,7 @@ def _scheduling_from(value: Any) -> Scheduling | None:
     if not isinstance(value, dict) or set(value) != {"mode", "reason", "asked", "fairness"}:
         return None
     if not (_STR(value["mode"]) and _STR(value["reason"]) and _STR(value["asked"])
-            and _list_of(dict)(value["fairness"])):
+            and list_of(dict)(value["fairness"])):
         return None
     return Scheduling(mode=value["mode"], reason=value["reason"], asked=value["asked"], fairness=value["fairness"])
 
@@ -217,16 +206,12 @@ class HostFacts(_Part):
 
 @dataclass(kw_only=True)
 class RunSettings(_Part):
-    """The manifest's `bench`: the sweep's settings as recorded (sweep.settings_record:
-    BenchSettings plus the dataset hash). Read back by --resume, tune --from, the report."""
+    """The manifest's `bench`: the sweep's settings as recorded (settings.settings_record:
+    BenchSettings plus the dataset hash). Read back by --resume, tune --from, the report.
+    Its keys and their checks are the schema's (`STORED`); the typed attributes below are
+    its reading view, and `_check_fields` holds them to the schema."""
 
-    PLAIN: ClassVar[dict[str, Check]] = {
-        "arms": _list_of(str), "concurrency": _list_of(int), "repeats": _INT, "repeats_auto": _BOOL,
-        "num_prompts": _INT, "prompts_per_level": _INT, "input_len": _LENGTH, "output_len": _LENGTH,
-        "dataset": _STR, "runner": _STR, "seed": _INT, "keep_servers": _BOOL, "ready_timeout": _NUMBER,
-        "point_timeout": _NUMBER, "slo": _DICT, "objective": _STR, "gpu_hour_cost": lambda v: _NUMBER(v) or _DICT(v),
-        "scheduling": _STR, "dataset_hash": _STR, "rate": _list_of(int, float), "arrival": _STR,
-        "trace": _STR, "trace_sha256": _STR, "phases": _STR}
+    PLAIN: ClassVar[dict[str, Check]] = STORED   # the settings schema's checks (bench/settings.py)
 
     arms: list[str] | None = None
     concurrency: list[int] | None = None
@@ -364,6 +349,8 @@ def _check_fields() -> None:
         names = {f.name for f in fields(cls)}
         missing = (set(cls.PLAIN) | set(cls.NESTED)) - names
         assert not missing, (cls.__name__, missing)
+    unread = {f.name for f in fields(RunSettings)} - set(RunSettings.PLAIN) - {"extra", "nulls"}
+    assert not unread, ("RunSettings fields the settings schema does not record", unread)
 
 
 _check_fields()

@@ -40,8 +40,6 @@ from specops.transport.probes import read_cpu
 #: imports are found (found, not imported: importing aiohttp takes 0.3-0.5 s of CPU, once per sweep)
 CLIENT_FOUND = ("import importlib.util as u, sys; "
                 "sys.exit(not all(u.find_spec(m) for m in ('specops.bench.client', 'aiohttp', 'yaml')))")
-#: --runner's values; `auto` is decided per host by runner_name.
-RUNNERS = ("auto", "builtin", "sglang")
 Log = Callable[[str, dict[str, Any]], None]
 
 

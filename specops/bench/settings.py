@@ -1,67 +1,254 @@
-"""The bench settings: what a sweep measures, the same for every arm (fairness), checked once
-and kept in the run's manifest (`settings_record`)."""
+"""The bench settings, described once: `BenchSettings` is what a sweep measures (the same for
+every arm, for fairness), and each field's metadata says the rest of it. From those the CLI
+makes `specops bench`'s options (cli/settingopts.py, tune's shared ones too), the typed
+options become settings (`settings_from_options`, the load axis checked there), a dict of
+settings (the command line's, a playbook's, a resumed run's manifest) is checked once
+(`BenchSettings.from_dict`), the manifest's `bench` is written (`settings_record`) and read
+(bench/manifest.py's `RunSettings` takes its checks from `STORED`), and settings become the
+command line that asks for them again (`settings_words`: the resume command).
+
+A field's metadata: `option` (config/optionspec.Option: flag, help, default as typed, how it
+is read and written back; none for settings only a playbook or the run sets), `accepts` (the
+types a settings dict may hold), `each` (a list's item type), `stored` (the check the
+manifest's value must pass to be read as typed) and `with_` (the field whose None leaves
+this one out of the manifest: a concurrency sweep records no rate fields).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
-from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, parse_arrival
+from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, parse_arrival, parse_rates
 from specops.bench.matrix import Length, Point, length_pairs, plan_points
-from specops.bench.phases import timeline_of
+from specops.bench.phases import parse_phases, timeline_of
 from specops.bench.repeats import RepeatRule, parse_repeats
-from specops.bench.runners import (
-    RUNNERS,
-    Load,
-)
 from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
 from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE
 from specops.bench.trace import read_trace
+from specops.config.optionspec import (
+    CHOICE,
+    FLAG,
+    FLOAT,
+    INT,
+    PATH,
+    SWITCH,
+    flag_words,
+    option,
+    option_words,
+    options_of,
+)
 from specops.config.schema import check_keys, choice, invalid, optional
-from specops.config.slo import check_cost, check_objective, parse_slo
+from specops.config.slo import OBJECTIVES, check_cost, check_objective, parse_slo
 from specops.errors import ConfigError
 
-#: The type of each bench setting, checked before the settings are built.
-_SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
-    "arms": list, "concurrency": list, "rate": list, "arrival": str, "repeats": (int, str), "repeats_auto": bool, "num_prompts": int, "prompts_per_level": int,
-    "input_len": (int, list), "output_len": (int, list), "dataset": str, "runner": str, "seed": int, "keep_servers": bool,
-    "ready_timeout": (int, float), "point_timeout": (int, float), "slo": (dict, str), "objective": str,
-    "gpu_hour_cost": (int, float, dict), "scheduling": str, "trace": str, "trace_sha256": str,
-    "phases": str,
-}
+#: --runner's values; `auto` is decided per host by runners.runner_name.
+RUNNERS = ("auto", "sglang", "builtin")
+#: The manifest's checks of a value (bench/manifest.py's PLAIN): a bool is not an int unless named.
+Check = Callable[[Any], bool]
+
+
+def of(*types: type) -> Check:
+    """A value of one of `types` (a bool is not an int here unless bool is named)."""
+    return lambda v: isinstance(v, types) and (bool in types or not isinstance(v, bool))
+
+
+def list_of(*types: type) -> Check:
+    one = of(*types)
+    return lambda v: isinstance(v, list) and all(one(x) for x in v)
+
+
+def is_length(v: Any) -> bool:
+    """One length or a non-empty list of them."""
+    return of(int)(v) or (list_of(int)(v) and bool(v))
+
+
+def _number_or_dict(v: Any) -> bool:
+    return of(int, float)(v) or of(dict)(v)
+
+
+# ----- reading an option's text, and writing it back ------------------------------------------
+
+
+def _ints(value: str, flag: str) -> list[int]:
+    try:
+        return [int(v) for v in str(value).split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} expects comma-separated integers, got '{value}'") from None
+
+
+def _lengths(flag: str) -> Callable[[Any], int | list[int]]:
+    """--input-len / --output-len: one length (an int, as before lengths were an axis) or a
+    comma-separated list of positive lengths swept beside concurrency."""
+    def read(value: Any) -> int | list[int]:
+        lengths = _ints(value, flag)
+        if not lengths:
+            raise ConfigError(f"{flag} expects a length or comma-separated lengths, got '{value}'")
+        bad = [v for v in lengths if v < 1]
+        if bad:
+            raise ConfigError(f"{flag} lengths must be at least 1, got {','.join(map(str, bad))} in '{value}'")
+        return lengths[0] if len(lengths) == 1 else lengths
+    return read
+
+
+def _as(name: str, read: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]:
+    """An option's parse: its value read by `read` into setting `name`; nothing for None."""
+    return lambda value: {} if value is None else {name: read(value)}
+
+
+def _repeats(value: Any) -> dict[str, Any]:
+    rule = parse_repeats(value)
+    return {"repeats": rule.most, "repeats_auto": rule.auto}
+
+
+def _repeats_words(settings: Mapping[str, Any]) -> list[str]:
+    if settings.get("repeats") is None:
+        return []
+    return ["--repeats", RepeatRule(bool(settings.get("repeats_auto")), int(settings["repeats"])).text()]
+
+
+#: the scheduling switch: --arms-at-once (True), --one-arm-at-a-time (False), neither (None: auto)
+_SCHEDULES = {None: "auto", True: "arms-at-once", False: "one-arm-at-a-time"}
+
+
+def _scheduling_words(settings: Mapping[str, Any]) -> list[str]:
+    mode = settings.get("scheduling")
+    return [f"--{mode}"] if mode in ("arms-at-once", "one-arm-at-a-time") else []
+
+
+def _slo_words(settings: Mapping[str, Any]) -> list[str]:
+    slo = settings.get("slo")
+    if isinstance(slo, Mapping):
+        slo = ",".join(f"{k}={v:g}" for k, v in slo.items()) or None
+    return flag_words("--slo", slo)
+
+
+def _cost_words(settings: Mapping[str, Any]) -> list[str]:
+    """A number; a per-host mapping is the hosts' `gpu_hour_cost` var's, not the option's."""
+    cost = settings.get("gpu_hour_cost")
+    return flag_words("--gpu-hour-cost", cost if isinstance(cost, (int, float)) else None)
+
+
+def _axis(settings: Mapping[str, Any]) -> str:
+    """Which load option asks for `settings`: trace, phases, rate or concurrency."""
+    for name in ("trace", "phases", "rate"):
+        if settings.get(name) is not None:
+            return name
+    return "concurrency"
+
+
+def _load_words(name: str, *also: str) -> Callable[[Mapping[str, Any]], list[str]]:
+    """A load option's words: only where the settings' load axis is `name` (or one of `also`)."""
+    flag = "--" + name.replace("_", "-")
+    return lambda settings: flag_words(flag, settings.get(name)) if _axis(settings) in (name, *also) else []
+
+
+def setting(default: Any = MISSING, *, factory: Callable[[], Any] | None = None, accepts: type | tuple[type, ...],
+            stored: Check, each: type | None = None, with_: str | None = None, typed: Any = None,
+            **opt: Any) -> Any:
+    """A BenchSettings field and its metadata (see the module docstring); `opt`: its
+    option's (config/optionspec.option), `typed` the option's default as typed, when it has one."""
+    meta: dict[str, Any] = {"accepts": accepts, "stored": stored, "each": each, "with_": with_}
+    if opt:
+        meta.update(option(**opt, default=typed))
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class BenchSettings:
     """What a sweep measures; the same for every arm (fairness) and kept in the manifest."""
 
-    arms: list[str] = field(default_factory=lambda: ["baseline", "eagle3", "adaptive"])
-    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
-    rate: list[float] | None = None      # request rates (open loop): the load axis instead of concurrency
-    arrival: str = DEFAULT_ARRIVAL       # a rate point's arrival process (bench/arrivals.py)
-    repeats: int = 3                     # with repeats_auto: the most (bench/repeats.py)
-    repeats_auto: bool = False           # --repeats auto[:MAX]: stop a point when it is settled
-    num_prompts: int | None = None
-    prompts_per_level: int | None = None
-    input_len: int | list[int] = 256    # a list: context length is an axis of the sweep
-    output_len: int | list[int] = 256
-    dataset: str = "random"
-    runner: str = "auto"
-    seed: int = 1
-    keep_servers: bool = False
-    ready_timeout: float = 1800.0
-    point_timeout: float = 1800.0
-    slo: dict[str, float] | None = None   # latency limits (config/slo.py): goodput per point in the report
-    objective: str = "throughput"         # what the report's crossover and threshold compare
-    gpu_hour_cost: float | dict[str, float] | None = None   # $ per GPU-hour (or per host): $/1M tokens
-    scheduling: str = "auto"              # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
-    trace: str | None = None              # a trace file replayed against every arm (bench/trace.py): one level
-    trace_sha256: str | None = None       # its digest when the run read it (a changed file is refused)
-    phases: str | None = None             # rates one after another (bench/phases.py): one level, one timeline
+    arms: list[str] = setting(
+        factory=lambda: ["baseline", "eagle3", "adaptive"], accepts=list, each=str, stored=list_of(str),
+        flag="--arms", typed="baseline,eagle3,adaptive", help="",
+        parse=_as("arms", lambda v: [a.strip() for a in str(v).split(",") if a.strip()]))
+    concurrency: list[int] = setting(
+        factory=lambda: [1, 2, 4, 8, 16, 32, 64], accepts=list, each=int, stored=list_of(int),
+        flag="--concurrency", typed="1,2,4,8,16,32,64", help="closed loops: requests kept in flight per level",
+        parse=_as("concurrency", lambda v: _ints(v, "--concurrency")), show=_load_words("concurrency"))
+    # request rates (open loop): the load axis instead of concurrency
+    rate: list[float] | None = setting(
+        None, accepts=list, stored=list_of(int, float), with_="rate", flag="--rate",
+        help="open loops instead of --concurrency: request rates per level, requests/s (e.g. 1,2,4,8 or 0.5/s); "
+             "arrivals come whatever the server's speed",
+        parse=_as("rate", parse_rates), show=_load_words("rate"))
+    # a rate point's arrival process (bench/arrivals.py)
+    arrival: str = setting(
+        DEFAULT_ARRIVAL, accepts=str, stored=of(str), with_="rate", flag="--arrival", typed=DEFAULT_ARRIVAL,
+        help="with --rate: the arrival process, poisson | constant | gamma:CV (CV > 1 bursty); offsets are drawn "
+             "from --seed, the same for every arm and repeat",
+        parse=_as("arrival", lambda v: parse_arrival(v).text()), show=_load_words("arrival", "rate", "phases"))
+    # with repeats_auto: the most (bench/repeats.py)
+    repeats: int = setting(
+        3, accepts=(int, str), stored=of(int), flag="--repeats", typed="3",
+        help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)",
+        parse=_repeats, show=_repeats_words)
+    repeats_auto: bool = setting(False, accepts=bool, stored=of(bool))   # --repeats auto[:MAX]: stop a settled point
+    num_prompts: int | None = setting(
+        None, accepts=int, stored=of(int), flag="--num-prompts", kind=INT,
+        help="requests per point (default: max(4 x level, 16))")
+    prompts_per_level: int | None = setting(
+        None, accepts=int, stored=of(int), flag="--prompts-per-level", kind=INT,
+        help="same as --num-prompts, by another name")
+    # a list: context length is an axis of the sweep
+    input_len: int | list[int] = setting(
+        256, accepts=(int, list), each=int, stored=is_length, flag="--input-len", typed="256",
+        help="input tokens per prompt; a list (256,2048,8192) sweeps context length beside concurrency",
+        parse=_as("input_len", _lengths("--input-len")))
+    output_len: int | list[int] = setting(
+        256, accepts=(int, list), each=int, stored=is_length, flag="--output-len", typed="256",
+        help="output tokens per request; a list sweeps too", parse=_as("output_len", _lengths("--output-len")))
+    dataset: str = setting("random", accepts=str, stored=of(str), flag="--dataset", typed="random",
+                           help="random | sharegpt | PATH")
+    runner: str = setting(
+        "auto", accepts=str, stored=of(str), flag="--runner", typed="auto", kind=CHOICE,
+        choices=RUNNERS,
+        help="auto: sglang's bench_serving on SGLang hosts, the builtin client on simulated ones")
+    seed: int = setting(1, accepts=int, stored=of(int), flag="--seed", typed=1, kind=INT)
+    keep_servers: bool = setting(False, accepts=bool, stored=of(bool), flag="--keep-servers", kind=FLAG,
+                                 help="leave servers this run launched running", must_match=False)
+    ready_timeout: float = setting(1800.0, accepts=(int, float), stored=of(int, float))
+    point_timeout: float = setting(1800.0, accepts=(int, float), stored=of(int, float))
+    # latency limits (config/slo.py): goodput per point in the report
+    slo: dict[str, float] | None = setting(
+        None, accepts=(dict, str), stored=of(dict), flag="--slo",
+        help="latency limits, e.g. ttft_ms=200,tpot_ms=50: goodput and attainment per point (default: the "
+             "hosts' `slo` var)", show=_slo_words)
+    # what the report's crossover and threshold compare
+    objective: str = setting(
+        "throughput", accepts=str, stored=of(str), flag="--objective", typed="throughput", kind=CHOICE,
+        choices=tuple(OBJECTIVES), help="what the crossover and threshold compare (goodput needs an SLO)")
+    # $ per GPU-hour (or per host): $/1M tokens
+    gpu_hour_cost: float | dict[str, float] | None = setting(
+        None, accepts=(int, float, dict), stored=_number_or_dict, flag="--gpu-hour-cost", kind=FLOAT,
+        help="$ per GPU-hour: $ per 1M output tokens per arm and level (default: the hosts' `gpu_hour_cost` var)",
+        show=_cost_words)
+    # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
+    scheduling: str = setting(
+        "auto", accepts=str, stored=of(str), flag="--arms-at-once", off="--one-arm-at-a-time", kind=SWITCH,
+        help="measure each point on every arm at once (arms on distinct GPUs), or one arm at a time (default: at "
+             "once where the arms have their own GPUs and the host 2 CPU cores per arm)",
+        parse=lambda v: {"scheduling": _SCHEDULES[v]}, show=_scheduling_words)
+    # a trace file replayed against every arm (bench/trace.py): one level
+    trace: str | None = setting(
+        None, accepts=str, stored=of(str), with_="trace", flag="--trace", kind=PATH,
+        help="replay a trace file against every arm instead of levels: JSON lines of timestamp (ms), input_length, "
+             "output_length (the Mooncake format bench_serving replays); the builtin runner",
+        show=_load_words("trace"))
+    # its digest when the run read it (a changed file is refused)
+    trace_sha256: str | None = setting(None, accepts=str, stored=of(str), with_="trace")
+    # rates one after another (bench/phases.py): one level, one timeline
+    phases: str | None = setting(
+        None, accepts=str, stored=of(str), with_="phases", flag="--phases",
+        help="load that changes: request rates one after another, RATE[/s]:DUR[s|m],... e.g. "
+             "'2/s:120s,16/s:120s,2/s:120s', one timeline for every arm; the builtin runner",
+        parse=_as("phases", lambda v: (parse_phases(v), v)[1]), show=_load_words("phases"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
@@ -69,15 +256,11 @@ class BenchSettings:
         file:line when `data` came from a playbook, else `where`)."""
         what = "bench settings"
         check_keys(data, list(cls.__dataclass_fields__), what, where=where)
-        for key, types in _SETTING_TYPES.items():
-            optional(data, key, types, what, where=where)
-        for key in ("arms", "concurrency", "input_len", "output_len"):
-            items = data.get(key)
-            want = str if key == "arms" else int
-            if key in ("input_len", "output_len") and not isinstance(items, list):
-                continue
-            if items is not None and not all(isinstance(v, want) and not isinstance(v, bool) for v in items):
-                raise invalid(data, key, f"'{key}' in {what} must be a list of {want.__name__}s, got {items!r}",
+        for f in fields(cls):
+            optional(data, f.name, f.metadata["accepts"], what, where=where)
+            items, want = data.get(f.name), f.metadata["each"]
+            if want is not None and isinstance(items, list) and not all(of(want)(v) for v in items):
+                raise invalid(data, f.name, f"'{f.name}' in {what} must be a list of {want.__name__}s, got {items!r}",
                               where=where)
         data = _checked_load(data, what, where)
         rule = _repeats_of(data, where)
@@ -146,13 +329,6 @@ class BenchSettings:
 
         return default_num_prompts(math.ceil(concurrency))
 
-    def load(self, point: Point) -> Load:
-        """What the point sends, whichever runner measures it."""
-        input_len, output_len = self.length_of(point)
-        return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=self.prompts_for(point.level),
-                    input_len=input_len, output_len=output_len, dataset=self.dataset, seed=self.seed,
-                    timeout_s=self.point_timeout, rate=point.rate, arrival=self.arrival, trace=self.trace,
-                    trace_sha256=self.trace_sha256, phases=self.phases)
 
 
 def _phased(settings: BenchSettings, where: str) -> None:
@@ -208,7 +384,7 @@ def _checked_load(data: dict[str, Any], what: str, where: str) -> dict[str, Any]
         except ConfigError as exc:
             raise invalid(data, "arrival", exc.message, where=where, hint=exc.hint) from None
     if data.get("runner") is not None:
-        choice(data, "runner", RUNNERS, what, where=where)
+        choice(data, "runner", sorted(RUNNERS), what, where=where)
     if data.get("scheduling") is not None:
         choice(data, "scheduling", SCHEDULING_CHOICES, what, where=where)
     return data
@@ -257,17 +433,69 @@ def dataset_hash(settings: BenchSettings) -> str:
 
 
 def settings_record(settings: BenchSettings) -> dict[str, Any]:
-    """The manifest's `bench`: the settings and the dataset hash; a concurrency sweep records
-    no rate fields (its manifest reads as before rates existed)."""
+    """The manifest's `bench`: the settings and the dataset hash; a setting whose `with_` field
+    is None is left out (a concurrency sweep records no rate fields: its manifest reads as
+    before rates existed)."""
     data = asdict(settings)
-    if settings.rate is None:
-        data.pop("rate")
-        data.pop("arrival")
-    if settings.trace is None:
-        data.pop("trace")
-        data.pop("trace_sha256")
-    if settings.phases is None:
-        data.pop("phases")
+    for f in fields(settings):
+        if f.metadata["with_"] is not None and getattr(settings, f.metadata["with_"]) is None:
+            data.pop(f.name)
     data["dataset_hash"] = dataset_hash(settings)
     return data
 
+
+#: The manifest's `bench` keys and the check each value must pass to be read as typed
+#: (bench/manifest.py's RunSettings).
+STORED: dict[str, Check] = {f.name: f.metadata["stored"] for f in fields(BenchSettings)} | {"dataset_hash": of(str)}
+
+#: The load settings, of which a run has one axis: levels of concurrency or rate, phases or a trace.
+LOAD = ("concurrency", "rate", "arrival", "trace", "phases")
+
+
+def settings_from_options(typed: Mapping[str, Any], given: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The settings `specops bench`'s options ask for (`typed`: field name -> the option's
+    value; `given`: the fields whose option was typed, not defaulted), each read by its
+    field's Option; and those of them typed (what a resumed run must match, `must_match`).
+    One load axis per run: two given is a usage error, as is --arrival without --rate or --phases."""
+    axis = _load_axis(typed, given)
+    settings: dict[str, Any] = {}
+    typed_settings: dict[str, Any] = {}
+    for f, opt in options_of(BenchSettings):
+        if f.name in LOAD and f.name not in axis:
+            continue
+        values = opt.read(f.name, typed.get(f.name))
+        settings.update(values)
+        if f.name in given and opt.must_match:
+            typed_settings.update(values)
+    return settings, typed_settings
+
+
+def _load_axis(typed: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
+    """The load options a run keeps: `phases` (with its arrival), a `trace`, `rate` levels
+    and their `arrival`, or `concurrency` levels."""
+    if typed.get("phases") is not None:
+        if typed.get("rate") is not None or "concurrency" in given or typed.get("trace") is not None:
+            raise ConfigError("--phases is the run's whole load: give it without --rate, --concurrency or --trace",
+                              where="bench --phases", hint="one load per run: --phases '2/s:120s,16/s:120s,2/s:120s'")
+        return ("phases", "arrival")
+    if typed.get("trace") is not None:
+        if typed.get("rate") is not None or "concurrency" in given or "arrival" in given:
+            raise ConfigError("--trace replays the file's own arrivals: give it without --rate, --arrival or "
+                              "--concurrency", where="bench --trace")
+        return ("trace",)
+    if parse_arrival(typed.get("arrival") or DEFAULT_ARRIVAL).kind == TRACE:
+        raise ConfigError("--arrival trace is what --trace FILE replays; give the file", where="bench --arrival")
+    if typed.get("rate") is not None and "concurrency" in given:
+        raise ConfigError("give --rate (open loops) or --concurrency (closed loops), not both", where="bench --rate",
+                          hint="one load axis per run: --rate 1,2,4,8 or --concurrency 1,2,4,8")
+    if typed.get("rate") is None:
+        if "arrival" in given:
+            raise ConfigError("--arrival shapes the arrivals of --rate; give --rate too", where="bench --arrival")
+        return ("concurrency",)
+    return ("rate", "arrival")
+
+
+def settings_words(settings: Mapping[str, Any], names: Callable[[str], bool] = lambda _n: True) -> list[str]:
+    """The command-line words that ask for `settings` (a settings dict, the manifest's
+    `bench` or the command line's) again: each option whose field `names` accepts."""
+    return option_words(BenchSettings, settings, names)

@@ -22,6 +22,7 @@ from specops.bench.matrix import Point, point_groups
 from specops.bench.repeats import level_key, settled, throughputs
 from specops.bench.runners import (
     ArmServer,
+    Load,
     Runner,
     crash_excerpt,
     runner_for,
@@ -42,6 +43,15 @@ from specops.servers.lifecycle import check_version
 from specops.servers.slurm import replica_plan, replicas
 from specops.transport.base import Transport
 from specops.transport.connect import open_transport
+
+
+def point_load(settings: BenchSettings, point: Point) -> Load:
+    """What the point sends, whichever runner measures it."""
+    input_len, output_len = settings.length_of(point)
+    return Load(concurrency=point.concurrency, repeat=point.repeat, num_prompts=settings.prompts_for(point.level),
+                input_len=input_len, output_len=output_len, dataset=settings.dataset, seed=settings.seed,
+                timeout_s=settings.point_timeout, rate=point.rate, arrival=settings.arrival, trace=settings.trace,
+                trace_sha256=settings.trace_sha256, phases=settings.phases)
 
 
 def gpus_share(plans: list[LaunchPlan]) -> bool:
@@ -158,7 +168,7 @@ class HostSweep:
         """The point on its arm's server, by this host's runner (bench/runners.py)."""
         arm = point.arm
         server = ArmServer(self.states[arm], self.plans[arm], self.time_scales.get(arm))
-        return self.runner.measure(self.transport, server, self.settings.load(point))
+        return self.runner.measure(self.transport, server, point_load(self.settings, point))
 
     def _measure_sampled(self, point: Point) -> ResultRecord:
         """`_measure` with the server's running batch sampled meanwhile (runners.sampled)."""

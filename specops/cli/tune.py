@@ -8,12 +8,25 @@ from typing import Any
 import click
 
 from specops.bench.repeats import normalized
+from specops.bench.settings import BenchSettings
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
+from specops.cli.settingopts import schema_options
 from specops.decide.tune import MAX_CANDIDATES, TUNE_JSON, TuneResult, lengths_table
 from specops.engines.schedule import ScheduleForm
 from specops.errors import ConfigError
 from specops.flows.tune_run import Tuned, tune_host
+
+#: the bench options tune shares (bench/settings.py's schema), with tune's defaults and words
+TUNE_OPTIONS: dict[str, dict[str, Any]] = {
+    "concurrency": {"help": "the coarse levels"},
+    "repeats": {"default": "1", "help": "times each point is measured: a count, or auto[:MAX] (at least 2, stopping "
+                                        "a point once its spread or the decision at its level is settled; MAX "
+                                        "default 5)"},
+    "num_prompts": {"help": "requests per point (default: max(4 x concurrency, 16))"},
+    "input_len": {"help": "prompt tokens; a comma list (256,4096) tunes each length and recommends per length"},
+    "output_len": {"help": "output tokens; a comma list too"},
+}
 
 
 def _ints(value: str, option: str) -> list[int]:
@@ -100,8 +113,8 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
 @click.command()
 @host_option
 @inventory_option
-@click.option("--arms", default="baseline,eagle3,adaptive", show_default=True,
-              help="the baseline, EAGLE-3 and adaptive arms of the host's vars, in that order")
+@schema_options(BenchSettings, ("arms",), {"arms": {
+    "help": "the baseline, EAGLE-3 and adaptive arms of the host's vars, in that order"}})
 @click.option("--from", "from_dir", type=click.Path(file_okay=False, exists=True),
               help="a bench run directory: reuse its baseline/eagle3 points as the coarse sweep")
 @click.option("--no-reuse", is_flag=True,
@@ -119,17 +132,10 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
 @click.option("--emit", is_flag=True,
               help="print the verified schedule in every engine's form: SGLang's patch threshold (<= 0.5.13), its "
                    "native tiers (>= 0.5.14), vLLM's dynamic speculative schedule (also in tune.json)")
-@click.option("--concurrency", default="1,2,4,8,16,32,64", show_default=True, help="the coarse levels")
-@click.option("--repeats", default="1", show_default=True,
-              help="times each point is measured: a count, or auto[:MAX] (at least 2, stopping a point once "
-                   "its spread or the decision at its level is settled; MAX default 5)")
-@click.option("--num-prompts", type=int, help="requests per point (default: max(4 x concurrency, 16))")
-@click.option("--input-len", default="256", show_default=True,
-              help="prompt tokens; a comma list (256,4096) tunes each length and recommends per length")
-@click.option("--output-len", default="256", show_default=True, help="output tokens; a comma list too")
+@schema_options(BenchSettings, ("concurrency", "repeats", "num_prompts", "input_len", "output_len"), TUNE_OPTIONS)
 @click.option("--steps", "tier_steps", default="0,1,3", show_default=True,
               help="draft-step counts the tiers choose from (0: no speculation); 0.5.14+ trees only")
-@click.option("--seed", default=1, show_default=True, type=int)
+@schema_options(BenchSettings, ("seed",))
 @click.option("--out", type=click.Path(file_okay=False), help="run directory (default runs/<id>-tune)")
 @click.option("--runs-dir", type=click.Path(file_okay=False),
               help="where runs go, and where earlier runs' points are looked for (default: runs/ beside hosts.yaml)")

@@ -26,6 +26,7 @@ from specops.run import events
 from specops.run.journal import Journal, new_run_id, typed_events
 from specops.run.state import Cleanup, PointCallback, Run
 from specops.secrets import env_file_text
+from specops.servers.arms import ArmOverrides
 from specops.servers.lease import LeaseBook, LeasePolicy
 from specops.sglang import paths
 from specops.steps import KINDS
@@ -147,6 +148,9 @@ def resolve_vars(inventory: Inventory, playbook: Playbook, host: Host, extra: di
     for root in sorted(roots - set(variables)):
         raise ConfigError(f"--var {next(k for k in dotted if k.startswith(root + '.'))}: no variable named "
                           f"'{root}'{suggest(root, variables)}", hint="a dotted --var sets a key inside an existing mapping")
+    overrides = extra.get(ArmOverrides.VAR)
+    if isinstance(overrides, ArmOverrides):  # `bench --threshold`: typed, over hosts.yaml and --var
+        variables["arms"] = overrides.applied(variables.get("arms"))
     variables["playbook_dir"] = str(playbook.path.parent.resolve())
     return variables
 

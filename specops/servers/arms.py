@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from specops.config.inventory import DEFAULT_DEVICE, DEVICES
+from specops.config.optionspec import INT, option
 from specops.config.schema import check_keys, choice, type_name, where_of
 from specops.errors import ConfigError
 from specops.secrets import looks_secret, remember
@@ -33,6 +34,33 @@ ALLOWED_KEYS: dict[str, tuple[str, ...]] = {
     "spec-off": _COMMON_KEYS + _EAGLE_KEYS,
 }
 _FAIRNESS_KEYS = ("max_running_requests", "cuda_graph_max_bs")
+
+
+@dataclass(frozen=True)
+class ArmOverrides:
+    """What a command line sets on the host's arms for one run, typed from the option on
+    (`specops bench --threshold N`): the run var `arm_overrides`, which run.engine.resolve_vars
+    applies to the `arms` var over hosts.yaml and --var, so templates and `arms_from_vars` see it."""
+
+    VAR: ClassVar[str] = "arm_overrides"
+    #: the arm --threshold sets
+    ADAPTIVE: ClassVar[str] = "adaptive"
+
+    threshold: int | None = field(default=None, metadata=option(
+        "--threshold", "the adaptive arm's threshold (same as --var arms.adaptive.threshold=N)", kind=INT, minimum=1))
+
+    def applied(self, arms: Any) -> Any:
+        """The `arms` var with the overrides set; mappings are copied, never changed in place
+        (a list of names reads as arms with no settings; anything else is left for
+        arms_from_vars to refuse)."""
+        if self.threshold is None or arms is None:
+            return arms
+        if isinstance(arms, list):
+            arms = {name: {} for name in arms}
+        if not isinstance(arms, Mapping):
+            return arms
+        arm = arms.get(self.ADAPTIVE)
+        return {**arms, self.ADAPTIVE: {**(arm if isinstance(arm, Mapping) else {}), "threshold": self.threshold}}
 
 
 @dataclass

@@ -126,11 +126,12 @@ def test_bench_serving_rate_argv_is_accepted_and_other_processes_refused():
 def test_rate_settings_plan_rate_points_and_extend_as_levels(tmp_path):
     from specops.bench.resume import check_resume
     from specops.bench.settings import BenchSettings
+    from specops.bench.sweep import point_load
 
     settings = BenchSettings.from_dict({"arms": ["baseline"], "rate": [4, 0.5], "arrival": "gamma:2", "repeats": 1})
     assert settings.axis() == "rate" and settings.levels() == [4.0, 0.5]
     assert [p.rate for p in settings.plan()] == [0.5, 4.0]
-    load = settings.load(settings.plan()[1])
+    load = point_load(settings, settings.plan()[1])
     assert (load.rate, load.arrival, load.num_prompts) == (4.0, "gamma:2", 16)
     with pytest.raises(ConfigError, match="positive coefficient"):
         BenchSettings.from_dict({"rate": [1.0], "arrival": "gamma:-1"})
