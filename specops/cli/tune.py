@@ -12,10 +12,11 @@ from specops.bench.settings import BenchSettings
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
 from specops.cli.settingopts import schema_options
-from specops.decide.tune import MAX_CANDIDATES, TUNE_JSON, TuneResult, lengths_table
+from specops.decide.tune import MAX_CANDIDATES, TUNE_JSON, TuneResult
 from specops.engines.schedule import ScheduleForm
 from specops.errors import ConfigError
 from specops.flows.tune_run import Tuned, tune_host
+from specops.report.tune import lengths_table
 
 #: the bench options tune shares (bench/settings.py's schema), with tune's defaults and words
 TUNE_OPTIONS: dict[str, dict[str, Any]] = {

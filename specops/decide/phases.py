@@ -7,6 +7,7 @@ percentiles of the requests arriving in it); goodput counts the phase's requests
 every SLO limit over the phase's window. The envelope of a phase is the adaptive arm's
 throughput over the best static arm's (every other arm) there. The switching lag
 (bench/switching.py) is the worst over repeats: steps and seconds, per phase and overall.
+report/phases.py words it and writes summary.json's part.
 """
 
 from __future__ import annotations
@@ -22,11 +23,6 @@ ADAPTIVE_ARM = "adaptive"
 #: the figures of one arm in one phase, median over repeats
 FIGURES = ("output_throughput", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p90_tpot_ms",
            "p99_tpot_ms")
-#: how the lag is measured, as summary.json and the report say it
-LAG_DEFINITION = ("decode steps the server ran with its running batch past the threshold before the switch "
-                  "line, and seconds from the end of the last step on the right side to that line")
-
-
 @dataclass
 class PhaseCell:
     """One arm in one phase."""
@@ -70,17 +66,6 @@ class PhaseSummary:
     worst_lag_s: float | None
     threshold: int | None
     series: dict[str, dict[str, Any]] = field(default_factory=dict)   # arm -> the first repeat's series
-
-    def lag_text(self) -> str:
-        if self.worst_lag_steps is None:
-            return "switching lag: n/a (no switch line with a known threshold in the adaptive arm's log)"
-        return (f"switching lag (adaptive): worst {self.worst_lag_steps} scheduler step(s), "
-                f"{(self.worst_lag_s or 0.0) * 1000:.1f} ms after the running batch crossed threshold "
-                f"{self.threshold}")
-
-    def envelope_text(self) -> str:
-        shown = [f"{r.label} {r.envelope:.3f}x" for r in self.rows if r.envelope is not None]
-        return "envelope per phase (adaptive / best static arm): " + (", ".join(shown) if shown else "n/a")
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -157,20 +142,3 @@ def summarize_phases(records: Sequence[ResultRecord], slo: Mapping[str, float] |
         threshold=switching.get("threshold") if isinstance(switching.get("threshold"), int) else None,
         series={arm: dict(mine[0].extra.get("phase_series") or {}) for arm, mine in by_arm.items()})
 
-
-def phases_doc(p: PhaseSummary | None) -> dict[str, Any] | None:
-    """summary.json's `hosts[].phases`."""
-    if p is None:
-        return None
-    return {
-        "spec": p.spec, "arms": p.arms, "threshold": p.threshold,
-        "lag": {"definition": LAG_DEFINITION, "worst_steps": p.worst_lag_steps, "worst_s": p.worst_lag_s},
-        "worst_lag_steps": p.worst_lag_steps, "worst_lag_s": p.worst_lag_s,
-        "phases": [{"phase": r.phase, "label": r.label, "rate": r.rate, "duration_s": r.duration_s,
-                    "best_static": r.best_static, "envelope": r.envelope,
-                    "arms": {a: {**c.figures, "repeats": c.repeats, "requests": c.requests, "goodput": c.goodput,
-                                 "slo_attainment": c.attainment, "switches": c.switches,
-                                 "worst_lag_steps": c.worst_lag_steps, "worst_lag_s": c.worst_lag_s}
-                             for a, c in r.cells.items()}}
-                   for r in p.rows],
-    }

@@ -29,25 +29,19 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from specops.bench import store
-from specops.bench.manifest import ArmRecord, Manifest, ManifestLike, as_manifest
-from specops.bench.saturation import RULE as SATURATION_RULE
+from specops.bench.manifest import Manifest, ManifestLike, as_manifest
 from specops.bench.schema import (
     AXIS_CONCURRENCY,
     AXIS_RATE,
     STATUS_OK,
     ResultRecord,
-    level_label,
-    load_axis,
     load_level,
 )
-from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo, slo_text
+from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo
 from specops.decide.phases import PhaseSummary, summarize_phases
 from specops.decide.slo import latencies_missing, point_goodput
-from specops.decide.threshold import LevelPoint, ThresholdChoice, choose
+from specops.decide.threshold import UNIT_CONCURRENCY, UNIT_RUNNING, LevelPoint, ThresholdChoice, choose
 from specops.errors import ConfigError
-from specops.launchargs import args_from_argv
-from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
-from specops.servers.fairness import headline_warnings
 
 BASELINE_ARM = "baseline"
 EAGLE_ARM = "eagle3"
@@ -103,14 +97,6 @@ class Cell:
             return self.server_accept_length
         return self.accept_length if self.accept_length is not None else self.server_accept_length
 
-    def drafting_text(self) -> str:
-        return "-" if self.drafting_off_share is None else f"off {self.drafting_off_share:.0%}"
-
-    def running_text(self) -> str:
-        if self.running_p50 is None:
-            return "-"
-        return f"{self.running_p50:g}/{self.running_p90:g}" if self.running_p90 is not None else f"{self.running_p50:g}"
-
 
 @dataclass
 class Ratio:
@@ -131,31 +117,6 @@ class Crossover:
     below: float | None = None   # the bracketing levels (ratio >= 1 at `below`, < 1 at `above`)
     above: float | None = None
     axis: str = AXIS_CONCURRENCY  # what the levels are: concurrency or request rate
-
-    def text(self) -> str:
-        if self.kind == "interpolated":
-            return (f"{level_label(self.value, self.axis, '≈')} (between {self.below:g} and {self.above:g}, "
-                    "log2 interpolation)")
-        if self.kind == "never":
-            return "never (EAGLE-3 at or above baseline at every level measured)"
-        if self.kind == "every":
-            return "at every level (EAGLE-3 below baseline from the first level)"
-        return "n/a (needs baseline and eagle3 results)"
-
-
-def _levels_text(levels: Sequence[float], axis: str) -> str:
-    return level_label(None, axis).rstrip("-") if not levels else (
-        ("c=" if axis == AXIS_CONCURRENCY else "rate=") + ",".join(f"{c:g}" for c in levels)
-        + ("/s" if axis == AXIS_RATE else ""))
-
-
-def _ratio_stats(ratios: dict[float, float], axis: str = AXIS_CONCURRENCY) -> str:
-    """`0.956x at c=16`, or `mean 0.960x, worst 0.950x at c=32, over c=16,32,64`."""
-    worst = min(ratios, key=lambda c: (ratios[c], c))
-    if len(ratios) == 1:
-        return f"{ratios[worst]:.3f}x at {level_label(worst, axis)}"
-    return (f"mean {statistics.fmean(ratios.values()):.3f}x, worst {ratios[worst]:.3f}x at "
-            f"{level_label(worst, axis)}, over {_levels_text(sorted(ratios), axis)}")
 
 
 @dataclass
@@ -184,15 +145,6 @@ class Envelope(_PerLevel):
     objective: str = DEFAULT_OBJECTIVE
     axis: str = AXIS_CONCURRENCY
 
-    def text(self) -> str:
-        on = "" if self.objective == DEFAULT_OBJECTIVE else f" (on {self.objective})"
-        head = f"adaptive vs the better of baseline and EAGLE-3{on}: "
-        worst = self.worst
-        if worst is None:
-            return head + "n/a (no level with adaptive and another arm)"
-        return (head + f"worst {worst[1]:.3f}x at {level_label(worst[0], self.axis)}, "
-                f"mean {self.mean:.3f}x over {len(self.ratios)} level{'s' if len(self.ratios) > 1 else ''}")
-
 
 TAX_EVIDENCE = "drafting_off"        # the records say when drafting was off
 TAX_THRESHOLD = "above_threshold"    # they do not: levels above the arm's threshold stand in
@@ -206,25 +158,9 @@ class Tax(_PerLevel):
 
     source: str = TAX_NONE           # TAX_EVIDENCE | TAX_THRESHOLD | TAX_NONE
     threshold: int | None = None     # the arm's threshold (TAX_THRESHOLD)
-    unit: str | None = None          # what the threshold was compared with: running batch | concurrency
+    unit: str | None = None          # what the threshold was compared with: UNIT_RUNNING | UNIT_CONCURRENCY
     objective: str = DEFAULT_OBJECTIVE
     axis: str = AXIS_CONCURRENCY
-
-    def where(self) -> str:
-        if self.source == TAX_EVIDENCE:
-            return f"levels where the records say drafting was off for >= {DRAFTING_OFF_SHARE:.0%} of the point"
-        if self.source == TAX_THRESHOLD:
-            return f"{self.unit} above the arm's threshold {self.threshold}: no drafting-off evidence in the records"
-        return "no drafting-off evidence in the records, and no threshold for the adaptive arm in the manifest"
-
-    def text(self) -> str:
-        on = "" if self.objective == DEFAULT_OBJECTIVE else f", on {self.objective}"
-        head = f"speculation tax (adaptive / baseline where drafting is off{on}): "
-        if self.source == TAX_NONE:
-            return head + f"n/a ({self.where()})"
-        if not self.ratios:
-            return head + f"n/a: drafting was off at no level measured ({self.where()})"
-        return head + f"{_ratio_stats(self.ratios, self.axis)} ({self.where()})"
 
 
 @dataclass
@@ -236,14 +172,6 @@ class CapableTax(_PerLevel):
     arm: str = "spec-off"
     objective: str = DEFAULT_OBJECTIVE
     axis: str = AXIS_CONCURRENCY
-
-    def text(self) -> str:
-        on = "" if self.objective == DEFAULT_OBJECTIVE else f", on {self.objective}"
-        head = f"tax of staying speculation-capable ({self.arm} / baseline, drafting off at every batch{on}): "
-        if not self.ratios:
-            return head + "n/a: no level measured both arms"
-        per = ", ".join(f"{level_label(c, self.axis)} {r:.3f}x" for c, r in sorted(self.ratios.items()))
-        return head + f"{_ratio_stats(self.ratios, self.axis)}; per level: {per}"
 
 
 @dataclass
@@ -265,13 +193,6 @@ class HostSummary:
     phases: PhaseSummary | None = None      # a phase run (bench --phases): per phase and arm, lag, envelope
 
     @property
-    def label(self) -> str:
-        """The host, and the context length where the sweep has several."""
-        if self.length is None:
-            return self.host
-        return f"{self.host + ' ' if self.host else ''}in={self.length[0]} out={self.length[1]}"
-
-    @property
     def threshold(self) -> int | None:
         return self.threshold_choice.threshold
 
@@ -287,54 +208,43 @@ class HostSummary:
         """(arm, rate) of the rate cells whose server did not keep up (bench/saturation.py)."""
         return [(arm, c) for c, arm, cell, _ in self.rows() if cell.saturated]
 
-    def saturation_text(self) -> str | None:
-        """What a rate sweep says of saturation (None on a concurrency sweep)."""
-        if self.axis != AXIS_RATE:
-            return None
-        hit = self.saturated()
-        if not hit:
-            return f"saturated: none (every arm kept up at every rate measured; {SATURATION_RULE})"
-        shown = ", ".join(f"{arm} at {c:g}/s" for arm, c in hit)
-        return (f"saturated: {shown} (the server could not sustain the rate, its queue grew: those "
-                f"figures are its capacity, not the rate's; {SATURATION_RULE})")
 
-    def threshold_text(self) -> str:
-        if self.crossover.kind == "n/a":
-            return "n/a (needs baseline and eagle3 results)"
-        return self.threshold_choice.text(self.axis)
 
-    def adaptive_text(self) -> str:
-        if self.adaptive_shortfalls is None:
-            return "n/a (no adaptive results)"
-        if not self.adaptive_shortfalls:
-            return f"reached >= {ADAPTIVE_TOLERANCE:.2f}x of the better arm at every level"
-        parts = [f"{level_label(c, self.axis)} ({'missing' if r is None else f'{r:.3f}x'})"
-                 for c, r in self.adaptive_shortfalls]
-        return f"below {ADAPTIVE_TOLERANCE:.2f}x of the better arm at " + ", ".join(parts)
+@dataclass(frozen=True)
+class ServerFact:
+    """The server instances one arm's ok points were measured on: how often it restarted (same
+    arguments) and the runs that shared it."""
+
+    host: str
+    arm: str
+    restarts: int
+    shared_with: list[str]
+    several_hosts: bool   # the run measured several hosts: the words name the host too
 
 
 @dataclass
 class ReportSummary:
+    """Everything the report decides, as data. `headline`, `warnings` and `servers` are its
+    words, which report/summary.py's `summarize` writes in (decide leaves them empty)."""
+
     hosts: list[HostSummary]
     simulated: bool
     failed: list[ResultRecord]
-    warnings: list[str]
-    headline: list[str]
+    warnings: list[str] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)
     report_path: Path | None = None
     plot_paths: list[Path] = field(default_factory=list)
     objective: str = DEFAULT_OBJECTIVE
     slo: Slo | None = None
     tuning: dict[str, Any] | None = None     # tune.json, when `specops tune` made the run
     servers: list[str] = field(default_factory=list)  # arms shared with other runs, restarted (same arguments)
+    recorded_objective: str = DEFAULT_OBJECTIVE       # the bench's own (`specops report --objective` may differ)
+    latencies_missing: str | None = None              # the records' own reason for having no per-request latencies
+    by_length: bool = False                           # a sweep of several context lengths
+    server_facts: list[ServerFact] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- math
-
-def format_level(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.1f}"
-
 
 def find_crossover(points: Sequence[tuple[float, float]]) -> Crossover:
     """First level with ratio < 1, interpolated in log2(concurrency) from the level before."""
@@ -449,7 +359,7 @@ def tax_of(cells: dict[tuple[str, float], Cell], levels: Iterable[float], thresh
         running = all(cell.running_p50 is not None for cell in mine.values())
         off = [c for c, cell in mine.items()
                if (cell.running_p50 if running and cell.running_p50 is not None else c) > threshold]
-        source, unit = TAX_THRESHOLD, ("running batch" if running else "concurrency")
+        source, unit = TAX_THRESHOLD, (UNIT_RUNNING if running else UNIT_CONCURRENCY)
     else:
         return Tax({}, TAX_NONE, objective=objective)
     return Tax({c: float(ratio[c] or 0.0) for c in sorted(off)}, source, threshold, unit, objective)
@@ -555,129 +465,40 @@ def adaptive_threshold_of(manifest: Manifest, host: str) -> int | None:
     return None
 
 
-# ---------------------------------------------------------------- fairness
-
-def _args_of(arm_info: ArmRecord) -> dict[str, Any] | None:
-    """Resolved server args of an arm from the manifest, or parsed from its launch argv."""
-    if arm_info.server_args is not None:
-        return dict(arm_info.server_args)
-    return args_from_argv(arm_info.argv) if arm_info.argv else None
-
-
-def fairness_warnings(manifest: ManifestLike, records: Sequence[ResultRecord] = (),
-                      by_length: bool = False) -> list[str]:
-    """Server args that differ between arms (the rule `deploy` uses too, from
-    `specops.servers.fairness`), and uneven client settings (`by_length`: a sweep of several
-    lengths, compared within each length)."""
-    warnings: list[str] = []
-    for label, arms in as_manifest(manifest).arm_sets():
-        parsed = {arm: _args_of(info) for arm, info in sorted(arms.items())}
-        known = {a: p for a, p in parsed.items() if p is not None}
-        missing = sorted(a for a, p in parsed.items() if p is None)
-        if missing:
-            warnings.append(f"{label}server args not recorded for {', '.join(missing)}; fairness not checked for them")
-        warnings += [label + w for w in fairness_warnings_for_args(known)]
-    settings: dict[tuple[str, float, tuple[int, int] | None], set[tuple[Any, ...]]] = defaultdict(set)
-    axes: dict[tuple[str, float, tuple[int, int] | None], str] = {}
-    for rec in records:
-        key = (str(rec.host), load_level(rec), record_length(rec) if by_length else None)
-        settings[key].add((rec.input_len, rec.output_len, rec.num_prompts))
-        axes[key] = load_axis(rec)
-    for key, combos in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or (0, 0))):
-        host, c, _ = key
-        if len(combos) > 1:
-            shown = "; ".join(f"in={i} out={o} n={n}" for i, o, n in sorted(combos, key=repr))
-            warnings.append(f"{'host ' + host + ': ' if host else ''}client settings differ at "
-                            f"{level_label(c, axes[key])}: {shown}")
-    return warnings
-
-
-def fairness_headline(manifest: ManifestLike) -> list[str]:
-    """The fairness differences that change what the ratios measure (attention backend,
-    device): they head the report, not only its Fairness section."""
-    out: list[str] = []
-    for label, arms in as_manifest(manifest).arm_sets():
-        known = {arm: p for arm, info in sorted(arms.items()) if (p := _args_of(info)) is not None}
-        out += [w.replace("WARNING: ", "WARNING: " + label, 1) for w in headline_warnings(known)]
-    return out
-
-
 # ---------------------------------------------------------------- servers measured
 
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
-
-
-def server_notes(records: Sequence[ResultRecord]) -> list[str]:
-    """What the report says about the server instances its ok points measured (each
-    point's `server`, written by the sweep): an arm restarted with the same arguments, an
-    arm whose server other runs shared. Raises ConfigError when one arm's points were
-    measured under different launch arguments (the config hash: the args hash less the
-    simulator's injected faults): those cannot be one curve."""
+def server_facts(records: Sequence[ResultRecord]) -> list[ServerFact]:
+    """The server instances the ok points measured (each point's `server`, written by the
+    sweep), per arm: restarts with the same arguments, runs that shared the server. Raises
+    ConfigError when one arm's points were measured under different launch arguments (the
+    config hash: the args hash less the simulator's injected faults): those cannot be one
+    curve."""
     groups: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
     for rec in records:
         if isinstance(rec.server, dict):
             groups[(str(rec.host), str(rec.arm))].append(rec)
     several_hosts = len({h for h, _ in groups}) > 1
-    notes = []
+    facts = []
     for (host, arm), recs in sorted(groups.items()):
-        name = f"{arm} on {host}" if several_hosts else arm
         hashes: dict[str, int] = defaultdict(int)
         for r in recs:
             server = r.server or {}
             hashes[str(server.get("config_hash") or server.get("args_hash"))] += 1
         if len(hashes) > 1:
-            counts = ", ".join(f"{h[:12]}: {n} point{'s' if n > 1 else ''}" for h, n in sorted(hashes.items()))
             raise ConfigError(f"arm {arm} on host {host}: its points were measured on servers started with different "
-                              f"launch arguments (config hash {counts}); one report cannot combine them",
+                              "launch arguments (config hash "
+                              + ", ".join(f"{h[:12]}: {n} point{'s' if n > 1 else ''}" for h, n in sorted(hashes.items()))
+                              + "); one report cannot combine them",
                               hint="each point's `server` in results.jsonl says which; keep one configuration's "
                                    "points, or measure the other in a run of its own (--out)")
         instances = {((r.server or {}).get("pid"), (r.server or {}).get("proc_start")) for r in recs}
-        if len(instances) > 1:
-            notes.append(f"{name} restarted {_times(len(instances) - 1)} (same arguments)")
         shared = sorted({str(x) for r in recs for x in (r.shared_with or [])})
-        if shared:
-            runs = ", ".join(shared)
-            notes.append(f"{name} shared its server with run{'s' if len(shared) > 1 else ''} {runs} (identical "
-                         f"arguments): their clients loaded it too, so these numbers include that load")
-    return notes
+        if len(instances) > 1 or shared:
+            facts.append(ServerFact(host, arm, len(instances) - 1, shared, several_hosts))
+    return facts
 
 
 # ---------------------------------------------------------------- summary + rendering
-
-def _headline(summaries: Sequence[HostSummary]) -> list[str]:
-    lines = []
-    for s in summaries:
-        prefix = f"[{s.label}] " if len(summaries) > 1 else ""
-        if s.crossover.kind == "interpolated":
-            cross = (f"crossover at {level_label(s.crossover.value, s.axis, '≈')} "
-                     f"(between {s.crossover.below:g} and {s.crossover.above:g})")
-        else:
-            cross = "crossover: " + s.crossover.text()
-        lines.append(prefix + cross)
-        lines.append(prefix + "recommended threshold: " + s.threshold_text())
-        lines.append(prefix + "adaptive: " + s.adaptive_text())
-        if (saturation := s.saturation_text()) is not None:
-            lines.append(prefix + saturation)
-        if s.envelope is not None:
-            lines.append(prefix + s.envelope.text())
-        if s.tax is not None:
-            lines.append(prefix + s.tax.text())
-        if s.capable_tax is not None:
-            lines.append(prefix + s.capable_tax.text())
-    return lines
-
-
-def _context_headline(summaries: Sequence[HostSummary]) -> list[str]:
-    """One line per host of a several-length sweep: its crossover at each length."""
-    hosts = sorted({s.host for s in summaries if s.length is not None})
-    lines = []
-    for host in hosts:
-        parts = [f"in={s.length[0]} out={s.length[1]}: {crossover_cell(s.crossover)}"
-                 for s in summaries if s.host == host and s.length is not None]
-        lines.append(f"{'[' + host + '] ' if len(hosts) > 1 else ''}crossover by context length: " + "; ".join(parts))
-    return lines
-
 
 def arm_gpus(manifest: Manifest, host: str) -> dict[str, int]:
     """GPUs each arm's server used on the host: tensor x data parallel size from its
@@ -709,38 +530,11 @@ def objective_of(manifest: ManifestLike) -> tuple[str, Slo | None]:
     """The run's objective and SLO, as `bench` recorded them (manifest.json `bench`); a run
     from before either existed: throughput, no SLO."""
     bench = as_manifest(manifest).settings()
-    where = "manifest.json: bench"
     # an ill-typed value is kept raw in `extra`: parse_slo and check_objective say what is wrong with it
-    slo = parse_slo(bench.slo if bench.slo is not None else bench.extra.get("slo"), where=where + ".slo")
+    slo = parse_slo(bench.slo if bench.slo is not None else bench.extra.get("slo"), where="manifest.json: bench.slo")
     objective = str(bench.objective or bench.extra.get("objective") or DEFAULT_OBJECTIVE)
-    check_objective(objective, slo, where=where + ".objective")
+    check_objective(objective, slo, where="manifest.json: bench.objective")
     return objective, slo
-
-
-def objective_line(objective: str, slo: Slo | None, summaries: Sequence[HostSummary], why: str | None = None,
-                   recorded: str | None = None) -> str:
-    """What the crossover, threshold, envelope and tax were computed on, in words (`why`: the
-    records' own reason for having no per-request latencies; `recorded`: the bench's own
-    objective, said when `specops report --objective` chose another)."""
-    text = _objective_words(objective, slo, summaries, why)
-    if recorded is not None and recorded != objective:
-        text += f" (chosen by specops report; the bench ran with objective {recorded})"
-    return text
-
-
-def _objective_words(objective: str, slo: Slo | None, summaries: Sequence[HostSummary], why: str | None) -> str:
-    missing = slo and not any(cell.goodput is not None for s in summaries for cell in s.cells.values())
-    no_latencies = (f"n/a: {why}" if why else
-                    "n/a, the records carry no per-request latencies (the builtin runner keeps them)")
-    if objective == "goodput" and slo:
-        return f"objective: goodput (requests/s meeting {slo_text(slo)})" + (f": {no_latencies}" if missing else "")
-    if objective == "tpot":
-        text = "objective: TPOT (compared as per-user decode speed, 1000 / TPOT ms: the lower TPOT wins)"
-    else:
-        text = "objective: throughput (output tok/s)"
-    if slo:
-        text += f"; SLO {slo_text(slo)}: " + (f"goodput {no_latencies}" if missing else "goodput and attainment per point")
-    return text
 
 
 def swept_lengths(manifest: Manifest) -> bool:
@@ -755,10 +549,11 @@ def record_length(rec: ResultRecord) -> tuple[int, int]:
     return int(rec.input_len or 0), int(rec.output_len or 0)
 
 
-def summarize(records: Sequence[ResultRecord], given: ManifestLike = None, *,
-              objective: str | None = None, slo: Slo | None = None) -> ReportSummary:
-    """Everything the report says, computed from records and the manifest (`objective`,
-    `slo`: `specops report`'s own, in place of those the bench recorded)."""
+def summarize_run(records: Sequence[ResultRecord], given: ManifestLike = None, *,
+                  objective: str | None = None, slo: Slo | None = None) -> ReportSummary:
+    """Everything the report decides, computed from records and the manifest (`objective`,
+    `slo`: `specops report`'s own, in place of those the bench recorded); report/summary.py's
+    `summarize` words it."""
     manifest = as_manifest(given)
     recorded, recorded_slo = objective_of(manifest)
     slo = recorded_slo if slo is None else slo
@@ -780,12 +575,8 @@ def summarize(records: Sequence[ResultRecord], given: ManifestLike = None, *,
                     key=lambda r: (str(r.host), str(r.arm), load_level(r), int(r.repeat)))
     simulated = any(bool(r.simulated) for r in effective) or bool(manifest.simulated)
     why = next((w for w in map(latencies_missing, ok) if w), None)
-    headline = fairness_headline(manifest) + _headline(summaries) + _context_headline(summaries) + (
-        [objective_line(objective, slo, summaries, why, recorded)] if summaries else [])
-    summary = ReportSummary(summaries, simulated, failed, fairness_warnings(manifest, ok, by_length=lengths),
-                            headline,
-                            servers=server_notes(ok), objective=objective, slo=slo)
-    return summary
+    return ReportSummary(summaries, simulated, failed, objective=objective, slo=slo, recorded_objective=recorded,
+                         latencies_missing=why, by_length=lengths, server_facts=server_facts(ok))
 
 
 @dataclass(frozen=True)
@@ -797,17 +588,11 @@ class ContextRow:
     output_len: int
     crossover: Crossover
     threshold: int | None
-    threshold_text: str
+    choice: ThresholdChoice
     unit: str | None
 
 
 def context_rows(summary: ReportSummary) -> list[ContextRow]:
     """Per host and context length, shortest first; empty for a run of one length."""
-    return [ContextRow(s.host, s.length[0], s.length[1], s.crossover, s.threshold, s.threshold_text(),
+    return [ContextRow(s.host, s.length[0], s.length[1], s.crossover, s.threshold, s.threshold_choice,
                        s.threshold_choice.unit) for s in summary.hosts if s.length is not None]
-
-
-def crossover_cell(c: Crossover) -> str:
-    if c.kind == "interpolated":
-        return f"{level_label(c.value, c.axis, '≈')} ({c.below:g}-{c.above:g})"
-    return {"never": "never (EAGLE-3 wins at every level)", "every": "every level"}.get(c.kind, "n/a")

@@ -11,13 +11,13 @@ run directory, and `write_tune` writes `tune.json` beside results.jsonl:
 2. fine: both arms at every level inside the bracket, or, when the bracket holds
    `BISECT_FROM` levels or more, a bisection of it: one level at a time (the geometric middle
    of the bracket), the bracket narrowed by each, until its ends are neighbours;
-3. the threshold, in running-batch units (`THRESHOLD_RULE`, decide/threshold.py: the rule the
-   report uses too), from the server's own running batch measured during each point
-   (bench/running.py);
+3. the threshold, in running-batch units (decide/threshold.py, the rule the report uses too;
+   report/words.py's `THRESHOLD_RULE` says it), from the server's own running batch
+   measured during each point (bench/running.py);
 4. verify: arm `adaptive-t<T>` (the adaptive profile with that threshold) at every level;
    accepted when it reaches `TOLERANCE` of the better of baseline and EAGLE-3 at each level
    and keeps `GAIN_KEPT` of EAGLE-3's gain at the lowest level; otherwise the neighbours.
-   Levels are measured one at a time, nearest the threshold first (`VERIFY_ORDER`), with the
+   Levels are measured one at a time, nearest the threshold first (`verify_order`), with the
    candidate's server kept up between them, and a candidate is rejected at its first level
    below `TOLERANCE`: the rest are not measured;
 5. tiers (native adaptive trees, 0.5.14+): arms `eagle3-k<k>` measure other draft-step
@@ -26,7 +26,8 @@ run directory, and `write_tune` writes `tune.json` beside results.jsonl:
 
 Before each phase the time it needs is estimated (the simulator's model on a simulated host,
 else the pace measured so far); a phase that would not fit the budget is not started and the
-result says what was measured and what was not.
+result says what was measured and what was not. The words (verdicts, the result's lines,
+the per-length table, the rules) are report/tune.py's.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from specops.decide.summary import (
     summarize_host,
     threshold_points,
 )
-from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.decide.threshold import ThresholdChoice, choose
 from specops.engines.schedule import Schedule
 from specops.fsutil import atomic_write
@@ -60,13 +60,8 @@ GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
 MAX_FINE_LEVELS = 12  # a wide bracket is sampled at most this many levels
 BISECT_FROM = 4       # a bracket with at least this many levels inside is bisected, not swept
 MAX_CANDIDATES = 3    # thresholds verified at most: the chosen one, then its neighbours
-VERIFY_ORDER = ("nearest the threshold first (|log2 c - log2(T + 0.5)|, lower first on a tie): the levels "
-                "where the adaptive arm stops speculating are where a wrong threshold shows")
 TUNE_JSON = "tune.json"
 TIERS_ARM = "adaptive-tiers"
-TIERS_RULE = ("per level, the draft-step count (0 = no speculation) with the highest median throughput; a new "
-              "count's tier starts just above the running batch p90 of the last level of the count before, and "
-              "no higher than the running-batch median of its own first level")
 
 
 REUSED_FROM = "reused_from"   # a record copied from another run (flows/reuse.py, `tune --from`): its run
@@ -155,13 +150,13 @@ def _level(value: float | None) -> int | None:
 
 
 def verify_order(levels: Sequence[int], threshold: int) -> list[int]:
-    """VERIFY_ORDER: the levels a candidate is measured at, riskiest first."""
+    """The levels a candidate is measured at, riskiest first (report/tune.py's VERIFY_ORDER)."""
     pivot = math.log2(threshold + 0.5)
     return sorted(levels, key=lambda c: (abs(math.log2(c) - pivot), c))
 
 
 def choose_threshold(lv: Levels) -> ThresholdChoice:
-    """THRESHOLD_RULE (decide/threshold.py, the rule the report uses) on the measured cells."""
+    """decide/threshold.py's rule (the one the report uses) on the measured cells."""
     return choose(threshold_points(lv.cells, lv.both()))
 
 
@@ -184,20 +179,6 @@ class Verdict:
     gain_kept: float | None                  # share of EAGLE-3's gain kept at the lowest level
     missing: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)   # not measured: rejected at an earlier level
-
-    def text(self) -> str:
-        if self.ok:
-            worst = min((r for r in self.ratios.values() if r is not None), default=None)
-            kept = "" if self.gain_kept is None else f", keeps {self.gain_kept:.0%} of EAGLE-3's gain at the lowest level"
-            return (f"{self.arm}: verified: >= {TOLERANCE:.2f}x of the better arm at every level "
-                    f"(worst {worst:.3f}x){kept}")
-        parts = [f"c={c} {self.ratios[c]:.3f}x" for c in self.shortfalls if self.ratios.get(c) is not None]
-        parts += [f"c={c} missing" for c in self.missing]
-        if self.gain_kept is not None and self.gain_kept < GAIN_KEPT:
-            parts.append(f"keeps {self.gain_kept:.0%} of EAGLE-3's gain at the lowest level (< {GAIN_KEPT:.0%})")
-        if self.skipped:
-            parts.append(f"stopped there: c={','.join(map(str, sorted(self.skipped)))} not measured")
-        return f"{self.arm}: rejected: " + ", ".join(parts)
 
 
 def verify(lv: Levels, arm: str, levels: Sequence[int], lowest: int | None = None) -> Verdict:
@@ -226,7 +207,7 @@ def verify(lv: Levels, arm: str, levels: Sequence[int], lowest: int | None = Non
 
 
 def choose_tiers(lv: Levels, steps_by_arm: dict[str, int], levels: Sequence[int]) -> dict[int, int]:
-    """TIERS_RULE: {first running batch of the tier: draft steps}, from the measured levels."""
+    """report/tune.py's TIERS_RULE: {first running batch of the tier: draft steps}, from the measured levels."""
     picks: list[tuple[int, int, float, float]] = []   # (level, steps, running p50, running p90)
     for c in sorted(levels):
         best_arm, best_tps = None, -1.0
@@ -302,7 +283,7 @@ class TuneResult:
     host: str
     status: str = "running"        # verified | unverified | partial | no-speculation
     message: str = ""
-    rule: str = THRESHOLD_RULE
+    rule: str = ""                  # the threshold rule in words (report/words.py), set by the Tuner
     coarse_levels: list[int] = field(default_factory=list)
     reused_from: str | None = None
     reuse: str | None = None                # what the automatic reuse found (flows/reuse.py), as said
@@ -349,42 +330,6 @@ class TuneResult:
     def ok(self) -> bool:
         return self.status == "verified"
 
-    def lines(self) -> list[str]:
-        """What the terminal and the report say."""
-        out = []
-        if self.reused_from:
-            out.append(f"coarse points reused from {self.reused_from}")
-        if self.reuse:
-            out.append(self.reuse)
-        b0, b1 = self.bracket
-        if b0 is not None or b1 is not None:
-            out.append(f"bracket: EAGLE-3 wins up to c={b0 if b0 is not None else '-'}, "
-                       f"loses from c={b1 if b1 is not None else '- (never)'}")
-        if self.fine_levels:
-            how = "bisection levels" if self.bisected else "fine levels"
-            out.append(f"{how}: {', '.join(str(c) for c in self.fine_levels)}")
-        if self.choice:
-            out.append(f"rule: {self.rule}")
-            if self.choice.get("threshold") is not None:
-                out.append(f"chosen threshold {self.choice['threshold']} ({self.choice['reason']})")
-            else:
-                out.append(f"no threshold: {self.choice['reason']}")
-        for cand in self.candidates:
-            out.append(cand["text"])
-        if self.tiers is not None:
-            shown = ", ".join(f"{b}+: {s}" for b, s in self.tiers.items())
-            out.append(f"tiers (running batch: draft steps): {shown}")
-            if self.tiers_verdict:
-                out.append(self.tiers_verdict["text"])
-            if self.default_comparison:
-                out.append(self.default_comparison["text"])
-        out.append(f"result: {self.status}: {self.message}")
-        out.append(self.points_text())
-        return out
-
-    def points_text(self) -> str:
-        return f"points: {self.measured_points} measured, {self.reused_points} reused"
-
 
 def load_tune(run_dir: Path) -> dict[str, Any] | None:
     path = Path(run_dir) / TUNE_JSON
@@ -404,50 +349,16 @@ def write_tune(run_dir: Path, result: TuneResult, settings: dict[str, Any]) -> N
 
 # ---------------------------------------------------------------- several context lengths
 
-FOR_LENGTH_RULE = ("the adaptive arm takes one threshold: with several lengths, --write puts in the threshold "
-                   "of --for-length L (an input length tuned), else of the first length given; the other "
-                   "lengths' thresholds are in tune.json and the table")
-
-
 def length_dir(input_len: int, output_len: int) -> str:
     """A length's run directory inside a several-length tune."""
     return f"in{input_len}-out{output_len}"
 
 
-def _length_row(res: TuneResult) -> dict[str, Any]:
+def length_row(res: TuneResult) -> dict[str, Any]:
+    """One length's row in a several-length tune.json."""
     return {"input_len": res.input_len, "output_len": res.output_len, "status": res.status,
             "threshold": res.threshold, "bracket": res.bracket, "measured_points": res.measured_points,
             "reused_points": res.reused_points, "message": res.message}
-
-
-def lengths_table(results: Sequence[TuneResult], chosen: tuple[int, int]) -> list[str]:
-    """The per-length recommendation, one row per length (the terminal's table)."""
-    head = ("input", "output", "status", "threshold", "bracket", "measured", "reused")
-    rows = [head]
-    for r in results:
-        b0, b1 = r.bracket
-        mark = " *" if (r.input_len, r.output_len) == chosen else ""
-        rows.append((str(r.input_len), str(r.output_len), r.status,
-                     (str(r.threshold) if r.threshold is not None else "-") + mark,
-                     f"{b0 if b0 is not None else '-'}..{b1 if b1 is not None else '-'}",
-                     str(r.measured_points), str(r.reused_points)))
-    widths = [max(len(row[k]) for row in rows) for k in range(len(head))]
-    out = ["per context length (threshold in the server's running-batch units):"]
-    out += ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    out.append(f"  * the length --write is for: {FOR_LENGTH_RULE}")
-    return out
-
-
-def write_lengths(run_dir: Path, items: Sequence[tuple[Path, TuneResult]], chosen: tuple[int, int],
-                  written: str | None) -> None:
-    """tune.json of a several-length tune: one row per length (its own run directory holds
-    its full tune.json and report), which length --write is for, and what was written."""
-    doc = {"schema": "specops.tune-lengths/1", "rule": THRESHOLD_RULE, "for_length_rule": FOR_LENGTH_RULE,
-           "for_length": {"input_len": chosen[0], "output_len": chosen[1]}, "written": written,
-           "lengths": [{**_length_row(res), "run_dir": str(d)} for d, res in items],
-           "measured_points": sum(res.measured_points for _, res in items),
-           "reused_points": sum(res.reused_points for _, res in items)}
-    atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
 
 
 def running_summary(records: Sequence[ResultRecord], arm: str, c: int) -> tuple[float | None, float | None]:

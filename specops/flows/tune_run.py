@@ -28,7 +28,6 @@ from specops.decide.tune import (
     Phase,
     TuneResult,
     length_dir,
-    write_lengths,
     write_tune,
 )
 from specops.engines import engine_for, schedule_forms
@@ -39,6 +38,7 @@ from specops.flows.reuse import Reuse, config_hashes, find_reusable
 from specops.flows.tuner import Tuner
 from specops.render.progress import failure_lines, warning_lines
 from specops.report.artifacts import render_report
+from specops.report.tune import write_lengths
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
 from specops.servers.arms import EAGLE_DEFAULTS, ArmSpec, arms_from_vars

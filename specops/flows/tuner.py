@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from specops.bench.repeats import LevelKey, RepeatRule, parse_repeats, settled, throughputs
 from specops.bench.schema import ResultRecord
 from specops.decide.summary import BASELINE_ARM, EAGLE_ARM
-from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.decide.tune import (
     BISECT_FROM,
     MAX_CANDIDATES,
     MAX_FINE_LEVELS,
     TIERS_ARM,
-    TIERS_RULE,
     Levels,
     Phase,
     TuneResult,
@@ -39,6 +36,8 @@ from specops.decide.tune import (
 from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
+from specops.report.tune import TIERS_RULE, choice_doc, verdict_text
+from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
 #: arm tune adds beside it drops them and lets the engine pick its own (real SGLang 0.5.14's
@@ -74,7 +73,7 @@ class Tuner:
         self.reused, self.max_candidates = reused or [], max_candidates
         self.release, self.keep_ok, self.bisect_from = release, keep_ok and release is not None, bisect_from
         self.kept: set[str] = set()
-        self.result = TuneResult(host=host, reused_from=reused_from, budget_s=budget_s)
+        self.result = TuneResult(host=host, rule=THRESHOLD_RULE, reused_from=reused_from, budget_s=budget_s)
         self.started = time.monotonic()
         self.pace: float | None = None   # measured wall seconds per point
         self.spent_points = 0
@@ -307,12 +306,12 @@ class Tuner:
             return
         lv = Levels.of(self.records(), self.host)
         choice = choose_threshold(lv)
-        res.choice = asdict(choice)
+        res.choice = choice_doc(choice)
         self.say(f"rule: {THRESHOLD_RULE}")
         if choice.threshold is None:
-            res.status, res.message = "no-speculation", choice.reason
+            res.status, res.message = "no-speculation", threshold_reason(choice)
             return
-        self.say(f"chosen threshold {choice.threshold} ({choice.reason})")
+        self.say(f"chosen threshold {choice.threshold} ({threshold_reason(choice)})")
         levels = lv.both()
         tried: list[int] = []
         queue = [choice.threshold]
@@ -324,10 +323,10 @@ class Tuner:
             verdict = self._verify(f"verify threshold {t}", arm, self._adaptive_with(threshold=t), levels, t, reps)
             if verdict is None:
                 break
-            res.candidates.append({"threshold": t, "arm": arm, "ok": verdict.ok, "text": verdict.text(),
+            res.candidates.append({"threshold": t, "arm": arm, "ok": verdict.ok, "text": verdict_text(verdict),
                                    "ratios": {str(c): r for c, r in verdict.ratios.items()},
                                    "gain_kept": verdict.gain_kept, "skipped": verdict.skipped})
-            self.say(verdict.text())
+            self.say(verdict_text(verdict))
             worst = min((r for r in verdict.ratios.values() if r is not None), default=0.0)
             if best is None or worst > best[0]:
                 best = (worst, t)
@@ -352,10 +351,10 @@ class Tuner:
 
     def _provisional(self, lv: Levels) -> None:
         choice = choose_threshold(lv)
-        self.result.choice = asdict(choice)
+        self.result.choice = choice_doc(choice)
         if choice.threshold is not None:
             self.result.message += (f"; provisional threshold from the points measured: {choice.threshold} "
-                                    f"({choice.reason}), not verified")
+                                    f"({threshold_reason(choice)}), not verified")
 
     def _tiers(self, levels: list[int]) -> None:
         res, reps = self.result, self._repeats()
@@ -382,9 +381,9 @@ class Tuner:
             res.message += "; tiers measured but not verified (budget)"
             return
         lv = Levels.of(self.records(), self.host)
-        res.tiers_verdict = {"ok": verdict.ok, "text": verdict.text(),
+        res.tiers_verdict = {"ok": verdict.ok, "text": verdict_text(verdict),
                              "ratios": {str(c): r for c, r in verdict.ratios.items()}, "skipped": verdict.skipped}
-        self.say(verdict.text())
+        self.say(verdict_text(verdict))
         thr = candidate_arm(int(res.threshold or 0))
         gains = {c: (lv.tps(TIERS_ARM, c) or 0) / (lv.tps(thr, c) or 1) for c in levels
                  if lv.tps(TIERS_ARM, c) and lv.tps(thr, c)}

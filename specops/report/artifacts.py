@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specops.bench import store
 from specops.config.slo import Slo
-from specops.decide.summary import ReportSummary, summarize
+from specops.decide.summary import ReportSummary
 from specops.decide.tune import load_tune
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
@@ -19,6 +19,7 @@ from specops.report.html_report import REPORT_HTML, render_html
 from specops.report.markdown import REPORT_MD, render_markdown
 from specops.report.phase_plot import write_phase_plot
 from specops.report.plots import write_plots
+from specops.report.summary import summarize
 from specops.report.summary_doc import SUMMARY_JSON, render_summary_json
 
 

@@ -17,11 +17,13 @@ from typing import Any
 from specops.bench import store
 from specops.bench.manifest import Manifest
 from specops.bench.schema import AXIS_RATE
-from specops.decide.summary import Cell, HostSummary, summarize
+from specops.decide.summary import Cell, HostSummary
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.report.plots import figure, save_figure
+from specops.report.summary import summarize
 from specops.report.summary_doc import envelope_doc, settings_of, tax_doc
+from specops.report.words import host_label, tax_text
 
 #: Settings two runs must share for their points to be compared.
 MUST_MATCH = ("runner", "dataset", "input_len", "output_len", "num_prompts", "prompts_per_level")
@@ -76,7 +78,7 @@ def load_series(run_dirs: list[Path]) -> tuple[list[Series], list[Manifest]]:
         manifests.append(manifest)
         name = str(manifest.run_id or run_dir.name)
         for host in summary.hosts:
-            label = f"{name}:{host.label}" if len(summary.hosts) > 1 else name
+            label = f"{name}:{host_label(host)}" if len(summary.hosts) > 1 else name
             series.append(Series(label, run_dir, host, summary.headline, summary.simulated))
     return series, manifests
 
@@ -162,7 +164,7 @@ def _adaptive_table(comp: Comparison) -> list[str]:
         mtext = "-" if env is None or env.mean is None else f"{env.mean:.3f}x"
         ttext = "-"
         if tax is not None:
-            ttext = tax.text().split(": ", 1)[1]
+            ttext = tax_text(tax).split(": ", 1)[1]
         out.append(f"| {s.label} | {wtext} | {mtext} | {ttext.replace('|', '/')} |")
     return out + [""]
 

@@ -16,9 +16,17 @@ from typing import Any
 from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.schema import load_level
 from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary
-from specops.decide.threshold import RULE as THRESHOLD_RULE
 from specops.report.markdown import engine_label, result_columns, tune_section
 from specops.report.phases import html_section
+from specops.report.words import (
+    THRESHOLD_RULE,
+    adaptive_text,
+    crossover_text,
+    host_label,
+    per_level_texts,
+    saturation_text,
+    threshold_text,
+)
 from specops.secrets import clip
 
 REPORT_HTML = "report.html"
@@ -70,7 +78,8 @@ def _results_table(summary: ReportSummary) -> list[str]:
     out = []
     for s in summary.hosts:
         cols = result_columns(s, summary.slo)  # report.md's columns, the same model
-        out.append(f"<h2>Results{' on ' + _e(s.label) if s.label else ''}</h2>")
+        label = host_label(s)
+        out.append(f"<h2>Results{' on ' + _e(label) if label else ''}</h2>")
         out.append('<table class="sortable"><thead><tr>'
                    + "".join(('<th class="l">' if col.left else "<th>") + f"{_e(col.header)}</th>" for col in cols)
                    + "</tr></thead><tbody>")
@@ -80,11 +89,11 @@ def _results_table(summary: ReportSummary) -> list[str]:
             out.append(('<tr class="bad">' if bad else "<tr>")
                        + "".join(_cell(col.text(*row), col.sort(*row), left=col.left) for col in cols) + "</tr>")
         out.append("</tbody></table>")
-        out.append(f"<ul><li>crossover: {_e(s.crossover.text())}</li>"
-                   f"<li>recommended threshold: {_e(s.threshold_text())}</li>"
-                   f"<li>adaptive: {_e(s.adaptive_text())}</li>"
-                   + "".join(f"<li>{_e(x.text())}</li>" for x in (s.envelope, s.tax, s.capable_tax) if x is not None)
-                   + "".join(f"<li>{_e(line)}</li>" for line in (s.saturation_text(),) if line is not None)
+        out.append(f"<ul><li>crossover: {_e(crossover_text(s.crossover))}</li>"
+                   f"<li>recommended threshold: {_e(threshold_text(s))}</li>"
+                   f"<li>adaptive: {_e(adaptive_text(s))}</li>"
+                   + "".join(f"<li>{_e(line)}</li>" for line in per_level_texts(s))
+                   + "".join(f"<li>{_e(line)}</li>" for line in (saturation_text(s),) if line is not None)
                    + "</ul>")
     return out
 

@@ -20,14 +20,24 @@ from specops.decide.summary import (
     Ratio,
     ReportSummary,
     context_rows,
-    crossover_cell,
 )
-from specops.decide.threshold import RULE as THRESHOLD_RULE
-from specops.decide.tune import TuneResult
 from specops.engines import ENGINES
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
 from specops.report.phases import markdown_section
+from specops.report.tune import tune_lines
+from specops.report.words import (
+    THRESHOLD_RULE,
+    adaptive_text,
+    crossover_cell,
+    crossover_text,
+    drafting_cell,
+    host_label,
+    per_level_texts,
+    running_cell,
+    saturation_text,
+    threshold_text,
+)
 from specops.secrets import clip
 
 REPORT_MD = "report.md"
@@ -98,9 +108,9 @@ def result_columns(s: HostSummary, slo: Slo | None = None) -> list[ResultColumn]
                      lambda c, a, cell, r: cell.median_tpot_ms),
         ResultColumn("accept len", lambda c, a, cell, r: _fmt(cell.shown_accept_length(), 2),
                      lambda c, a, cell, r: cell.shown_accept_length()),
-        ResultColumn("running batch p50/p90", lambda c, a, cell, r: cell.running_text(),
+        ResultColumn("running batch p50/p90", lambda c, a, cell, r: running_cell(cell),
                      lambda c, a, cell, r: cell.running_p50),
-        ResultColumn("drafting", lambda c, a, cell, r: cell.drafting_text(),
+        ResultColumn("drafting", lambda c, a, cell, r: drafting_cell(cell),
                      lambda c, a, cell, r: cell.drafting_off_share),
         ResultColumn("ratio to baseline (spread)", lambda c, a, cell, r: _ratio_text(r),
                      lambda c, a, cell, r: None if r is None else r.ratio),
@@ -121,15 +131,16 @@ def result_columns(s: HostSummary, slo: Slo | None = None) -> list[ResultColumn]
 
 def _md_results(s: HostSummary, slo: Slo | None = None) -> list[str]:
     cols = result_columns(s, slo)
-    out = [f"## Results{' on ' + s.label if s.label else ''}", "",
+    label = host_label(s)
+    out = [f"## Results{' on ' + label if label else ''}", "",
            "| " + " | ".join(col.header for col in cols) + " |",
            "|" + "".join("---|" if col.left else "---:|" for col in cols)]
     for row in s.rows():
         out.append("| " + " | ".join(_md_escape(col.text(*row)) for col in cols) + " |")
-    out += ["", f"- crossover: {s.crossover.text()}", f"- recommended threshold: {s.threshold_text()}",
-            f"- adaptive: {s.adaptive_text()}"]
-    out += [f"- {x.text()}" for x in (s.envelope, s.tax, s.capable_tax) if x is not None]
-    out += [f"- {line}" for line in (s.saturation_text(),) if line is not None]
+    out += ["", f"- crossover: {crossover_text(s.crossover)}", f"- recommended threshold: {threshold_text(s)}",
+            f"- adaptive: {adaptive_text(s)}"]
+    out += [f"- {line}" for line in per_level_texts(s)]
+    out += [f"- {line}" for line in (saturation_text(s),) if line is not None]
     return out + [""]
 
 
@@ -165,7 +176,7 @@ def _md_context(summary: ReportSummary) -> list[str]:
            "| host | input len | output len | crossover | recommended threshold |", "|---|---:|---:|---|---|"]
     for r in rows:
         out.append(f"| {r.host} | {r.input_len} | {r.output_len} | {crossover_cell(r.crossover)} | "
-                   f"{_md_escape(r.threshold_text)} |")
+                   f"{_md_escape(threshold_text(r))} |")
     return out + [""]
 
 
@@ -173,7 +184,7 @@ def tune_section(doc: dict[str, Any]) -> list[str]:
     """The Tuning section of report.md, from tune.json (report.html lists its lines too)."""
     out = ["## Tuning", ""]
     res = doc.get("result") or {}
-    for line in TuneResult(**{k: v for k, v in res.items() if k in TuneResult.__dataclass_fields__}).lines():
+    for line in tune_lines(res):
         out.append(f"- {line}")
     if res.get("written"):
         out.append(f"- written: {res['written']}")
@@ -280,7 +291,7 @@ def terminal_table(summary: ReportSummary, width: int = 80) -> Fitted:
     rows: list[list[fit.Cell]] = []
     for s in summary.hosts:
         for c, arm, cell, ratio in s.rows():
-            rows.append([s.label, _level_cell(s, c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
+            rows.append([host_label(s), _level_cell(s, c), arm, f"{cell.median_tps:.1f}", f"{cell.min_tps:.0f}-{cell.max_tps:.0f}",
                          _fmt(cell.median_ttft_ms), _fmt(cell.median_tpot_ms, 2),
                          "-" if ratio is None else f"{ratio.ratio:.3f}"])
     return fit_table(columns, rows, width=width, key_columns=3,

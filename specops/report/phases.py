@@ -9,8 +9,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from specops.decide.phases import ADAPTIVE_ARM, LAG_DEFINITION, PhaseCell, PhaseSummary
+from specops.decide.phases import ADAPTIVE_ARM, PhaseCell, PhaseSummary
 from specops.decide.summary import HostSummary
+from specops.report.words import LAG_DEFINITION, host_label, lag_text, phase_envelope_text
 
 PHASES_PLOT = "phases.png"
 
@@ -53,7 +54,7 @@ def _headers(goodput: bool) -> list[str]:
 
 
 def _notes(p: PhaseSummary) -> list[str]:
-    return [f"phases: `{p.spec}`", p.lag_text(), p.envelope_text(),
+    return [f"phases: `{p.spec}`", lag_text(p), phase_envelope_text(p),
             f"lag: {LAG_DEFINITION} (bench/switching.py); the simulator's lines carry its model clock"]
 
 
@@ -63,7 +64,8 @@ def markdown_section(s: HostSummary, slo: Any = None) -> list[str]:
     if p is None:
         return []
     heads = _headers(bool(slo))
-    out = [f"## Phases{' on ' + s.label if s.label else ''}", "", "| " + " | ".join(heads) + " |",
+    label = host_label(s)
+    out = [f"## Phases{' on ' + label if label else ''}", "", "| " + " | ".join(heads) + " |",
            "|---|---|" + "---:|" * (len(heads) - 2)]
     out += ["| " + " | ".join(r) + " |" for r in _rows(p, bool(slo))]
     out += [""] + [f"- {line}" for line in _notes(p)] + ["", f"![load phases over time](plots/{PHASES_PLOT})", ""]
@@ -77,7 +79,8 @@ def html_section(s: HostSummary, slo: Any = None) -> list[str]:
         return []
     e = html.escape
     heads = _headers(bool(slo))
-    out = [f"<h2>Phases{' on ' + e(s.label) if s.label else ''}</h2>",
+    label = host_label(s)
+    out = [f"<h2>Phases{' on ' + e(label) if label else ''}</h2>",
            '<table class="sortable"><thead><tr>'
            + "".join(f'<th class="l">{e(h)}</th>' if i < 2 else f"<th>{e(h)}</th>" for i, h in enumerate(heads))
            + "</tr></thead><tbody>"]
@@ -86,3 +89,21 @@ def html_section(s: HostSummary, slo: Any = None) -> list[str]:
                                     for i, v in enumerate(r)) + "</tr>")
     out.append("</tbody></table><ul>" + "".join(f"<li>{e(line)}</li>" for line in _notes(p)) + "</ul>")
     return out
+
+
+def phases_doc(p: PhaseSummary | None) -> dict[str, Any] | None:
+    """summary.json's `hosts[].phases`."""
+    if p is None:
+        return None
+    return {
+        "spec": p.spec, "arms": p.arms, "threshold": p.threshold,
+        "lag": {"definition": LAG_DEFINITION, "worst_steps": p.worst_lag_steps, "worst_s": p.worst_lag_s},
+        "worst_lag_steps": p.worst_lag_steps, "worst_lag_s": p.worst_lag_s,
+        "phases": [{"phase": r.phase, "label": r.label, "rate": r.rate, "duration_s": r.duration_s,
+                    "best_static": r.best_static, "envelope": r.envelope,
+                    "arms": {a: {**c.figures, "repeats": c.repeats, "requests": c.requests, "goodput": c.goodput,
+                                 "slo_attainment": c.attainment, "switches": c.switches,
+                                 "worst_lag_steps": c.worst_lag_steps, "worst_lag_s": c.worst_lag_s}
+                             for a, c in r.cells.items()}}
+                   for r in p.rows],
+    }

@@ -19,6 +19,7 @@ from specops.bench.schema import AXIS_RATE, level_label
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 from specops.fsutil import atomic_write
 from specops.report.markdown import CONTEXT_PLOT
+from specops.report.words import host_label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -63,7 +64,8 @@ def save_figure(fig: Figure, path: Path) -> Path:
 
 
 def _label(host: HostSummary, name: str, many: bool) -> str:
-    return f"{host.label}:{name}" if many and host.label else name
+    label = host_label(host)
+    return f"{label}:{name}" if many and label else name
 
 
 _DASHES = ("-", "--", ":", "-.")

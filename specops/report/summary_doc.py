@@ -64,9 +64,10 @@ from typing import Any
 
 from specops.bench.manifest import ManifestLike, as_manifest
 from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, load_axis, load_level
-from specops.decide.phases import phases_doc
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 from specops.report.markdown import engine_label
+from specops.report.phases import phases_doc
+from specops.report.words import capable_tax_text, envelope_text, saturation_text, tax_text, threshold_text
 
 SCHEMA = "specops.summary/2"
 SUMMARY_JSON = "summary.json"
@@ -98,7 +99,7 @@ def envelope_doc(s: HostSummary) -> dict[str, Any] | None:
     if env is None:
         return None
     return {"levels": _levels(env.ratios, s.axis), "worst": _worst(env.worst, s.axis), "mean": env.mean,
-            "text": env.text()}
+            "text": envelope_text(env)}
 
 
 def tax_doc(s: HostSummary) -> dict[str, Any] | None:
@@ -107,7 +108,7 @@ def tax_doc(s: HostSummary) -> dict[str, Any] | None:
         return None
     return {"levels": _levels(tax.ratios, s.axis), "worst": _worst(tax.worst, s.axis), "mean": tax.mean,
             "source": tax.source,
-            "threshold": tax.threshold, "unit": tax.unit, "text": tax.text()}
+            "threshold": tax.threshold, "unit": tax.unit, "text": tax_text(tax)}
 
 
 def capable_tax_doc(s: HostSummary) -> dict[str, Any] | None:
@@ -115,7 +116,7 @@ def capable_tax_doc(s: HostSummary) -> dict[str, Any] | None:
     if tax is None:
         return None
     return {"arm": tax.arm, "levels": _levels(tax.ratios), "worst": _worst(tax.worst), "mean": tax.mean,
-            "text": tax.text()}
+            "text": capable_tax_text(tax)}
 
 
 def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, Any]:
@@ -143,12 +144,12 @@ def summary_document(summary: ReportSummary, given: ManifestLike) -> dict[str, A
         rates = {} if s.axis != AXIS_RATE else {
             "axis": s.axis, "threshold_rate": s.threshold_choice.level,
             "saturated": [{"arm": arm, "rate": c} for arm, c in s.saturated()],
-            "saturation_text": s.saturation_text()}
+            "saturation_text": saturation_text(s)}
         hosts.append({
             "host": s.host, **length, **rates,
             "crossover": {"kind": s.crossover.kind, "value": s.crossover.value,
                           "below": s.crossover.below, "above": s.crossover.above},
-            "recommended_threshold": s.threshold, "threshold_text": s.threshold_text(),
+            "recommended_threshold": s.threshold, "threshold_text": threshold_text(s),
             "threshold_unit": s.threshold_choice.unit,
             "adaptive": {"checked": shortfalls is not None,
                          "ok": None if shortfalls is None else not shortfalls,
@@ -178,7 +179,7 @@ def contexts_doc(summary: ReportSummary) -> list[dict[str, Any]]:
     return [{"host": r.host, "input_len": r.input_len, "output_len": r.output_len,
              "crossover": {"kind": r.crossover.kind, "value": r.crossover.value,
                            "below": r.crossover.below, "above": r.crossover.above},
-             "recommended_threshold": r.threshold, "threshold_unit": r.unit, "threshold_text": r.threshold_text}
+             "recommended_threshold": r.threshold, "threshold_unit": r.unit, "threshold_text": threshold_text(r)}
             for r in context_rows(summary)]
 
 

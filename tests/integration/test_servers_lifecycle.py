@@ -15,12 +15,12 @@ from typing import Iterator
 
 import pytest
 
-from specops.decide.summary import summarize
 from specops.errors import ConfigError, StepError
 from specops.patching.applier import apply as apply_patchset
 from specops.patching.applier import revert as revert_patchset
 from specops.patching.model import load_patchset
 from specops.render.logs import error_blocks
+from specops.report.summary import summarize
 from specops.servers import (
     arms_from_vars,
     build_launch,

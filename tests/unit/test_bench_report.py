@@ -9,10 +9,12 @@ import pytest
 
 from specops.bench import store
 from specops.bench.schema import ResultRecord
-from specops.decide.summary import fairness_warnings, find_crossover, summarize
+from specops.decide.summary import find_crossover
 from specops.errors import ConfigError
 from specops.report.artifacts import render_report
 from specops.report.markdown import SIM_BANNER, render_markdown, terminal_table
+from specops.report.summary import fairness_warnings, summarize
+from specops.report.words import crossover_text, tax_text
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -42,7 +44,7 @@ def test_crossover_is_interpolated_in_log2_concurrency():
 def test_crossover_never_and_at_every_level():
     assert find_crossover([(1, 1.5), (8, 1.01)]).kind == "never"
     every = find_crossover([(1, 0.9), (8, 1.2)])
-    assert every.kind == "every" and "every level" in every.text()
+    assert every.kind == "every" and "every level" in crossover_text(every)
     assert find_crossover([]).kind == "n/a"
 
 
@@ -200,7 +202,7 @@ def test_speculation_tax_falls_back_to_levels_above_the_arms_threshold_and_says_
     assert summary.headline[4] == ("speculation tax (adaptive / baseline where drafting is off): mean 0.965x, "
                                    "worst 0.950x at c=16, over c=16,32 (concurrency above the arm's threshold 8: "
                                    "no drafting-off evidence in the records)")
-    assert "n/a" in summarize(records, {}).hosts[0].tax.text()   # no threshold recorded, no evidence
+    assert "n/a" in tax_text(summarize(records, {}).hosts[0].tax)   # no threshold recorded, no evidence
     for rec in records:
         store.append_result(tmp_path, rec, rewrite_csv=False)
     store.write_manifest(tmp_path, {"run_id": "r", **manifest})

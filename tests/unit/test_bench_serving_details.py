@@ -19,7 +19,7 @@ from specops.bench.bench_serving import (
 )
 from specops.bench.schema import LATENCIES_KEY, MISSING_KEY, ResultRecord
 from specops.decide.slo import latencies_missing, point_goodput
-from specops.decide.summary import summarize
+from specops.report.summary import summarize
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.sglang_trees import CI_RELEASES

@@ -12,10 +12,11 @@ from specops.bench.matrix import Point, length_pairs, plan_points
 from specops.bench.resume import check_resume
 from specops.bench.schema import CONTEXT_AXIS, ResultRecord
 from specops.bench.settings import BenchSettings
-from specops.decide.summary import context_rows, summarize
+from specops.decide.summary import context_rows
 from specops.errors import ConfigError
 from specops.report.artifacts import render_report
 from specops.report.markdown import render_markdown
+from specops.report.summary import summarize
 from specops.report.summary_doc import summary_document
 from specops.sim import model as M
 

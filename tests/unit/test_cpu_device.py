@@ -12,10 +12,10 @@ import pytest
 from specops.bench.facts import device_facts
 from specops.bench.sweep import gpus_share
 from specops.config.inventory import load_inventory
-from specops.decide.summary import summarize
 from specops.errors import ConfigError
 from specops.render.hosts import device_cell
 from specops.report.markdown import render_markdown
+from specops.report.summary import summarize
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import build_launch
 from specops.servers.plans import placements_for

@@ -37,7 +37,7 @@ def test_a_vllm_run_records_vllms_release_as_the_engines() -> None:
 
 
 def test_the_summary_names_the_engine_of_a_run_that_recorded_it() -> None:
-    from specops.decide.summary import summarize
+    from specops.report.summary import summarize
 
     summary = summarize([], NEW)
     doc = summary_document(summary, NEW)

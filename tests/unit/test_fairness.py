@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from specops.decide.summary import summarize
 from specops.launchargs import args_from_argv
 from specops.report.markdown import render_markdown
+from specops.report.summary import summarize
 from specops.servers import fairness_warnings as deploy_warnings
 from specops.servers.fairness import IGNORED_KEYS, ignored
 

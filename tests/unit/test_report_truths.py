@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from specops.bench.schema import ResultRecord
-from specops.decide.summary import summarize
 from specops.report.html_report import render_html
 from specops.report.markdown import render_markdown
+from specops.report.summary import summarize
 
 
 def _records(slo_cost: bool = False) -> list[ResultRecord]:

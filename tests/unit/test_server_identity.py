@@ -12,8 +12,8 @@ import pytest
 
 from specops.bench import store
 from specops.bench.schema import ResultRecord
-from specops.decide.summary import server_notes, summarize
 from specops.errors import ConfigError
+from specops.report.summary import server_notes, summarize
 from specops.servers.launch import LaunchPlan
 from specops.servers.lease import EXPIRE_S, Lease, argv_difference, is_live
 from tests.support.deploy import run_cli

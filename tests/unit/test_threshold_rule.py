@@ -8,9 +8,7 @@ from pathlib import Path
 
 from specops.bench import store
 from specops.bench.schema import ResultRecord
-from specops.decide.summary import summarize
 from specops.decide.threshold import (
-    NO_RUNNING,
     UNIT_CONCURRENCY,
     UNIT_RUNNING,
     LevelPoint,
@@ -18,31 +16,33 @@ from specops.decide.threshold import (
 )
 from specops.decide.tune import Levels, choose_threshold
 from specops.report.artifacts import render_report
+from specops.report.summary import summarize
+from specops.report.words import NO_RUNNING, threshold_choice_text, threshold_reason
 
 
 def test_running_batch_units_from_the_p90_at_the_last_winning_level() -> None:
     got = choose([LevelPoint(1, 2.0, 1, 1), LevelPoint(4, 1.2, 3, 3.6), LevelPoint(8, 0.8, 7, 8)])
     assert (got.threshold, got.unit, got.level, got.losing_level) == (3, UNIT_RUNNING, 4, 8)
-    assert got.text() == "3 (speculate while the running batch is <= 3)"
+    assert threshold_choice_text(got) == "3 (speculate while the running batch is <= 3)"
 
 
 def test_kept_below_the_median_running_batch_of_the_first_losing_level() -> None:
     got = choose([LevelPoint(4, 1.1, 4, 6), LevelPoint(5, 0.9, 5, 6)])
-    assert got.threshold == 4 and "kept below the median running batch 5 at c=5" in got.reason
+    assert got.threshold == 4 and "kept below the median running batch 5 at c=5" in threshold_reason(got)
 
 
 def test_concurrency_units_where_the_server_reported_no_running_batch() -> None:
     got = choose([LevelPoint(1, 1.5), LevelPoint(4, 1.01), LevelPoint(8, 0.7)])
     assert (got.threshold, got.unit) == (4, UNIT_CONCURRENCY)
-    assert got.text() == f"4 (speculate while concurrency is <= 4; {NO_RUNNING})"
+    assert threshold_choice_text(got) == f"4 (speculate while concurrency is <= 4; {NO_RUNNING})"
 
 
 def test_a_noisy_win_above_a_loss_does_not_count_and_no_win_means_no_threshold() -> None:
     assert choose([LevelPoint(1, 1.3), LevelPoint(2, 0.95), LevelPoint(4, 1.2)]).threshold == 1
     none = choose([LevelPoint(1, 0.99), LevelPoint(2, 1.3)])
-    assert none.threshold is None and none.text().startswith("none: EAGLE-3 is slower than baseline")
+    assert none.threshold is None and threshold_choice_text(none).startswith("none: EAGLE-3 is slower than baseline")
     top = choose([LevelPoint(1, 1.3, 1, 1), LevelPoint(2, 1.3, 2, 2)])
-    assert top.top and top.threshold == 2 and "highest level measured, c=2" in top.text()
+    assert top.top and top.threshold == 2 and "highest level measured, c=2" in threshold_choice_text(top)
 
 
 def _records(ratios: dict[int, float], running: dict[int, tuple[float, float]] | None) -> list[ResultRecord]:

@@ -34,6 +34,7 @@ from specops.decide.tune import (
 )
 from specops.errors import ConfigError
 from specops.flows.tuner import Tuner
+from specops.report.tune import points_text, tune_lines, verdict_text
 from specops.servers.arms import arms_from_vars
 from specops.sglang.adaptive import default_spec_buckets, route_steps, tier_config
 from specops.sim import model as M
@@ -153,7 +154,7 @@ def test_from_scratch_finds_the_models_threshold_and_verifies_it() -> None:
     fake = FakeHost()
     res = tuner(fake).run()
     assert res.bracket == [4, 8] and res.fine_levels == [5, 6, 7]
-    assert res.threshold == M.implied_threshold() == 5 and res.status == "verified", res.lines()
+    assert res.threshold == M.implied_threshold() == 5 and res.status == "verified", tune_lines(res)
     levels = [1, 2, 4, 5, 6, 7, 8, 16, 32, 64]
     # verified level by level, nearest the threshold first
     assert [p.name for p in fake.phases] == ["coarse", "fine"] + [f"verify threshold 5 c={c}"
@@ -277,7 +278,7 @@ def test_points_already_in_the_run_are_not_measured_again() -> None:
     assert coarse["points"] == 2 * 2                                # c=8 and c=16, both arms
     assert res.reused_points == 6 and res.threshold == 5
     assert res.measured_points == len(fake.records) - 6
-    assert "points: " in res.points_text() and "6 reused" in res.lines()[-1]
+    assert "points: " in points_text(res) and "6 reused" in tune_lines(res)[-1]
 
 
 def test_verdicts_need_every_level_and_the_gain_at_concurrency_one() -> None:
@@ -287,7 +288,7 @@ def test_verdicts_need_every_level_and_the_gain_at_concurrency_one() -> None:
     assert ok.ok and ok.gain_kept == pytest.approx(1.0)
     never = model_records("adaptive-t0", [1, 8], steps=0)   # speculates nowhere: loses the c=1 gain
     bad = verify(Levels.of(recs + never, "h"), "adaptive-t0", [1, 8])
-    assert not bad.ok and bad.shortfalls == [1] and "rejected" in bad.text()
+    assert not bad.ok and bad.shortfalls == [1] and "rejected" in verdict_text(bad)
     missing = verify(Levels.of(recs, "h"), "adaptive-t5", [1, 8, 16])
     assert not missing.ok and missing.missing == [16]
 
@@ -303,7 +304,7 @@ def test_bracket_and_fine_levels() -> None:
 def test_native_tiers_beat_the_threshold_config_and_are_verified() -> None:
     fake = FakeHost()
     res = tuner(fake, native=True, tier_steps=[0, 1, 3]).run()
-    assert res.status == "verified" and res.tiers is not None, res.lines()
+    assert res.status == "verified" and res.tiers is not None, tune_lines(res)
     assert res.tiers[1] == 3 and 0 in res.tiers.values() and 1 in res.tiers.values()
     assert res.tiers_verdict and res.tiers_verdict["ok"]
     assert res.default_comparison and max(res.default_comparison["ratios"].values()) > 1.05
@@ -443,7 +444,7 @@ def test_auto_repeats_reach_every_phase_and_stop_each_point_when_settled() -> No
         per_point[(r.arm, r.concurrency)] = per_point.get((r.arm, r.concurrency), 0) + 1
     assert per_point[("eagle3", 6)] == 4 and per_point[("baseline", 6)] == 2
     assert per_point[("baseline", 1)] == per_point[("eagle3", 64)] == 2
-    assert res.threshold == M.implied_threshold() and res.status == "verified", res.lines()
+    assert res.threshold == M.implied_threshold() and res.status == "verified", tune_lines(res)
     assert all(p["repeats"] == "auto:4" for p in res.phases)
     # a second tune over the same records measures nothing more for the coarse levels
     again = tuner(fake, settings={"repeats": "auto:4", "input_len": 32, "output_len": 64})
