@@ -7,14 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.repeats import RepeatRule
-from specops.bench.settings import as_list, one_or_list, shown
+from specops.bench.settings import EXTENDABLE, OVERRIDES, as_list, one_or_list, shown
 from specops.errors import ConfigError
 
-#: What `--resume DIR --extend` may add to a run; every other setting must match it.
-EXTENDABLE = ("concurrency", "rate", "repeats", "input_len", "output_len")
-#: settings that are lists of levels: compared as sets, extended by union
-#: settings a resumed run takes from the command line whatever the run was started with
-OVERRIDES = ("scheduling",)
+#: settings that are lists of levels: compared as sets, extended by union (what --extend may add
+#: to, and what a resumed run takes from the command line: the schema's, bench/settings.py)
 LISTS = ("concurrency", "rate", "input_len", "output_len")
 
 

@@ -32,9 +32,12 @@ from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE
 from specops.bench.trace import read_trace
 from specops.config.optionspec import (
     CHOICE,
+    EXTEND,
     FLAG,
     FLOAT,
+    IGNORE,
     INT,
+    OVERRIDE,
     PATH,
     SWITCH,
     flag_words,
@@ -171,13 +174,13 @@ class BenchSettings:
     concurrency: list[int] = setting(
         factory=lambda: [1, 2, 4, 8, 16, 32, 64], accepts=list, each=int, stored=list_of(int),
         flag="--concurrency", typed="1,2,4,8,16,32,64", help="closed loops: requests kept in flight per level",
-        parse=_as("concurrency", lambda v: _ints(v, "--concurrency")), show=_load_words("concurrency"))
+        parse=_as("concurrency", lambda v: _ints(v, "--concurrency")), show=_load_words("concurrency"), resume=EXTEND)
     # request rates (open loop): the load axis instead of concurrency
     rate: list[float] | None = setting(
         None, accepts=list, stored=list_of(int, float), with_="rate", flag="--rate",
         help="open loops instead of --concurrency: request rates per level, requests/s (e.g. 1,2,4,8 or 0.5/s); "
              "arrivals come whatever the server's speed",
-        parse=_as("rate", parse_rates), show=_load_words("rate"))
+        parse=_as("rate", parse_rates), show=_load_words("rate"), resume=EXTEND)
     # a rate point's arrival process (bench/arrivals.py)
     arrival: str = setting(
         DEFAULT_ARRIVAL, accepts=str, stored=of(str), with_="rate", flag="--arrival", typed=DEFAULT_ARRIVAL,
@@ -188,7 +191,7 @@ class BenchSettings:
     repeats: int = setting(
         3, accepts=(int, str), stored=of(int), flag="--repeats", typed="3",
         help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)",
-        parse=_repeats, show=_repeats_words)
+        parse=_repeats, show=_repeats_words, resume=EXTEND)
     repeats_auto: bool = setting(False, accepts=bool, stored=of(bool))   # --repeats auto[:MAX]: stop a settled point
     num_prompts: int | None = setting(
         None, accepts=int, stored=of(int), flag="--num-prompts", kind=INT,
@@ -200,10 +203,10 @@ class BenchSettings:
     input_len: int | list[int] = setting(
         256, accepts=(int, list), each=int, stored=is_length, flag="--input-len", typed="256",
         help="input tokens per prompt; a list (256,2048,8192) sweeps context length beside concurrency",
-        parse=_as("input_len", _lengths("--input-len")))
+        parse=_as("input_len", _lengths("--input-len")), resume=EXTEND)
     output_len: int | list[int] = setting(
         256, accepts=(int, list), each=int, stored=is_length, flag="--output-len", typed="256",
-        help="output tokens per request; a list sweeps too", parse=_as("output_len", _lengths("--output-len")))
+        help="output tokens per request; a list sweeps too", parse=_as("output_len", _lengths("--output-len")), resume=EXTEND)
     dataset: str = setting("random", accepts=str, stored=of(str), flag="--dataset", typed="random",
                            help="random | sharegpt | PATH")
     runner: str = setting(
@@ -212,7 +215,7 @@ class BenchSettings:
         help="auto: sglang's bench_serving on SGLang hosts, the builtin client on simulated ones")
     seed: int = setting(1, accepts=int, stored=of(int), flag="--seed", typed=1, kind=INT)
     keep_servers: bool = setting(False, accepts=bool, stored=of(bool), flag="--keep-servers", kind=FLAG,
-                                 help="leave servers this run launched running", must_match=False)
+                                 help="leave servers this run launched running", resume=IGNORE)
     ready_timeout: float = setting(1800.0, accepts=(int, float), stored=of(int, float))
     point_timeout: float = setting(1800.0, accepts=(int, float), stored=of(int, float))
     # latency limits (config/slo.py): goodput per point in the report
@@ -234,7 +237,7 @@ class BenchSettings:
         "auto", accepts=str, stored=of(str), flag="--arms-at-once", off="--one-arm-at-a-time", kind=SWITCH,
         help="measure each point on every arm at once (arms on distinct GPUs), or one arm at a time (default: at "
              "once where the arms have their own GPUs and the host 2 CPU cores per arm)",
-        parse=lambda v: {"scheduling": _SCHEDULES[v]}, show=_scheduling_words)
+        parse=lambda v: {"scheduling": _SCHEDULES[v]}, show=_scheduling_words, resume=OVERRIDE)
     # a trace file replayed against every arm (bench/trace.py): one level
     trace: str | None = setting(
         None, accepts=str, stored=of(str), with_="trace", flag="--trace", kind=PATH,
@@ -448,6 +451,11 @@ def settings_record(settings: BenchSettings) -> dict[str, Any]:
 #: (bench/manifest.py's RunSettings).
 STORED: dict[str, Check] = {f.name: f.metadata["stored"] for f in fields(BenchSettings)} | {"dataset_hash": of(str)}
 
+#: What `--resume DIR --extend` may add to a run; every other setting must match it.
+EXTENDABLE = tuple(f.name for f, opt in options_of(BenchSettings) if opt.resume == EXTEND)
+#: settings a resumed run takes from the command line whatever the run was started with
+OVERRIDES = tuple(f.name for f, opt in options_of(BenchSettings) if opt.resume == OVERRIDE)
+
 #: The load settings, of which a run has one axis: levels of concurrency or rate, phases or a trace.
 LOAD = ("concurrency", "rate", "arrival", "trace", "phases")
 
@@ -455,7 +463,7 @@ LOAD = ("concurrency", "rate", "arrival", "trace", "phases")
 def settings_from_options(typed: Mapping[str, Any], given: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The settings `specops bench`'s options ask for (`typed`: field name -> the option's
     value; `given`: the fields whose option was typed, not defaulted), each read by its
-    field's Option; and those of them typed (what a resumed run must match, `must_match`).
+    field's Option; and those of them typed (what a resumed run compares, all but IGNORE).
     One load axis per run: two given is a usage error, as is --arrival without --rate or --phases."""
     axis = _load_axis(typed, given)
     settings: dict[str, Any] = {}
@@ -465,7 +473,7 @@ def settings_from_options(typed: Mapping[str, Any], given: set[str]) -> tuple[di
             continue
         values = opt.read(f.name, typed.get(f.name))
         settings.update(values)
-        if f.name in given and opt.must_match:
+        if f.name in given and opt.resume != IGNORE:
             typed_settings.update(values)
     return settings, typed_settings
 

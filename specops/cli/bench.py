@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from specops.bench.resume import EXTENDABLE
-from specops.bench.settings import BenchSettings, settings_from_options, settings_words
+from specops.bench.settings import EXTENDABLE, BenchSettings, settings_from_options, settings_words
 from specops.bench.store import load_manifest, write_csv
 from specops.cli.exits import exit_with
 from specops.cli.options import (

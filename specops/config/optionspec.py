@@ -17,6 +17,10 @@ TEXT, INT, FLOAT, FLAG, CHOICE, PATH, SWITCH = "text", "int", "float", "flag", "
 
 #: The metadata key of a field's Option.
 OPTION = "option"
+#: What `--resume DIR` does with an option typed beside it: the run's recorded value must match
+#: it; `--extend` may add to it (levels, lengths, repeats); the option wins (how the run behaves,
+#: not what it measures); or it is not compared at all.
+MATCH, EXTEND, OVERRIDE, IGNORE = "match", "extend", "override", "ignore"
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,8 @@ class Option:
     `minimum` is a range). SWITCH: a `--flag/--off` pair, unset (None) unless one is given.
     `parse`: the typed value -> the settings it sets (errors name the flag); by default the
     field's own name, the value as read, nothing for None. `show`: settings -> the words that
-    ask for them again ([] leaves the flag out). `must_match`: a resumed run refuses a value
-    other than the one it was started with (False: how the run behaves, not what it measures).
+    ask for them again ([] leaves the flag out). `resume`: what `--resume` does with it typed
+    (MATCH, EXTEND, OVERRIDE or IGNORE).
     """
 
     flag: str
@@ -41,7 +45,7 @@ class Option:
     short: str | None = None
     parse: Callable[[Any], dict[str, Any]] | None = None
     show: Callable[[Mapping[str, Any]], list[str]] | None = None
-    must_match: bool = True
+    resume: str = MATCH
 
     def read(self, name: str, value: Any) -> dict[str, Any]:
         """The settings the typed `value` of field `name` sets."""

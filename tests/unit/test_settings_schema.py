@@ -120,10 +120,12 @@ def test_settings_read_back_from_their_command_line(case: Any, tmp_path: Path) -
 def test_the_command_lines_own_settings_read_back() -> None:
     """What the options typed ask for, written back as words and typed again: the same dict."""
     argv = ["--arms", "baseline,eagle3", "--rate", "1,2/s", "--arrival", "gamma:0.5", "--repeats", "auto",
-            "--one-arm-at-a-time", "--input-len", "128,512", "--slo", "ttft_ms=300", "--gpu-hour-cost", "3"]
+            "--one-arm-at-a-time", "--input-len", "128,512", "--slo", "ttft_ms=300", "--gpu-hour-cost", "3",
+            "--keep-servers"]
     settings, given = _parsed(argv)
     assert settings["rate"] == [1.0, 2.0] and settings["repeats_auto"] is True and settings["scheduling"] == \
         "one-arm-at-a-time"
+    assert settings["keep_servers"] is True    # but not compared on --resume (resume=IGNORE)
     assert set(given) == {"arms", "rate", "arrival", "repeats", "repeats_auto", "scheduling", "input_len", "slo",
                           "gpu_hour_cost"}
     assert _parsed(settings_words(settings))[0] == settings
