@@ -5,7 +5,19 @@ For hosts without SGLang's benchmark (the simulator, the offline demo). It measu
 concurrency, TTFT at the first chunk carrying tokens, ITL from chunk gaps (a chunk with
 several tokens, as speculative servers send, has its gap spread evenly over them and the
 record says `itl_spread`), TPOT = (E2E - TTFT) / (tokens - 1), output tokens from the
-server's own count (`meta_info.completion_tokens` or `usage`).
+server's own count (`meta_info.completion_tokens` or `usage`), input tokens too
+(`prompt_tokens`) where the server reports them.
+
+It sends what bench_serving sends (issue 54): the `random` dataset is `input_len` random
+token ids a prompt (`input_ids` on /generate, a list of ids as a completions `prompt`), as
+bench_serving's `random-ids`, which the sglang runner passes for `random`. It used to send
+`input_len` random words, which a real tokenizer cuts into more tokens: on the real tier's
+tiny model (byte-level BPE, vocab 500) 128 words were 365 prompt tokens, so the builtin
+client offered the server 2.85x the prompt tokens of bench_serving "on the same requests",
+filling its KV cache sooner (at 256/256 the tier's 2048-token cache held 2 such requests
+where bench_serving's fit 4: at 2 requests/s the old client's mean TTFT was 1184 ms against
+bench_serving's 27, its TPOT 2.70 ms against 2.27), and its figures differed for that reason,
+not for how it measured (bench/RESULTS.md, "Client agreement").
 
 It also records client lag: for each request, how long after its concurrency slot came
 free it was actually sent. A client that cannot keep up (a saturated event loop, a
@@ -73,8 +85,24 @@ def default_num_prompts(concurrency: int, floor: int = DEFAULT_PROMPT_FLOOR) -> 
 @dataclass(frozen=True)
 class Prompt:
     text: str
-    input_len: int      # approximate tokens (random words are ~1 token each)
+    input_len: int      # tokens: exact for `ids`; a dataset's text counts its words
     output_len: int
+    ids: tuple[int, ...] | None = None   # token ids, sent instead of `text`
+
+    def content(self) -> str | list[int]:
+        """What the request carries as its prompt: the ids where there are some, else the text."""
+        return list(self.ids) if self.ids is not None else self.text
+
+
+#: Random prompts are token ids drawn from [RANDOM_ID_LO, RANDOM_ID_HI): ids every tokenizer
+#: this tool meets has (a byte-level BPE's 256 bytes, the tier's 500-token vocabularies),
+#: past the specials a small vocabulary puts first (0-2). Each id is drawn on its own, so two
+#: prompts share no prefix the server's radix cache could reuse.
+RANDOM_ID_LO, RANDOM_ID_HI = 3, 256
+
+
+def random_ids(rng: random.Random, n: int) -> tuple[int, ...]:
+    return tuple(rng.randrange(RANDOM_ID_LO, RANDOM_ID_HI) for _ in range(n))
 
 
 def _vocabulary() -> list[str]:
@@ -122,11 +150,13 @@ def _load_dataset_texts(path: Path) -> list[str]:
 
 
 def make_prompts(n: int, *, input_len: int, output_len: int, seed: int, dataset: str = "random") -> list[Prompt]:
-    """`n` prompts, the same for the same arguments on every run and every arm."""
+    """`n` prompts, the same for the same arguments on every run and every arm. `random`:
+    `input_len` random token ids each, what bench_serving's `random-ids` sends (the sglang
+    runner's `random`), so the server prefills exactly `input_len` tokens whatever its
+    tokenizer (words were 2.85 tokens each on the real tier's; see the module docstring)."""
     rng = random.Random(f"specops-bench:{seed}")
     if dataset == "random":
-        return [Prompt(" ".join(rng.choice(_VOCAB) for _ in range(input_len)), input_len, output_len)
-                for _ in range(n)]
+        return [Prompt("", input_len, output_len, random_ids(rng, input_len)) for _ in range(n)]
     if dataset == "sharegpt":
         raise ConfigError("the builtin runner does not download ShareGPT; pass the JSON file's path",
                           where="bench --dataset", hint="--dataset /path/to/ShareGPT_V3_unfiltered_cleaned_split.json")
@@ -136,11 +166,10 @@ def make_prompts(n: int, *, input_len: int, output_len: int, seed: int, dataset:
 
 
 def trace_prompts(trace: Trace, seed: int) -> list[Prompt]:
-    """A trace's requests as prompts of its own lengths: random words (about a token each),
-    the same on every run and every arm."""
+    """A trace's requests as prompts of its own lengths in tokens: random token ids, the same
+    on every run and every arm."""
     rng = random.Random(f"specops-trace:{seed}:{trace.sha256}")
-    return [Prompt(" ".join(rng.choice(_VOCAB) for _ in range(r.input_len)), r.input_len, r.output_len)
-            for r in trace.requests]
+    return [Prompt("", r.input_len, r.output_len, random_ids(rng, r.input_len)) for r in trace.requests]
 
 
 # ---------------------------------------------------------------- one request
@@ -150,6 +179,7 @@ class RequestResult:
     ok: bool = False
     error: str | None = None
     output_tokens: int = 0
+    input_tokens: int | None = None    # the server's count of the prompt (meta_info / usage)
     ttft: float | None = None          # seconds, wall
     e2e: float | None = None
     itls: list[float] = field(default_factory=list)
@@ -164,9 +194,9 @@ class RequestResult:
 
 def _payload(api: str, prompt: Prompt, model: str | None) -> dict[str, Any]:
     if api == "generate":
-        return {"text": prompt.text, "stream": True,
+        return {("text" if prompt.ids is None else "input_ids"): prompt.content(), "stream": True,
                 "sampling_params": {"temperature": 0.0, "max_new_tokens": prompt.output_len, "ignore_eos": True}}
-    return {"model": model or "default", "prompt": prompt.text, "max_tokens": prompt.output_len,
+    return {"model": model or "default", "prompt": prompt.content(), "max_tokens": prompt.output_len,
             "temperature": 0.0, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
@@ -223,6 +253,12 @@ class _TokenCounter:
     def __init__(self, api: str):
         self.api, self.last = api, 0
         self.total: int | None = None
+        self.prompt: int | None = None   # the server's count of the prompt's tokens
+
+    def _prompt(self, src: dict[str, Any]) -> None:
+        value = src.get("prompt_tokens")
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            self.prompt = value
 
     def _count(self, count: int) -> int:
         new, self.last, self.total = count - self.last, count, count
@@ -231,10 +267,12 @@ class _TokenCounter:
     def new_tokens(self, data: dict[str, Any]) -> float | None:
         if self.api == "generate":
             meta = data.get("meta_info") or {}
+            self._prompt(meta)
             if "completion_tokens" in meta:
                 return self._count(int(meta["completion_tokens"]))
             return 1 if data.get("text") else 0
         usage = data.get("usage") or {}
+        self._prompt(usage)
         choices = data.get("choices") or []
         if usage.get("completion_tokens") is not None:
             new = self._count(int(usage["completion_tokens"]))
@@ -305,6 +343,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, api: str, prompt: Pr
     res.chunks = len(counted)
     res.marks = counted
     res.output_tokens = total if total is not None else sum(k for _, k in counted)
+    res.input_tokens = counter.prompt
     if not counted or res.output_tokens <= 0:
         res.error = "stream ended without any output tokens"
         return res
@@ -587,7 +626,8 @@ async def measure_point_async(
         error=None if ok and not failed else (
             f"{len(failed)} of {len(results)} requests failed: " + "; ".join(errors[:3]) if failed
             else "no request completed"),
-        total_input_tokens=sum(p.input_len for p, r in zip(prompts, results, strict=True) if r.ok),
+        total_input_tokens=sum(p.input_len if r.input_tokens is None else r.input_tokens
+                               for p, r in zip(prompts, results, strict=True) if r.ok),
         total_output_tokens=out_tokens,
         num_prompts=num_prompts,
         input_len=input_len,

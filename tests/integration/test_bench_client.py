@@ -38,8 +38,9 @@ def test_prompts_are_deterministic_per_seed_and_sized():
     a = make_prompts(5, input_len=32, output_len=8, seed=3)
     assert a == make_prompts(5, input_len=32, output_len=8, seed=3)
     assert a != make_prompts(5, input_len=32, output_len=8, seed=4)
-    assert all(len(p.text.split()) == 32 and p.output_len == 8 for p in a)
-    assert len({p.text for p in a}) == 5
+    # token ids, as bench_serving's random-ids: the server prefills exactly input_len tokens
+    assert all(p.ids is not None and len(p.ids) == 32 and p.output_len == 8 for p in a)
+    assert len({p.ids for p in a}) == 5
 
 
 def test_prompts_from_a_sharegpt_file_and_bad_datasets(tmp_path):
