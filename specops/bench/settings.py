@@ -1,7 +1,8 @@
 """The bench settings, described once: `BenchSettings` is what a sweep measures (the same for
 every arm, for fairness), and each field's metadata says the rest of it. From those the CLI
 makes `specops bench`'s options (cli/settingopts.py, tune's shared ones too), the typed
-options become settings (`settings_from_options`, the load axis checked there), a dict of
+options become settings (`settings_from_options`; how each option's text is read and written
+back, and the one-load-axis rule, are bench/settingtext.py's), a dict of
 settings (the command line's, a playbook's, a resumed run's manifest) is checked once
 (`BenchSettings.from_dict`), the manifest's `bench` is written (`settings_record`) and read
 (bench/manifest.py's `RunSettings` takes its checks from `STORED`), and settings become the
@@ -29,6 +30,20 @@ from specops.bench.phases import parse_phases, timeline_of
 from specops.bench.repeats import RepeatRule, parse_repeats
 from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
 from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE
+from specops.bench.settingtext import (
+    LOAD,
+    cost_words,
+    ints,
+    load_axis,
+    load_words,
+    read_as,
+    read_lengths,
+    read_repeats,
+    read_scheduling,
+    repeats_words,
+    scheduling_words,
+    slo_words,
+)
 from specops.bench.trace import read_trace
 from specops.config.optionspec import (
     CHOICE,
@@ -40,7 +55,6 @@ from specops.config.optionspec import (
     OVERRIDE,
     PATH,
     SWITCH,
-    flag_words,
     option,
     option_words,
     options_of,
@@ -74,82 +88,6 @@ def _number_or_dict(v: Any) -> bool:
     return of(int, float)(v) or of(dict)(v)
 
 
-# ----- reading an option's text, and writing it back ------------------------------------------
-
-
-def _ints(value: str, flag: str) -> list[int]:
-    try:
-        return [int(v) for v in str(value).split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} expects comma-separated integers, got '{value}'") from None
-
-
-def _lengths(flag: str) -> Callable[[Any], int | list[int]]:
-    """--input-len / --output-len: one length (an int, as before lengths were an axis) or a
-    comma-separated list of positive lengths swept beside concurrency."""
-    def read(value: Any) -> int | list[int]:
-        lengths = _ints(value, flag)
-        if not lengths:
-            raise ConfigError(f"{flag} expects a length or comma-separated lengths, got '{value}'")
-        bad = [v for v in lengths if v < 1]
-        if bad:
-            raise ConfigError(f"{flag} lengths must be at least 1, got {','.join(map(str, bad))} in '{value}'")
-        return lengths[0] if len(lengths) == 1 else lengths
-    return read
-
-
-def _as(name: str, read: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]:
-    """An option's parse: its value read by `read` into setting `name`; nothing for None."""
-    return lambda value: {} if value is None else {name: read(value)}
-
-
-def _repeats(value: Any) -> dict[str, Any]:
-    rule = parse_repeats(value)
-    return {"repeats": rule.most, "repeats_auto": rule.auto}
-
-
-def _repeats_words(settings: Mapping[str, Any]) -> list[str]:
-    if settings.get("repeats") is None:
-        return []
-    return ["--repeats", RepeatRule(bool(settings.get("repeats_auto")), int(settings["repeats"])).text()]
-
-
-#: the scheduling switch: --arms-at-once (True), --one-arm-at-a-time (False), neither (None: auto)
-_SCHEDULES = {None: "auto", True: "arms-at-once", False: "one-arm-at-a-time"}
-
-
-def _scheduling_words(settings: Mapping[str, Any]) -> list[str]:
-    mode = settings.get("scheduling")
-    return [f"--{mode}"] if mode in ("arms-at-once", "one-arm-at-a-time") else []
-
-
-def _slo_words(settings: Mapping[str, Any]) -> list[str]:
-    slo = settings.get("slo")
-    if isinstance(slo, Mapping):
-        slo = ",".join(f"{k}={v:g}" for k, v in slo.items()) or None
-    return flag_words("--slo", slo)
-
-
-def _cost_words(settings: Mapping[str, Any]) -> list[str]:
-    """A number; a per-host mapping is the hosts' `gpu_hour_cost` var's, not the option's."""
-    cost = settings.get("gpu_hour_cost")
-    return flag_words("--gpu-hour-cost", cost if isinstance(cost, (int, float)) else None)
-
-
-def _axis(settings: Mapping[str, Any]) -> str:
-    """Which load option asks for `settings`: trace, phases, rate or concurrency."""
-    for name in ("trace", "phases", "rate"):
-        if settings.get(name) is not None:
-            return name
-    return "concurrency"
-
-
-def _load_words(name: str, *also: str) -> Callable[[Mapping[str, Any]], list[str]]:
-    """A load option's words: only where the settings' load axis is `name` (or one of `also`)."""
-    flag = "--" + name.replace("_", "-")
-    return lambda settings: flag_words(flag, settings.get(name)) if _axis(settings) in (name, *also) else []
-
-
 def setting(default: Any = MISSING, *, factory: Callable[[], Any] | None = None, accepts: type | tuple[type, ...],
             stored: Check, each: type | None = None, with_: str | None = None, typed: Any = None,
             **opt: Any) -> Any:
@@ -170,28 +108,28 @@ class BenchSettings:
     arms: list[str] = setting(
         factory=lambda: ["baseline", "eagle3", "adaptive"], accepts=list, each=str, stored=list_of(str),
         flag="--arms", typed="baseline,eagle3,adaptive", help="",
-        parse=_as("arms", lambda v: [a.strip() for a in str(v).split(",") if a.strip()]))
+        parse=read_as("arms", lambda v: [a.strip() for a in str(v).split(",") if a.strip()]))
     concurrency: list[int] = setting(
         factory=lambda: [1, 2, 4, 8, 16, 32, 64], accepts=list, each=int, stored=list_of(int),
         flag="--concurrency", typed="1,2,4,8,16,32,64", help="closed loops: requests kept in flight per level",
-        parse=_as("concurrency", lambda v: _ints(v, "--concurrency")), show=_load_words("concurrency"), resume=EXTEND)
+        parse=read_as("concurrency", lambda v: ints(v, "--concurrency")), show=load_words("concurrency"), resume=EXTEND)
     # request rates (open loop): the load axis instead of concurrency
     rate: list[float] | None = setting(
         None, accepts=list, stored=list_of(int, float), with_="rate", flag="--rate",
         help="open loops instead of --concurrency: request rates per level, requests/s (e.g. 1,2,4,8 or 0.5/s); "
              "arrivals come whatever the server's speed",
-        parse=_as("rate", parse_rates), show=_load_words("rate"), resume=EXTEND)
+        parse=read_as("rate", parse_rates), show=load_words("rate"), resume=EXTEND)
     # a rate point's arrival process (bench/arrivals.py)
     arrival: str = setting(
         DEFAULT_ARRIVAL, accepts=str, stored=of(str), with_="rate", flag="--arrival", typed=DEFAULT_ARRIVAL,
         help="with --rate: the arrival process, poisson | constant | gamma:CV (CV > 1 bursty); offsets are drawn "
              "from --seed, the same for every arm and repeat",
-        parse=_as("arrival", lambda v: parse_arrival(v).text()), show=_load_words("arrival", "rate", "phases"))
+        parse=read_as("arrival", lambda v: parse_arrival(v).text()), show=load_words("arrival", "rate", "phases"))
     # with repeats_auto: the most (bench/repeats.py)
     repeats: int = setting(
         3, accepts=(int, str), stored=of(int), flag="--repeats", typed="3",
         help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)",
-        parse=_repeats, show=_repeats_words, resume=EXTEND)
+        parse=read_repeats, show=repeats_words, resume=EXTEND)
     repeats_auto: bool = setting(False, accepts=bool, stored=of(bool))   # --repeats auto[:MAX]: stop a settled point
     num_prompts: int | None = setting(
         None, accepts=int, stored=of(int), flag="--num-prompts", kind=INT,
@@ -203,10 +141,10 @@ class BenchSettings:
     input_len: int | list[int] = setting(
         256, accepts=(int, list), each=int, stored=is_length, flag="--input-len", typed="256",
         help="input tokens per prompt; a list (256,2048,8192) sweeps context length beside concurrency",
-        parse=_as("input_len", _lengths("--input-len")), resume=EXTEND)
+        parse=read_as("input_len", read_lengths("--input-len")), resume=EXTEND)
     output_len: int | list[int] = setting(
         256, accepts=(int, list), each=int, stored=is_length, flag="--output-len", typed="256",
-        help="output tokens per request; a list sweeps too", parse=_as("output_len", _lengths("--output-len")), resume=EXTEND)
+        help="output tokens per request; a list sweeps too", parse=read_as("output_len", read_lengths("--output-len")), resume=EXTEND)
     dataset: str = setting("random", accepts=str, stored=of(str), flag="--dataset", typed="random",
                            help="random | sharegpt | PATH")
     runner: str = setting(
@@ -222,7 +160,7 @@ class BenchSettings:
     slo: dict[str, float] | None = setting(
         None, accepts=(dict, str), stored=of(dict), flag="--slo",
         help="latency limits, e.g. ttft_ms=200,tpot_ms=50: goodput and attainment per point (default: the "
-             "hosts' `slo` var)", show=_slo_words)
+             "hosts' `slo` var)", show=slo_words)
     # what the report's crossover and threshold compare
     objective: str = setting(
         "throughput", accepts=str, stored=of(str), flag="--objective", typed="throughput", kind=CHOICE,
@@ -231,19 +169,19 @@ class BenchSettings:
     gpu_hour_cost: float | dict[str, float] | None = setting(
         None, accepts=(int, float, dict), stored=_number_or_dict, flag="--gpu-hour-cost", kind=FLOAT,
         help="$ per GPU-hour: $ per 1M output tokens per arm and level (default: the hosts' `gpu_hour_cost` var)",
-        show=_cost_words)
+        show=cost_words)
     # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
     scheduling: str = setting(
         "auto", accepts=str, stored=of(str), flag="--arms-at-once", off="--one-arm-at-a-time", kind=SWITCH,
         help="measure each point on every arm at once (arms on distinct GPUs), or one arm at a time (default: at "
              "once where the arms have their own GPUs and the host 2 CPU cores per arm)",
-        parse=lambda v: {"scheduling": _SCHEDULES[v]}, show=_scheduling_words, resume=OVERRIDE)
+        parse=read_scheduling, show=scheduling_words, resume=OVERRIDE)
     # a trace file replayed against every arm (bench/trace.py): one level
     trace: str | None = setting(
         None, accepts=str, stored=of(str), with_="trace", flag="--trace", kind=PATH,
         help="replay a trace file against every arm instead of levels: JSON lines of timestamp (ms), input_length, "
              "output_length (the Mooncake format bench_serving replays); the builtin runner",
-        show=_load_words("trace"))
+        show=load_words("trace"))
     # its digest when the run read it (a changed file is refused)
     trace_sha256: str | None = setting(None, accepts=str, stored=of(str), with_="trace")
     # rates one after another (bench/phases.py): one level, one timeline
@@ -251,7 +189,7 @@ class BenchSettings:
         None, accepts=str, stored=of(str), with_="phases", flag="--phases",
         help="load that changes: request rates one after another, RATE[/s]:DUR[s|m],... e.g. "
              "'2/s:120s,16/s:120s,2/s:120s', one timeline for every arm; the builtin runner",
-        parse=_as("phases", lambda v: (parse_phases(v), v)[1]), show=_load_words("phases"))
+        parse=read_as("phases", lambda v: (parse_phases(v), v)[1]), show=load_words("phases"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
@@ -456,16 +394,12 @@ EXTENDABLE = tuple(f.name for f, opt in options_of(BenchSettings) if opt.resume 
 #: settings a resumed run takes from the command line whatever the run was started with
 OVERRIDES = tuple(f.name for f, opt in options_of(BenchSettings) if opt.resume == OVERRIDE)
 
-#: The load settings, of which a run has one axis: levels of concurrency or rate, phases or a trace.
-LOAD = ("concurrency", "rate", "arrival", "trace", "phases")
-
-
 def settings_from_options(typed: Mapping[str, Any], given: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The settings `specops bench`'s options ask for (`typed`: field name -> the option's
     value; `given`: the fields whose option was typed, not defaulted), each read by its
     field's Option; and those of them typed (what a resumed run compares, all but IGNORE).
     One load axis per run: two given is a usage error, as is --arrival without --rate or --phases."""
-    axis = _load_axis(typed, given)
+    axis = load_axis(typed, given)
     settings: dict[str, Any] = {}
     typed_settings: dict[str, Any] = {}
     for f, opt in options_of(BenchSettings):
@@ -476,31 +410,6 @@ def settings_from_options(typed: Mapping[str, Any], given: set[str]) -> tuple[di
         if f.name in given and opt.resume != IGNORE:
             typed_settings.update(values)
     return settings, typed_settings
-
-
-def _load_axis(typed: Mapping[str, Any], given: set[str]) -> tuple[str, ...]:
-    """The load options a run keeps: `phases` (with its arrival), a `trace`, `rate` levels
-    and their `arrival`, or `concurrency` levels."""
-    if typed.get("phases") is not None:
-        if typed.get("rate") is not None or "concurrency" in given or typed.get("trace") is not None:
-            raise ConfigError("--phases is the run's whole load: give it without --rate, --concurrency or --trace",
-                              where="bench --phases", hint="one load per run: --phases '2/s:120s,16/s:120s,2/s:120s'")
-        return ("phases", "arrival")
-    if typed.get("trace") is not None:
-        if typed.get("rate") is not None or "concurrency" in given or "arrival" in given:
-            raise ConfigError("--trace replays the file's own arrivals: give it without --rate, --arrival or "
-                              "--concurrency", where="bench --trace")
-        return ("trace",)
-    if parse_arrival(typed.get("arrival") or DEFAULT_ARRIVAL).kind == TRACE:
-        raise ConfigError("--arrival trace is what --trace FILE replays; give the file", where="bench --arrival")
-    if typed.get("rate") is not None and "concurrency" in given:
-        raise ConfigError("give --rate (open loops) or --concurrency (closed loops), not both", where="bench --rate",
-                          hint="one load axis per run: --rate 1,2,4,8 or --concurrency 1,2,4,8")
-    if typed.get("rate") is None:
-        if "arrival" in given:
-            raise ConfigError("--arrival shapes the arrivals of --rate; give --rate too", where="bench --arrival")
-        return ("concurrency",)
-    return ("rate", "arrival")
 
 
 def settings_words(settings: Mapping[str, Any], names: Callable[[str], bool] = lambda _n: True) -> list[str]:
