@@ -1,5 +1,6 @@
-"""`specops verify`: the acceptance check on a deployed host; the checks live in bench/acceptance,
-the flow (connection, report files) in flows/verify_run."""
+"""`specops verify`: the acceptance check on a deployed host; bench/acceptance measures,
+decide/verify judges, report/verify words the report, flows/verify_run opens the connection
+and writes the files; this module parses, calls and prints the verdicts."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""`specops verify` on one host: its connection opened around bench.acceptance's checks, and
-the report written (verify.md and verify.json, default runs/<id>/ beside the inventory). The
-CLI parses the options, calls `verify_host` and prints the verdicts."""
+"""`specops verify` on one host: its connection opened around bench.acceptance's measuring,
+decide/verify.py's verdicts worded by report/verify.py, and the report written (verify.md and
+verify.json, default runs/<id>/ beside the inventory). The CLI parses the options, calls
+`verify_host` and prints the verdicts."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specops.bench.acceptance import Verification, report_markdown
-from specops.bench.acceptance import verify as run_checks
+from specops.bench.acceptance import measure
 from specops.config.inventory import load_inventory
 from specops.fsutil import atomic_write
+from specops.report.verify import Verification, report_markdown, verification
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
 from specops.transport.connect import open_transport
@@ -34,8 +35,9 @@ def verify_host(inventory_path: str | None, host_spec: str, *, prompts: int, max
     inv = load_inventory(inventory_path)
     host = inv.select_one(host_spec, "verify checks")
     with open_transport(host) as transport:
-        result = run_checks(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens,
-                            resume_steps=resume_steps)
+        measured = measure(inv, host, transport, prompts=prompts, max_new_tokens=max_new_tokens,
+                           resume_steps=resume_steps)
+    result = verification(measured)
     path = out or default_runs_dir(inv.path) / new_run_id("verify") / "verify.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, report_markdown(result) + "\n")

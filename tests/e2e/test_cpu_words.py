@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench.acceptance import Verification, device_facts, report_markdown
+from specops.bench.acceptance import device_facts
+from specops.report.verify import Verification, report_markdown
 from specops.transport.local import LocalTransport
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars

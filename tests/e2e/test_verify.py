@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops.bench.acceptance import (
-    RESUME_FLOOR,
-    Acceptance,
+from specops.bench.acceptance import Acceptance
+from specops.decide.verify import RESUME_FLOOR
+from specops.report.verify import (
     Check,
     Verification,
-    _accept,
-    _drafting,
-    _resumed,
-    _transitions,
+    accept_check,
+    drafting_check,
     report_markdown,
+    resumed_check,
+    transitions_check,
 )
 from specops.secrets import remember
 from specops.servers.lifecycle import ServerState
@@ -160,11 +160,11 @@ def test_bad_host_is_bad_input(tmp_path: Path) -> None:
 
 def test_transitions_without_drafting_back_on_fail_and_quote_the_lines() -> None:
     log = f"[2026-01-01 00:00:01 TP0] {transition_line(False, 5, 3)}\n[2026-01-01 00:00:02] Decode batch\n"
-    check = _transitions(log, 3)
+    check = transitions_check(log, 3)
     assert check.ok is False and "never came back on" in check.detail
     assert check.evidence == [f"[2026-01-01 00:00:01 TP0] {transition_line(False, 5, 3)}"]
-    assert _transitions("", 3).ok is False
-    assert _transitions(log + f"[x] {transition_line(True, 1, 3)}\n", 3).ok is True
+    assert transitions_check("", 3).ok is False
+    assert transitions_check(log + f"[x] {transition_line(True, 1, 3)}\n", 3).ok is True
 
 
 def test_the_report_masks_secrets() -> None:
@@ -177,11 +177,11 @@ def test_the_report_masks_secrets() -> None:
 
 def test_a_native_adaptive_arm_makes_the_log_evidence_unavailable_not_failed() -> None:
     state = _state("native-adaptive")
-    check = _drafting(state, None, 8)
+    check = drafting_check(state, None, 8)
     assert check.ok is None and check.verdict == "UNAVAILABLE" and "native-adaptive" in check.detail
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=1, checks=[check])
     assert v.ok and "### UNAVAILABLE: drafting stopped" in report_markdown(v)
-    assert _resumed(v, state, None).verdict == "UNAVAILABLE"
+    assert resumed_check(v, state, None).verdict == "UNAVAILABLE"
 
 
 def _decode(running: int, accept: float | None, tokens: int = 40) -> str:
@@ -214,21 +214,21 @@ def test_acceptance_that_drops_after_drafting_resumes_fails_the_check_quoting_bo
     accept fewer drafts; the identity of the tokens need not change, so only this shows it."""
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=8, threshold=1,
                      arms={"adaptive": {}})
-    stale = _resumed(v, _state(), _adaptive_log([1.0, 1.5, 2.0, 3.0, 3.0]), steps=3)
+    stale = resumed_check(v, _state(), _adaptive_log([1.0, 1.5, 2.0, 3.0, 3.0]), steps=3)
     assert stale.ok is False and f"below {RESUME_FLOOR}x" in stale.detail, stale
     # the before side leaves out the request's last step (`#token: 0`: cut by the token limit)
     assert stale.evidence == ["off at running batch 3, on at running batch 1; accept length before 2.67 (3 steps), "
                               "after 1.50 (3 steps): 0.56x (at most 0.78x within two standard errors)"]
     assert v.arms["adaptive"]["off_stretches"] == [{"off_batch": 3, "on_batch": 1, "before": [3.0, 3.0, 2.0],
                                                     "after": [1.0, 1.5, 2.0], "ratio": 0.5625, "ratio_bound": 0.7790}]
-    fresh = _resumed(v, _state(), _adaptive_log([3.0, 3.0, 2.0, 1.0]), steps=3)
+    fresh = resumed_check(v, _state(), _adaptive_log([3.0, 3.0, 2.0, 1.0]), steps=3)
     assert fresh.ok is True and fresh.evidence[0].endswith("after 2.67 (3 steps): 1.00x (at most 1.25x within two "
                                                            "standard errors)"), fresh
     # a real head's step-to-step spread: a mean below 0.9x that the steps' noise covers passes
-    noisy = _resumed(v, _state(), _adaptive_log([3.0, 1.0, 3.0]), steps=3)
+    noisy = resumed_check(v, _state(), _adaptive_log([3.0, 1.0, 3.0]), steps=3)
     assert noisy.ok is True and "0.88x" in noisy.evidence[0], noisy
     # lines every 40 steps: nothing logged right after the resume
-    sparse = _resumed(v, _state(), _adaptive_log([]))
+    sparse = resumed_check(v, _state(), _adaptive_log([]))
     assert sparse.ok is None and "--decode-log-interval 1" in sparse.detail
 
 
@@ -239,8 +239,8 @@ def test_an_arm_that_accepts_no_drafted_token_fails_the_check() -> None:
     drafting.requests, drafting.tokens, drafting.verify_steps = 2, 16, 6  # 8 drafts accepted
     wasted.requests, wasted.tokens, wasted.verify_steps = 2, 16, 14  # each verify committed the target's token only
     assert (drafting.accepted_drafts, wasted.accepted_drafts) == (8, 0)
-    check = _accept(v, {"eagle3": wasted, "adaptive": drafting})
+    check = accept_check(v, {"eagle3": wasted, "adaptive": drafting})
     assert check.ok is False and check.detail.startswith("eagle3 accepted none of its drafted tokens"), check
-    assert _accept(v, {"eagle3": drafting, "adaptive": drafting}).ok is True
+    assert accept_check(v, {"eagle3": drafting, "adaptive": drafting}).ok is True
     silent.requests, silent.tokens, silent.reported = 2, 16, False  # a server that does not count
-    assert _accept(v, {"eagle3": drafting, "adaptive": silent}).ok is None
+    assert accept_check(v, {"eagle3": drafting, "adaptive": silent}).ok is None

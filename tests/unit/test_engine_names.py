@@ -45,8 +45,8 @@ KNOWN = {
     ("specops/bench/bench_serving.py", "sglang.bench_serving"): "the module name bench_serving runs",
     ("specops/bench/runners.py", "bench_serving"): "SglangRunner's failure message names the client that failed",
     # messages and help text that name what a person reads
-    ("specops/bench/acceptance.py", "Decode batch"): "verify's hint names the log line a person looks for",
-    ("specops/bench/acceptance.py", "--decode-log-interval"): "verify's hint names the flag that logs every step",
+    ("specops/report/verify.py", "Decode batch"): "verify's hint names the log line a person looks for",
+    ("specops/report/verify.py", "--decode-log-interval"): "verify's hint names the flag that logs every step",
     ("specops/bench/settings.py", "bench_serving"): "--runner's and --trace's help (the settings schema) name the client the sglang runner runs",
     ("specops/report/markdown.py", "sglang:num_running_reqs"): "the report's method note names the gauge read",
     ("specops/report/markdown.py", "#running-req"): "the report's method note names the log field read",

@@ -149,11 +149,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engines",),     # the serving engine behind one protocol (SGLang, the simulator): flags, launch, lines, metrics
     ("servers",),
     ("bench",),       # measuring: points, sweeps, arm pools, runners, clients, records and their files
-    ("decide",),      # deciding: threshold, goodput, summary math (crossover, envelope, tax), tune's search
+    ("decide",),      # deciding, as numbers and enums (test_decide_words.py): threshold, goodput, summary math, tune's search, verify's verdicts
     ("steps",),
     ("run",),
     ("render",),      # the console: progress, bars, tables, hosts, logs
-    ("report",),      # reporting what decide computed: report.md, report.html, summary.json, plots, compare
+    ("report",),      # reporting what decide computed, in words: report.md, report.html, summary.json, plots, compare, verify.md
     ("flows",),       # command flows above run/: a playbook's run, tune, tune's reuse, host actions
     ("cli",),
     ("__main__",),

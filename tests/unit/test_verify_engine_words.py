@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from specops.bench import acceptance
-from specops.bench.acceptance import Verification, report_markdown
 from specops.errors import StepError
+from specops.report.verify import Verification, infos_check, report_markdown
 from specops.secrets import MASK, remember
 from specops.servers import ServerState
 from specops.vllm.serving import LAUNCH_MODULE
@@ -34,7 +34,7 @@ def test_the_version_check_and_the_report_name_the_arms_engine(monkeypatch: pyte
     monkeypatch.setattr(acceptance, "_server_info", lambda url: {"version": "0.31.0"})
     result = Verification(host="cpu", specops_version="x", prompts=1, max_new_tokens=1)
     chosen = {"baseline": _state("baseline", 1, argv), "adaptive": _state("adaptive", 2, argv)}
-    check = acceptance._infos(result, chosen, {"baseline": "u1", "adaptive": "u2"})
+    check = infos_check(result, *acceptance.read_infos(chosen, {"baseline": "u1", "adaptive": "u2"}))
     assert check.ok and check.detail == f"all two answer, {title} 0.31.0", check.detail
     assert result.arms["baseline"]["engine"] == title
     text = report_markdown(result)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench.acceptance import Acceptance, Verification, _accept, _drafting, _identity, _resumed, arm_names
+from specops.bench.acceptance import Acceptance, arm_names
 from specops.bench.running import off_stretches
 from specops.config.inventory import load_inventory
 from specops.errors import ConfigError
+from specops.report.verify import Verification, accept_check, drafting_check, identity_check, resumed_check
 from specops.servers.lifecycle import ServerState
 from tests.support.deploy import inventory
 from tests.unit.test_real_tier_native import LOG, OFF, ON
@@ -30,22 +31,22 @@ def _state(mechanism: str = "native-adaptive") -> ServerState:
 
 
 def test_the_native_switch_lines_are_the_drafting_evidence() -> None:
-    check = _drafting(_state(), LOG, 1)
+    check = drafting_check(_state(), LOG, 1)
     assert check.ok is True, check
     assert check.detail == "SGLang's tiers: 0 steps at running batch 3 > 1, drafting again at 1 <= 1"
     assert OFF in check.evidence and ON in check.evidence and check.evidence[0] == "log: /x.log"
 
 
 def test_native_evidence_fails_without_a_switch_or_when_drafting_never_comes_back() -> None:
-    none = _drafting(_state(), LOG.replace(OFF + "\n", "").replace(ON + "\n", ""), 1)
+    none = drafting_check(_state(), LOG.replace(OFF + "\n", "").replace(ON + "\n", ""), 1)
     assert none.ok is False and "no 'steps N -> 0' switch line" in none.detail, none
-    stuck = _drafting(_state(), LOG.replace(ON + "\n", ""), 1)
+    stuck = drafting_check(_state(), LOG.replace(ON + "\n", ""), 1)
     assert stuck.ok is False and stuck.detail == ("drafting went off (batch 3) but never came back on at a "
                                                   "batch <= 1"), stuck
-    narrow = _drafting(_state(), LOG.replace("#running-req: 3", "#running-req: 1"), 1)
+    narrow = drafting_check(_state(), LOG.replace("#running-req: 3", "#running-req: 1"), 1)
     assert narrow.ok is False and "only at running batches <= 1" in narrow.detail, narrow
     # the patch's reader finds nothing in these lines: the mechanism picks the reader
-    assert _drafting(_state("dynamic-spec-disable-patch"), LOG, 1).ok is False
+    assert drafting_check(_state("dynamic-spec-disable-patch"), LOG, 1).ok is False
 
 
 def test_the_off_steps_accept_figures_do_not_count_as_drafting() -> None:
@@ -55,10 +56,10 @@ def test_the_off_steps_accept_figures_do_not_count_as_drafting() -> None:
     assert (stretch.off_batch, stretch.on_batch) == (3, 1)
     assert stretch.before == (3.0,) and stretch.after == (3.0, 3.0, 3.0) and stretch.ratio == 1.0
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=5, threshold=1, arms={"adaptive": {}})
-    resumed = _resumed(v, _state(), ALONE + LOG, steps=3)
+    resumed = resumed_check(v, _state(), ALONE + LOG, steps=3)
     assert resumed.ok is True and v.arms["adaptive"]["off_stretches"][0]["after"] == [3.0, 3.0, 3.0], resumed
     stale = ALONE + LOG.replace("accept len: 3.00, accept rate: 1.00", "accept len: 1.50, accept rate: 0.25")
-    assert _resumed(v, _state(), stale, steps=3).ok is False
+    assert resumed_check(v, _state(), stale, steps=3).ok is False
 
 
 def test_verify_needs_baseline_and_adaptive_and_checks_eagle3_where_there_is_one(tmp_path: Path) -> None:
@@ -76,11 +77,11 @@ def test_verify_needs_baseline_and_adaptive_and_checks_eagle3_where_there_is_one
                                           "eagle3 .eagle3."):
         names({"baseline": {"port": 1}, "eagle3": {"port": 3}})
     # without an EAGLE-3 arm, identity and acceptance are the adaptive arm's alone
-    same = _identity("c", ["p"], {"baseline": [[1, 2]], "adaptive": [[1, 2]]})
+    same = identity_check("c", ["p"], {"baseline": [[1, 2]], "adaptive": [[1, 2]]})
     assert same.ok is True and same.detail == "1 requests: adaptive's ids equal baseline's token for token"
-    off = _identity("c", ["p"], {"baseline": [[1, 2]], "adaptive": [[1, 3]]})
+    off = identity_check("c", ["p"], {"baseline": [[1, 2]], "adaptive": [[1, 3]]})
     assert off.ok is False and off.detail == "1 of 1 outputs differ from baseline's"
     drafting = Acceptance()
     drafting.requests, drafting.tokens, drafting.verify_steps = 2, 16, 6
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=8, arms={"adaptive": {}})
-    assert _accept(v, {"baseline": Acceptance(), "adaptive": drafting}).ok is True
+    assert accept_check(v, {"baseline": Acceptance(), "adaptive": drafting}).ok is True

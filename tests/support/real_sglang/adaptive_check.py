@@ -41,8 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from specops.bench.acceptance import RESUME_FLOOR
 from specops.bench.running import RESUMED_STEPS, off_stretches
+from specops.decide.verify import RESUME_FLOOR
 from specops.patching import apply, load_patchset
 from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree

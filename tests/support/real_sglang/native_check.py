@@ -38,9 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from specops.bench.acceptance import RESUME_FLOOR
 from specops.bench.running import RESUMED_STEPS
 from specops.config.inventory import Host
+from specops.decide.verify import RESUME_FLOOR
 from specops.servers.launch import LaunchPlan
 from specops.servers.plans import plan_arms
 from specops.sglang.adaptive import STEP_SWITCH_RE, parse_step_switches, parse_transitions
