@@ -76,9 +76,14 @@ def _skip(reason: str) -> None:
     pytest.skip(reason)
 
 
+#: scripts that start a real engine themselves: their smoke run is a real-tier test (named here)
+REAL_TIER = {"client_agreement.py": "tests/real_sglang/test_client_agreement.py"}
+
+
 def test_every_script_under_bench_is_listed() -> None:
-    """A new script gets a smoke run here (or this fails)."""
-    assert sorted(p.name for p in BENCH.glob("*.py")) == sorted(s.name for s in _scripts())
+    """A new script gets a smoke run here, or in the real tier's test named in REAL_TIER (or this fails)."""
+    assert sorted(p.name for p in BENCH.glob("*.py")) == sorted([s.name for s in _scripts()] + list(REAL_TIER))
+    assert all((REPO / test).is_file() for test in REAL_TIER.values())
 
 
 @pytest.mark.parametrize("script", _scripts(), ids=lambda s: s.name)

@@ -1,0 +1,61 @@
+"""bench/client_agreement.py on a real SGLang server, at its smallest settings: it starts the
+tier's plain server, runs specops's builtin client then SGLang's bench_serving (one order:
+each bench_serving start costs ~8 s of imports; the script's default runs both orders) at
+one closed-loop load and one rate, and prints its figures and, last, one JSON object with
+each load's figures, ratios and agreement flag (issue 54, point 1).
+
+Only the structure is checked: the figures are timings of this machine, and a loaded CI
+machine must not fail on them (bench/RESULTS.md has the measured agreement). Both clients
+must have completed every request and seen the same number of input and output tokens:
+that is what makes their figures comparable at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.real_sglang import PATCH_ROUTE_GROUP
+from tests.support.real_sglang.models import TinyModels
+from tests.support.real_sglang.runtime import Runtime
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP),
+              pytest.mark.timeout(1800)]  # a first run builds the runtime (~4-9 min) in its setup
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "client_agreement.py"
+METRICS = {"output_throughput", "mean_ttft_ms", "mean_tpot_ms", "p50_itl_ms"}
+
+
+def test_client_agreement_script_prints_both_clients_figures_per_load(real_runtime: Runtime,
+                                                                     tiny_models: TinyModels,
+                                                                     tmp_path: Path) -> None:
+    n = 4
+    argv = [sys.executable, str(SCRIPT), "--concurrency", "1", "--rate", "4", "--num-prompts", str(n),
+            "--input-len", "16", "--output-len", "8", "--order", "builtin-first", "--nice", str(os.nice(0)), "--workdir", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "bs = sglang.bench_serving, bi = specops builtin" in proc.stdout, out[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["sglang"] == "0.5.10.post1" and result["order"] == "builtin-first"
+    assert isinstance(result["agree_within_5pct"], bool)
+    assert set(result["loads"]) == {"c1", "r4"}
+    for key, load in result["loads"].items():
+        assert load["runs_each"] == 1, key
+        assert [o["order"] for o in load["orders"]] == ["builtin then bench_serving"], key
+        for client in ("builtin", "bench_serving"):
+            figures = load[client]
+            assert METRICS <= set(figures), (key, client)
+            assert all(isinstance(figures[m], (int, float)) and figures[m] >= 0 for m in METRICS), (key, client)
+            assert figures["total_input_tokens"] == n * 16 and figures["total_output_tokens"] == n * 8, (key, client)
+        assert set(load["ratio"]) == METRICS and all(isinstance(r, float) for r in load["ratio"].values()), key
+        assert isinstance(load["within_5pct"], bool) and isinstance(load["worst_deviation"], float), key
+    ends = result["loads"]["r4"]["schedule_end_s"]
+    assert isinstance(ends["builtin"], float) and isinstance(ends["bench_serving"], float), ends
