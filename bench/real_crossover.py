@@ -59,6 +59,10 @@ RESULTS = REPO / "bench" / "RESULTS.md"
 PLOTS = REPO / "bench" / "real_crossover"
 SGLANG_NOT_DONE = "not done this round: this script runs the vLLM route only"
 COMMAND_TIMEOUT_S = 3600
+#: vLLM logs each engine step's requests, tokens and elapsed time: a decode step's cost, measured
+ITERATION_LOG = "--enable-logging-iteration-details"
+_ITERATION = re.compile(r"Iteration\(\d+\): 0 context requests, 0 context tokens, (\d+) generation requests, "
+                        r"(\d+) generation tokens, iteration elapsed time: ([0-9.]+) ms")
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,8 @@ def _shown(arg: str, work: Path) -> str:
 def _arm(kind: str, models: VLLMModels, cfg: Config, cache: Path, **more: Any) -> dict[str, Any]:
     arm: dict[str, Any] = {
         "kind": kind, "model": str(models.target), "port": free_port(),
-        "extra_args": ["--dtype", "float32", "--max-model-len", str(cfg.max_model_len), "--enforce-eager"],
+        "extra_args": ["--dtype", "float32", "--max-model-len", str(cfg.max_model_len), "--enforce-eager",
+                       ITERATION_LOG],
         "env": {"VLLM_CACHE_ROOT": str(cache), "OMP_NUM_THREADS": "1"}, **more}
     if kind != "baseline":
         arm.update({"draft_model": str(models.draft), "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4})
@@ -179,6 +184,17 @@ def accept_lengths(summary: dict[str, Any] | None) -> dict[str, dict[str, float 
     return out
 
 
+def step_ms(work: Path, arm: str) -> dict[str, float]:
+    """Median elapsed ms of the arm's pure decode steps, by "requests x tokens" (vLLM's per-step
+    log, every log of the arm so far)."""
+    times: dict[str, list[float]] = {}
+    for log in sorted((work / "w" / ".specops" / "logs").glob(f"{arm}.log*")):
+        for m in _ITERATION.finditer(log.read_text(errors="replace")):
+            times.setdefault(f"{m[1]}x{int(m[2]) // int(m[1])}", []).append(float(m[3]))
+    return {k: round(sorted(v)[len(v) // 2], 1) for k, v in sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0]))
+            if len(v) >= 3}
+
+
 def _load() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -186,7 +202,7 @@ def _load() -> str:
         return "n/a"
 
 
-def run_loop(cfg: Config, models: VLLMModels, work: Path) -> tuple[dict[str, Any], Loop]:
+def run_loop(cfg: Config, models: VLLMModels, work: Path, tune_repeats: str | None = None) -> tuple[dict[str, Any], Loop]:
     venv = ensure_runtime(VLLM).root
     inventory = write_inventory(work, models, cfg, venv)
     loop = Loop(work, inventory)
@@ -206,8 +222,9 @@ def run_loop(cfg: Config, models: VLLMModels, work: Path) -> tuple[dict[str, Any
         route["crossover"] = _host(before).get("crossover")
         route["throughput_before"] = throughput(before)
         route["accept_length"] = accept_lengths(before).get("eagle3")
+        route["step_ms"] = {arm: step_ms(work, arm) for arm in ("baseline", "eagle3")}
         loop.cli("tune", "--host", "cpu", "-i", "hosts.yaml", "--from", "bench-before", "--concurrency", levels,
-                 "--repeats", str(cfg.repeats), *shape, "--candidates", str(cfg.candidates), "--write", "--emit",
+                 "--repeats", tune_repeats or str(cfg.repeats), *shape, "--candidates", str(cfg.candidates), "--write", "--emit",
                  "--out", "tune", "--runs-dir", "runs")
         tune = (_json(work / "tune" / "tune.json") or {}).get("result") or {}
         route["tune"] = {"status": tune.get("status"), "message": tune.get("message"),
@@ -306,6 +323,9 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
     lines.append("| **EAGLE-3 / baseline** | " + " | ".join(_fmt(ratios.get(c)) for c in levels) + " |")
     acc = route.get("accept_length") or {}
     lines.append("| accept length (vLLM's counters) | " + " | ".join(_fmt(acc.get(c)) for c in levels) + " |")
+    steps = route.get("step_ms") or {}
+    lines += ["", "Median decode step, ms, by running requests x tokens each (vLLM's per-step log, "
+              f"`{ITERATION_LOG}`): baseline {steps.get('baseline')}, EAGLE-3 {steps.get('eagle3')}."]
     cross = route.get("crossover") or {}
     lines += ["", f"Crossover (bench's report): {cross.get('kind')} {_fmt(cross.get('value'), 1)} "
               f"(between {cross.get('below')} and {cross.get('above')}).", ""]
@@ -354,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="tiny models, 2 levels, 2 prompts; no RESULTS.md")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
     parser.add_argument("--concurrency", help="levels, comma list (default 1,2,4,8,16; --small 1,2)")
+    parser.add_argument("--tune-repeats", help="tune's --repeats (default: the benches' count), e.g. auto:3")
     parser.add_argument("--no-results", action="store_true", help="leave bench/RESULTS.md and its plots alone")
     parser.add_argument("--nice", type=int, default=-10,
                         help="this process's niceness, inherited by the servers and clients it starts, so other "
@@ -372,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="specops-real-crossover-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        route, loop = run_loop(cfg, models, work)
+        route, loop = run_loop(cfg, models, work, args.tune_repeats)
         route["niceness"] = nice
         if not (args.small or args.no_results):
             build = _json(models.root / "build.json")
