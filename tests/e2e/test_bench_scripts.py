@@ -77,7 +77,8 @@ def _skip(reason: str) -> None:
 
 
 #: scripts that start a real engine themselves: their smoke run is a real-tier test (named here)
-REAL_TIER = {"client_agreement.py": "tests/real_sglang/test_client_agreement.py"}
+REAL_TIER = {"client_agreement.py": "tests/real_sglang/test_client_agreement.py",
+             "real_crossover.py": "tests/real_sglang/test_real_crossover.py"}
 
 
 def test_every_script_under_bench_is_listed() -> None:
