@@ -360,17 +360,15 @@ def one_or_list(values: list[int]) -> int | list[int]:
     return values[0] if len(values) == 1 else list(values)
 
 
-
 def dataset_hash(settings: BenchSettings) -> str:
     """A fingerprint of the prompts every arm receives, so runs can be compared honestly."""
     from specops.bench.client import make_prompts  # (see runners.BuiltinRunner.measure)
 
     lengths = settings.lengths()
-    texts = [p.text for i, o in lengths
-             for p in make_prompts(4, input_len=i, output_len=o, seed=settings.seed, dataset=settings.dataset)]
-    blob = json.dumps([settings.dataset, settings.input_len, settings.output_len, settings.seed, texts])
+    contents = [p.content() for i, o in lengths
+                for p in make_prompts(4, input_len=i, output_len=o, seed=settings.seed, dataset=settings.dataset)]
+    blob = json.dumps([settings.dataset, settings.input_len, settings.output_len, settings.seed, contents])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
 
 
 def settings_record(settings: BenchSettings) -> dict[str, Any]:
