@@ -111,7 +111,7 @@ def ensure_vllm_models() -> VLLMModels:
 
 def ensure_vllm_heavy_models() -> VLLMModels:
     """The heavy vLLM set (make_heavy_models.py over vLLM's tiny set), made first if missing
-    (~1 min and 2.4 GB on disk); `bad_draft` is the tiny set's."""
+    (~40 s and 1.2 GB on disk); `bad_draft` is the tiny set's."""
     tiny = ensure_vllm_models()
     root = vllm_heavy_dir()
     if not (root / "vocab.txt").is_file():
