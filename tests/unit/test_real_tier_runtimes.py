@@ -55,4 +55,4 @@ def test_every_real_module_runs_in_one_of_the_two_groups():
         (group,) = [m.args[0] for m in marks if m.name == "xdist_group"]
         groups.setdefault(group, []).append(path.stem)
     assert set(groups) == {PATCH_ROUTE_GROUP, NEWER_ENGINES_GROUP}, groups
-    assert groups[NEWER_ENGINES_GROUP] == ["test_native_host", "test_vllm_host"], groups
+    assert groups[NEWER_ENGINES_GROUP] == ["test_heavy_models", "test_native_host", "test_real_crossover", "test_vllm_host"], groups
