@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specops.bench.bench_serving import parse_bench_serving_output
-from specops.bench.client import _VOCAB, default_num_prompts, measure_point
+from specops.bench.client import default_num_prompts, measure_point
 from specops.sglang.source import ensure_tree
 from specops.sim.testing import run_sim
 
@@ -94,13 +94,23 @@ def ensure_venv(venv: Path) -> Path:
     return py
 
 
+def _words() -> list[str]:
+    """~1000 short token-like words, the same on every machine: the tokenizer's vocabulary
+    (the builtin client sends token ids; bench_serving's random prompts are decoded through it)."""
+    onsets = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
+              "st", "tr", "pl", "gr", "ch", "sh", "th"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ea", "ou"]
+    codas = ["", "n", "r", "s", "t", "l"]
+    return [o + v + c for o in onsets for v in vowels for c in codas]
+
+
 def ensure_tokenizer(py: Path, out: Path, env: dict[str, str]) -> Path:
-    """A WordLevel tokenizer over the builtin client's vocabulary: one token per prompt word."""
+    """A WordLevel tokenizer over `_words()`: one token per word."""
     if (out / "tokenizer.json").exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
     words = out.parent / "vocab-words.json"
-    words.write_text(json.dumps(_VOCAB))
+    words.write_text(json.dumps(_words()))
     script = out.parent / "make_tokenizer.py"
     script.write_text(_TOKENIZER_SCRIPT)
     run([str(py), str(script), str(words), str(out)], timeout=300, env=env)

@@ -105,18 +105,6 @@ def random_ids(rng: random.Random, n: int) -> tuple[int, ...]:
     return tuple(rng.randrange(RANDOM_ID_LO, RANDOM_ID_HI) for _ in range(n))
 
 
-def _vocabulary() -> list[str]:
-    """~1000 short token-like words, the same on every machine (no tokenizer needed)."""
-    onsets = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
-              "st", "tr", "pl", "gr", "ch", "sh", "th"]
-    vowels = ["a", "e", "i", "o", "u", "ai", "ea", "ou"]
-    codas = ["", "n", "r", "s", "t", "l"]
-    return [o + v + c for o in onsets for v in vowels for c in codas]
-
-
-_VOCAB = _vocabulary()
-
-
 def _load_dataset_texts(path: Path) -> list[str]:
     """Prompts from a ShareGPT JSON list (first human turn) or a JSONL of {prompt|text}."""
     # imported here: yaml (~25 ms) would otherwise load in every point's client process
