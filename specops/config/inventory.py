@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, cast, get_args
 
+from specops.config import engine_registry
+from specops.config.engine_registry import Feature
 from specops.config.schema import check_keys, choice, expect, suggest, where_of
 from specops.config.slurm import SlurmSettings, apply_login, parse_slurm
 from specops.config.yamlfile import Mapping, load_file
@@ -37,23 +39,10 @@ CONNECTIONS = ("ssh", "local")
 HostKeyMode = Literal["accept-new", "strict"]
 HOST_KEY_MODES: tuple[HostKeyMode, ...] = get_args(HostKeyMode)
 DEFAULT_HOST_KEY_MODE: HostKeyMode = "accept-new"
-ENGINES = ("sglang", "sim", "vllm", "sim-vllm")
-#: the engines that run no model (the simulator, with SGLang's or vLLM's face): the `simulated`
-#: variable playbooks choose steps by (tests/unit/test_engines.py checks it against the engines)
-SIMULATED_ENGINES = ("sim", "sim-vllm")
-#: each engine's face (the server it is or stands in for): the `engine_face` variable
-ENGINE_FACES = {"sglang": "sglang", "sim": "sglang", "vllm": "vllm", "sim-vllm": "vllm"}
 #: What a host's servers compute on. `cpu`: SGLang's own CPU serving (`--device cpu`): no GPU
 #: preflight, no GPU placement; the simulator takes the same flags, so it rehearses that path.
 DEVICES = ("gpu", "cpu")
 DEFAULT_DEVICE = "gpu"
-#: the engines that can serve on a CPU (an engine added later must say so here)
-CPU_ENGINES = ("sglang", "sim", "vllm", "sim-vllm")
-#: the engines that run no model (the simulator, with SGLang's or vLLM's face): the `simulated`
-#: variable playbooks choose steps by (tests/unit/test_engines.py checks it against the engines)
-SIMULATED_ENGINES = ("sim", "sim-vllm")
-#: each engine's face (the server it is or stands in for): the `engine_face` variable
-ENGINE_FACES = {"sglang": "sglang", "sim": "sglang", "vllm": "vllm", "sim-vllm": "vllm"}
 
 
 #: the container route's variables (servers.container): an image reference, and the runtime
@@ -78,6 +67,15 @@ def _check_container_vars(node: Any, what: str) -> None:
             problem = container_var_problem(key, node[key])
             if problem:
                 raise ConfigError(f"{what}: {problem}", where=where_of(node, key))
+
+
+def engine_vars(engine: str) -> dict[str, Any]:
+    """The variables a host's engine gives its playbooks, from its declaration: `simulated`,
+    `engine_face` (the server it is or stands in for) and `engine_features` (its feature values),
+    so a step chooses by what the engine is and can do, never by its name."""
+    spec = engine_registry.spec(engine)
+    return {"simulated": spec.simulated, "engine_face": spec.face,
+            "engine_features": sorted(f.value for f in spec.features)}
 
 
 @dataclass
@@ -132,8 +130,7 @@ class Host:
         return {
             "inventory_hostname": self.name, "host": self.name, "workdir": self.workdir,
             "python": self.python, "engine": self.engine, "gpus": list(self.gpus),
-            "device": self.device, "simulated": self.engine in SIMULATED_ENGINES,
-            "engine_face": ENGINE_FACES.get(self.engine, self.engine),
+            "device": self.device, **engine_vars(self.engine),
             "address": self.address or "127.0.0.1", "connection": self.connection,
             "scheduler": "slurm" if self.slurm is not None else "none",
         }
@@ -237,7 +234,7 @@ def _host_from(name: str, node: Any, defaults: dict[str, Any], source: str, host
     if connection == "ssh" and not address and "login" not in node and ssh_config_path is None:
         raise ConfigError(f"{what} uses ssh but has no 'address' (and ssh_config is off)", where=where_of(node))
     host_key = cast(HostKeyMode, one_of("host_key", HOST_KEY_MODES, DEFAULT_HOST_KEY_MODE))
-    engine = one_of("engine", ENGINES, "sglang")
+    engine = one_of("engine", engine_registry.names(), "sglang")
     gpus = get("gpus", list, [])
     if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
         raise ConfigError(f"{what}: gpus must be a list of GPU indices (integers from 0)", where=where_of(node, "gpus"))
@@ -281,9 +278,9 @@ def _check_cpu_host(what: str, engine: str, gpus: list[int], node: Any, defaults
     def at(key: str) -> str:
         return where_of(node if key in node else defaults, key)
 
-    if engine not in CPU_ENGINES:
-        raise ConfigError(f"{what}: device cpu needs engine {' or '.join(CPU_ENGINES)}, got {engine!r}",
-                          where=at("engine"))
+    if Feature.CPU not in engine_registry.spec(engine, where=at("engine")).features:
+        raise ConfigError(f"{what}: device cpu needs engine {' or '.join(engine_registry.with_feature(Feature.CPU))}, "
+                          f"got {engine!r}", where=at("engine"))
     if gpus:
         raise ConfigError(f"{what}: device cpu with gpus {gpus}: a CPU host has no GPUs to place arms on",
                           where=at("gpus"), hint="drop 'gpus', or set device: gpu")

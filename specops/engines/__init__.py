@@ -1,20 +1,23 @@
 """The serving engines, and the one place that chooses one.
 
-A host's `engine:` in hosts.yaml (`config.inventory.ENGINES`, checked where the file is read)
-names its entry in `ENGINES`; `engine_for(host)` returns it, once per host, as
-`servers.supervisor.supervisor_for` returns the host's supervisor: callers ask the engine, never
-which one it is. Callers that hold a server's state rather than its host (the running-batch
-sampler) ask `engine_of(argv)`: the engine that started that argv.
+A host's `engine:` in hosts.yaml (checked where the file is read against
+`config.engine_registry.names()`) names a registered engine; `engine_for(host)` returns it, once
+per host, as `servers.supervisor.supervisor_for` returns the host's supervisor: callers ask the
+engine, never which one it is. Callers that hold a server's state rather than its host (the
+running-batch sampler) ask `engine_of(argv)`: the engine that started that argv.
 
-A second engine is a module in this package implementing `base.ServingEngine`, a line in
-`ENGINES`, and its name in `config.inventory.ENGINES` (tests/unit/test_engines.py checks the two
-lists agree).
+The registry is one: the built-ins (`BUILTIN`) and every engine a package registers under the
+entry-point group `specops.engines` (`config.engine_registry`), loaded the first time it is
+named. `ENGINES` reads it as a mapping. A new engine is a `base.ServingEngine` subclass with a
+`spec` (docs/engines.md).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
+from specops.config import engine_registry
+from specops.config.engine_registry import Feature
 from specops.config.inventory import Host
 from specops.engines.base import BatchMetrics, CrashMessage, ServingEngine
 from specops.engines.schedule import Schedule, ScheduleForm
@@ -22,22 +25,57 @@ from specops.engines.sglang import SGLang, Simulator
 from specops.engines.vllm import VLLM, SimulatedVLLM
 from specops.errors import ConfigError
 
-__all__ = ["ENGINES", "DEFAULT", "BatchMetrics", "ServingEngine", "crash_messages", "engine_for", "engine_named",
-           "engine_of", "ready_lines", "schedule_forms"]
+__all__ = ["BUILTIN", "ENGINES", "DEFAULT", "BatchMetrics", "Feature", "ServingEngine", "crash_messages",
+           "engine_for", "engine_named", "engine_of", "ready_lines", "schedule_forms"]
 
-#: hosts.yaml's `engine:` value -> the engine
-ENGINES: dict[str, ServingEngine] = {"sglang": SGLang(), "sim": Simulator(), "vllm": VLLM(),
-                                     "sim-vllm": SimulatedVLLM()}
+#: the engines specops ships, by hosts.yaml's `engine:` value (config.engine_registry.BUILTIN's order)
+BUILTIN: dict[str, ServingEngine] = {e.name: e for e in (SGLang(), Simulator(), VLLM(), SimulatedVLLM())}
 #: the engine of a host without `engine:` (config.inventory's default)
-DEFAULT: ServingEngine = ENGINES[Host.engine]
+DEFAULT: ServingEngine = BUILTIN[Host.engine]
+_plugins: dict[str, ServingEngine] = {}
+
+
+def _plugin(name: str) -> ServingEngine:
+    """The plugin engine registered as `name`: its entry point's instance, or its class made one."""
+    if name not in _plugins:
+        obj = engine_registry.load_plugin(name)
+        spec = engine_registry.spec(name)
+        engine = obj() if isinstance(obj, type) and issubclass(obj, ServingEngine) else obj
+        if not isinstance(engine, ServingEngine):
+            raise ConfigError(f"engine plugin {spec.plugin} registered as {name!r} is not a ServingEngine "
+                              f"({type(engine).__name__})", hint="subclass specops.engines.ServingEngine")
+        if gaps := engine.missing_members():
+            raise ConfigError(f"engine plugin {spec.plugin} registered as {name!r} does not set "
+                              f"{', '.join(gaps)}", hint="see docs/engines.md for what each member is for")
+        _plugins[name] = engine
+    return _plugins[name]
 
 
 def engine_named(name: str, where: str | None = None) -> ServingEngine:
     """The engine called `name` (a host's `engine:`, or a playbook's `engine` variable)."""
-    try:
-        return ENGINES[name]
-    except KeyError:
-        raise ConfigError(f"unknown engine {name!r} ({' or '.join(ENGINES)})", where=where) from None
+    if name in BUILTIN:
+        return BUILTIN[name]
+    engine_registry.spec(name, where)  # unknown: refused, naming every engine
+    return _plugin(name)
+
+
+class _Registry(Mapping[str, ServingEngine]):
+    """Every registered engine by name, built-ins first; a plugin loads when it is first read."""
+
+    def __getitem__(self, name: str) -> ServingEngine:
+        if name not in engine_registry.names():
+            raise KeyError(name)
+        return engine_named(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(engine_registry.names())
+
+    def __len__(self) -> int:
+        return len(engine_registry.names())
+
+
+#: hosts.yaml's `engine:` value -> the engine (the built-ins, then the plugins')
+ENGINES: Mapping[str, ServingEngine] = _Registry()
 
 
 def engine_for(host: Host) -> ServingEngine:

@@ -11,9 +11,10 @@ specops.sim --sglang-tree TREE`, the host's python, its own `--sim-*` options) a
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
+from specops.config.engine_registry import BUILTIN
+from specops.engines.base import CrashMessage, ServingEngine
 from specops.engines.metrics import SGLANG as SGLANG_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.simulated import Simulated
@@ -26,21 +27,16 @@ from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
 from specops.sglang.venv import venv_dir, venv_python
 
-if TYPE_CHECKING:
-    from specops.servers.arms import ArmSpec
-
 #: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
 CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
 #: the file name `schedule_forms` gives the native tier config
 NATIVE_CONFIG_FILE = "adaptive.json"
 
 
-class SGLang:
+class SGLang(ServingEngine):
     """A real SGLang server: `python -m sglang.launch_server` from the tree's environment."""
 
-    name = "sglang"
-    face = "sglang"
-    simulated = False
+    spec = BUILTIN["sglang"]
     ready_line = serving.READY_LINE
     crash_messages: tuple[CrashMessage, ...] = MESSAGES
     metrics = SGLANG_METRICS
@@ -50,27 +46,15 @@ class SGLang:
     tree_name = "an SGLang checkout"
     client_api = "generate"
     title = "SGLang"
+    launch_module = serving.LAUNCH_MODULE
+    cpu_env = CPU_ENGINE_ENV
 
     def layout(self, files: TreeFiles) -> SGLangLayout:
         return detect_layout(files)
 
-    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, on_host: Callable[[str], str],
-                  where: str) -> ArmFlags | None:
-        return None  # servers.launch words SGLang's flags and picks its adaptive mechanism
-
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         # the environment the install step put the tree into, never a bare python3
         return venv_python(expand(venv_dir(dict(variables))))
-
-    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
-        return []
-
-    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
-        return list(flags)
-
-    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
-                    where: str) -> list[str]:
-        return [python, "-m", serving.LAUNCH_MODULE, *flags]
 
     def eagle_flags(self, draft_model: str, num_steps: int, topk: int, draft_tokens: int) -> list[str]:
         return ["--speculative-algorithm", "EAGLE3",
@@ -78,15 +62,6 @@ class SGLang:
                 "--speculative-num-steps", str(num_steps),
                 "--speculative-eagle-topk", str(topk),
                 "--speculative-num-draft-tokens", str(draft_tokens)]
-
-    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
-        out = {**CPU_ENGINE_ENV, **env} if cpu else dict(env)  # the arm's own env wins
-        if hub_offline:
-            out.setdefault("HF_HUB_OFFLINE", "1")  # weights were settled before launch: a gap fails fast
-        return out
-
-    def launched(self, argv: Sequence[str]) -> bool:
-        return serving.LAUNCH_MODULE in argv
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return serving.METRICS_FLAG in argv
@@ -150,5 +125,5 @@ class Simulator(Simulated, SGLang):
     """specops' simulated server (`specops.sim`): SGLang's face over a model clock. Its flags are
     checked against a real tree's parser once its own `--sim-*` knobs are set aside."""
 
-    name = "sim"
+    spec = BUILTIN["sim"]
     tree_flag = "--sglang-tree"

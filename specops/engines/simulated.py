@@ -18,7 +18,6 @@ class Simulated:
     """The simulator's launch seams; `tree_flag` names the tree its face reads flags from."""
 
     name: str
-    simulated = True
     #: the simulator's option naming the engine tree its face reads (`--sglang-tree`, `--vllm-tree`)
     tree_flag: str
     #: the engine's name in words (the real engine's)
@@ -50,4 +49,4 @@ class Simulated:
         return "specops.sim" in argv and self.tree_flag in argv
 
     def runner_name(self, choice: str) -> str:
-        return choice if choice != "auto" else "builtin"  # no engine installed beside it
+        return choice if choice != "auto" else "builtin"  # no engine installed beside it (SGLang's auto differs)

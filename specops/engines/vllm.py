@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from specops.engines.base import ArmFlags, CrashMessage, EngineLayout
+from specops.config.engine_registry import BUILTIN, Feature
+from specops.engines.base import ArmFlags, CrashMessage, EngineLayout, ServingEngine
 from specops.engines.metrics import VLLM as VLLM_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.simulated import Simulated
 from specops.errors import ConfigError
-from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.treefiles import TreeFiles
 from specops.vllm import schedule, serving
 from specops.vllm.crashdata import MESSAGES
@@ -75,21 +75,26 @@ def speculative_config(arm: ArmSpec, model_of: Callable[[str], str], where: str)
     return config, ArmFlags([], "native-schedule", plan.effective_threshold, [plan.note()])
 
 
-class VLLM:
+#: why vLLM lacks SGLang's adaptive routes: its schedule is a launch flag of its own
+NO_CONFIG_FILE = "vLLM has no adaptive config file: its schedule is part of --speculative-config"
+
+
+class VLLM(ServingEngine):
     """A real vLLM server: `python -m vllm.entrypoints.openai.api_server` from its environment."""
 
-    name = "vllm"
-    face = "vllm"
-    simulated = False
+    spec = BUILTIN["vllm"]
+    missing = {Feature.NATIVE_TIERS: NO_CONFIG_FILE,
+               Feature.PATCH_ROUTE: "vLLM has no patch route: its schedule is native"}
     ready_line = serving.READY_LINE
     crash_messages: tuple[CrashMessage, ...] = MESSAGES
     metrics = VLLM_METRICS
-    patch_threshold_flag = ""  # no patch route: the schedule is vLLM's own
     model_flags: tuple[str, ...] = ("--model",)
     tree_marker = MARKER
     tree_name = "a vLLM tree"
     client_api = "completions"
     title = "vLLM"
+    launch_module = serving.LAUNCH_MODULE
+    cpu_env = CPU_ENV
 
     def layout(self, files: TreeFiles) -> VLLMLayout:
         return detect_layout(files)
@@ -115,52 +120,12 @@ class VLLM:
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         return venv_python(expand(venv_dir(variables)))  # the environment vllm_install made
 
-    def launch_options(self, variables: Mapping[str, Any]) -> list[str]:
-        return []
-
-    def parser_flags(self, flags: Sequence[str], where: str) -> list[str]:
-        return list(flags)
-
-    def launch_argv(self, python: str, flags: Sequence[str], *, tree: str | None, options: Sequence[str],
-                    where: str) -> list[str]:
-        return [python, "-m", serving.LAUNCH_MODULE, *flags]
-
     def eagle_flags(self, draft_model: str, num_steps: int, topk: int, draft_tokens: int) -> list[str]:
         config = {"method": "eagle3", "model": draft_model, "num_speculative_tokens": num_steps}
         return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
 
-    def launch_env(self, env: Mapping[str, str], *, cpu: bool, hub_offline: bool) -> dict[str, str]:
-        out = {**CPU_ENV, **env} if cpu else dict(env)  # the arm's own env wins
-        if hub_offline:
-            out.setdefault("HF_HUB_OFFLINE", "1")
-        return out
-
-    def launched(self, argv: Sequence[str]) -> bool:
-        return serving.LAUNCH_MODULE in argv
-
-    def serves_metrics(self, argv: Sequence[str]) -> bool:
-        return True  # vLLM's server always answers /metrics
-
     def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
         return bool(env.get(KVCACHE_SPACE_ENV))  # CPU_ENV sets it
-
-    def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
-                        bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
-        raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
-
-    def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
-                    bucket_sources: Mapping[str, str] | None = None, *,
-                    launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
-        raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
-
-    def adaptive_flags(self, config_path: str) -> list[str]:
-        raise ConfigError("vLLM has no adaptive config file: its schedule is part of --speculative-config")
-
-    def runner_name(self, choice: str) -> str:
-        return choice if choice != "auto" else "builtin"  # specops's client speaks its /v1/completions
-
-    def benchmark_module(self, files: TreeFiles) -> str | None:
-        return None
 
     def schedule_forms(self, sched: Schedule, *, draft_model: str, max_batch: int) -> list[ScheduleForm]:
         tokens = max(k for _, k in sched.starts) or 1   # a schedule that never drafts still names a count
@@ -176,5 +141,5 @@ class SimulatedVLLM(Simulated, VLLM):
     same scheduler and model clock as the SGLang face; flags checked against the tree's parser
     once its own `--sim-*` knobs are set aside."""
 
-    name = "sim-vllm"
+    spec = BUILTIN["sim-vllm"]
     tree_flag = "--vllm-tree"

@@ -14,7 +14,7 @@ import ast
 import re
 from pathlib import Path
 
-from specops.config.inventory import ENGINES
+from specops.config.engine_registry import BUILTIN as ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: where an engine's own names belong
@@ -39,9 +39,9 @@ NAMES = (
 #: (file, name) -> why it is still there. Shrink it as code moves behind specops.engines.
 KNOWN = {
     # SGLang's own benchmark client: argv from the tree's flags, its output file parsed into a
-    # ResultRecord. It needs bench.schema (above engines/), so it stays in bench/ as the
+    # ResultRecord. It needs records.schema (above engines/), so it stays in bench/ as the
     # `sglang` runner's module; ServingEngine.runner_name says when it is used.
-    ("specops/bench/bench_serving.py", "bench_serving"): "SGLang's runner module (needs bench.schema)",
+    ("specops/bench/bench_serving.py", "bench_serving"): "SGLang's runner module (needs records.schema)",
     ("specops/bench/bench_serving.py", "sglang.bench_serving"): "the module name bench_serving runs",
     ("specops/bench/runners.py", "bench_serving"): "SglangRunner's failure message names the client that failed",
     # messages and help text that name what a person reads

@@ -10,7 +10,8 @@ import pytest
 
 from specops import engines
 from specops.bench.running import METRICS
-from specops.config import inventory
+from specops.config import engine_registry
+from specops.config.engine_registry import Feature
 from specops.config.inventory import Host, load_inventory
 from specops.engines import ENGINES, ServingEngine, engine_for, engine_named, engine_of
 from specops.engines.metrics import DEFAULT_METRICS
@@ -22,16 +23,51 @@ from specops.sglang.layout import DISABLE_FLAG
 
 
 def test_the_registry_names_what_hosts_yaml_accepts():
-    """config is below engines: it keeps the names, and this keeps the two lists one."""
-    assert tuple(ENGINES) == inventory.ENGINES
-    assert set(inventory.CPU_ENGINES) <= set(ENGINES)
+    """config is below engines: it holds the declarations, and each built-in engine is its own."""
+    assert tuple(ENGINES) == engine_registry.names()
+    assert tuple(engines.BUILTIN) == tuple(engine_registry.BUILTIN)
+    for name, engine in engines.BUILTIN.items():
+        assert engine.spec is engine_registry.BUILTIN[name]
     assert engines.DEFAULT is ENGINES[Host.engine]
     assert DEFAULT_METRICS is engines.DEFAULT.metrics is METRICS  # bench.running's default
 
 
-def test_every_engine_implements_the_protocol():
+def test_every_engine_is_a_serving_engine_with_every_member():
     for name, engine in ENGINES.items():
         assert isinstance(engine, ServingEngine) and engine.name == name
+        assert engine.missing_members() == []
+
+
+def test_a_hosts_variables_come_from_its_engines_declaration():
+    facts = {n: Host(name="h", connection="local", engine=n).facts_vars() for n in engines.BUILTIN}
+    assert {n: f["simulated"] for n, f in facts.items()} == {"sglang": False, "sim": True, "vllm": False,
+                                                            "sim-vllm": True}
+    assert {n: f["engine_face"] for n, f in facts.items()} == {"sglang": "sglang", "sim": "sglang",
+                                                              "vllm": "vllm", "sim-vllm": "vllm"}
+    assert "patch-route" in facts["sim"]["engine_features"] and "patch-route" not in facts["vllm"]["engine_features"]
+    assert engine_registry.with_feature(Feature.CPU) == ("sglang", "sim", "vllm", "sim-vllm")
+
+
+def test_a_feature_is_checked_in_one_place_with_the_engines_reason():
+    vllm, sim = engine_named("vllm"), engine_named("sim")
+    sim.require(Feature.NATIVE_TIERS)  # SGLang's face has the tiers: nothing raised
+    with pytest.raises(ConfigError, match="^arm .adaptive.: vLLM has no adaptive config file"):
+        vllm.require(Feature.NATIVE_TIERS, where="arm 'adaptive'")
+    with pytest.raises(ConfigError, match="no adaptive config file"):  # the default body checks it first
+        vllm.adaptive_flags("/x.json")
+    with pytest.raises(ConfigError, match="^engine sglang has no per-batch-size draft schedule$"):
+        engine_named("sglang").require(Feature.BATCH_SCHEDULE)
+
+
+def test_a_required_member_an_engine_lacks_raises_naming_it():
+    class Half(ServingEngine):
+        spec = engine_registry.EngineSpec("half", "sglang")
+
+    half = Half()
+    assert "ready_line" in half.missing_members() and "launch_module" in half.missing_members()
+    with pytest.raises(NotImplementedError, match="engine half does not implement ServingEngine.layout"):
+        half.layout(None)  # type: ignore[arg-type]
+    assert half.launch_options({}) == [] and half.runner_name("auto") == "builtin"  # defaults, once
 
 
 def test_engine_for_a_sglang_host_and_a_sim_host():

@@ -7,7 +7,7 @@ import pytest
 
 from specops import engines
 from specops.bench.running import RunningSampler
-from specops.config.inventory import ENGINE_FACES, SIMULATED_ENGINES, Host
+from specops.config.inventory import Host
 from specops.engines import ENGINES, engine_for, engine_of
 from specops.errors import ConfigError
 from specops.vllm import serving
@@ -27,8 +27,9 @@ def test_vllm_and_its_simulator_share_one_face():
 
 
 def test_the_playbook_variables_follow_the_engines():
-    assert set(SIMULATED_ENGINES) == {n for n, e in ENGINES.items() if e.simulated}
-    assert ENGINE_FACES == {n: e.face for n, e in ENGINES.items()}
+    facts = {n: Host(name="h", connection="local", engine=n).facts_vars() for n in ENGINES}
+    assert {n for n, f in facts.items() if f["simulated"]} == {n for n, e in ENGINES.items() if e.simulated}
+    assert {n: f["engine_face"] for n, f in facts.items()} == {n: e.face for n, e in ENGINES.items()}
     facts = Host(name="box", connection="local", engine="sim-vllm").facts_vars()
     assert facts["simulated"] is True and facts["engine_face"] == "vllm"
     assert Host(name="gpu", connection="local", engine="sglang").facts_vars()["simulated"] is False
