@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival
-from specops.bench.schema import LATENCIES_KEY, MISSING_KEY, clean_number
 from specops.errors import ConfigError, SpecopsError
+from specops.records.schema import LATENCIES_KEY, MISSING_KEY, clean_number
 from specops.secrets import clip
 from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version
 from specops.sglang.layout import BENCH_MODULES, bench_module

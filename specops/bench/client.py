@@ -61,9 +61,9 @@ from specops.bench.arrivals import DEFAULT_ARRIVAL, TRACE, Arrival, offsets, par
 from specops.bench.phases import Done, Timeline, phase_figures, timeline_of, token_series
 from specops.bench.quantiles import percentile
 from specops.bench.saturation import is_saturated, offered_rate
-from specops.bench.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.bench.trace import Trace, read_trace
 from specops.errors import ConfigError
+from specops.records.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.secrets import clip, remember_env
 from specops.sim.closedloop import loop_header
 from specops.sim.openloop import open_header

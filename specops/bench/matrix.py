@@ -13,10 +13,12 @@ GPUs are launched once per group (C ends repeat 0 and starts repeat 1: one launc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
-from specops.bench.schema import AXIS_RATE
 from specops.errors import ConfigError
+from specops.records.schema import AXIS_RATE
+from specops.records.store import load_results
 
 #: one context length of a sweep: (input tokens, output tokens)
 Length = tuple[int, int]
@@ -110,3 +112,21 @@ def point_groups(points: Iterable[Point]) -> list[list[Point]]:
     for p in points:
         groups.setdefault((p.repeat, p.input_len, p.output_len, p.level), []).append(p)
     return list(groups.values())
+
+
+def done_points(run_dir: Path, *, host: str | None = None) -> set[Point]:
+    """Points with an ok record in the run directory (for `host`, when given)."""
+    done: set[Point] = set()
+    for rec in load_results(run_dir):
+        if rec.ok and (host is None or rec.host == host):
+            done.add(Point(rec.arm, rec.concurrency, rec.repeat, rate=rec.rate))
+    return done
+
+
+def missing_points(run_dir: Path, matrix: Iterable[Point], *, host: str | None = None) -> list[Point]:
+    """The points of `matrix` still to run for --resume: no ok record yet (failed ones re-run).
+
+    Keeps the matrix order, so a resumed sweep interleaves arms as the original did.
+    """
+    done = done_points(run_dir, host=host)
+    return [p for p in matrix if p not in done]

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from specops.bench.matrix import Point
-from specops.bench.schema import CONTEXT_AXIS, ResultRecord, load_level
 from specops.errors import ConfigError
+from specops.records.schema import CONTEXT_AXIS, ResultRecord, load_level
 
 AUTO_MIN = 2
 AUTO_MAX = 5

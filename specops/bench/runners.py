@@ -23,10 +23,10 @@ from specops.bench.arrivals import DEFAULT_ARRIVAL
 from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench_serving_output, to_model_time
 from specops.bench.running import RunningSampler
 from specops.bench.saturation import is_saturated
-from specops.bench.schema import ResultRecord
 from specops.bench.switching import switching_extra
 from specops.engines import engine_named, engine_of
 from specops.errors import SpecopsError
+from specops.records.schema import ResultRecord
 from specops.secrets import clip, loader_argv
 from specops.servers import LaunchPlan, ServerState, arm_status, client_prefix
 from specops.servers.logwatch import crash_blocks, tail_lines

@@ -34,9 +34,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from specops.bench.schema import ResultRecord
 from specops.engines.base import BatchMetrics
 from specops.engines.metrics import DEFAULT_METRICS
+from specops.records.schema import ResultRecord
 from specops.sglang.adaptive import DRAFTING_STATE_TEXTS, MIXED_RE, TRANSITION_RE, drafting_state
 
 if TYPE_CHECKING:  # an annotation only: the decisions that read running batches import no transport

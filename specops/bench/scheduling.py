@@ -22,16 +22,16 @@ Side by side needs three things, else the sweep interleaves:
 
 `--arms-at-once` skips the cores rule (the GPU rule stays: arms on one GPU cannot be up
 together); `--one-arm-at-a-time` always interleaves. The manifest's `hosts.<host>.scheduling`
-and report.md say which was used and why.
+and report.md say which was used and why (records/manifest.py's `Scheduling`).
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specops.bench.repeats import cv
+from specops.records.manifest import Scheduling
 
 AT_ONCE = "arms-at-once"
 ONE_AT_A_TIME = "one-arm-at-a-time"
@@ -40,19 +40,6 @@ CHOICES = (AUTO, AT_ONCE, ONE_AT_A_TIME)
 CORES_PER_ARM = 2
 FAIR_TOLERANCE = 0.05
 START_TOLERANCE = 0.10
-
-
-@dataclass
-class Scheduling:
-    """What the manifest records: the mode, why, and the fairness checks' figures."""
-
-    mode: str
-    reason: str
-    asked: str = AUTO
-    fairness: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def decide(asked: str, *, arms: int, shares_gpu: bool, cores: int | None) -> Scheduling:

@@ -5,14 +5,13 @@ options become settings (`settings_from_options`; how each option's text is read
 back, and the one-load-axis rule, are bench/settingtext.py's), a dict of
 settings (the command line's, a playbook's, a resumed run's manifest) is checked once
 (`BenchSettings.from_dict`), the manifest's `bench` is written (`settings_record`) and read
-(bench/manifest.py's `RunSettings` takes its checks from `STORED`), and settings become the
-command line that asks for them again (`settings_words`: the resume command).
+(records/manifest.py's `RunSettings`: a field per setting, each with the check its stored value
+must pass; `_check_record` holds the two to the same keys), and settings become the command line that asks for them again (`settings_words`: the resume command).
 
 A field's metadata: `option` (config/optionspec.Option: flag, help, default as typed, how it
 is read and written back; none for settings only a playbook or the run sets), `accepts` (the
-types a settings dict may hold), `each` (a list's item type), `stored` (the check the
-manifest's value must pass to be read as typed) and `with_` (the field whose None leaves
-this one out of the manifest: a concurrency sweep records no rate fields).
+types a settings dict may hold), `each` (a list's item type) and `with_` (the field whose
+None leaves this one out of the manifest: a concurrency sweep records no rate fields).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from specops.bench.matrix import Length, Point, length_pairs, plan_points
 from specops.bench.phases import parse_phases, timeline_of
 from specops.bench.repeats import RepeatRule, parse_repeats
 from specops.bench.scheduling import CHOICES as SCHEDULING_CHOICES
-from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE
 from specops.bench.settingtext import (
     LOAD,
     cost_words,
@@ -62,38 +60,19 @@ from specops.config.optionspec import (
 from specops.config.schema import check_keys, choice, invalid, optional
 from specops.config.slo import OBJECTIVES, check_cost, check_objective, parse_slo
 from specops.errors import ConfigError
+from specops.records.checks import of
+from specops.records.manifest import RunSettings
+from specops.records.schema import AXIS_CONCURRENCY, AXIS_RATE
 
 #: --runner's values; `auto` is decided per host by runners.runner_name.
 RUNNERS = ("auto", "sglang", "builtin")
-#: The manifest's checks of a value (bench/manifest.py's PLAIN): a bool is not an int unless named.
-Check = Callable[[Any], bool]
-
-
-def of(*types: type) -> Check:
-    """A value of one of `types` (a bool is not an int here unless bool is named)."""
-    return lambda v: isinstance(v, types) and (bool in types or not isinstance(v, bool))
-
-
-def list_of(*types: type) -> Check:
-    one = of(*types)
-    return lambda v: isinstance(v, list) and all(one(x) for x in v)
-
-
-def is_length(v: Any) -> bool:
-    """One length or a non-empty list of them."""
-    return of(int)(v) or (list_of(int)(v) and bool(v))
-
-
-def _number_or_dict(v: Any) -> bool:
-    return of(int, float)(v) or of(dict)(v)
-
 
 def setting(default: Any = MISSING, *, factory: Callable[[], Any] | None = None, accepts: type | tuple[type, ...],
-            stored: Check, each: type | None = None, with_: str | None = None, typed: Any = None,
+            each: type | None = None, with_: str | None = None, typed: Any = None,
             **opt: Any) -> Any:
     """A BenchSettings field and its metadata (see the module docstring); `opt`: its
     option's (config/optionspec.option), `typed` the option's default as typed, when it has one."""
-    meta: dict[str, Any] = {"accepts": accepts, "stored": stored, "each": each, "with_": with_}
+    meta: dict[str, Any] = {"accepts": accepts, "each": each, "with_": with_}
     if opt:
         meta.update(option(**opt, default=typed))
     if factory is not None:
@@ -106,87 +85,87 @@ class BenchSettings:
     """What a sweep measures; the same for every arm (fairness) and kept in the manifest."""
 
     arms: list[str] = setting(
-        factory=lambda: ["baseline", "eagle3", "adaptive"], accepts=list, each=str, stored=list_of(str),
+        factory=lambda: ["baseline", "eagle3", "adaptive"], accepts=list, each=str,
         flag="--arms", typed="baseline,eagle3,adaptive", help="",
         parse=read_as("arms", lambda v: [a.strip() for a in str(v).split(",") if a.strip()]))
     concurrency: list[int] = setting(
-        factory=lambda: [1, 2, 4, 8, 16, 32, 64], accepts=list, each=int, stored=list_of(int),
+        factory=lambda: [1, 2, 4, 8, 16, 32, 64], accepts=list, each=int,
         flag="--concurrency", typed="1,2,4,8,16,32,64", help="closed loops: requests kept in flight per level",
         parse=read_as("concurrency", lambda v: ints(v, "--concurrency")), show=load_words("concurrency"), resume=EXTEND)
     # request rates (open loop): the load axis instead of concurrency
     rate: list[float] | None = setting(
-        None, accepts=list, stored=list_of(int, float), with_="rate", flag="--rate",
+        None, accepts=list, with_="rate", flag="--rate",
         help="open loops instead of --concurrency: request rates per level, requests/s (e.g. 1,2,4,8 or 0.5/s); "
              "arrivals come whatever the server's speed",
         parse=read_as("rate", parse_rates), show=load_words("rate"), resume=EXTEND)
     # a rate point's arrival process (bench/arrivals.py)
     arrival: str = setting(
-        DEFAULT_ARRIVAL, accepts=str, stored=of(str), with_="rate", flag="--arrival", typed=DEFAULT_ARRIVAL,
+        DEFAULT_ARRIVAL, accepts=str, with_="rate", flag="--arrival", typed=DEFAULT_ARRIVAL,
         help="with --rate: the arrival process, poisson | constant | gamma:CV (CV > 1 bursty); offsets are drawn "
              "from --seed, the same for every arm and repeat",
         parse=read_as("arrival", lambda v: parse_arrival(v).text()), show=load_words("arrival", "rate", "phases"))
     # with repeats_auto: the most (bench/repeats.py)
     repeats: int = setting(
-        3, accepts=(int, str), stored=of(int), flag="--repeats", typed="3",
+        3, accepts=(int, str), flag="--repeats", typed="3",
         help="a count per point, or auto[:MAX]: at least 2, until the point is settled, at most MAX (5)",
         parse=read_repeats, show=repeats_words, resume=EXTEND)
-    repeats_auto: bool = setting(False, accepts=bool, stored=of(bool))   # --repeats auto[:MAX]: stop a settled point
+    repeats_auto: bool = setting(False, accepts=bool)   # --repeats auto[:MAX]: stop a settled point
     num_prompts: int | None = setting(
-        None, accepts=int, stored=of(int), flag="--num-prompts", kind=INT,
+        None, accepts=int, flag="--num-prompts", kind=INT,
         help="requests per point (default: max(4 x level, 16))")
     prompts_per_level: int | None = setting(
-        None, accepts=int, stored=of(int), flag="--prompts-per-level", kind=INT,
+        None, accepts=int, flag="--prompts-per-level", kind=INT,
         help="same as --num-prompts, by another name")
     # a list: context length is an axis of the sweep
     input_len: int | list[int] = setting(
-        256, accepts=(int, list), each=int, stored=is_length, flag="--input-len", typed="256",
+        256, accepts=(int, list), each=int, flag="--input-len", typed="256",
         help="input tokens per prompt; a list (256,2048,8192) sweeps context length beside concurrency",
         parse=read_as("input_len", read_lengths("--input-len")), resume=EXTEND)
     output_len: int | list[int] = setting(
-        256, accepts=(int, list), each=int, stored=is_length, flag="--output-len", typed="256",
+        256, accepts=(int, list), each=int, flag="--output-len", typed="256",
         help="output tokens per request; a list sweeps too", parse=read_as("output_len", read_lengths("--output-len")), resume=EXTEND)
-    dataset: str = setting("random", accepts=str, stored=of(str), flag="--dataset", typed="random",
+    dataset: str = setting("random", accepts=str, flag="--dataset", typed="random",
                            help="random | sharegpt | PATH")
     runner: str = setting(
-        "auto", accepts=str, stored=of(str), flag="--runner", typed="auto", kind=CHOICE,
+        "auto", accepts=str, flag="--runner", typed="auto", kind=CHOICE,
         choices=RUNNERS,
         help="auto: sglang's bench_serving on SGLang hosts, the builtin client on simulated ones")
-    seed: int = setting(1, accepts=int, stored=of(int), flag="--seed", typed=1, kind=INT)
-    keep_servers: bool = setting(False, accepts=bool, stored=of(bool), flag="--keep-servers", kind=FLAG,
+    seed: int = setting(1, accepts=int, flag="--seed", typed=1, kind=INT)
+    keep_servers: bool = setting(False, accepts=bool, flag="--keep-servers", kind=FLAG,
                                  help="leave servers this run launched running", resume=IGNORE)
-    ready_timeout: float = setting(1800.0, accepts=(int, float), stored=of(int, float))
-    point_timeout: float = setting(1800.0, accepts=(int, float), stored=of(int, float))
+    ready_timeout: float = setting(1800.0, accepts=(int, float))
+    point_timeout: float = setting(1800.0, accepts=(int, float))
     # latency limits (config/slo.py): goodput per point in the report
     slo: dict[str, float] | None = setting(
-        None, accepts=(dict, str), stored=of(dict), flag="--slo",
+        None, accepts=(dict, str), flag="--slo",
         help="latency limits, e.g. ttft_ms=200,tpot_ms=50: goodput and attainment per point (default: the "
              "hosts' `slo` var)", show=slo_words)
     # what the report's crossover and threshold compare
     objective: str = setting(
-        "throughput", accepts=str, stored=of(str), flag="--objective", typed="throughput", kind=CHOICE,
+        "throughput", accepts=str, flag="--objective", typed="throughput", kind=CHOICE,
         choices=tuple(OBJECTIVES), help="what the crossover and threshold compare (goodput needs an SLO)")
     # $ per GPU-hour (or per host): $/1M tokens
     gpu_hour_cost: float | dict[str, float] | None = setting(
-        None, accepts=(int, float, dict), stored=_number_or_dict, flag="--gpu-hour-cost", kind=FLOAT,
+        None, accepts=(int, float, dict), flag="--gpu-hour-cost", kind=FLOAT,
         help="$ per GPU-hour: $ per 1M output tokens per arm and level (default: the hosts' `gpu_hour_cost` var)",
         show=cost_words)
     # auto | arms-at-once | one-arm-at-a-time (bench/scheduling.py)
     scheduling: str = setting(
-        "auto", accepts=str, stored=of(str), flag="--arms-at-once", off="--one-arm-at-a-time", kind=SWITCH,
+        "auto", accepts=str, flag="--arms-at-once", off="--one-arm-at-a-time", kind=SWITCH,
         help="measure each point on every arm at once (arms on distinct GPUs), or one arm at a time (default: at "
              "once where the arms have their own GPUs and the host 2 CPU cores per arm)",
         parse=read_scheduling, show=scheduling_words, resume=OVERRIDE)
     # a trace file replayed against every arm (bench/trace.py): one level
     trace: str | None = setting(
-        None, accepts=str, stored=of(str), with_="trace", flag="--trace", kind=PATH,
+        None, accepts=str, with_="trace", flag="--trace", kind=PATH,
         help="replay a trace file against every arm instead of levels: JSON lines of timestamp (ms), input_length, "
              "output_length (the Mooncake format bench_serving replays); the builtin runner",
         show=load_words("trace"))
     # its digest when the run read it (a changed file is refused)
-    trace_sha256: str | None = setting(None, accepts=str, stored=of(str), with_="trace")
+    trace_sha256: str | None = setting(None, accepts=str, with_="trace")
     # rates one after another (bench/phases.py): one level, one timeline
     phases: str | None = setting(
-        None, accepts=str, stored=of(str), with_="phases", flag="--phases",
+        None, accepts=str, with_="phases", flag="--phases",
         help="load that changes: request rates one after another, RATE[/s]:DUR[s|m],... e.g. "
              "'2/s:120s,16/s:120s,2/s:120s', one timeline for every arm; the builtin runner",
         parse=read_as("phases", lambda v: (parse_phases(v), v)[1]), show=load_words("phases"))
@@ -383,9 +362,15 @@ def settings_record(settings: BenchSettings) -> dict[str, Any]:
     return data
 
 
-#: The manifest's `bench` keys and the check each value must pass to be read as typed
-#: (bench/manifest.py's RunSettings).
-STORED: dict[str, Check] = {f.name: f.metadata["stored"] for f in fields(BenchSettings)} | {"dataset_hash": of(str)}
+def _check_record() -> None:
+    """The manifest's `bench` (records/manifest.py's RunSettings) reads every setting this
+    schema records, and nothing else but the dataset hash (a setting it did not read would
+    come back as an untyped leftover)."""
+    recorded = {f.name for f in fields(BenchSettings)} | {"dataset_hash"}
+    assert recorded == set(RunSettings.PLAIN), ("BenchSettings against RunSettings", recorded ^ set(RunSettings.PLAIN))
+
+
+_check_record()
 
 #: What `--resume DIR --extend` may add to a run; every other setting must match it.
 EXTENDABLE = tuple(f.name for f, opt in options_of(BenchSettings) if opt.resume == EXTEND)

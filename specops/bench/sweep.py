@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specops.bench.armpool import ArmPool
-from specops.bench.manifest import ArmRecord, Manifest
-from specops.bench.manifest import update as update_manifest
-from specops.bench.matrix import Point, point_groups
+from specops.bench.matrix import Point, missing_points, point_groups
 from specops.bench.repeats import level_key, settled, throughputs
 from specops.bench.runners import (
     ArmServer,
@@ -29,12 +27,14 @@ from specops.bench.runners import (
     sampled,
     server_dead,
 )
-from specops.bench.scheduling import AT_ONCE, ONE_AT_A_TIME, Scheduling, compare, decide, median, probe_level
-from specops.bench.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
+from specops.bench.scheduling import AT_ONCE, ONE_AT_A_TIME, compare, decide, median, probe_level
 from specops.bench.settings import BenchSettings
-from specops.bench.store import append_result, load_results, missing_points
 from specops.config.inventory import Host
 from specops.errors import SpecopsError
+from specops.records.manifest import ArmRecord, Manifest, Scheduling
+from specops.records.manifest import update as update_manifest
+from specops.records.schema import CONTEXT_AXIS, STATUS_FAILED, ResultRecord
+from specops.records.store import append_result, load_results
 from specops.secrets import redact
 from specops.servers import LaunchPlan, ServerState, end_reason, server_info
 from specops.servers.container import image_manifest, image_record

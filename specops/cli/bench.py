@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from specops.bench.settings import EXTENDABLE, BenchSettings, settings_from_options, settings_words
-from specops.bench.store import load_manifest, write_csv
 from specops.cli.exits import exit_with
 from specops.cli.options import (
     console,
@@ -31,6 +30,7 @@ from specops.decide.summary import objective_of
 from specops.errors import ConfigError
 from specops.flows.bench_run import print_report, run_bench
 from specops.flows.demo import run_demo
+from specops.records.store import load_manifest, write_csv
 from specops.report.artifacts import render_report
 from specops.report.summary_doc import SUMMARY_JSON
 from specops.servers.arms import ArmOverrides

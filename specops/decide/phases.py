@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from specops.bench.schema import ResultRecord
 from specops.decide.slo import meets
+from specops.records.schema import ResultRecord
 
 ADAPTIVE_ARM = "adaptive"
 #: the figures of one arm in one phase, median over repeats

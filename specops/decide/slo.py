@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from specops.bench.schema import LATENCIES_KEY, MISSING_KEY, ResultRecord
 from specops.config.slo import LIMITS
+from specops.records.schema import LATENCIES_KEY, MISSING_KEY, ResultRecord
 
 
 def request_latencies(record: ResultRecord) -> list[list[float | None]] | None:

@@ -28,20 +28,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from specops.bench import store
-from specops.bench.manifest import Manifest, ManifestLike, as_manifest
-from specops.bench.schema import (
+from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo
+from specops.decide.phases import PhaseSummary, summarize_phases
+from specops.decide.slo import latencies_missing, point_goodput
+from specops.decide.threshold import UNIT_CONCURRENCY, UNIT_RUNNING, LevelPoint, ThresholdChoice, choose
+from specops.errors import ConfigError
+from specops.records import store
+from specops.records.manifest import Manifest, ManifestLike, as_manifest
+from specops.records.schema import (
     AXIS_CONCURRENCY,
     AXIS_RATE,
     STATUS_OK,
     ResultRecord,
     load_level,
 )
-from specops.config.slo import DEFAULT_OBJECTIVE, Slo, check_objective, parse_slo
-from specops.decide.phases import PhaseSummary, summarize_phases
-from specops.decide.slo import latencies_missing, point_goodput
-from specops.decide.threshold import UNIT_CONCURRENCY, UNIT_RUNNING, LevelPoint, ThresholdChoice, choose
-from specops.errors import ConfigError
 
 BASELINE_ARM = "baseline"
 EAGLE_ARM = "eagle3"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Sequence
 
-from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE
+from specops.records.schema import AXIS_CONCURRENCY, AXIS_RATE
 
 MARGIN = 1.0   # EAGLE-3 must be at least as good as baseline at a level for it to count
 #: what a threshold is compared with, as summary.json and tune.json record it

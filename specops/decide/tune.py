@@ -40,7 +40,6 @@ from typing import Any, Sequence
 
 from specops.bench.repeats import RepeatRule
 from specops.bench.running import median_running, percentile
-from specops.bench.schema import ResultRecord
 from specops.decide.summary import (
     BASELINE_ARM,
     EAGLE_ARM,
@@ -53,6 +52,7 @@ from specops.decide.summary import (
 from specops.decide.threshold import ThresholdChoice, choose
 from specops.engines.schedule import Schedule
 from specops.fsutil import atomic_write
+from specops.records.schema import ResultRecord
 from specops.sim import model as M
 
 TOLERANCE = 0.95      # adaptive >= 0.95x of the better arm at every level

@@ -13,13 +13,13 @@ import click
 from rich.console import Console
 
 from specops.bench.prechecks import check_for_hosts
-from specops.bench.schema import level_text
 from specops.bench.settings import BenchSettings
 from specops.config.inventory import load_inventory
 from specops.config.playbook import load_playbook
 from specops.config.settings import cost_var, slo_var
 from specops.data import default_playbook
 from specops.flows.play import print_resume, report_dict, run_playbook
+from specops.records.schema import level_text
 from specops.render.bar import PointBar
 from specops.report.artifacts import render_report
 from specops.report.markdown import terminal_table

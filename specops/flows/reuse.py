@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from specops.bench.manifest import Manifest
-from specops.bench.schema import CONTEXT_AXIS, STATUS_OK, ResultRecord
 from specops.bench.settings import BenchSettings, dataset_hash
-from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
 from specops.bench.sweep import gpus_share
 from specops.config.inventory import Host, Inventory
 from specops.config.playbook import load_playbook
 from specops.decide.tune import REUSED_FROM
 from specops.errors import SpecopsError
+from specops.records.manifest import Manifest
+from specops.records.schema import CONTEXT_AXIS, STATUS_OK, ResultRecord
+from specops.records.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
 from specops.run.engine import resolve_vars
 from specops.servers.plans import plan_arms
 from specops.steps import KINDS

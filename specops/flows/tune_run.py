@@ -12,11 +12,8 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from specops.bench.manifest import Manifest
 from specops.bench.runners import runner_name
-from specops.bench.schema import ResultRecord
 from specops.bench.settings import BenchSettings
-from specops.bench.store import append_result, load_manifest, load_results
 from specops.config.inventory import Host, Inventory, default_inventory_path, load_inventory
 from specops.config.settings import host_variables, phase_vars, settings_from_run, sim_vars
 from specops.config.writeback import write_adaptive
@@ -36,6 +33,9 @@ from specops.flows.hostops import free_ports, releaser
 from specops.flows.play import run_playbook
 from specops.flows.reuse import Reuse, config_hashes, find_reusable
 from specops.flows.tuner import Tuner
+from specops.records.manifest import Manifest
+from specops.records.schema import ResultRecord
+from specops.records.store import append_result, load_manifest, load_results
 from specops.render.progress import failure_lines, warning_lines
 from specops.report.artifacts import render_report
 from specops.report.tune import write_lengths

@@ -9,7 +9,6 @@ import time
 from typing import Any, Callable, Sequence
 
 from specops.bench.repeats import LevelKey, RepeatRule, parse_repeats, settled, throughputs
-from specops.bench.schema import ResultRecord
 from specops.decide.summary import BASELINE_ARM, EAGLE_ARM
 from specops.decide.tune import (
     BISECT_FROM,
@@ -36,6 +35,7 @@ from specops.decide.tune import (
 from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
+from specops.records.schema import ResultRecord
 from specops.report.tune import TIERS_RULE, choice_doc, verdict_text
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from specops.bench.schema import ResultRecord, level_text
+from specops.records.schema import ResultRecord, level_text
 from specops.render.progress import plain, point_line
 from specops.run.state import PointCallback
 

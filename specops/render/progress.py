@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from specops.bench.schema import STATUS_FAILED, ResultRecord, level_text
+from specops.records.schema import STATUS_FAILED, ResultRecord, level_text
 from specops.render.fit import Cell, Column, fit_table
 from specops.run import events
 from specops.run.engine import CHANGED, FAILED, NOT_RUN, OK, SKIPPED, WOULD_RUN, Engine, HostReport, Phase, RunReport

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specops.bench import store
-from specops.bench.manifest import Manifest
-from specops.bench.schema import AXIS_RATE
 from specops.decide.summary import Cell, HostSummary
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
+from specops.records import store
+from specops.records.manifest import Manifest
+from specops.records.schema import AXIS_RATE
 from specops.report.plots import figure, save_figure
 from specops.report.summary import summarize
 from specops.report.summary_doc import envelope_doc, settings_of, tax_doc

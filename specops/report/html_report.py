@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specops.bench.manifest import ManifestLike, as_manifest
-from specops.bench.schema import load_level
 from specops.decide.summary import ADAPTIVE_TOLERANCE, ReportSummary
+from specops.records.manifest import ManifestLike, as_manifest
+from specops.records.schema import load_level
 from specops.report.markdown import engine_label, result_columns, tune_section
 from specops.report.phases import html_section
 from specops.report.words import (

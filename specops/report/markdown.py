@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from specops.bench.manifest import Manifest, ManifestLike, as_manifest
 from specops.bench.repeats import AUTO_MAX, RepeatRule
-from specops.bench.schema import AXIS_RATE, ResultRecord, level_text, load_level
 from specops.config.slo import Slo
 from specops.decide.summary import (
     ADAPTIVE_TOLERANCE,
@@ -22,6 +20,8 @@ from specops.decide.summary import (
     context_rows,
 )
 from specops.engines import ENGINES
+from specops.records.manifest import Manifest, ManifestLike, as_manifest
+from specops.records.schema import AXIS_RATE, ResultRecord, level_text, load_level
 from specops.render import fit
 from specops.render.fit import Column, Fitted, fit_table
 from specops.report.phases import markdown_section

@@ -15,9 +15,9 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from specops.bench.schema import AXIS_RATE, level_label
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
 from specops.fsutil import atomic_write
+from specops.records.schema import AXIS_RATE, level_label
 from specops.report.markdown import CONTEXT_PLOT
 from specops.report.words import host_label
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Sequence
 
-from specops.bench.manifest import ArmRecord, ManifestLike, as_manifest
-from specops.bench.schema import ResultRecord, level_label, load_axis, load_level
 from specops.config.slo import Slo
 from specops.decide.summary import ReportSummary, ServerFact, ok_records, record_length, server_facts, summarize_run
 from specops.launchargs import args_from_argv
+from specops.records.manifest import ArmRecord, ManifestLike, as_manifest
+from specops.records.schema import ResultRecord, level_label, load_axis, load_level
 from specops.report.words import context_headline, host_headline, objective_line
 from specops.servers.fairness import fairness_warnings as fairness_warnings_for_args
 from specops.servers.fairness import headline_warnings

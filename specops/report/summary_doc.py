@@ -62,9 +62,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from specops.bench.manifest import ManifestLike, as_manifest
-from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, load_axis, load_level
 from specops.decide.summary import HostSummary, ReportSummary, context_rows
+from specops.records.manifest import ManifestLike, as_manifest
+from specops.records.schema import AXIS_CONCURRENCY, AXIS_RATE, load_axis, load_level
 from specops.report.markdown import engine_label
 from specops.report.phases import phases_doc
 from specops.report.words import capable_tax_text, envelope_text, saturation_text, tax_text, threshold_text

@@ -11,7 +11,6 @@ import statistics
 from typing import Sequence
 
 from specops.bench.saturation import RULE as SATURATION_RULE
-from specops.bench.schema import AXIS_CONCURRENCY, AXIS_RATE, level_label
 from specops.config.slo import DEFAULT_OBJECTIVE, Slo, slo_text
 from specops.decide.phases import PhaseSummary
 from specops.decide.summary import (
@@ -29,6 +28,7 @@ from specops.decide.summary import (
     Tax,
 )
 from specops.decide.threshold import UNIT_RUNNING, ThresholdChoice, Why
+from specops.records.schema import AXIS_CONCURRENCY, AXIS_RATE, level_label
 
 # ---------------------------------------------------------------- the threshold rule
 

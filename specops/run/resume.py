@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from specops.bench.resume import check_resume
-from specops.bench.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest
 from specops.errors import ConfigError
+from specops.records.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from specops.bench.schema import ResultRecord
+from specops.records.schema import ResultRecord
 from specops.run.events import InterruptCleanup
 from specops.run.journal import Journal
 from specops.servers import stop_arms

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from specops.bench.facts import HEADER_FACTS, device_facts, specops_version, tree_commit
-from specops.bench.manifest import Manifest, RunSettings
-from specops.bench.manifest import update as update_manifest
 from specops.bench.settings import BenchSettings, settings_record
-from specops.bench.store import load_results
 from specops.bench.sweep import HostSweep, matrix_for
 from specops.config.playbook import Step
 from specops.engines import engine_for
+from specops.records.manifest import Manifest, RunSettings
+from specops.records.manifest import update as update_manifest
+from specops.records.store import load_results
 from specops.run import events
 from specops.servers.arms import arms_from_vars
 from specops.servers.plans import plan_arms

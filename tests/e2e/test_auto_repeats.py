@@ -13,10 +13,10 @@ import pytest
 
 from specops.bench.matrix import Point
 from specops.bench.repeats import parse_repeats, settled, throughputs
-from specops.bench.schema import ResultRecord
 from specops.bench.settings import BenchSettings
 from specops.bench.sweep import unsettled
 from specops.errors import ConfigError
+from specops.records.schema import ResultRecord
 from tests.support.arms import arm_vars
 from tests.support.deploy import inventory, run_cli
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops.bench.manifest import read as load_manifest
-from specops.bench.manifest import render as render_manifest
+from specops.records.manifest import read as load_manifest
+from specops.records.manifest import render as render_manifest
 from specops.report.artifacts import render_report
 from specops.sim.model import predicted_output_throughput
 from tests.support.arms import sim_inventory

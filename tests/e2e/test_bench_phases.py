@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench import store
+from specops.records import store
 from tests.support.arms import arm_vars, sim_inventory
 from tests.support.deploy import run_cli
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from specops.bench import store
 from specops.decide.summary import find_crossover
+from specops.records import store
 from specops.sim import model as M
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from specops.bench import store
-from specops.bench.schema import ResultRecord
 from specops.decide.tune import Levels, choose_threshold
+from specops.records import store
+from specops.records.schema import ResultRecord
 from tests.support.arms import sim_inventory
 from tests.support.deploy import run_cli
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench import store
+from specops.records import store
 from specops.sim import model as M
 from specops.sim.testing import free_port
 from tests.support.arms import arm_vars, sim_inventory

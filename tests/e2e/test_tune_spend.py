@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench import store
+from specops.records import store
 from tests.support.arms import sim_inventory
 from tests.support.deploy import TUNE_TIMEOUT_S, run_cli
 

@@ -120,8 +120,8 @@ def test_eagle3_point_reports_accept_length_and_spread_itl(tmp_path):
 def test_sweep_against_two_simulated_arms_finds_the_models_crossover(tmp_path):
     """Library-level sweep: plan, run each point, store it, render; the report's crossover
     and threshold bracket the levels the simulator's own model predicts."""
-    from specops.bench import store
     from specops.bench.matrix import plan_points
+    from specops.records import store
     from specops.report.artifacts import render_report
     from specops.sim.model import predicted_best_threshold, predicted_crossover
 

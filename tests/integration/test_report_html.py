@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from matplotlib.image import imread
 
-from specops.bench import store
-from specops.bench.schema import ResultRecord
+from specops.records import store
+from specops.records.schema import ResultRecord
 from specops.report.artifacts import render_report
 
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")

@@ -27,7 +27,7 @@ from specops.bench.runners import (
     sampled,
     server_dead,
 )
-from specops.bench.schema import STATUS_FAILED
+from specops.records.schema import STATUS_FAILED
 from specops.servers import stop_arms
 from specops.sglang import paths
 from specops.transport.local import LocalTransport

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from specops.bench.client import measure_point
-from specops.bench.schema import ResultRecord
+from specops.records.schema import ResultRecord
 from specops.sglang.flags import tree_flags
 from specops.sglang.serving import READY_LINE
 from specops.sglang.source import ensure_tree

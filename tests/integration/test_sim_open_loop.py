@@ -15,7 +15,7 @@ import pytest
 
 from specops.bench.arrivals import offsets, parse_arrival
 from specops.bench.client import RequestResult, _run_open, make_prompts, measure_point
-from specops.bench.schema import ResultRecord
+from specops.records.schema import ResultRecord
 from specops.sglang.source import ensure_tree
 from specops.sim.testing import run_sim
 

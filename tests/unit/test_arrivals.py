@@ -11,8 +11,8 @@ from specops.bench.arrivals import Arrival, offsets, parse_arrival, parse_rate, 
 from specops.bench.bench_serving import bench_command
 from specops.bench.matrix import plan_points
 from specops.bench.saturation import is_saturated, offered_rate
-from specops.bench.schema import ResultRecord, point_key
 from specops.errors import ConfigError
+from specops.records.schema import ResultRecord, point_key
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.closedloop import LoopHeaderError

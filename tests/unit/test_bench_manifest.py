@@ -1,4 +1,4 @@
-"""The bench manifest's one reader, one writer and one update (bench/manifest.py): typed
+"""The bench manifest's one reader, one writer and one update (records/manifest.py): typed
 parts, the file unchanged byte for byte, `dict.setdefault`/`update` semantics for writers,
 and hosts writing their parts from threads without losing one another's."""
 
@@ -8,9 +8,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from specops.bench import manifest as run_manifest
-from specops.bench.manifest import ArmRecord, Manifest, RunSettings
-from specops.bench.scheduling import Scheduling
+from specops.records import manifest as run_manifest
+from specops.records.manifest import ArmRecord, Manifest, RunSettings, Scheduling
 from specops.secrets import MASK, remember
 
 RUN = Path(__file__).resolve().parents[1] / "data" / "bench_run_main"

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from specops.bench import store
-from specops.bench.schema import ResultRecord
 from specops.decide.summary import find_crossover
 from specops.errors import ConfigError
+from specops.records import store
+from specops.records.schema import ResultRecord
 from specops.report.artifacts import render_report
 from specops.report.markdown import SIM_BANNER, render_markdown, terminal_table
 from specops.report.summary import fairness_warnings, summarize

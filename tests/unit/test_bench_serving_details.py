@@ -17,8 +17,8 @@ from specops.bench.bench_serving import (
     parse_bench_serving_output,
     to_model_time,
 )
-from specops.bench.schema import LATENCIES_KEY, MISSING_KEY, ResultRecord
 from specops.decide.slo import latencies_missing, point_goodput
+from specops.records.schema import LATENCIES_KEY, MISSING_KEY, ResultRecord
 from specops.report.summary import summarize
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles

@@ -15,8 +15,8 @@ from specops.bench.bench_serving import (
     parse_bench_serving_output,
     to_model_time,
 )
-from specops.bench.schema import CSV_COLUMNS, ResultRecord
 from specops.errors import ConfigError, SpecopsError
+from specops.records.schema import CSV_COLUMNS, ResultRecord
 from specops.sglang.source import ensure_tree
 from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.sglang_trees import CI_RELEASES

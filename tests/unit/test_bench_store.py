@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from specops.bench import store
-from specops.bench.matrix import Point, plan_points, points_for_arm
-from specops.bench.schema import CSV_COLUMNS, ResultRecord
+from specops.bench.matrix import Point, missing_points, plan_points, points_for_arm
 from specops.errors import ConfigError, SpecopsError
+from specops.records import store
+from specops.records.schema import CSV_COLUMNS, ResultRecord
 
 
 def _rec(arm: str, c: int, r: int, status: str = "ok", tps: float = 100.0, **kw) -> ResultRecord:
@@ -62,24 +62,24 @@ def test_missing_points_reruns_failed_and_unrun_points(tmp_path):
     matrix = plan_points(["baseline", "eagle3"], [1, 4], 2)
     for p in matrix[:5]:
         store.append_result(tmp_path, _rec(p.arm, p.concurrency, p.repeat, status="failed" if p == matrix[2] else "ok"))
-    todo = store.missing_points(tmp_path, matrix)
+    todo = missing_points(tmp_path, matrix)
     assert todo == [matrix[2]] + matrix[5:]
     # The failed point is re-run and succeeds: the CSV keeps one row per point, the ok one.
     store.append_result(tmp_path, _rec(matrix[2].arm, matrix[2].concurrency, matrix[2].repeat, tps=123.0))
-    assert store.missing_points(tmp_path, matrix) == matrix[5:]
+    assert missing_points(tmp_path, matrix) == matrix[5:]
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
     assert len(rows) == 5
     assert [r["output_throughput"] for r in rows if (r["arm"], r["concurrency"], r["repeat"]) ==
             (matrix[2].arm, str(matrix[2].concurrency), str(matrix[2].repeat))] == ["123"]
     # Another host's results do not count for this host.
-    assert store.missing_points(tmp_path, matrix, host="gpu-a") == matrix
+    assert missing_points(tmp_path, matrix, host="gpu-a") == matrix
 
 
 def test_torn_last_line_is_skipped_with_warning_and_cut_before_the_next_append(tmp_path, caplog):
     store.append_result(tmp_path, _rec("baseline", 1, 0))
     with open(tmp_path / "results.jsonl", "a") as fh:
         fh.write('{"host": "local", "arm": "eagle3", "concurr')   # the crash happened here
-    with caplog.at_level(logging.WARNING, logger="specops.bench.store"):
+    with caplog.at_level(logging.WARNING, logger="specops.records.store"):
         records = store.load_results(tmp_path)
     assert [r.arm for r in records] == ["baseline"]
     assert "torn last line" in caplog.text
@@ -107,8 +107,8 @@ def test_killed_writer_loses_at_most_the_point_in_flight(tmp_path):
     """A real process appends points and is SIGKILLed mid-way: every line on disk parses."""
     script = (
         "import sys, os, signal\n"
-        "from specops.bench import store\n"
-        "from specops.bench.schema import ResultRecord\n"
+        "from specops.records import store\n"
+        "from specops.records.schema import ResultRecord\n"
         "for i in range(1000):\n"
         "    store.append_result(sys.argv[1], ResultRecord(arm='a', concurrency=1, repeat=i), rewrite_csv=False)\n"
         "    if i == 40: os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops.bench import store
-from specops.bench.schema import ResultRecord
+from specops.records import store
+from specops.records.schema import ResultRecord
 from tests.support.deploy import inventory, run_cli
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from specops.bench import store
 from specops.bench.matrix import Point, length_pairs, plan_points
 from specops.bench.resume import check_resume
-from specops.bench.schema import CONTEXT_AXIS, ResultRecord
 from specops.bench.settings import BenchSettings
 from specops.decide.summary import context_rows
 from specops.errors import ConfigError
+from specops.records import store
+from specops.records.schema import CONTEXT_AXIS, ResultRecord
 from specops.report.artifacts import render_report
 from specops.report.markdown import render_markdown
 from specops.report.summary import summarize

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specops.bench import store
-from specops.bench.manifest import Manifest
+from specops.records import store
+from specops.records.manifest import Manifest
 from specops.report.markdown import engine_label
 from specops.report.summary_doc import summary_document
 

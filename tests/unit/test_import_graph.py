@@ -141,6 +141,7 @@ def test_forbidden_imports_are_not_reached():
 #: each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("specops", "errors", "fsutil", "secrets", "pysource", "launchargs", "plainhttp", "ports", "data"),
+    ("records",),     # a run's records and their files: ResultRecord, manifest.json, the run directory
     ("config",),      # hosts.yaml, playbooks, variable precedence, the SLO/objective/cost options
     ("transport",),
     ("sglang", "vllm"),  # what specops knows about each engine itself, read from its source trees
@@ -148,7 +149,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim",),
     ("engines",),     # the serving engine behind one protocol (SGLang, the simulator): flags, launch, lines, metrics
     ("servers",),
-    ("bench",),       # measuring: points, sweeps, arm pools, runners, clients, records and their files
+    ("bench",),       # measuring: points, sweeps, arm pools, runners, clients
     ("decide",),      # deciding, as numbers and enums (test_decide_words.py): threshold, goodput, summary math, tune's search, verify's verdicts
     ("steps",),
     ("run",),
@@ -278,3 +279,25 @@ def test_cli_opens_connections_only_where_listed():
             elif isinstance(node, ast.Import):
                 found += [f"{name} imports {a.name}" for a in node.names if a.name.startswith("specops.transport")]
     assert found == []
+
+
+# ----- no package holds too much of specops (issue 56) -------------------------------------
+
+#: The most of specops's lines (every .py file's, blank and comment lines too) one package may hold.
+PACKAGE_SHARE = 0.15
+
+
+def test_no_package_holds_more_than_its_share_of_the_lines():
+    """A package past 15% of specops is doing several jobs (bench/ held 25.5% before measuring,
+    deciding, reporting and records became packages of their own): split it by job."""
+    lines: dict[str, int] = {}
+    for path in ROOT.rglob("*.py"):
+        count = len(path.read_bytes().splitlines())
+        lines["(total)"] = lines.get("(total)", 0) + count
+        parts = path.relative_to(ROOT).parts
+        if len(parts) > 1:
+            lines[parts[0]] = lines.get(parts[0], 0) + count
+    total = lines.pop("(total)")
+    assert len(lines) > 10 and total > 10_000  # the tree was found
+    over = {pkg: f"{n / total:.1%}" for pkg, n in lines.items() if n > PACKAGE_SHARE * total}
+    assert over == {}

@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 
 from specops.bench.client import Prompt, _one_request
-from specops.bench.manifest import render as render_manifest
 from specops.fsutil import WriteError, append_whole, atomic_write
+from specops.records.manifest import render as render_manifest
 from specops.secrets import MASK, clip, dumps_masked, looks_secret, mask_text, redact, remember
 from specops.servers.logwatch import failure_reason
 from specops.servers.records import ServerState

@@ -8,10 +8,10 @@ import pytest
 
 from specops.bench.arrivals import parse_arrival
 from specops.bench.phases import Done, Phase, parse_phases, phase_figures, timeline, timeline_of, token_series
-from specops.bench.schema import ResultRecord
 from specops.bench.switching import line_time, switches, switching_extra
 from specops.decide.phases import summarize_phases
 from specops.errors import ConfigError
+from specops.records.schema import ResultRecord
 from specops.report.phases import phases_doc
 
 

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from specops.bench.schema import ResultRecord
+from specops.records.schema import ResultRecord
 from specops.render.bar import PointBar
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from specops.bench.schema import ResultRecord
+from specops.records.schema import ResultRecord
 from specops.report.html_report import render_html
 from specops.report.markdown import render_markdown
 from specops.report.summary import summarize

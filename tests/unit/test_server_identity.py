@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from specops.bench import store
-from specops.bench.schema import ResultRecord
 from specops.errors import ConfigError
+from specops.records import store
+from specops.records.schema import ResultRecord
 from specops.report.summary import server_notes, summarize
 from specops.servers.launch import LaunchPlan
 from specops.servers.lease import EXPIRE_S, Lease, argv_difference, is_live

@@ -13,13 +13,13 @@ from typing import Any
 import click
 import pytest
 
-from specops.bench.manifest import RunSettings
-from specops.bench.settings import STORED, BenchSettings, settings_from_options, settings_record, settings_words
+from specops.bench.settings import BenchSettings, settings_from_options, settings_record, settings_words
 from specops.cli.bench import bench
 from specops.cli.settingopts import typed_values
 from specops.cli.tune import tune
 from specops.config.optionspec import option_words, options_of
 from specops.errors import ConfigError
+from specops.records.manifest import RunSettings
 from specops.servers.arms import ArmOverrides
 
 #: `specops bench`'s options that are not settings of the sweep: where it runs, where its run
@@ -60,11 +60,15 @@ def test_tunes_shared_options_are_the_schemas() -> None:
 
 
 def test_every_recorded_setting_has_a_manifest_check() -> None:
-    """The manifest's reader (RunSettings) takes its keys and checks from the schema."""
+    """The manifest's reader (records' RunSettings) has a typed, checked key for every
+    setting the schema records, and a record of the schema's settings reads back typed."""
     names = {f.name for f in fields(BenchSettings)}
-    assert set(STORED) == names | {"dataset_hash"}
-    assert RunSettings.PLAIN is STORED
-    assert {f.name for f in fields(RunSettings)} - {"extra", "nulls"} == set(STORED)
+    assert set(RunSettings.PLAIN) == names | {"dataset_hash"}
+    assert {f.name for f in fields(RunSettings)} - {"extra", "nulls"} == set(RunSettings.PLAIN)
+    record = asdict(BenchSettings.from_dict({"rate": [1, 2.5], "trace": None, "gpu_hour_cost": 2.0, "slo": "ttft_ms=200"}))
+    read = RunSettings.from_dict(record | {"dataset_hash": "abc"})
+    assert read.extra == {} and read.rate == [1, 2.5] and read.slo == {"ttft_ms": 200.0}
+    assert RunSettings.from_dict({"concurrency": "1,2"}).extra == {"concurrency": "1,2"}
 
 
 def _trace(tmp_path: Path) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from specops.bench.matrix import Point
-from specops.bench.schema import ResultRecord
-from specops.bench.store import append_result
 from specops.bench.sweep import HostSweep
+from specops.records.schema import ResultRecord
+from specops.records.store import append_result
 
 
 def record(arm: str, c: int, repeat: int, tput: float, host: str = "h") -> ResultRecord:

@@ -68,8 +68,8 @@ def test_on_a_patched_tree_the_threshold_says_never(sglang_tree) -> None:
 def test_the_report_states_the_capable_tax_per_level(tmp_path) -> None:
     """spec-off / baseline at every level, on the terminal's headline, report.md, report.html
     and summary.json; the arm is found by its records' mechanism, whatever its name."""
-    from specops.bench import store
-    from specops.bench.schema import ResultRecord
+    from specops.records import store
+    from specops.records.schema import ResultRecord
     from specops.report.artifacts import render_report
 
     tps = {"baseline": {1: 100.0, 4: 300.0, 16: 700.0}, "off": {1: 97.0, 4: 291.0, 16: 686.0},

@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from specops.bench import store
-from specops.bench.schema import STATUS_FAILED, ResultRecord
+from specops.records import store
+from specops.records.schema import STATUS_FAILED, ResultRecord
 from specops.report.artifacts import render_report
 
 RUN = Path(__file__).resolve().parents[1] / "data" / "bench_run_main"

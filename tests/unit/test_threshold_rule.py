@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops.bench import store
-from specops.bench.schema import ResultRecord
 from specops.decide.threshold import (
     UNIT_CONCURRENCY,
     UNIT_RUNNING,
@@ -15,6 +13,8 @@ from specops.decide.threshold import (
     choose,
 )
 from specops.decide.tune import Levels, choose_threshold
+from specops.records import store
+from specops.records.schema import ResultRecord
 from specops.report.artifacts import render_report
 from specops.report.summary import summarize
 from specops.report.words import NO_RUNNING, threshold_choice_text, threshold_reason

@@ -15,7 +15,6 @@ import pytest
 
 from specops.bench.matrix import Point
 from specops.bench.running import RunningSampler, parse_decode_lines, parse_metrics, percentile
-from specops.bench.schema import ResultRecord
 from specops.bench.settings import BenchSettings
 from specops.bench.sweep import unsettled
 from specops.config.writeback import write_adaptive
@@ -34,6 +33,7 @@ from specops.decide.tune import (
 )
 from specops.errors import ConfigError
 from specops.flows.tuner import Tuner
+from specops.records.schema import ResultRecord
 from specops.report.tune import points_text, tune_lines, verdict_text
 from specops.servers.arms import arms_from_vars
 from specops.sglang.adaptive import default_spec_buckets, route_steps, tier_config

@@ -1,4 +1,4 @@
-"""The run directory: results appended as they happen, CSV and manifest (bench/manifest.py) written atomically.
+"""The run directory: results appended as they happen, CSV and manifest (records/manifest.py) written atomically.
 
 `results.jsonl` is the source of truth: one JSON object per finished point (ok or
 failed), appended and fsynced the moment the point exists, so a crash of specops, the
@@ -22,11 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from specops.bench import manifest
-from specops.bench.matrix import Point
-from specops.bench.schema import CSV_COLUMNS, RATE_COLUMNS, ResultRecord, level_text, point_key
 from specops.errors import ConfigError
 from specops.fsutil import WriteError, append_whole, atomic_write, write_error
+from specops.records import manifest
+from specops.records.schema import CSV_COLUMNS, RATE_COLUMNS, ResultRecord, level_text, point_key
 from specops.secrets import redact
 
 log = logging.getLogger(__name__)
@@ -153,24 +152,6 @@ def write_csv(run_dir: Path) -> Path:
     return path
 
 
-# The manifest's one reader and one writer live in bench/manifest.py; these are their names here.
+# The manifest's one reader and one writer live in records/manifest.py; these are their names here.
 write_manifest = manifest.write
 load_manifest = manifest.read
-
-
-def done_points(run_dir: Path, *, host: str | None = None) -> set[Point]:
-    """Points with an ok record (for `host`, when given)."""
-    done: set[Point] = set()
-    for rec in load_results(run_dir):
-        if rec.ok and (host is None or rec.host == host):
-            done.add(Point(rec.arm, rec.concurrency, rec.repeat, rate=rec.rate))
-    return done
-
-
-def missing_points(run_dir: Path, matrix: Iterable[Point], *, host: str | None = None) -> list[Point]:
-    """The points of `matrix` still to run for --resume: no ok record yet (failed ones re-run).
-
-    Keeps the matrix order, so a resumed sweep interleaves arms as the original did.
-    """
-    done = done_points(run_dir, host=host)
-    return [p for p in matrix if p not in done]

@@ -8,7 +8,8 @@ stays absent. So old runs read, and a rewrite changes only what the writer chang
 
 Typed where the shape is fixed: the run's facts (`Manifest`), each host's facts
 (`HostFacts`), each arm's launch record (`ArmRecord`), the recorded settings (`RunSettings`,
-the manifest's `bench`) and the scheduling decision (`bench.scheduling.Scheduling`).
+the manifest's `bench`) and the scheduling decision (`Scheduling`, which bench/scheduling.py
+makes).
 Open-ended, and so `dict[str, Any]`: the client settings (`client`), an arm's
 `server_args` (whatever /server_info says), the GPU/CPU inventories and container images.
 """
@@ -17,14 +18,13 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-from specops.bench.scheduling import Scheduling
-from specops.bench.settings import STORED, Check, is_length, list_of, of
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
+from specops.records.checks import Check, is_length, list_of, number_or_dict, of
 from specops.secrets import redact
 
 MANIFEST_JSON = "manifest.json"
@@ -35,9 +35,24 @@ _LOCK = threading.Lock()
 
 P = TypeVar("P", bound="_Part")
 
-#: value checks (bench/settings.py's, which the settings schema uses for `bench`)
+#: value checks (records/checks.py)
 _STR, _INT, _BOOL, _DICT = of(str), of(int), of(bool), of(dict)
 _LENGTH = is_length
+_NUMBER = of(int, float)
+
+
+@dataclass
+class Scheduling:
+    """How a host's arms were scheduled, as the manifest records it (bench/scheduling.py
+    decides): the mode, why, and the fairness checks' figures."""
+
+    mode: str
+    reason: str
+    asked: str = "auto"
+    fairness: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(kw_only=True)
@@ -204,39 +219,46 @@ class HostFacts(_Part):
         return self.arms
 
 
+def _stored(check: Check) -> Any:
+    """A RunSettings field: None until read, and the check its stored value must pass."""
+    return field(default=None, metadata={"check": check})
+
+
 @dataclass(kw_only=True)
 class RunSettings(_Part):
-    """The manifest's `bench`: the sweep's settings as recorded (settings.settings_record:
-    BenchSettings plus the dataset hash). Read back by --resume, tune --from, the report.
-    Its keys and their checks are the schema's (`STORED`); the typed attributes below are
-    its reading view, and `_check_fields` holds them to the schema."""
+    """The manifest's `bench`: the sweep's settings as recorded (bench/settings.py's
+    settings_record: BenchSettings plus the dataset hash). Read back by --resume, tune --from,
+    the report. Each field's metadata holds the check its stored value must pass to be read
+    as typed; bench/settings.py holds the settings schema to these keys, one per field.
+    """
 
-    PLAIN: ClassVar[dict[str, Check]] = STORED   # the settings schema's checks (bench/settings.py)
+    arms: list[str] | None = _stored(list_of(str))
+    concurrency: list[int] | None = _stored(list_of(int))
+    rate: list[float] | None = _stored(list_of(int, float))  # a rate sweep's levels (requests/s); absent from a concurrency sweep
+    arrival: str | None = _stored(_STR)           # its arrival process
+    trace: str | None = _stored(_STR)             # a replayed trace (bench --trace): its file and digest
+    trace_sha256: str | None = _stored(_STR)
+    phases: str | None = _stored(_STR)            # a phase run's timeline (bench --phases)
+    repeats: int | None = _stored(_INT)
+    repeats_auto: bool | None = _stored(_BOOL)
+    num_prompts: int | None = _stored(_INT)
+    prompts_per_level: int | None = _stored(_INT)
+    input_len: int | list[int] | None = _stored(_LENGTH)
+    output_len: int | list[int] | None = _stored(_LENGTH)
+    dataset: str | None = _stored(_STR)
+    runner: str | None = _stored(_STR)
+    seed: int | None = _stored(_INT)
+    keep_servers: bool | None = _stored(_BOOL)
+    ready_timeout: float | None = _stored(_NUMBER)
+    point_timeout: float | None = _stored(_NUMBER)
+    slo: dict[str, Any] | None = _stored(_DICT)
+    objective: str | None = _stored(_STR)
+    gpu_hour_cost: float | dict[str, Any] | None = _stored(number_or_dict)
+    scheduling: str | None = _stored(_STR)
+    dataset_hash: str | None = _stored(_STR)
 
-    arms: list[str] | None = None
-    concurrency: list[int] | None = None
-    rate: list[float] | None = None      # a rate sweep's levels (requests/s); absent from a concurrency sweep
-    arrival: str | None = None           # its arrival process
-    trace: str | None = None             # a replayed trace (bench --trace): its file and digest
-    trace_sha256: str | None = None
-    phases: str | None = None            # a phase run's timeline (bench --phases)
-    repeats: int | None = None
-    repeats_auto: bool | None = None
-    num_prompts: int | None = None
-    prompts_per_level: int | None = None
-    input_len: int | list[int] | None = None
-    output_len: int | list[int] | None = None
-    dataset: str | None = None
-    runner: str | None = None
-    seed: int | None = None
-    keep_servers: bool | None = None
-    ready_timeout: float | None = None
-    point_timeout: float | None = None
-    slo: dict[str, Any] | None = None
-    objective: str | None = None
-    gpu_hour_cost: float | dict[str, Any] | None = None
-    scheduling: str | None = None
-    dataset_hash: str | None = None
+
+RunSettings.PLAIN = {f.name: f.metadata["check"] for f in fields(RunSettings) if "check" in f.metadata}
 
 
 @dataclass(kw_only=True)
@@ -349,8 +371,6 @@ def _check_fields() -> None:
         names = {f.name for f in fields(cls)}
         missing = (set(cls.PLAIN) | set(cls.NESTED)) - names
         assert not missing, (cls.__name__, missing)
-    unread = {f.name for f in fields(RunSettings)} - set(RunSettings.PLAIN) - {"extra", "nulls"}
-    assert not unread, ("RunSettings fields the settings schema does not record", unread)
 
 
 _check_fields()
