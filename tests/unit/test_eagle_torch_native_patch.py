@@ -1,0 +1,209 @@
+"""The eagle-torch-native patch set (issue 54, point 3) on the real release trees it is written
+for, and refused on the others.
+
+What runs without torch is run here: the set applied to each tree (and again: nothing to do;
+reverted: byte for byte), every touched file compiled, the hooks in front of torch_native's
+two sdpa calls, and the patched code itself executed on stand-in tensors (numpy): the
+lengths each EAGLE forward mode hands torch_native's extend and decode, and the draft
+backends the factory builds (topk > 1 refused at worker start). The tensors on a real server,
+greedy identity and the accept length: tests/real_sglang/test_eagle_torch_native.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
+from specops.sglang.source import ensure_tree
+from specops.sglang.treefiles import LocalTreeFiles
+from specops.transport.local import LocalTransport
+
+pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
+
+SET = "eagle-torch-native"
+BACKEND = "python/sglang/srt/layers/attention/torch_native_backend.py"
+DRAFT = "python/sglang/srt/speculative/draft_utils.py"
+VERSIONS = ["0.5.9", "0.5.10.post1"]
+
+
+def _copy(version: str, dest: Path) -> Path:
+    shutil.copytree(ensure_tree(version), dest, symlinks=True)
+    return dest
+
+
+def _apply(tree: Path):
+    return apply(load_patchset(SET), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory) -> dict[str, Path]:
+    out = {}
+    for version in VERSIONS:
+        tree = _copy(version, tmp_path_factory.mktemp("etn") / version)
+        report = _apply(tree)
+        assert {r.status for r in report.results} == {NEW}, report.summary()
+        out[version] = tree
+    return out
+
+
+def _class(mod: ast.Module, name: str) -> ast.ClassDef:
+    return next(n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _method(mod: ast.Module, cls: str, name: str) -> ast.FunctionDef:
+    return next(n for n in _class(mod, cls).body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_applies_compiles_and_is_idempotent(patched, version):
+    tree = patched[version]
+    for rel in (BACKEND, DRAFT):
+        compile((tree / rel).read_bytes(), rel, "exec")
+    again = _apply(tree)
+    assert not again.changed and {r.status for r in again.results} == {APPLIED}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_hooks_come_right_before_torch_natives_sdpa_calls(patched, version):
+    mod = ast.parse((patched[version] / BACKEND).read_text())
+    for method, hook, call in (("forward_extend", "eagle_extend_view", "_run_sdpa_forward_extend"),
+                               ("forward_decode", "eagle_draft_step_view", "_run_sdpa_forward_decode")):
+        body = _method(mod, "TorchNativeAttnBackend", method).body
+        at = next(i for i, s in enumerate(body) if call in ast.unparse(s))
+        assert ast.unparse(body[at - 1]) == f"forward_batch = self.{hook}(forward_batch)", (version, method)
+    draft = ast.parse((patched[version] / DRAFT).read_text())
+    for method, factory in (("create_decode_backend", "_create_torch_native_decode_backend"),
+                            ("create_draft_extend_backend", "_create_torch_native_prefill_backend")):
+        src = ast.unparse(_method(draft, "DraftBackendFactory", method))
+        assert f"backend_map['torch_native'] = self.{factory}" in src
+        _method(draft, "DraftBackendFactory", factory)  # defined
+
+
+def test_revert_restores_every_file(tmp_path):
+    tree = _copy("0.5.10.post1", tmp_path / "t")
+    before = {rel: (tree / rel).read_bytes() for rel in (BACKEND, DRAFT)}
+    _apply(tree)
+    assert all((tree / rel).read_bytes() != data for rel, data in before.items())
+    revert(load_patchset(SET), LocalTreeFiles(tree))
+    assert {rel: (tree / rel).read_bytes() for rel in before} == before
+
+
+def test_a_tree_missing_an_anchor_is_refused_and_left_unchanged(tmp_path):
+    """A release whose torch_native extend no longer calls _run_sdpa_forward_extend: the set
+    says which edit has no anchor and writes nothing."""
+    tree = _copy("0.5.10.post1", tmp_path / "t")
+    path = tree / BACKEND
+    text = path.read_text().replace("self._run_sdpa_forward_extend(", "self._sdpa_extend(")
+    path.write_text(text)
+    draft_before = (tree / DRAFT).read_bytes()
+    with pytest.raises(PatchError) as err:
+        _apply(tree)
+    assert "backend-extend-lengths" in str(err.value) and "nothing was changed" in str(err.value)
+    assert path.read_text() == text and (tree / DRAFT).read_bytes() == draft_before
+
+
+def test_other_releases_are_refused_with_the_reason(tmp_path):
+    tree = _copy("0.5.14", tmp_path / "t")
+    with pytest.raises(PatchError) as err:
+        _apply(tree)
+    assert "version 0.5.14 is newer than 0.5.10.post1" in str(err.value)
+    assert "Triton's interpreter" in (err.value.hint or "")
+
+
+# ---------------------------------------------------------------- the patched code, run
+
+class Lens(np.ndarray):
+    """A numpy stand-in for the int tensors the views read (`.to(dtype)` as torch spells it)."""
+
+    def to(self, dtype: Any) -> Lens:
+        return self.astype(dtype).view(Lens)
+
+
+def _lens(*values: int) -> Lens:
+    return np.array(values, dtype=np.int64).view(Lens)
+
+
+class Mode:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def is_target_verify(self) -> bool:
+        return self.name == "TARGET_VERIFY"
+
+    def is_draft_extend(self) -> bool:
+        return self.name == "DRAFT_EXTEND"
+
+
+def _backend_class(tree: Path) -> type:
+    """TorchNativeAttnBackend's patched methods (views and __init__) on a bare class."""
+    mod = ast.parse((tree / BACKEND).read_text())
+    methods = [_method(mod, "TorchNativeAttnBackend", n) for n in ("__init__", "eagle_extend_view",
+                                                                  "eagle_draft_step_view")]
+    init = methods[0]
+    init.body = [s for s in init.body if "super()" not in ast.unparse(s)]  # no AttentionBackend here
+    klass = ast.ClassDef(name="TorchNativeAttnBackend", bases=[], keywords=[], body=methods, decorator_list=[],
+                         type_params=[])
+    ns: dict[str, Any] = {"torch": types.SimpleNamespace(full_like=lambda x, v: np.full_like(x, v).view(Lens))}
+    exec(compile(ast.fix_missing_locations(ast.Module(body=[klass], type_ignores=[])), BACKEND, "exec"), ns)
+    return ns["TorchNativeAttnBackend"]
+
+
+def _batch(mode: str, seq_lens: Lens, spec: Any = None) -> types.SimpleNamespace:
+    return types.SimpleNamespace(forward_mode=Mode(mode), spec_info=spec, seq_lens=seq_lens,
+                                 extend_prefix_lens="prefill's", extend_seq_lens="prefill's")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_eagle_mode_hands_torch_native_its_lengths(patched, version):
+    backend = _backend_class(patched[version])(types.SimpleNamespace(device="cpu"))
+    assert backend.eagle_draft_step is None
+    # verify: each request's seq_len tokens, then its 3-token chain (k = 2 draft tokens + root)
+    verify = _batch("TARGET_VERIFY", _lens(5, 9), types.SimpleNamespace(topk=1, draft_token_num=3))
+    view = backend.eagle_extend_view(verify)
+    assert view is not verify and list(verify.seq_lens) == [5, 9]  # the batch itself untouched
+    assert (list(view.seq_lens), list(view.extend_prefix_lens), list(view.extend_seq_lens)) == ([8, 12], [5, 9],
+                                                                                                 [3, 3])
+    # draft extend after verify: seq_lens already count the accepted tokens (+1 each)
+    extend = _batch("DRAFT_EXTEND", _lens(8, 10), types.SimpleNamespace(accept_length=_lens(3, 1)))
+    view = backend.eagle_extend_view(extend)
+    assert (list(view.seq_lens), list(view.extend_prefix_lens), list(view.extend_seq_lens)) == ([8, 10], [5, 9],
+                                                                                                 [3, 1])
+    plain = _batch("EXTEND", _lens(4))
+    assert backend.eagle_extend_view(plain) is plain
+    # a tree verify is refused (the factory refuses it before any forward runs)
+    with pytest.raises(ValueError, match="topk 1"):
+        backend.eagle_extend_view(_batch("TARGET_VERIFY", _lens(5), types.SimpleNamespace(topk=2, draft_token_num=4)))
+    # a decode not drafting reads seq_lens as they are
+    decode = _batch("DECODE", _lens(7))
+    assert backend.eagle_draft_step_view(decode) is decode
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_factory_builds_one_backend_per_draft_step(patched, version, monkeypatch):
+    tree = patched[version]
+    backend_cls = _backend_class(tree)
+    names = ["sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.attention",
+             "sglang.srt.layers.attention.torch_native_backend"]
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules[names[-1]].TorchNativeAttnBackend = backend_cls  # type: ignore[attr-defined]
+    mod = ast.parse((tree / DRAFT).read_text())
+    ns: dict[str, Any] = {}
+    exec(compile(ast.Module(body=[_class(mod, "TorchNativeMultiStepDraftBackend")], type_ignores=[]), DRAFT,
+                 "exec"), ns)
+    multi = ns["TorchNativeMultiStepDraftBackend"](types.SimpleNamespace(device="cpu"), 1, 3)
+    assert [b.eagle_draft_step for b in multi.attn_backends] == [0, 1]
+    assert multi.init_forward_metadata(object()) is None
+    # draft step i reads the request's seq_len tokens and the i + 1 draft tokens written so far
+    step1 = multi.attn_backends[1].eagle_draft_step_view(_batch("DECODE", _lens(5, 9)))
+    assert list(step1.seq_lens) == [7, 11]
+    with pytest.raises(ValueError, match="--speculative-eagle-topk must be 1, got 4"):
+        ns["TorchNativeMultiStepDraftBackend"](types.SimpleNamespace(device="cpu"), 4, 3)
