@@ -204,7 +204,41 @@ def _load() -> str:
         return "n/a"
 
 
-def run_loop(cfg: Config, models: VLLMModels, work: Path, tune_repeats: str | None = None) -> tuple[dict[str, Any], Loop]:
+#: a kept record above this size is left out (vLLM's server logs; the records are a test fixture)
+RECORD_MAX_BYTES = 100_000
+
+
+def keep_records(work: Path, dest: Path) -> list[str]:
+    """Copy the first bench's records (its JSON/JSONL files under 100 KB, plots left out) into `dest`,
+    with each arm's decode step times by batch shape (vLLM's per-step log) as steps.json: what
+    `specops calibrate --from` fits the simulator's model to."""
+    src = work / "bench-before"
+    dest.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for path in sorted(src.rglob("*")):
+        if (path.is_file() and path.suffix in (".json", ".jsonl") and "plots" not in path.parts
+                and path.stat().st_size <= RECORD_MAX_BYTES):
+            out = dest / path.relative_to(src)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, out)
+            kept.append(str(out.relative_to(dest)))
+    steps = {arm: step_samples(work, arm) for arm in ("baseline", "eagle3")}
+    (dest / "steps.json").write_text(json.dumps(steps, indent=1) + "\n")
+    return [*kept, "steps.json"]
+
+
+def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
+    """Per "requests x tokens" shape of the arm's pure decode steps: their count and median ms."""
+    times: dict[str, list[float]] = {}
+    for log in sorted((work / "w" / ".specops" / "logs").glob(f"{arm}.log*")):
+        for m in _ITERATION.finditer(log.read_text(errors="replace")):
+            times.setdefault(f"{m[1]}x{int(m[2]) // int(m[1])}", []).append(float(m[3]))
+    return {k: {"count": len(v), "median_ms": round(sorted(v)[len(v) // 2], 2)}
+            for k, v in sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0]))}
+
+
+def run_loop(cfg: Config, models: VLLMModels, work: Path, tune_repeats: str | None = None,
+             bench_only: bool = False) -> tuple[dict[str, Any], Loop]:
     venv = ensure_runtime(VLLM).root
     inventory = write_inventory(work, models, cfg, venv)
     loop = Loop(work, inventory)
@@ -218,13 +252,16 @@ def run_loop(cfg: Config, models: VLLMModels, work: Path, tune_repeats: str | No
             route["error"] = "deploy failed (see its log)"
             return route, loop
         loop.cli("bench", "--host", "cpu", "-i", "hosts.yaml", "--arms", "baseline,eagle3", "--concurrency", levels,
-                 "--repeats", str(cfg.repeats), *shape, "--out", "bench-before", "--keep-servers")
+                 "--repeats", str(cfg.repeats), *shape, "--out", "bench-before",
+                 *([] if bench_only else ["--keep-servers"]))
         before = _json(work / "bench-before" / "summary.json")
         route["eagle3_over_baseline"] = eagle_ratios(before)
         route["crossover"] = _host(before).get("crossover")
         route["throughput_before"] = throughput(before)
         route["accept_length"] = accept_lengths(before).get("eagle3")
         route["step_ms"] = {arm: step_ms(work, arm) for arm in ("baseline", "eagle3")}
+        if bench_only:
+            return route, loop
         loop.cli("tune", "--host", "cpu", "-i", "hosts.yaml", "--from", "bench-before", "--concurrency", levels,
                  "--repeats", tune_repeats or str(cfg.repeats), *shape, "--candidates", str(cfg.candidates), "--write", "--emit",
                  "--out", "tune", "--runs-dir", "runs")
@@ -380,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-len", type=int, help="output tokens per request (default 32)")
     parser.add_argument("--tune-repeats", help="tune's --repeats (default: the benches' count), e.g. auto:3")
     parser.add_argument("--no-results", action="store_true", help="leave bench/RESULTS.md and its plots alone")
+    parser.add_argument("--bench-only", action="store_true",
+                        help="deploy and the first bench (baseline, eagle3) only, no servers kept between arms; "
+                             "implies --no-results")
+    parser.add_argument("--keep-records", type=Path, metavar="DIR",
+                        help="copy the first bench's records (small JSON/JSONL, steps.json) into DIR, for "
+                             "`specops calibrate --from DIR`")
     parser.add_argument("--nice", type=int, default=-10,
                         help="this process's niceness, inherited by the servers and clients it starts, so other "
                              "work on the machine disturbs the measurement less (needs the privilege; default -10; "
@@ -401,9 +444,11 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="specops-real-crossover-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        route, loop = run_loop(cfg, models, work, args.tune_repeats)
+        route, loop = run_loop(cfg, models, work, args.tune_repeats, bench_only=args.bench_only)
         route["niceness"] = nice
-        if not (args.small or args.no_results):
+        if args.keep_records and (work / "bench-before").is_dir():
+            route["records"] = keep_records(work, args.keep_records)
+        if not (args.small or args.no_results or args.bench_only):
             build = _json(models.root / "build.json")
             shown = [a for a in (argv if argv is not None else sys.argv[1:])]
             if "--work" in shown:  # a scratch folder of this machine: not part of the command

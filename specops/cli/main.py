@@ -13,6 +13,8 @@ from specops.cli.options import NORMAL, QUIET, VERBOSE, VERBOSITY
 COMMANDS: dict[str, LazyCommand] = {
     "bench": LazyCommand("specops.cli.bench:bench",
                          "Sweep arms x load levels (concurrency or request rate) x repeats; report the crossover."),
+    "calibrate": LazyCommand("specops.cli.calibrate:calibrate",
+                             "Fit the simulator's model to a real run: knobs, per-level fit and crossovers; --out FILE."),
     "compare": LazyCommand("specops.cli.compare:compare",
                            "Compare bench runs point by point; * marks differences beyond the run-to-run spread."),
     "demo": LazyCommand("specops.cli.bench:demo",

@@ -6,14 +6,16 @@ planning strips them the same way before checking an argv against the tree's fla
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from specops.errors import ConfigError
+from specops.sim import modelfile
 
 #: flag -> SimOptions field, for knobs that take a value
 VALUED = {"--sglang-tree": "tree", "--vllm-tree": "vllm_tree", "--sim-time-scale": "time_scale", "--sim-crash-after": "crash_after",
           "--sim-slow-start": "slow_start", "--sim-slow-health": "slow_health", "--sim-seed": "seed",
-          "--sim-noise": "noise", "--sim-accept-length": "accept_length"}
+          "--sim-noise": "noise", "--sim-accept-length": "accept_length", "--sim-model": "model"}
 #: flag -> SimOptions field, for switches
 SWITCHES = {"--sim-fail-at-start": "fail_at_start"}
 #: injected faults, not configuration: a report may combine points measured with and without them
@@ -48,13 +50,21 @@ def split_knobs(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def sim_options(variables: Mapping[str, Any]) -> list[str]:
-    """Simulator knobs from vars (`sim: {time_scale: 0.05, crash_after: 40, ...}`), for sim hosts only."""
+    """Simulator knobs from vars (`sim: {time_scale: 0.05, crash_after: 40, ...}`), for sim hosts only.
+
+    `model: FILE` (a calibrated model, sim/modelfile.py) is read here, so a bad file stops the
+    command before any server starts; the servers get its absolute path."""
     opts = variables.get("sim") or {}
     if not isinstance(opts, dict):
         raise ConfigError("'sim' must be a mapping such as {time_scale: 0.05}")
     out: list[str] = []
     for key, value in opts.items():
         flag = "--sim-" + str(key).replace("_", "-")
+        if key == "model" and value not in (None, False):
+            path = Path(str(value)).expanduser().resolve()
+            modelfile.load(path)
+            out += [flag, str(path)]
+            continue
         if value is True:
             out.append(flag)
         elif value is not None and value is not False:

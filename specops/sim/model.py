@@ -69,6 +69,36 @@ DEFAULT_TIME_SCALE = 1.0
 LOAD_SECONDS = 0.3  # wall seconds of simulated weight loading (503 on /health meanwhile)
 
 
+
+@dataclass(frozen=True)
+class ModelParams:
+    """The model's knobs in one value: the constants above by default (the demo's simulated
+    GPU), or a model fitted to a real engine's run (`specops calibrate`, decide/calibrate.py)
+    and handed to a sim host as `sim: {model: FILE}` (sim/modelfile.py reads it).
+
+    The EAGLE figures are those of `spec_steps` draft steps: a server running other step
+    counts scales from them as accept_length and step_ms say."""
+
+    baseline_step_ms: float = BASELINE_STEP_MS
+    baseline_step_ms_per_req: float = BASELINE_STEP_MS_PER_REQ
+    baseline_ceiling_tok_s: float = BASELINE_CEILING_TOK_S
+    eagle_step_ms: float = EAGLE_STEP_MS
+    eagle_step_ms_per_req: float = EAGLE_STEP_MS_PER_REQ
+    eagle_ceiling_tok_s: float = EAGLE_CEILING_TOK_S
+    accept_len_bs1: float = EAGLE_ACCEPT_LEN_BS1
+    accept_decay_per_doubling: float = EAGLE_ACCEPT_DECAY_PER_DOUBLING
+    accept_len_floor: float = EAGLE_ACCEPT_LEN_FLOOR
+    spec_steps: int = DEFAULT_SPEC_NUM_STEPS
+    adaptive_tax: float = ADAPTIVE_TAX
+    prefill_step_ms: float = PREFILL_STEP_MS
+    prefill_ms_per_token: float = PREFILL_MS_PER_TOKEN
+    kv_ms_per_token: float = KV_MS_PER_TOKEN
+    context_free_tokens: int = CONTEXT_FREE_TOKENS
+
+
+DEFAULT_PARAMS = ModelParams()
+
+
 # ---------------------------------------------------------------- per-step model
 
 
@@ -86,7 +116,8 @@ def chain_alpha(tokens_at_default: float, num_steps: int = DEFAULT_SPEC_NUM_STEP
     return (lo + hi) / 2
 
 
-def accept_length(batch: int, num_steps: int | None = None, at_batch_1: float | None = None) -> float:
+def accept_length(batch: int, num_steps: int | None = None, at_batch_1: float | None = None,
+                  params: ModelParams = DEFAULT_PARAMS) -> float:
     """Mean tokens a speculative step of `num_steps` chain drafts emits per request at this batch.
 
     `at_batch_1`: a measured accept length at batch 1 for these steps (`--sim-accept-length`,
@@ -102,54 +133,56 @@ def accept_length(batch: int, num_steps: int | None = None, at_batch_1: float | 
     runs it, accepts less: the public EAGLE3-LLaMA3.1-Instruct-8B head measures 2.8-3.5 with a
     7-token chain at temperature 1, and about 3 at 3 steps in SGLang's own benchmarks.)
     """
-    decay = EAGLE_ACCEPT_DECAY_PER_DOUBLING * math.log2(max(1, batch))
-    steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else int(num_steps)
+    p = params
+    decay = p.accept_decay_per_doubling * math.log2(max(1, batch))
+    steps = p.spec_steps if num_steps is None else int(num_steps)
     if steps <= 0:
         return 1.0
     if at_batch_1 is not None:
-        floor = at_batch_1 * EAGLE_ACCEPT_LEN_FLOOR / EAGLE_ACCEPT_LEN_BS1
+        floor = at_batch_1 * p.accept_len_floor / p.accept_len_bs1
         return max(1.0, min(steps + 1.0, max(floor, at_batch_1 - decay)))
-    acc = max(EAGLE_ACCEPT_LEN_FLOOR, EAGLE_ACCEPT_LEN_BS1 - decay)
-    if steps == DEFAULT_SPEC_NUM_STEPS:
+    acc = max(p.accept_len_floor, p.accept_len_bs1 - decay)
+    if steps == p.spec_steps:
         return max(1.0, min(acc, steps + 1.0))
-    alpha = chain_alpha(acc)
+    alpha = chain_alpha(acc, p.spec_steps)
     return max(1.0, sum(alpha ** i for i in range(steps + 1)))
 
 
 def step_ms(speculating: bool, batch: int, accept_len: float = 1.0, tax: float = 0.0,
-            num_steps: int | None = None, kv_tokens: int = 0) -> float:
+            num_steps: int | None = None, kv_tokens: int = 0, params: ModelParams = DEFAULT_PARAMS) -> float:
     """Model-ms of one decode step for `batch` running requests (no noise).
 
     A speculative step with k draft steps costs the baseline step plus k/3 of the calibrated
     3-step overhead (drafting is sequential, verification grows with the k+1 tokens checked);
     its compute roof grows with the tokens verified, (k+1)/4 of the 3-step roof. The KV read
     of a long context (`kv_tokens`, see context_ms) adds to the memory-bound part, not the roof."""
+    p = params
     batch = max(1, batch)
-    steps = DEFAULT_SPEC_NUM_STEPS if num_steps is None else int(num_steps)
+    steps = p.spec_steps if num_steps is None else int(num_steps)
     if speculating and steps > 0:
-        f = steps / DEFAULT_SPEC_NUM_STEPS
-        fixed = BASELINE_STEP_MS + (EAGLE_STEP_MS - BASELINE_STEP_MS) * f
-        per_req = BASELINE_STEP_MS_PER_REQ + (EAGLE_STEP_MS_PER_REQ - BASELINE_STEP_MS_PER_REQ) * f
-        linear = fixed + per_req * batch + context_ms(kv_tokens, batch, steps)
-        acc3 = accept_length(batch, DEFAULT_SPEC_NUM_STEPS) if steps != DEFAULT_SPEC_NUM_STEPS else accept_len
-        roof = batch * acc3 * 1000.0 / EAGLE_CEILING_TOK_S * (steps + 1) / (DEFAULT_SPEC_NUM_STEPS + 1)
+        f = steps / p.spec_steps
+        fixed = p.baseline_step_ms + (p.eagle_step_ms - p.baseline_step_ms) * f
+        per_req = p.baseline_step_ms_per_req + (p.eagle_step_ms_per_req - p.baseline_step_ms_per_req) * f
+        linear = fixed + per_req * batch + context_ms(kv_tokens, batch, steps, p)
+        acc3 = accept_length(batch, p.spec_steps, params=p) if steps != p.spec_steps else accept_len
+        roof = batch * acc3 * 1000.0 / p.eagle_ceiling_tok_s * (steps + 1) / (p.spec_steps + 1)
     else:
-        linear = BASELINE_STEP_MS + BASELINE_STEP_MS_PER_REQ * batch + context_ms(kv_tokens, batch)
-        roof = batch * 1000.0 / BASELINE_CEILING_TOK_S
+        linear = p.baseline_step_ms + p.baseline_step_ms_per_req * batch + context_ms(kv_tokens, batch, params=p)
+        roof = batch * 1000.0 / p.baseline_ceiling_tok_s
     return max(linear, roof) / (1.0 - tax)
 
 
-def context_ms(kv_tokens: int, batch: int, draft_steps: int = 0) -> float:
+def context_ms(kv_tokens: int, batch: int, draft_steps: int = 0, params: ModelParams = DEFAULT_PARAMS) -> float:
     """Model-ms a decode step spends reading KV beyond what the calibrated per-request cost
     covers: `kv_tokens` is the running batch's total context (prompt + generated tokens).
     Verification reads the cache once for its k+1 tokens; each draft step reads its one layer's."""
-    extra = max(0, int(kv_tokens) - CONTEXT_FREE_TOKENS * max(1, batch))
-    return KV_MS_PER_TOKEN * extra * (1.0 + DRAFT_KV_SHARE * max(0, draft_steps))
+    extra = max(0, int(kv_tokens) - params.context_free_tokens * max(1, batch))
+    return params.kv_ms_per_token * extra * (1.0 + DRAFT_KV_SHARE * max(0, draft_steps))
 
 
-def prefill_ms(input_tokens: int) -> float:
+def prefill_ms(input_tokens: int, params: ModelParams = DEFAULT_PARAMS) -> float:
     """Model-ms of one prefill batch covering `input_tokens` new tokens."""
-    return PREFILL_STEP_MS + PREFILL_MS_PER_TOKEN * max(0, input_tokens)
+    return params.prefill_step_ms + params.prefill_ms_per_token * max(0, input_tokens)
 
 
 # ---------------------------------------------------------------- arms and thresholds
@@ -182,7 +215,8 @@ class AdaptiveTiers:
         key = keys[max(0, bisect.bisect_right(keys, padded) - 1)]
         return sorted(set(self.tiers[key]))
 
-    def steps_for(self, batch: int, initial_steps: int = DEFAULT_SPEC_NUM_STEPS) -> int:
+    def steps_for(self, batch: int, initial_steps: int = DEFAULT_SPEC_NUM_STEPS,
+                  params: ModelParams = DEFAULT_PARAMS) -> int:
         """The draft steps SGLang's AdaptiveStepSlot settles on for this batch's tier.
 
         Starts at the launch's num_steps (else the middle candidate) and applies its rule with
@@ -195,7 +229,7 @@ class AdaptiveTiers:
             cur = cands[idx]
             if cur == 0:
                 break  # a zero-step slot only probes up briefly; it runs without drafts
-            drafts = accept_length(batch, cur) - 1.0
+            drafts = accept_length(batch, cur, params=params) - 1.0
             prev = cands[idx - 1] if idx > 0 else None
             if prev is not None and drafts <= (0.5 if prev == 0 else prev - 0.5):
                 idx -= 1
@@ -253,6 +287,7 @@ class ArmModel:
     tiers: AdaptiveTiers | None = None  # native adaptive config (0.5.14+), instead of threshold
     num_steps: int | None = None
     accept_at_batch_1: float | None = None  # measured accept length (accept_length's at_batch_1)
+    params: ModelParams = DEFAULT_PARAMS  # the model's knobs (a calibrated model: sim: {model: FILE})
 
     def speculates(self, batch: int) -> bool:
         if self.arm == "baseline":
@@ -267,9 +302,9 @@ class ArmModel:
         """Draft steps this server runs at this batch size (0: a plain decode step)."""
         if not self.speculates(batch):
             return 0
-        initial = self.num_steps or DEFAULT_SPEC_NUM_STEPS
+        initial = self.num_steps or self.params.spec_steps
         if self.tiers is not None:
-            return self.tiers.steps_for(batch, initial)
+            return self.tiers.steps_for(batch, initial, self.params)
         return initial
 
     def step(self, batch: int, kv_tokens: int = 0) -> tuple[float, float]:
@@ -277,10 +312,10 @@ class ArmModel:
         requests holding `kv_tokens` of context in all."""
         k = self.steps(batch)
         if k > 0:
-            acc = accept_length(batch, k, self.accept_at_batch_1)
-            return step_ms(True, batch, acc, num_steps=k, kv_tokens=kv_tokens), acc
-        tax = ADAPTIVE_TAX if self.arm == "adaptive" else 0.0
-        return step_ms(False, batch, 1.0, tax, kv_tokens=kv_tokens), 1.0
+            acc = accept_length(batch, k, self.accept_at_batch_1, self.params)
+            return step_ms(True, batch, acc, num_steps=k, kv_tokens=kv_tokens, params=self.params), acc
+        tax = self.params.adaptive_tax if self.arm == "adaptive" else 0.0
+        return step_ms(False, batch, 1.0, tax, kv_tokens=kv_tokens, params=self.params), 1.0
 
     def default_max_running(self) -> int:
         return BASELINE_DEFAULT_MAX_RUNNING if self.arm == "baseline" else SPEC_DEFAULT_MAX_RUNNING
@@ -297,6 +332,7 @@ def predicted_output_throughput(
     num_steps: int | None = None,
     tiers: AdaptiveTiers | None = None,
     context: int = 0,
+    params: ModelParams = DEFAULT_PARAMS,
 ) -> float:
     """Steady-state decode output tok/s (model units) with `concurrency` requests in flight.
 
@@ -306,17 +342,18 @@ def predicted_output_throughput(
     """
     if arm not in ("baseline", "eagle3", "adaptive"):
         raise ValueError(f"unknown arm {arm!r}: expected baseline, eagle3 or adaptive")
-    model = ArmModel(arm=arm, threshold=threshold, num_steps=num_steps, tiers=tiers)
+    model = ArmModel(arm=arm, threshold=threshold, num_steps=num_steps, tiers=tiers, params=params)
     batch = max(1, min(int(concurrency), max_running or model.default_max_running()))
     ms, acc = model.step(batch, batch * max(0, int(context)))
     return batch * acc * 1000.0 / ms
 
 
-def predicted_crossover(levels: Iterable[int], max_running: int | None = None, context: int = 0) -> int | None:
+def predicted_crossover(levels: Iterable[int], max_running: int | None = None, context: int = 0,
+                        params: ModelParams = DEFAULT_PARAMS) -> int | None:
     """First concurrency level where the baseline is at least as fast as EAGLE-3 (None: never)."""
     for c in sorted(set(levels)):
-        if predicted_output_throughput("baseline", c, max_running=max_running, context=context) >= \
-                predicted_output_throughput("eagle3", c, max_running=max_running, context=context):
+        if predicted_output_throughput("baseline", c, max_running=max_running, context=context, params=params) >= \
+                predicted_output_throughput("eagle3", c, max_running=max_running, context=context, params=params):
             return c
     return None
 

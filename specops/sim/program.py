@@ -15,6 +15,8 @@ the flags the tree declares. Each knob also reads an environment variable (the f
   --sim-noise F             SPECOPS_SIM_NOISE        relative step-time drift (0: none; default the model's 3%)
   --sim-accept-length F     SPECOPS_SIM_ACCEPT_LENGTH  a speculative arm's accept length at batch 1 (a real
                                                      head's, measured; default the model's calibrated one)
+  --sim-model FILE          SPECOPS_SIM_MODEL        the performance model's knobs (sim/modelfile.py: one
+                                                     `specops calibrate` fitted to a real run); default the demo's
 
 Exit codes: 2 for argparse errors (as SGLang), 1 for a source that does not compile or a
 start-up failure, -9 (killed) after an injected crash.
@@ -29,8 +31,9 @@ import traceback
 from pathlib import Path
 from typing import Mapping
 
+from specops.errors import ConfigError
 from specops.sglang.flags import tree_flags
-from specops.sim import vllm_program
+from specops.sim import modelfile, vllm_program
 from specops.sim.knobs import UsageError, split_knobs
 from specops.sim.logs import SimLog, import_failure_traceback
 from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
@@ -38,7 +41,7 @@ from specops.sim.server import SimOptions, SimServer, bind_socket, resolve_args
 _ENV = {"tree": "SPECOPS_SIM_TREE", "vllm_tree": "SPECOPS_SIM_VLLM_TREE", "time_scale": "SPECOPS_SIM_TIME_SCALE", "crash_after": "SPECOPS_SIM_CRASH_AFTER",
         "slow_start": "SPECOPS_SIM_SLOW_START", "slow_health": "SPECOPS_SIM_SLOW_HEALTH", "seed": "SPECOPS_SIM_SEED",
         "fail_at_start": "SPECOPS_SIM_FAIL_AT_START", "noise": "SPECOPS_SIM_NOISE",
-        "accept_length": "SPECOPS_SIM_ACCEPT_LENGTH"}
+        "accept_length": "SPECOPS_SIM_ACCEPT_LENGTH", "model": "SPECOPS_SIM_MODEL"}
 
 
 def split_argv(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -70,6 +73,11 @@ def options(knobs: dict[str, str]) -> SimOptions:
         )
     except ValueError as e:
         raise UsageError(f"bad simulator option: {e}") from None
+    if knobs.get("model"):
+        try:
+            opts.params = modelfile.load(knobs["model"])
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
     if opts.time_scale <= 0:
         raise UsageError("--sim-time-scale must be > 0")
     if opts.accept_length is not None and not opts.accept_length >= 1:

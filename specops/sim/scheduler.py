@@ -382,7 +382,7 @@ class Scheduler:
         self.running.extend(batch)
         used, usage = self.token_usage()
         self.log.info(prefill_batch_line(len(batch), tokens, usage, len(self.running) - len(batch), len(self.waiting)), rank=True)
-        await self._advance(M.prefill_ms(tokens) * self._noise)
+        await self._advance(M.prefill_ms(tokens, self.cfg.arm.params) * self._noise)
         now = time.monotonic()
         for r in batch:  # prefill samples each request's first token
             if r.aborted:

@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -53,6 +53,7 @@ class SimOptions:
     seed: int = 0
     noise: float | None = None  # relative step-time drift (None: the model's default)
     accept_length: float | None = None  # a speculative arm's accept length at batch 1 (None: the model's)
+    params: M.ModelParams = M.DEFAULT_PARAMS  # the model's knobs (--sim-model FILE: a calibrated one)
 
 
 def resolve_args(args: dict[str, Any], log: SimLog) -> None:
@@ -441,6 +442,7 @@ class SimServer:
                 f"Current value: mem_fraction_static={mem}")
         try:
             self.arm, self.mechanism = arm_model(args, opts.accept_length)
+            self.arm = replace(self.arm, params=opts.params)
         except (OSError, ValueError) as e:
             self._scheduler_init_error(f"{type(e).__name__}: {e}")
             return

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,7 @@ class VLLMSimServer(SimServer):
                              "or --gpu-memory-utilization")
         try:
             self.arm, self.mechanism = arm_model(args, self.has_schedule, opts.accept_length)
+            self.arm = replace(self.arm, params=opts.params)
         except SpecConfigError as exc:
             self._fail_start(f"pydantic_core._pydantic_core.ValidationError: 1 validation error for "
                              f"SpeculativeConfig\n  Value error, {exc}")
