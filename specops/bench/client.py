@@ -626,7 +626,7 @@ async def measure_point_async(
         client_lag_max_ms=max(lags_ms) if lags_ms else None,
         sim_time_scale=scale if scale_raw is not None else None,
         started_at=started_at,
-        sglang_version=info.get("version") if isinstance(info.get("version"), str) else None,
+        engine_version=info.get("version") if isinstance(info.get("version"), str) else None,
         extra={
             "api": api, "dataset": dataset, "seed": seed, "warmup": warmup,
             "warmup_failed": sum(1 for r in warm_results if not r.ok),

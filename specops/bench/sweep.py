@@ -229,7 +229,7 @@ class HostSweep:
         if ident is not None and ident.pop("restarted", None) is not None and raw.status != STATUS_FAILED:
             raw = replace(raw, status=STATUS_FAILED,
                           error=f"server '{point.arm}' was restarted during the point (same arguments); not counted")
-        record = replace(raw, host=self.host.name, arm=point.arm, mechanism=plan.mechanism,
+        record = replace(raw, host=self.host.name, engine=self.host.engine, arm=point.arm, mechanism=plan.mechanism,
                          concurrency=point.concurrency, rate=point.rate, repeat=point.repeat, extra=dict(raw.extra))
         self._set_length(record, point)
         if ident is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Mapping, TypeVar
 
 CSV_COLUMNS: tuple[str, ...] = (
     "host", "arm", "mechanism", "concurrency", "repeat", "completed", "failed",
@@ -109,7 +109,8 @@ class ResultRecord:
     client_lag_max_ms: float | None = None
     sim_time_scale: float | None = None
     started_at: str | None = None     # ISO-8601 UTC, when the measured run began
-    sglang_version: str | None = None
+    engine: str | None = None         # the host's engine (its registry name: sglang, vllm, sim, ...)
+    engine_version: str | None = None  # that engine's release as the server says (older records: sglang_version)
     sglang_commit: str | None = None
     run_id: str | None = None         # the run directory's name (filled in by the store when absent)
     # the server instance measured: pid, proc_start, args_hash, config_hash, started_at, launched_by
@@ -143,7 +144,9 @@ class ResultRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ResultRecord":
-        """Build from a stored dict; unknown keys go to `extra` so nothing is lost."""
+        """Build from a stored dict; unknown keys go to `extra` so nothing is lost. A key an
+        older record used (`RENAMED`) reads as its new name, unless the record has both."""
+        data = current_names(data)
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         unknown = {k: v for k, v in data.items() if k not in known}
@@ -151,6 +154,16 @@ class ResultRecord:
             kwargs["extra"] = {**dict(kwargs.get("extra") or {}), **unknown}
         return cls(**kwargs)
 
+
+#: keys older records wrote -> the field that holds them now (the release was `sglang_version`
+#: whatever the engine, vLLM's included, before records named the engine)
+RENAMED = {"sglang_version": "engine_version"}
+
+
+def current_names(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored record's keys under their current names (`RENAMED`), a key kept as it is where
+    the record also holds its new name: the one reading path of older results and state files."""
+    return {(RENAMED[k] if k in RENAMED and RENAMED[k] not in data else k): v for k, v in data.items()}
 
 _T = TypeVar("_T")
 

@@ -63,7 +63,7 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     model: str = ""
     ready_path: str = "/health"
-    sglang_version: str | None = None  # the tree's: a server from another version is never reused
+    engine_version: str | None = None  # the tree's release: a server from another version is never reused
     #: where the process starts: an empty folder, never one holding `sglang/` (see sglang/venv.py)
     cwd: str = ""
     #: the host's secrets file, loaded into the server's environment at start (None: no secrets)
@@ -104,8 +104,9 @@ class LaunchPlan:
         return self._hash(argv)
 
     def _hash(self, argv: list[str]) -> str:
+        # the release under the key it had before records named the engine: old servers hash the same
         fields = {"argv": argv, "env": sorted(self.env.items()),
-                  "config": self.config_json, "sglang_version": self.sglang_version}
+                  "config": self.config_json, "sglang_version": self.engine_version}
         if self.container is not None:  # another image (or runtime, GPUs, mounts) is another server
             fields["container"] = self.container
         blob = json.dumps(fields, sort_keys=True)
@@ -290,7 +291,7 @@ def build_launch(arm: ArmSpec, layout: LayoutLike | EngineLayout, *, workdir: st
                       state_path=paths.server_state(workdir, arm.name),
                       config_path=config_path, config_json=config_json,
                       effective_threshold=effective, notes=notes, model=arm.model, ready_path=layout.ready_path,
-                      sglang_version=layout.version, cwd=neutral_cwd(workdir), device=arm.device)
+                      engine_version=layout.version, cwd=neutral_cwd(workdir), device=arm.device)
 
 
 def _plan(arm: ArmSpec, serving: ServingEngine, own: ArmFlags, layout: EngineLayout, *, workdir: str, python: str,
@@ -304,5 +305,5 @@ def _plan(arm: ArmSpec, serving: ServingEngine, own: ArmFlags, layout: EngineLay
                       workdir=workdir, log_path=paths.server_log(workdir, arm.name),
                       state_path=paths.server_state(workdir, arm.name),
                       effective_threshold=own.effective_threshold, notes=list(own.notes), model=arm.model,
-                      ready_path=layout.ready_path, sglang_version=layout.version, cwd=neutral_cwd(workdir),
+                      ready_path=layout.ready_path, engine_version=layout.version, cwd=neutral_cwd(workdir),
                       device=arm.device)

@@ -166,7 +166,7 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, la
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
         effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,
-        sglang_version=plan.sglang_version, launched_by=launched_by, ephemeral=ephemeral,
+        engine_version=plan.engine_version, launched_by=launched_by, ephemeral=ephemeral,
         container=plan.container)
     transport.put(state.to_json(), plan.state_path, mode=0o600)  # masked, and private all the same
     return LaunchOutcome(state, action)
@@ -446,14 +446,15 @@ def server_info(transport: Transport, state: ServerState, timeout: float = 10.0)
 
 
 def check_version(transport: Transport, state: ServerState, info: dict[str, Any]) -> None:
-    """The server that answered must be the tree's SGLang: `/server_info`'s version equals
+    """The server that answered must be the tree's engine: `/server_info`'s version equals
     the tree's. A server launched with another python (or from a folder that shadows the
     package) answers with another version, and results would be credited to the wrong code."""
-    want = state.sglang_version
+    want = state.engine_version
     got = info.get("version")
     if want is None or got == want:
         return
-    raise StepError(f"server '{state.arm}' answers as SGLang {got or '(no version in /server_info)'}, "
+    title = engine_of(state.argv).title
+    raise StepError(f"server '{state.arm}' answers as {title} {got or '(no version in /server_info)'}, "
                     f"but the tree is {want}: the server does not run the checked-out tree",
                     where=_where(transport, state.arm),
                     hint=f"the server ran: {state.command}; install the tree into that python "

@@ -25,6 +25,8 @@ import types
 import typing
 from typing import Any, TypeVar, Union
 
+from specops.records.schema import current_names
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -73,9 +75,10 @@ def _fits(value: Any, hint: Any) -> bool:
 
 def load(cls: type[T], data: bytes | str, **extra: Any) -> T:
     """`cls` (a dataclass) from a record file's bytes; unknown keys are ignored (a newer
-    specops may add some), missing required ones and mistyped values raise BadRecord.
+    specops may add some), missing required ones and mistyped values raise BadRecord; a key an
+    older specops wrote reads under its current name (records.schema.current_names).
     `extra`: fields the file does not hold (a lease's age)."""
-    raw = load_object(data)
+    raw = current_names(load_object(data))
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]

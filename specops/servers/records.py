@@ -45,7 +45,7 @@ class ServerState:
     effective_threshold: int | None = None
     notes: list[str] = field(default_factory=list)
     ready_path: str = "/health"
-    sglang_version: str | None = None
+    engine_version: str | None = None  # the tree's release (older state files: sglang_version)
     #: on a Slurm host: job_id, node, gpus (IDX), conf (servers.slurm's supervisor wrote it)
     slurm: dict[str, Any] | None = None
     #: the run that started this server, and whether it is stopped once the last run leasing it

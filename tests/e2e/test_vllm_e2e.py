@@ -134,6 +134,9 @@ def test_bench_reads_vllms_metrics(tmp_path: Path, vllm_tree: Path) -> None:  # 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["hosts"]["gpu"]["engine"] == "sim-vllm" and manifest["engine_version"] == "0.32.0"
     assert "sglang_version" not in manifest and manifest["hosts"]["gpu"]["engine_version"] == "0.32.0"
+    # every point names the engine and its release too, never under SGLang's name (issue 56)
+    assert {(r["engine"], r["engine_version"]) for r in table.values()} == {("sim-vllm", "0.32.0")}
+    assert all("sglang_version" not in r for r in table.values())
     assert "vLLM: `0.32.0`" in (out / "report.md").read_text()  # the release is vLLM's, not SGLang's
     assert not list((tmp_path / "w/.specops/servers").glob("*.json"))  # the sweep stopped what it launched
 

@@ -11,6 +11,7 @@ import pytest
 
 from specops.config.inventory import load_inventory
 from specops.data import shipped_patches
+from specops.engines import engine_named
 from specops.errors import ConfigError, StepError
 from specops.patching import PatchError, apply, load_patchset
 from specops.servers.lifecycle import ServerState, check_version, failure_reason
@@ -95,10 +96,10 @@ def test_failure_reason_is_the_line_that_says_why(log, reason):
     assert (got is None) if reason is None else (reason in got)
 
 
-def _state(version: str | None) -> ServerState:
+def _state(version: str | None, argv: list[str] | None = None) -> ServerState:
     return ServerState(arm="baseline", kind="baseline", pid=1, pgid=1, proc_start="", port=30000, command="x",
-                       argv=["x"], env={}, args_hash="", log_path="/l", state_path="/s", mechanism="none",
-                       started_at=0.0, workdir="/w", sglang_version=version)
+                       argv=argv or ["x"], env={}, args_hash="", log_path="/l", state_path="/s", mechanism="none",
+                       started_at=0.0, workdir="/w", engine_version=version)
 
 
 def test_the_server_that_answers_must_be_the_trees_version():
@@ -109,6 +110,10 @@ def test_the_server_that_answers_must_be_the_trees_version():
         check_version(transport, _state("0.5.10.post1"), {"version": "0.5.9"})
     with pytest.raises(StepError, match="no version in /server_info"):
         check_version(transport, _state("0.5.10.post1"), {})
+    # a vLLM server is named as vLLM, never as SGLang (issue 56)
+    vllm = _state("0.32.0", ["python", "-m", engine_named("vllm").launch_module, "--port", "30000"])
+    with pytest.raises(StepError, match=r"answers as vLLM 0\.31\.0, but the tree is 0\.32\.0"):
+        check_version(transport, vllm, {"version": "0.31.0"})
 
 
 def test_install_settings_from_vars_and_bad_values():

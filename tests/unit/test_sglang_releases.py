@@ -93,7 +93,7 @@ def test_three_arms_plans_are_accepted_by_the_simulators_parser(exp: Expected, s
         args = flags.parse(sglang_argv)
         assert args["max_running_requests"] == 64
         assert args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs")) == 64
-        assert plan.ready_path == exp.ready_path and plan.sglang_version == exp.version
+        assert plan.ready_path == exp.ready_path and plan.engine_version == exp.version
     if exp.mechanism == "native-adaptive":  # a zero-step tier above the threshold
         tiers = json.loads(plans["adaptive"].config_json or "{}")
         assert [t["candidate_steps"] for _, t in sorted(tiers.items(), key=lambda kv: int(kv[0]))] == [[3], [0]]
