@@ -31,6 +31,11 @@ pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
 SET = "eagle-torch-native"
 BACKEND = "python/sglang/srt/layers/attention/torch_native_backend.py"
 DRAFT = "python/sglang/srt/speculative/draft_utils.py"
+SPEC_UTILS = "python/sglang/srt/speculative/spec_utils.py"
+#: Triton kernel -> the torch function that stands in for it on a CPU
+KERNELS = {"create_extend_after_decode_spec_info": "specops_create_extend_after_decode_spec_info",
+           "assign_req_to_token_pool": "specops_assign_req_to_token_pool",
+           "assign_draft_cache_locs": "specops_assign_draft_cache_locs"}
 VERSIONS = ["0.5.9", "0.5.10.post1"]
 
 
@@ -65,7 +70,7 @@ def _method(mod: ast.Module, cls: str, name: str) -> ast.FunctionDef:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_applies_compiles_and_is_idempotent(patched, version):
     tree = patched[version]
-    for rel in (BACKEND, DRAFT):
+    for rel in (BACKEND, DRAFT, SPEC_UTILS):
         compile((tree / rel).read_bytes(), rel, "exec")
     again = _apply(tree)
     assert not again.changed and {r.status for r in again.results} == {APPLIED}
@@ -89,7 +94,7 @@ def test_hooks_come_right_before_torch_natives_sdpa_calls(patched, version):
 
 def test_revert_restores_every_file(tmp_path):
     tree = _copy("0.5.10.post1", tmp_path / "t")
-    before = {rel: (tree / rel).read_bytes() for rel in (BACKEND, DRAFT)}
+    before = {rel: (tree / rel).read_bytes() for rel in (BACKEND, DRAFT, SPEC_UTILS)}
     _apply(tree)
     assert all((tree / rel).read_bytes() != data for rel, data in before.items())
     revert(load_patchset(SET), LocalTreeFiles(tree))
@@ -207,3 +212,65 @@ def test_the_factory_builds_one_backend_per_draft_step(patched, version, monkeyp
     assert list(step1.seq_lens) == [7, 11]
     with pytest.raises(ValueError, match="--speculative-eagle-topk must be 1, got 4"):
         ns["TorchNativeMultiStepDraftBackend"](types.SimpleNamespace(device="cpu"), 4, 3)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_kernel_is_rebound_right_after_its_definition_on_a_cpu_only(patched, version):
+    """An importer (`from ...spec_utils import assign_draft_cache_locs`) runs after the module,
+    so it gets the rebinding; the module's own callers read the global at call time."""
+    mod = ast.parse((patched[version] / SPEC_UTILS).read_text())
+    body = mod.body
+    for kernel, torch_fn in KERNELS.items():
+        at = next(i for i, n in enumerate(body) if isinstance(n, ast.FunctionDef) and n.name == kernel)
+        helper, guard = body[at + 1], body[at + 2]
+        assert isinstance(helper, ast.FunctionDef) and helper.name == torch_fn
+        assert ast.unparse(guard).startswith("if specops_on_cpu():\n    " + kernel + " = SpecopsTorchGrid(" + kernel)
+
+
+def _kernels(tree: Path) -> dict[str, Any]:
+    mod = ast.parse((tree / SPEC_UTILS).read_text())
+    keep = [n for n in mod.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            and (n.name.startswith("specops_") or n.name == "SpecopsTorchGrid")]
+    ns: dict[str, Any] = {"torch": types.SimpleNamespace(arange=lambda a, b, dtype: np.arange(a, b, dtype=dtype))}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), SPEC_UTILS, "exec"), ns)
+    return ns
+
+
+def _never(*args: Any) -> None:
+    raise AssertionError("the Triton kernel ran")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_torch_kernels_write_what_the_triton_ones_write(patched, version):
+    ns = _kernels(patched[version])
+    grid = ns["SpecopsTorchGrid"]
+    kernel: dict[tuple[int, ...], Any] = {(2,): _never}
+    # after verify: request 0 accepted 2 drafts (+1), request 1 none (+1); seq_lens count them
+    positions, new_ids = np.zeros(4, dtype=np.int64), np.zeros(2, dtype=np.int64)
+    grid(kernel, ns["specops_create_extend_after_decode_spec_info"])[(2,)](
+        np.array([11, 12, 13, 21]), np.array([10, 6]), np.array([3, 1]), positions, new_ids, 2)
+    assert list(positions) == [7, 8, 9, 5] and list(new_ids) == [13, 21]
+    # verify's cache locations: rows 3 and 1 of req_to_token, from their seq_lens on
+    req_to_token = np.zeros((4, 16), dtype=np.int32)
+    grid(kernel, ns["specops_assign_req_to_token_pool"])[(2,)](
+        np.array([3, 1]), req_to_token, np.array([5, 2]), np.array([8, 5]), np.array([40, 41, 42, 50, 51, 52]), 16, 2)
+    assert list(req_to_token[3, 5:8]) == [40, 41, 42] and list(req_to_token[1, 2:5]) == [50, 51, 52]
+    assert req_to_token.sum() == 40 + 41 + 42 + 50 + 51 + 52
+    # the draft's locations (topk 1, 2 steps), each request's run from its seq_len on
+    req_to_token = np.zeros((4, 16), dtype=np.int32)
+    out = np.array([60, 61, 70, 71])
+    grid(kernel, ns["specops_assign_draft_cache_locs"])[(2,)](
+        np.array([0, 2]), req_to_token, np.array([4, 9]), None, None, out, None, None, None, 0, 16, 1, 2, 1, 2, 4)
+    assert list(req_to_token[0, 4:6]) == [60, 61] and list(req_to_token[2, 9:11]) == [70, 71]
+    assert req_to_token.sum() == out.sum()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_paged_tree_draft_is_left_to_the_triton_kernel(patched, version):
+    ns = _kernels(patched[version])
+    ran = []
+    kernel = {(1,): lambda *args: ran.append(args)}
+    args = (np.array([0]), np.zeros((1, 8), dtype=np.int32), np.array([4]), None, None, np.arange(6), None, None,
+            None, 0, 8, 2, 3, 4, 1, 8)  # topk 2, page size 4
+    ns["SpecopsTorchGrid"](kernel, ns["specops_assign_draft_cache_locs"])[(1,)](*args)
+    assert len(ran) == 1 and ran[0][5] is args[5]
