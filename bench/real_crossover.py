@@ -55,6 +55,9 @@ from tests.support.real_sglang.models import VLLMModels, ensure_vllm_heavy_model
 from tests.support.real_sglang.runtime import VLLM, VLLM_RELEASE, ensure_runtime  # noqa: E402
 
 SECTION = f"## Real crossover (vLLM {VLLM_RELEASE} on CPU)"
+SIM_SECTION = "## Simulator calibrated from real vLLM"
+#: the calibrated simulator's clock: 100x faster than the model's (figures are on the model clock)
+SIM_TIME_SCALE = 0.01
 RESULTS = REPO / "bench" / "RESULTS.md"
 PLOTS = REPO / "bench" / "real_crossover"
 SGLANG_NOT_DONE = "not done this round: this script runs the vLLM route only"
@@ -112,7 +115,7 @@ class Loop:
 
 
 def _shown(arg: str, work: Path) -> str:
-    return arg.replace(str(work) + "/", "")
+    return arg.replace(str(work) + "/", "").replace(str(REPO) + "/", "")
 
 
 def _arm(kind: str, models: VLLMModels, cfg: Config, cache: Path, **more: Any) -> dict[str, Any]:
@@ -208,10 +211,11 @@ def _load() -> str:
 RECORD_MAX_BYTES = 100_000
 
 
-def keep_records(work: Path, dest: Path) -> list[str]:
+def keep_records(work: Path, dest: Path, load: dict[str, str] | None = None) -> list[str]:
     """Copy the first bench's records (its JSON/JSONL files under 100 KB, plots left out) into `dest`,
     with each arm's decode step times by batch shape (vLLM's per-step log) as steps.json: what
-    `specops calibrate --from` fits the simulator's model to."""
+    `specops calibrate --from` fits the simulator's model to; and the load average around the run
+    (loadavg.json: how quiet the machine was)."""
     src = work / "bench-before"
     dest.mkdir(parents=True, exist_ok=True)
     kept = []
@@ -224,7 +228,8 @@ def keep_records(work: Path, dest: Path) -> list[str]:
             kept.append(str(out.relative_to(dest)))
     steps = {arm: step_samples(work, arm) for arm in ("baseline", "eagle3")}
     (dest / "steps.json").write_text(json.dumps(steps, indent=1) + "\n")
-    return [*kept, "steps.json"]
+    (dest / "loadavg.json").write_text(json.dumps(load or {}) + "\n")
+    return [*kept, "steps.json", "loadavg.json"]
 
 
 def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
@@ -297,6 +302,148 @@ def run_loop(cfg: Config, models: VLLMModels, work: Path, tune_repeats: str | No
         loop.cli("stop", "--host", "cpu", "-i", "hosts.yaml", timeout=600)
         route["load_after"] = _load()
     return route, loop
+
+
+def calibrated_sim(records: Path, work: Path, cfg: Config) -> tuple[dict[str, Any], Loop]:
+    """Issue 54 point 4: `specops calibrate` fits the simulator's model to a real run's records,
+    then a `sim-vllm` host naming that model (`sim: {model: FILE}`, no noise) is benched over the
+    same levels and shape: its crossover and figures beside the real ones."""
+    work.mkdir(parents=True, exist_ok=True)
+    loop = Loop(work, work / "hosts.yaml")
+    cal = loop.cli("calibrate", "--from", str(records), "--out", "model.json", "--json")
+    out: dict[str, Any] = {"records": str(records)}
+    doc = _try_json(cal.stdout)
+    if cal.returncode != 0 or doc is None:
+        out["error"] = "calibrate failed (see its log)"
+        return out, loop
+    out["calibration"] = {k: doc[k] for k in ("measured_crossover", "predicted_crossover",
+                                                "crossover_within_one_level", "baseline_fit", "eagle3_fit")}
+    out["steps"] = {str(int(lv["concurrency"])): {"effective": lv["effective_step_ms"], "logged": lv["logged_step_ms"]}
+                    for lv in doc["levels"]}
+    out["load"] = _json(records / "loadavg.json")
+    out["knobs"] = (_json(work / "model.json") or {}).get("knobs")
+    doc_inv = {"hosts": {"sim": {"connection": "local", "engine": "sim-vllm", "device": "cpu",
+                                 "python": sys.executable, "workdir": str(work / "w")}},
+               "vars": {"model": "real-vllm-calibrated", "draft_model": "real-vllm-calibrated-head",
+                        "max_running_requests": max(cfg.levels),
+                        "sim": {"time_scale": SIM_TIME_SCALE, "noise": 0, "model": "model.json"},
+                        "arms": {"baseline": {"port": free_port()}, "eagle3": {"port": free_port()}}}}
+    loop.inventory.write_text(yaml.safe_dump(doc_inv, sort_keys=False))
+    loop.cli("bench", "--host", "sim", "-i", "hosts.yaml", "--arms", "baseline,eagle3",
+             "--concurrency", ",".join(map(str, cfg.levels)), "--repeats", "1", "--num-prompts", str(cfg.num_prompts),
+             "--input-len", str(cfg.input_len), "--output-len", str(cfg.output_len), "--out", "sim-bench")
+    sim = _json(work / "sim-bench" / "summary.json")
+    real = _json(records / "summary.json")
+    out["sim_crossover"] = _host(sim).get("crossover")
+    out["real_crossover"] = _host(real).get("crossover")
+    out["sim_ratio"], out["real_ratio"] = eagle_ratios(sim), eagle_ratios(real)
+    out["sim_throughput"], out["real_throughput"] = throughput(sim), throughput(real)
+    out["sim_accept"], out["real_accept"] = accept_lengths(sim).get("eagle3"), accept_lengths(real).get("eagle3")
+    levels = list(out["real_ratio"])
+    out["sim_levels_from_real"] = _level_distance(out["real_crossover"], out["sim_crossover"], levels)
+    return out, loop
+
+
+def _level_distance(a: dict[str, Any] | None, b: dict[str, Any] | None, levels: list[str]) -> int | None:
+    """Levels between two crossovers (bench's report form): the first level at or past each."""
+    def position(x: dict[str, Any] | None) -> int | None:
+        if not x:
+            return None
+        if x.get("kind") == "every":
+            return 0
+        if x.get("kind") != "interpolated":
+            return len(levels)
+        return levels.index(str(x["above"]))
+    pa, pb = position(a), position(b)
+    return None if pa is None or pb is None else abs(pa - pb)
+
+
+def sim_section(out: dict[str, Any], loop: Loop, cfg: Config, invocation: str, started: str,
+                extra_runs: dict[str, dict[str, Any]] | None = None) -> str:
+    """The markdown of the section "Simulator calibrated from real vLLM"."""
+    levels = [str(c) for c in cfg.levels]
+    cal = out.get("calibration") or {}
+    knobs = out.get("knobs") or {}
+    rc, sc = out.get("real_crossover") or {}, out.get("sim_crossover") or {}
+
+    def cross(x: dict[str, Any]) -> str:
+        return f"{x.get('kind')} {_fmt(x.get('value'), 1)} (between {x.get('below')} and {x.get('above')})"
+
+    def row(name: str, values: dict[str, Any] | None, digits: int = 2) -> str:
+        return f"| {name} | " + " | ".join(_fmt((values or {}).get(c), digits) for c in levels) + " |"
+
+    def off(sim: dict[str, Any] | None, real: dict[str, Any] | None) -> dict[str, Any]:
+        return {c: (sim[c] / real[c] - 1.0) * 100 for c in levels
+                if (sim or {}).get(c) and (real or {}).get(c)}
+
+    st, rt = out.get("sim_throughput") or {}, out.get("real_throughput") or {}
+    lines = [SIM_SECTION, "",
+             f"`{invocation}` ({started} UTC): `specops calibrate` fits the simulator's model "
+             "(specops/sim/model.py's knobs, `ModelParams`) to the records of one real vLLM 0.32.0 run on this CPU "
+             f"(`{out.get('records')}`: the heavy models, baseline and EAGLE-3, levels {','.join(levels)}, "
+             f"{cfg.num_prompts} prompts a point, input {cfg.input_len} / output {cfg.output_len} tokens; kept by "
+             "`python bench/real_crossover.py --bench-only --keep-records DIR`), then a `sim-vllm` host naming "
+             f"that model (`sim: {{model: model.json, noise: 0, time_scale: {SIM_TIME_SCALE}}}`) is benched over the "
+             "same levels and shape through the CLI. The simulator's figures are on its model clock.", "",
+             "Fitted knobs (model.json): baseline step "
+             f"{_fmt(knobs.get('baseline_step_ms'), 1)} ms + {_fmt(knobs.get('baseline_step_ms_per_req'), 2)} ms a "
+             f"request, ceiling {_fmt(knobs.get('baseline_ceiling_tok_s'), 1)} tok/s; EAGLE-3 step (3 drafts, a verify "
+             f"of 4 tokens a request) {_fmt(knobs.get('eagle_step_ms'), 1)} ms + "
+             f"{_fmt(knobs.get('eagle_step_ms_per_req'), 2)} ms a request, ceiling "
+             f"{_fmt(knobs.get('eagle_ceiling_tok_s'), 1)} tok/s; accept length {_fmt(knobs.get('accept_len_bs1'))} "
+             f"at batch 1, {_fmt(-(knobs.get('accept_decay_per_doubling') or 0.0), 3)} per doubling; prefill "
+             f"{_fmt(knobs.get('prefill_step_ms'), 1)} ms. Fit error (rms, relative, over the levels): baseline "
+             f"{_fmt((cal.get('baseline_fit') or {}).get('rms_rel_error', 0) * 100, 1)}%, EAGLE-3 "
+             f"{_fmt((cal.get('eagle3_fit') or {}).get('rms_rel_error', 0) * 100, 1)}%.", "",
+             f"Crossover: real {cross(rc)}; calibrate's prediction {cross(cal.get('predicted_crossover') or {})}; "
+             f"the calibrated simulator's bench {cross(sc)}: **{out.get('sim_levels_from_real')} level(s) from the "
+             "real one**.", "",
+             "| concurrency | " + " | ".join(levels) + " |", "|---|" + "---|" * len(levels),
+             row("real EAGLE-3 / baseline", out.get("real_ratio")),
+             row("**simulated EAGLE-3 / baseline**", out.get("sim_ratio")),
+             row("real baseline tok/s", rt.get("baseline"), 1), row("simulated baseline tok/s", st.get("baseline"), 1),
+             row("baseline: simulated vs real, %", off(st.get("baseline"), rt.get("baseline")), 0),
+             row("real eagle3 tok/s", rt.get("eagle3"), 1), row("simulated eagle3 tok/s", st.get("eagle3"), 1),
+             row("eagle3: simulated vs real, %", off(st.get("eagle3"), rt.get("eagle3")), 0),
+             row("real accept length", out.get("real_accept")), row("simulated accept length", out.get("sim_accept"))]
+    steps = out.get("steps") or {}
+    for arm, name in (("baseline", "baseline"), ("eagle3", "EAGLE-3")):
+        lines.append(f"| {name} step, ms: fitted (effective) / vLLM's log | " + " | ".join(
+            f"{_fmt(steps.get(c, {}).get('effective', {}).get(arm), 0)} / "
+            f"{_fmt(steps.get(c, {}).get('logged', {}).get(arm), 0)}" for c in levels) + " |")
+    load = out.get("load") or {}
+    lines += ["", f"The real run's load average (1/5/15 min) before: {load.get('before', 'n/a')}, after: "
+              f"{load.get('after', 'n/a')}: other sessions worked beside it on 2 cores, so its figures carry that noise "
+              "(a level's ratio moved by up to 0.2 between two such runs, below).", "",
+              "How to read it. The fit reproduces the run's *throughput*: the step it fits is the effective one, "
+              "what the client sees per decode step, with each request's prefill (the model's, a few ms) taken out. "
+              "vLLM's own per-step log (`--enable-logging-iteration-details`, kept as steps.json) is shown beside it, "
+              "never fitted: it leaves out what the engine spends between steps (scheduling, sampling, the API server "
+              f"streaming to the client): {_spread(steps, lambda c: c <= 8)} more up to 8 requests, "
+              f"{_spread(steps, lambda c: c > 8)} more above, on 2 shared cores, so a model fitted to it would call "
+              "every level faster than measured. The fitted ceilings bind from "
+              f"{(cal.get('baseline_fit') or {}).get('roof_from')} requests (baseline) and "
+              f"{(cal.get('eagle3_fit') or {}).get('roof_from')} (EAGLE-3, whose verify of 4 tokens a request is "
+              "compute-bound on this CPU); below them EAGLE-3's step grows "
+              f"{_fmt(knobs.get('eagle_step_ms_per_req'), 1)} ms a request against the baseline's "
+              f"{_fmt(knobs.get('baseline_step_ms_per_req'), 1)}, which is what brings the two level. TTFT is not "
+              "modelled: the real server's (~118 ms at c=1) is mostly spent outside its step loop, and the "
+              "simulator would stall the whole batch for it."]
+    for name, run in (extra_runs or {}).items():
+        lines += ["", f"{name}: EAGLE-3 / baseline " + ", ".join(f"{c}: {_fmt(v)}" for c, v in
+                                                                (run.get('ratio') or {}).items())
+                  + f"; crossover {cross(run.get('crossover') or {})}; the calibrated simulator's crossover is "
+                  f"{_level_distance(run.get('crossover'), sc, levels)} level(s) from it."]
+    lines += ["", "Commands (in the work folder):", ""]
+    lines += [f"- `{c['command']}` (exit {c['exit']}, {c['wall_s']:.0f} s)" for c in loop.commands]
+    return "\n".join(lines) + "\n"
+
+
+def _spread(steps: dict[str, Any], which: Any) -> str:
+    """The range, in %, of the effective step over vLLM's logged one at the levels `which` keeps."""
+    more = [(v["effective"][arm] / v["logged"][arm] - 1.0) * 100 for c, v in steps.items() if which(int(c))
+            for arm in ("baseline", "eagle3") if v.get("logged", {}).get(arm)]
+    return f"{min(more):.0f}-{max(more):.0f}%" if more else "n/a"
 
 
 def _try_json(text: str) -> dict[str, Any] | None:
@@ -388,10 +535,10 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-    """Replace this script's section of RESULTS.md (from its heading to the next `## `), or append it."""
+def write_section(text: str, heading: str = SECTION) -> None:
+    """Replace one of this script's sections of RESULTS.md (from its heading to the next `## `), or append it."""
     doc = RESULTS.read_text()
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(doc):
         doc = pattern.sub(lambda _: text + "\n", doc, count=1)
     else:
@@ -420,6 +567,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-only", action="store_true",
                         help="deploy and the first bench (baseline, eagle3) only, no servers kept between arms; "
                              "implies --no-results")
+    parser.add_argument("--calibrate-from", type=Path, metavar="DIR",
+                        help="no real engine: calibrate the simulator from a real run's kept records (DIR, from "
+                             "--keep-records), bench it on a sim-vllm host and write the section \"Simulator "
+                             "calibrated from real vLLM\" (unless --no-results)")
+    parser.add_argument("--compare-with", type=Path, action="append", default=[], metavar="DIR",
+                        help="with --calibrate-from: another real run's kept records, whose crossover the "
+                             "calibrated simulator's is also compared with (repeatable)")
     parser.add_argument("--keep-records", type=Path, metavar="DIR",
                         help="copy the first bench's records (small JSON/JSONL, steps.json) into DIR, for "
                              "`specops calibrate --from DIR`")
@@ -438,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output_len:
         cfg = Config(**{**cfg.__dict__, "output_len": args.output_len})
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    if args.calibrate_from:
+        return calibrate_main(args, cfg, argv, started)
     t0 = time.monotonic()
     nice = _raise_priority(args.nice)
     models = ensure_vllm_models() if args.small else ensure_vllm_heavy_models()
@@ -447,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         route, loop = run_loop(cfg, models, work, args.tune_repeats, bench_only=args.bench_only)
         route["niceness"] = nice
         if args.keep_records and (work / "bench-before").is_dir():
-            route["records"] = keep_records(work, args.keep_records)
+            route["records"] = keep_records(work, args.keep_records, {"before": route.get("load_before", "n/a"),
+                                                                      "after": route.get("load_after", "n/a")})
         if not (args.small or args.no_results or args.bench_only):
             build = _json(models.root / "build.json")
             shown = [a for a in (argv if argv is not None else sys.argv[1:])]
@@ -467,6 +624,42 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"vllm": route, "sglang-patch": {"infeasible": SGLANG_NOT_DONE},
                       "sglang-native": {"infeasible": SGLANG_NOT_DONE}}))
     return 0 if "error" not in route else 1
+
+
+def calibrate_main(args: argparse.Namespace, cfg: Config, argv: list[str] | None, started: str) -> int:
+    """--calibrate-from: the calibrated simulator beside a real run's records; last line one JSON object."""
+    work = args.work or Path(tempfile.mkdtemp(prefix="specops-calibrated-sim-"))
+    records = args.calibrate_from.resolve()
+    try:
+        out, loop = calibrated_sim(records, work, cfg)
+        extra = {}
+        for other in args.compare_with:
+            summary = _json(other / "summary.json")
+            load = _json(other / "loadavg.json") or {}
+            extra[f"Another real run (`{_repo_path(other)}`, load {load.get('before', 'n/a')} before, "
+                  f"{load.get('after', 'n/a')} after)"] = {"ratio": eagle_ratios(summary),
+                                                          "crossover": _host(summary).get("crossover")}
+        out["compared_with"] = extra
+        if not args.no_results and "error" not in out:
+            shown = list(argv if argv is not None else sys.argv[1:])
+            if "--work" in shown:
+                i = shown.index("--work")
+                del shown[i:i + 2]
+            out["records"] = _repo_path(records)
+            write_section(sim_section(out, loop, cfg, " ".join(["python bench/real_crossover.py", *shown]), started,
+                                      extra), SIM_SECTION)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps({"calibrated_sim": out}))
+    return 0 if "error" not in out else 1
+
+
+def _repo_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

