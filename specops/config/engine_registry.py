@@ -117,7 +117,7 @@ def load_plugin(name: str) -> Any:
                           f"(its `spec` attribute): it is not a ServingEngine",
                           hint="point the entry point at a specops.engines.ServingEngine subclass")
     if spec.name != name:
-        raise ConfigError(f"engine plugin {plugin} is registered as {name!r} but its spec names it {spec.name!r}",
+        raise ConfigError(f"engine plugin {plugin} registered as {name!r} names itself {spec.name!r} in its spec",
                           hint="make the entry point's name and the engine's spec.name the same")
     return obj
 
@@ -128,7 +128,10 @@ def spec(name: str, where: str | None = None) -> EngineSpec:
         return BUILTIN[name]
     if name not in _entry_points():
         raise ConfigError(f"unknown engine {name!r} ({' or '.join(names())})", where=where)
-    declared: EngineSpec = load_plugin(name).spec
+    try:
+        declared: EngineSpec = load_plugin(name).spec
+    except ConfigError as exc:  # loaded once, refused wherever it is named
+        raise ConfigError(exc.message, where=where or exc.where, hint=exc.hint) from None
     return replace(declared, plugin=_plugin_name(_entry_points()[name]))
 
 

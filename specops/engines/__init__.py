@@ -14,10 +14,11 @@ named. `ENGINES` reads it as a mapping. A new engine is a `base.ServingEngine` s
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Mapping, Sequence
 
 from specops.config import engine_registry
-from specops.config.engine_registry import Feature
+from specops.config.engine_registry import EngineSpec, Feature
 from specops.config.inventory import Host
 from specops.engines.base import BatchMetrics, CrashMessage, ServingEngine
 from specops.engines.schedule import Schedule, ScheduleForm
@@ -25,8 +26,8 @@ from specops.engines.sglang import SGLang, Simulator
 from specops.engines.vllm import VLLM, SimulatedVLLM
 from specops.errors import ConfigError
 
-__all__ = ["BUILTIN", "ENGINES", "DEFAULT", "BatchMetrics", "Feature", "ServingEngine", "crash_messages",
-           "engine_for", "engine_named", "engine_of", "ready_lines", "schedule_forms"]
+__all__ = ["BUILTIN", "ENGINES", "DEFAULT", "BatchMetrics", "EngineSpec", "Feature", "ServingEngine", "crash_messages",
+           "engine_for", "engine_named", "engine_of", "log_prefixes", "ready_lines", "schedule_forms"]
 
 #: the engines specops ships, by hosts.yaml's `engine:` value (config.engine_registry.BUILTIN's order)
 BUILTIN: dict[str, ServingEngine] = {e.name: e for e in (SGLang(), Simulator(), VLLM(), SimulatedVLLM())}
@@ -35,18 +36,19 @@ DEFAULT: ServingEngine = BUILTIN[Host.engine]
 _plugins: dict[str, ServingEngine] = {}
 
 
-def _plugin(name: str) -> ServingEngine:
+def _plugin(name: str, where: str | None) -> ServingEngine:
     """The plugin engine registered as `name`: its entry point's instance, or its class made one."""
     if name not in _plugins:
+        spec = engine_registry.spec(name, where)  # unknown or broken: refused, naming it
         obj = engine_registry.load_plugin(name)
-        spec = engine_registry.spec(name)
         engine = obj() if isinstance(obj, type) and issubclass(obj, ServingEngine) else obj
         if not isinstance(engine, ServingEngine):
             raise ConfigError(f"engine plugin {spec.plugin} registered as {name!r} is not a ServingEngine "
-                              f"({type(engine).__name__})", hint="subclass specops.engines.ServingEngine")
+                              f"({type(engine).__name__})", where=where,
+                              hint="subclass specops.engines.ServingEngine")
         if gaps := engine.missing_members():
             raise ConfigError(f"engine plugin {spec.plugin} registered as {name!r} does not set "
-                              f"{', '.join(gaps)}", hint="see docs/engines.md for what each member is for")
+                              f"{', '.join(gaps)}", where=where, hint="docs/engines.md says what each member is for")
         _plugins[name] = engine
     return _plugins[name]
 
@@ -55,8 +57,7 @@ def engine_named(name: str, where: str | None = None) -> ServingEngine:
     """The engine called `name` (a host's `engine:`, or a playbook's `engine` variable)."""
     if name in BUILTIN:
         return BUILTIN[name]
-    engine_registry.spec(name, where)  # unknown: refused, naming every engine
-    return _plugin(name)
+    return _plugin(name, where)
 
 
 class _Registry(Mapping[str, ServingEngine]):
@@ -99,6 +100,11 @@ def _faces() -> list[ServingEngine]:
 def ready_lines() -> tuple[str, ...]:
     """Every engine's ready line, once each: the readiness watch looks for any of them."""
     return tuple(dict.fromkeys(e.ready_line for e in _faces()))
+
+
+def log_prefixes() -> tuple[re.Pattern[str], ...]:
+    """Every engine's log prefix, once each: the crash reader sets any of them aside."""
+    return tuple(dict.fromkeys(e.log_prefix for e in _faces() if e.log_prefix is not None))
 
 
 def crash_messages() -> tuple[tuple[str, CrashMessage], ...]:

@@ -15,9 +15,10 @@ the simulator `specops.sim`); docs/engines.md says what each is for:
 - launch: `server_python`, `launch_options`, `eagle_flags`, `model_flags`, `parser_flags`,
   `launch_module`, `launch_argv`, `cpu_env`, `launch_env`, `launched` (recognise an argv this
   engine started) and `cpu_memory_fixed` (whether CPU arms may start together);
-- readiness and crash lines: `ready_line`, `crash_messages`;
+- readiness and crash lines: `ready_line`, `crash_messages`, `log_prefix`;
 - running-batch and acceptance metrics: `metrics` (`BatchMetrics`), `serves_metrics`, `client_api`;
-- an engine that words an arm's flags itself (vLLM): `arm_flags`; its name in words: `title`;
+- the launch hook: `arm_flags` (an arm -> its flags, mechanism and adaptive config, in the
+  engine's words); its name in words: `title`;
 - the adaptive mechanism: `adaptive_config` (a native tier config from a threshold),
   `tier_config` (from explicit tiers), `adaptive_flags` (Feature.NATIVE_TIERS),
   `patch_threshold_flag` (Feature.PATCH_ROUTE);
@@ -31,6 +32,7 @@ registered under the entry-point group `specops.engines` (docs/engines.md).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, Sequence
@@ -79,13 +81,22 @@ class EngineLayout(Protocol):
 
 @dataclass
 class ArmFlags:
-    """An engine's own launch flags for one arm, where it words them itself (`arm_flags`)."""
+    """One arm in its engine's words (`ServingEngine.arm_flags`): its launch flags, the mechanism
+    they run, and the adaptive config file they name, if any."""
 
     flags: list[str]
     #: `none`, `eagle3`, or the adaptive mechanism (servers.launch.MECHANISMS)
     mechanism: str
     effective_threshold: int | None = None
     notes: list[str] = field(default_factory=list)
+    #: where the arm's adaptive config file goes on the host, and its text (None: no file)
+    config_path: str | None = None
+    config_json: str | None = None
+
+
+def model_on_host(path: str, workdir: str) -> str:
+    """A model given as `./x` or `../x` means under the workdir (servers start elsewhere)."""
+    return posixpath.normpath(posixpath.join(workdir, path)) if path.startswith(("./", "../")) else path
 
 
 class ServingEngine:
@@ -107,6 +118,9 @@ class ServingEngine:
     crash_messages: tuple[CrashMessage, ...]
     #: its running-batch and acceptance figures
     metrics: BatchMetrics
+    #: what the engine writes before a line of its processes' output (a logger's part in the group
+    #: `logger`: a record's start); the crash reader sets it aside. None: lines are bare
+    log_prefix: re.Pattern[str] | None = None
     #: a file every tree of this engine holds (a tree without it is not this engine's), and the tree in words
     tree_marker: str
     tree_name: str
@@ -172,11 +186,13 @@ class ServingEngine:
         raise self._required("layout")
 
     # --- launch -------------------------------------------------------------------------
-    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, on_host: Callable[[str], str],
-                  where: str) -> ArmFlags | None:
-        """The arm's whole flag list in this engine's words, checked against the tree's parser
-        (None: the engine uses servers.launch's SGLang-shaped flags and mechanisms)."""
-        return None
+    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, *, workdir: str,
+                  bucket_sources: Mapping[str, str] | None, where: str) -> ArmFlags:
+        """The launch hook: the arm's whole flag list in this engine's words, its mechanism and
+        adaptive config, checked against the tree's parser (a ConfigError for an arm the tree
+        cannot run). `workdir` is the host's absolute work directory (`model_on_host`);
+        `bucket_sources` ({tree path: text}) the files that may build a CUDA-graph capture list."""
+        raise self._required("arm_flags")
 
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         """The python that starts the server (the tree's environment; the host's for a simulator)."""

@@ -11,12 +11,13 @@ specops.sim --sglang-tree TREE`, the host's python, its own `--sim-*` options) a
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 from specops.config.engine_registry import BUILTIN
-from specops.engines.base import CrashMessage, ServingEngine
+from specops.engines.base import ArmFlags, CrashMessage, EngineLayout, ServingEngine
 from specops.engines.metrics import SGLANG as SGLANG_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
+from specops.engines.sglang_flags import LayoutLike, word_arm
 from specops.engines.simulated import Simulated
 from specops.launchargs import arg_name, args_from_argv
 from specops.sglang import adaptive, serving
@@ -26,6 +27,9 @@ from specops.sglang.layout import ADAPTIVE_FLAGS, DISABLE_FLAG, SGLangLayout, be
 from specops.sglang.paths import SERVER_ARGS
 from specops.sglang.treefiles import TreeFiles
 from specops.sglang.venv import venv_dir, venv_python
+
+if TYPE_CHECKING:
+    from specops.servers.arms import ArmSpec
 
 #: what makes SGLang serve on the CPU: its `is_cpu()` reads this variable (without it, false)
 CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
@@ -51,6 +55,11 @@ class SGLang(ServingEngine):
 
     def layout(self, files: TreeFiles) -> SGLangLayout:
         return detect_layout(files)
+
+    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, *, workdir: str,
+                  bucket_sources: Mapping[str, str] | None, where: str) -> ArmFlags:
+        return word_arm(self, arm, cast(LayoutLike, layout), workdir=workdir, bucket_sources=bucket_sources,
+                        where=where)
 
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         # the environment the install step put the tree into, never a bare python3

@@ -11,10 +11,11 @@ schedule refuses the adaptive arm, naming the release.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from specops.config.engine_registry import BUILTIN, Feature
-from specops.engines.base import ArmFlags, CrashMessage, EngineLayout, ServingEngine
+from specops.engines.base import ArmFlags, CrashMessage, EngineLayout, ServingEngine, model_on_host
 from specops.engines.metrics import VLLM as VLLM_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.simulated import Simulated
@@ -75,6 +76,11 @@ def speculative_config(arm: ArmSpec, model_of: Callable[[str], str], where: str)
     return config, ArmFlags([], "native-schedule", plan.effective_threshold, [plan.note()])
 
 
+#: vLLM's process-output prefix on every line a child process writes: `(EngineCore_DP0 pid=12) `,
+#: and its logger's (vllm/logger.py `_FORMAT`), which it writes on every line of a logged
+#: traceback too: `ERROR 12-04 09:41:15 [core.py:1100] `
+LOG_PREFIX = re.compile(r"^\([A-Za-z_][\w-]* pid=\d+\) "
+                        r"(?P<logger>(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]\s]+:\d+\] )?")
 #: why vLLM lacks SGLang's adaptive routes: its schedule is a launch flag of its own
 NO_CONFIG_FILE = "vLLM has no adaptive config file: its schedule is part of --speculative-config"
 
@@ -88,6 +94,7 @@ class VLLM(ServingEngine):
     ready_line = serving.READY_LINE
     crash_messages: tuple[CrashMessage, ...] = MESSAGES
     metrics = VLLM_METRICS
+    log_prefix = LOG_PREFIX
     model_flags: tuple[str, ...] = ("--model",)
     tree_marker = MARKER
     tree_name = "a vLLM tree"
@@ -99,8 +106,13 @@ class VLLM(ServingEngine):
     def layout(self, files: TreeFiles) -> VLLMLayout:
         return detect_layout(files)
 
-    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, on_host: Callable[[str], str], where: str) -> ArmFlags:
+    def arm_flags(self, arm: ArmSpec, layout: EngineLayout, *, workdir: str,
+                  bucket_sources: Mapping[str, str] | None, where: str) -> ArmFlags:
         tree = _layout(layout, where)
+
+        def on_host(path: str) -> str:
+            return model_on_host(path, workdir)
+
         flags = ["--model", on_host(arm.model), "--host", "127.0.0.1", "--port", str(arm.port),
                  "--max-num-seqs", str(arm.max_running_requests)]
         out = ArmFlags(flags, "none")

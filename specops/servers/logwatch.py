@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from specops.engines import crash_messages, ready_lines
+from specops.engines import crash_messages, log_prefixes, ready_lines
 from specops.errors import TransportError
 from specops.secrets import clip, mask_text
 from specops.transport.base import Transport
@@ -234,16 +234,21 @@ def _traceback_block(lines: Sequence[str], start: int, records: frozenset[int] =
     return _Block(start, _continuation(lines, end, records), exc, rank)
 
 
-#: vLLM's process-output prefix on every line a child process writes: `(EngineCore_DP0 pid=12) `,
-#: and its logger's (vllm/logger.py `_FORMAT`), which it writes on every line of a logged
-#: traceback too: `ERROR 12-04 09:41:15 [core.py:1100] `
-_PROCESS_PREFIX = re.compile(r"^\([A-Za-z_][\w-]* pid=\d+\) "
-                             r"(?P<logger>(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]\s]+:\d+\] )?")
+def _prefix(line: str) -> re.Match[str] | None:
+    """The engines' log prefix at the start of `line` (`ServingEngine.log_prefix`), if any."""
+    for prefix in log_prefixes():
+        if m := prefix.match(line):
+            return m
+    return None
+
+
+def _strip(lines: Sequence[str]) -> list[str]:
+    return [ln[m.end():] if (m := _prefix(ln)) else ln for ln in lines]
 
 
 def bare_lines(text: str) -> list[str]:
-    """The log's lines with vLLM's prefixes set aside (other engines' lines as they are)."""
-    return [_PROCESS_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
+    """The log's lines with the engines' prefixes (vLLM's) set aside (other lines as they are)."""
+    return _strip(text.splitlines())
 
 
 def _records(lines: Sequence[str]) -> frozenset[int]:
@@ -251,8 +256,8 @@ def _records(lines: Sequence[str]) -> frozenset[int]:
     (a logged traceback repeats its record's prefix on every line)."""
     out, last = set(), None
     for i, ln in enumerate(lines):
-        m = _PROCESS_PREFIX.match(ln)
-        prefix = m.group(0) if m and m.group("logger") else None
+        m = _prefix(ln)
+        prefix = m.group(0) if m and m.groupdict().get("logger") else None
         if prefix is not None and prefix != last:
             out.add(i)
         last = prefix
@@ -295,7 +300,7 @@ def _scan(lines: Sequence[str]) -> list[_Block]:
     """The log's crash evidence, in log order (a line's vLLM prefixes set aside, each of its
     log records ending a message; an exception Python reported and ignored is none)."""
     records = _records(lines)
-    lines = [_PROCESS_PREFIX.sub("", ln, count=1) for ln in lines]
+    lines = _strip(lines)
     blocks: list[_Block] = []
     i = 0
     while i < len(lines):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.playbook import Step
-from specops.engines import engine_for
+from specops.engines import Feature, engine_for
 from specops.errors import ConfigError, StepError
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import is_check_line, verify_commands
@@ -95,11 +95,11 @@ class Patch(StepKind):
 
     def _setup(self, ctx: StepContext) -> tuple[PatchSet, str, TransportTreeFiles]:
         engine = engine_for(ctx.host)
-        if not engine.patch_threshold_flag:  # vLLM: its schedule is native, nothing to patch
+        if not engine.has(Feature.PATCH_ROUTE):  # vLLM: its schedule is native, nothing to patch
             raise StepError(f"engine {engine.name} has no patch route: patch sets change SGLang trees",
                             where=f"host {ctx.host.name}, step {ctx.step.name!r}",
                             hint="drop the patch step for this host (the shipped playbooks skip it where "
-                                 "engine_face is not sglang)")
+                                 "the engine's features lack patch-route)")
 
         def load() -> tuple[PatchSet, str, TransportTreeFiles]:
             patchset = _load(str(ctx.args["set"]), ctx.playbook_dir / "patches")
