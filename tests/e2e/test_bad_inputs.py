@@ -106,7 +106,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("playbook-undefined", ["deploy", "--host", "local", "-p", "pb-undefined.yaml"],
      "step 1 'shell 1': undefined variable 'nope' (host local)"),
     ("playbook-from-step", ["deploy", "--host", "local", "--from-step", "99"],
-     "--from-step 99: the playbook has steps 1..10"),
+     "--from-step 99: the playbook has steps 1..11"),
     ("step-arg-type", ["deploy", "--host", "local", "-p", "pb-types.yaml"],
      "pb-types.yaml:2: 'port' in step 1 'wait 1' (wait) must be an integer, got a string"),
     ("verify-regex", ["deploy", "--host", "local", "-p", "pb-regex.yaml"],

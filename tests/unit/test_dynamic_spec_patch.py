@@ -328,6 +328,8 @@ def test_a_backend_the_one_token_verify_is_not_made_for_is_refused_at_worker_sta
                             decode_backend=_backend("TritonAttnBackend"))):
             assert problem(ok) is None, type(ok).__name__
         assert problem(_backend("TorchNativeAttnBackend")) == "the target's attention backend is TorchNativeAttnBackend"
+        # made to verify from the verify input's count (1 here) by the eagle-torch-native set
+        assert problem(_backend("TorchNativeAttnBackend", eagle_extend_view=lambda batch: batch)) is None
         assert "fa4" in problem(_backend("FlashAttentionBackend", fa_impl_ver=4))
         assert "FlashMLABackend" in problem(_backend("HybridAttnBackend", prefill_backend=_backend("TritonAttnBackend"),
                                                      decode_backend=_backend("FlashMLABackend")))
