@@ -1,0 +1,101 @@
+"""Engines registered by entry points (group `specops.engines`), read the way an installed
+package's are: a `*.dist-info` folder with its entry_points.txt on sys.path, and the module it
+names beside it. Each test's plugin has its own name; the registry reads the entry points again
+before and after (`engine_registry.forget`)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from specops.config import engine_registry
+from specops.config.engine_registry import Feature
+from specops.config.inventory import Host, load_inventory
+from specops.engines import ENGINES, engine_named
+from specops.engines.sglang import Simulator
+from specops.errors import ConfigError
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    engine_registry.forget()
+    yield tmp_path
+    engine_registry.forget()
+
+
+def install(site: Path, dist: str, module: str, source: str, entry_points: dict[str, str]) -> None:
+    """A package as pip leaves it: the module, and its dist-info with METADATA and entry points."""
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[specops.engines]\n" + "".join(f"{k} = {v}\n"
+                                                                       for k, v in entry_points.items()))
+
+
+GOOD = """
+    from specops.engines import EngineSpec, Feature
+    from specops.engines.sglang import Simulator
+
+    class Mine(Simulator):
+        spec = EngineSpec("{name}", face="sglang", features=frozenset({{Feature.SIMULATED}}))
+        title = "Mine"
+
+    ENGINE = Mine()
+"""
+
+
+def test_an_instance_registered_by_an_entry_point_is_an_engine(site: Path, tmp_path: Path) -> None:
+    install(site, "mine-engine", "mine_one", GOOD.format(name="mine-one"), {"mine-one": "mine_one:ENGINE"})
+    assert engine_registry.names()[-1] == "mine-one" and "mine-one" in ENGINES
+    engine = engine_named("mine-one")
+    assert isinstance(engine, Simulator) and engine.title == "Mine" and engine.simulated
+    assert engine is ENGINES["mine-one"]
+    assert engine_registry.spec("mine-one").plugin == "mine-engine (mine_one:ENGINE)"
+    facts = Host(name="h", connection="local", engine="mine-one").facts_vars()
+    assert (facts["simulated"], facts["engine_face"], facts["engine_features"]) == (True, "sglang", ["simulated"])
+    # hosts.yaml accepts it; `device: cpu` is refused: it does not declare Feature.CPU
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  a: {connection: local, engine: mine-one}\n")
+    assert load_inventory(path).hosts["a"].engine == "mine-one"
+    path.write_text("hosts:\n  a: {connection: local, engine: mine-one, device: cpu}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:2: host 'a': device cpu needs engine sglang or sim or vllm "
+                                          r"or sim-vllm, got 'mine-one'"):
+        load_inventory(path)
+    assert "mine-one" not in engine_registry.with_feature(Feature.CPU)
+
+
+def test_a_class_is_made_an_engine_and_a_builtins_name_stays_the_builtins(site: Path) -> None:
+    install(site, "mine-engine", "mine_two", GOOD.format(name="mine-two"),
+            {"mine-two": "mine_two:Mine", "sim": "mine_two:Mine"})
+    assert type(engine_named("mine-two")).__name__ == "Mine"
+    assert engine_named("sim").title == "SGLang" and engine_registry.names().count("sim") == 1
+
+
+@pytest.mark.parametrize(("source", "target", "message"), [
+    ("X = 1\n", "mine_bad1:X", "declares no EngineSpec \\(its `spec` attribute\\): it is not a ServingEngine"),
+    (GOOD.format(name="other"), "mine_bad2:Mine", "names itself 'other' in its spec"),
+    ("from specops.engines import EngineSpec\nclass Half:\n    spec = EngineSpec('mine-bad', 'sglang')\n",
+     "mine_bad3:Half", "is not a ServingEngine \\(type\\)"),
+    ("from specops.engines import EngineSpec, ServingEngine\n"
+     "class Half(ServingEngine):\n    spec = EngineSpec('mine-bad', 'sglang')\n    title = 'Half'\n",
+     "mine_bad4:Half", "does not set ready_line, crash_messages, metrics, tree_marker, tree_name, client_api"),
+    ("raise RuntimeError('needs a GPU driver')\n", "mine_bad5:X",
+     "cannot be loaded: RuntimeError: needs a GPU driver"),
+])
+def test_a_broken_plugin_is_refused_naming_it(site: Path, source: str, target: str, message: str) -> None:
+    install(site, "mine-engine", target.split(":")[0], source, {"mine-bad": target})
+    with pytest.raises(ConfigError, match=f"^host x: engine plugin mine-engine \\({target}\\) registered as "
+                                          f"'mine-bad' (.* )?{message}"):
+        engine_named("mine-bad", where="host x")  # the spec is read with `where` too
+
+
+def test_an_unknown_engine_names_the_plugins_too(site: Path) -> None:
+    install(site, "mine-engine", "mine_three", GOOD.format(name="mine-three"), {"mine-three": "mine_three:Mine"})
+    with pytest.raises(ConfigError, match=r"unknown engine 'trtllm' \(sglang or sim or vllm or sim-vllm or "
+                                          r"mine-three\)"):
+        engine_named("trtllm")
