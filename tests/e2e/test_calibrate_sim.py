@@ -113,3 +113,21 @@ def test_the_simulator_calibrated_from_the_real_run_finds_its_crossover(tmp_path
     assert set(out["sim_ratio"]) == set(out["real_ratio"]) == {"1", "2", "4", "8", "16", "32"}
     assert out["sim_ratio"]["1"] > 1.2 and out["sim_ratio"]["32"] < 0.9
     assert not list((tmp_path / "w").glob(".specops/servers/*.json"))  # the bench stopped what it launched
+
+
+@pytest.mark.slow
+def test_sglangs_face_follows_the_model_too(tmp_path: Path) -> None:
+    """The `sim` engine (SGLang's face) reads the same knob: its points follow the file's model."""
+    model = modelfile.write(tmp_path / "known.json", KNOWN)
+    base, eagle = free_ports(2)
+    entry = {"connection": "local", "workdir": str(tmp_path / "w"), "python": sys.executable, "device": "cpu"}
+    inv = sim_inventory(tmp_path, entry, engine="sim", max_running_requests=32,
+                        arms={"baseline": {"port": base}, "eagle3": {"port": eagle}},
+                        sim={"time_scale": 0.01, "noise": 0, "model": str(model)})
+    res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,eagle3", "--concurrency", "1,16",
+                  "--repeats", "1", "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN),
+                  "--num-prompts", "16", "--out", str(tmp_path / "run"))
+    assert res.exit_code == 0, res.output
+    for (arm, c), r in _points(tmp_path / "run").items():
+        expected = predicted_tps(KNOWN, arm, c, INPUT_LEN, OUTPUT_LEN)  # type: ignore[arg-type]
+        assert r["output_throughput"] == pytest.approx(expected, rel=0.05), (arm, c)
