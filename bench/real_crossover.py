@@ -3,6 +3,8 @@ CPU, driven through the specops CLI as a user drives it.
 
     python bench/real_crossover.py            # heavy models: the figures in bench/RESULTS.md
     python bench/real_crossover.py --small    # tiny models, 2 levels, 2 prompts: structure only (CI)
+    python bench/real_crossover.py --bench-only --keep-records DIR   # deploy + step 1 only; its records kept
+    python bench/real_crossover.py --calibrate-from DIR [--compare-with DIR2]   # no real engine (point 4)
 
 What it builds or reuses (tests/support/real_sglang): the tier's cached vLLM runtime
 (`runtime.ensure_runtime("vllm")`) and a model set: the heavy one by default
@@ -23,6 +25,11 @@ one thread keeps a step's cost from hanging on what else runs on a 2-core machin
     baseline and EAGLE-3 at each level);
  4. `specops verify`: greedy identity across the arms, acceptance from vLLM's counters;
  5. `specops stop`.
+
+--keep-records DIR keeps step 1's records (its small JSON/JSONL files, vLLM's step times by batch
+as steps.json, the load average): what `specops calibrate --from DIR` fits the simulator's model to.
+--calibrate-from DIR does that, then benches a `sim-vllm` host naming the fitted model over the same
+levels and writes the section "## Simulator calibrated from real vLLM" (issue 54 point 4).
 
 Without --small it writes the figures, the commands and the plots (copied from the bench runs'
 plots/ into bench/real_crossover/) into the section "## Real crossover (vLLM 0.32.0 on CPU)" of
