@@ -17,6 +17,7 @@ from specops.config.inventory import Host, load_inventory
 from specops.engines import ENGINES, engine_named
 from specops.engines.sglang import Simulator
 from specops.errors import ConfigError
+from tests.support.deploy import inventory
 
 
 @pytest.fixture
@@ -59,12 +60,11 @@ def test_an_instance_registered_by_an_entry_point_is_an_engine(site: Path, tmp_p
     facts = Host(name="h", connection="local", engine="mine-one").facts_vars()
     assert (facts["simulated"], facts["engine_face"], facts["engine_features"]) == (True, "sglang", ["simulated"])
     # hosts.yaml accepts it; `device: cpu` is refused: it does not declare Feature.CPU
-    path = tmp_path / "hosts.yaml"
-    path.write_text("hosts:\n  a: {connection: local, engine: mine-one}\n")
+    path = inventory(tmp_path, {"a": {"connection": "local", "engine": "mine-one"}})
     assert load_inventory(path).hosts["a"].engine == "mine-one"
-    path.write_text("hosts:\n  a: {connection: local, engine: mine-one, device: cpu}\n")
-    with pytest.raises(ConfigError, match=r"hosts.yaml:2: host 'a': device cpu needs engine sglang or sim or vllm "
-                                          r"or sim-vllm, got 'mine-one'"):
+    path = inventory(tmp_path, {"a": {"connection": "local", "engine": "mine-one", "device": "cpu"}})
+    with pytest.raises(ConfigError, match=r"hosts.yaml:\d+: host 'a': device cpu needs engine sglang or sim or "
+                                          r"vllm or sim-vllm, got 'mine-one'"):
         load_inventory(path)
     assert "mine-one" not in engine_registry.with_feature(Feature.CPU)
 
