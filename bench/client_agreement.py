@@ -39,8 +39,8 @@ sys.path.insert(0, str(REPO))
 
 from specops.bench.bench_serving import bench_command, parse_bench_serving_output  # noqa: E402
 from specops.bench.client import default_num_prompts  # noqa: E402
+from specops.hostfiles.treefiles import LocalTreeFiles  # noqa: E402
 from specops.sglang.source import ensure_tree  # noqa: E402
-from specops.sglang.treefiles import LocalTreeFiles  # noqa: E402
 from specops.sim.testing import free_ports  # noqa: E402
 from tests.support.real_sglang import server as srv  # noqa: E402
 from tests.support.real_sglang.models import ensure_models  # noqa: E402

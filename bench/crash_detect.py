@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from specops.errors import StepError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.servers import arms_from_vars, build_launch, launch_arm, stop_arms, wait_ready
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.testing import free_port
 from specops.transport.local import LocalTransport
 

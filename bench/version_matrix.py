@@ -31,13 +31,14 @@ from pathlib import Path
 
 from specops.bench.bench_serving import bench_command
 from specops.errors import SpecopsError
+from specops.hostfiles.cache import cache_root
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching.applier import apply
 from specops.patching.model import PatchError, load_patchset
 from specops.servers import arms_from_vars, build_launch, launch_arms, server_info, stop_arms, wait_ready_many
 from specops.servers.plans import bucket_sources
 from specops.sglang.layout import detect_layout
-from specops.sglang.source import _find_local_wheel, cache_root, ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
+from specops.sglang.source import _find_local_wheel, ensure_tree
 from specops.sim.testing import free_port
 from specops.transport.local import LocalTransport
 

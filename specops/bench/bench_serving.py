@@ -36,11 +36,11 @@ from typing import Any, Sequence
 
 from specops.bench.arrivals import DEFAULT_ARRIVAL, parse_arrival
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles.treefiles import TreeFiles
 from specops.records.schema import LATENCIES_KEY, MISSING_KEY, clean_number
 from specops.secrets import clip
 from specops.sglang.flags import FlagSet, module_flags, module_path, tree_version
 from specops.sglang.layout import BENCH_MODULES, bench_module
-from specops.sglang.treefiles import TreeFiles
 
 # bench_serving key -> normalized field. First key present wins.
 _KEY_MAP: dict[str, tuple[str, ...]] = {

@@ -26,12 +26,12 @@ from specops.bench.saturation import is_saturated
 from specops.bench.switching import switching_extra
 from specops.engines import engine_named, engine_of
 from specops.errors import SpecopsError
+from specops.hostfiles import paths
+from specops.hostfiles.treefiles import TransportTreeFiles
 from specops.records.schema import ResultRecord
 from specops.secrets import clip, loader_argv
 from specops.servers import LaunchPlan, ServerState, arm_status, client_prefix
 from specops.servers.logwatch import crash_blocks, tail_lines
-from specops.sglang import paths
-from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.base import Transport
 from specops.transport.forward import reach
 from specops.transport.probes import read_cpu

@@ -22,8 +22,8 @@ from click.exceptions import Abort, Exit, NoArgsIsHelpError
 
 from specops import __version__
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles.cache import cache_root
 from specops.secrets import redact
-from specops.sglang.source import cache_root
 
 OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 #: characters of an unexpected error's message on its one line: the rest is in the saved traceback

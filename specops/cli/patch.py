@@ -9,10 +9,10 @@ import click
 
 from specops.cli.exits import click_error, exit_with
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching.applier import BLOCKED, apply, plan, revert
 from specops.patching.model import load_patchset
 from specops.sglang.layout import detect_layout, layout_summary
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.connect import this_machine
 
 _TREE = click.option("--tree", "tree", required=True, type=click.Path(file_okay=False, path_type=Path),

@@ -42,9 +42,9 @@ from specops.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: bench.running (below decide/) takes BatchMetrics and reaches no transport
     from specops.engines.schedule import Schedule, ScheduleForm
+    from specops.hostfiles.treefiles import TreeFiles
     from specops.servers.arms import ArmSpec
     from specops.sglang.adaptive import AdaptivePlan, TierPlan
-    from specops.sglang.treefiles import TreeFiles
 
 #: one crash message an engine's processes log: (text with `{}` where a value goes, the process
 #: that logs it, its source file, the releases whose source has it)

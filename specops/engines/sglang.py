@@ -19,13 +19,13 @@ from specops.engines.metrics import SGLANG as SGLANG_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.sglang_flags import LayoutLike, word_arm
 from specops.engines.simulated import Simulated
+from specops.hostfiles.treefiles import TreeFiles
 from specops.launchargs import arg_name, args_from_argv
 from specops.sglang import adaptive, serving
 from specops.sglang.adaptive import AdaptivePlan, TierPlan
 from specops.sglang.crashdata import MESSAGES
 from specops.sglang.layout import ADAPTIVE_FLAGS, DISABLE_FLAG, SGLangLayout, bench_module, detect_layout
 from specops.sglang.paths import SERVER_ARGS
-from specops.sglang.treefiles import TreeFiles
 from specops.sglang.venv import venv_dir, venv_python
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from specops.engines.base import ArmFlags, ServingEngine, model_on_host
 from specops.errors import ConfigError
-from specops.sglang import paths
+from specops.hostfiles import paths
 from specops.sglang.flags import FlagSet
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from specops.engines.metrics import VLLM as VLLM_METRICS
 from specops.engines.schedule import Schedule, ScheduleForm
 from specops.engines.simulated import Simulated
 from specops.errors import ConfigError
-from specops.sglang.treefiles import TreeFiles
+from specops.hostfiles.treefiles import TreeFiles
 from specops.vllm import schedule, serving
 from specops.vllm.crashdata import MESSAGES
 from specops.vllm.install import venv_dir, venv_python

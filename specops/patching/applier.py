@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from specops import pysource
+from specops.hostfiles.paths import PATCH_STATE_DIR, TREE_STATE_DIR
+from specops.hostfiles.treefiles import TreeFiles
 from specops.patching.anchors import Span, resolve_python, resolve_text, split_lines
 from specops.patching.checks import CHECKS
 from specops.patching.manifest import EditRecord, FileEntry, PatchManifest, manifest_path
@@ -32,8 +34,6 @@ from specops.patching.manifest import write as write_manifest
 from specops.patching.model import Edit, PatchError, PatchSet, diff_files
 from specops.secrets import clip
 from specops.sglang.layout import SGLangLayout, detect_layout
-from specops.sglang.paths import PATCH_STATE_DIR, TREE_STATE_DIR
-from specops.sglang.treefiles import TreeFiles
 from specops.sglang.version import in_range, try_parse
 from specops.transport.base import CommandResult, Transport
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from specops.sglang.treefiles import TreeFiles
+from specops.hostfiles.treefiles import TreeFiles
 from specops.sglang.verify_backends import check_tree
 
 

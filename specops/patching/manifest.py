@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Mapping, TypeVar
 
-from specops.sglang.paths import PATCH_STATE_DIR
-from specops.sglang.treefiles import TreeFiles
+from specops.hostfiles.paths import PATCH_STATE_DIR
+from specops.hostfiles.treefiles import TreeFiles
 
 MANIFEST_JSON = "manifest.json"
 

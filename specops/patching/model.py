@@ -33,8 +33,8 @@ from specops.config.schema import check_keys, choice, expect, invalid, optional,
 from specops.config.yamlfile import load_text, read_text
 from specops.data import shipped_patches
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles.treefiles import outside_tree
 from specops.patching.checks import CHECKS
-from specops.sglang.treefiles import outside_tree
 from specops.sglang.version import try_parse
 
 DEFAULT_SEARCH_DIR = Path("playbooks/patches")

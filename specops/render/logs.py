@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.text import Text
 
 from specops.errors import TransportError
+from specops.hostfiles import paths
 from specops.secrets import dumps_masked, mask_text
 from specops.servers.logwatch import GREP_PATTERN, crash_blocks, find_signature, tail_lines
 from specops.servers.logwatch import follow as _follow
-from specops.sglang import paths
 from specops.transport.base import Transport
 
 _PREFIX_STYLES = ("cyan", "magenta", "green", "yellow", "blue")

@@ -22,13 +22,13 @@ from specops.config.schema import suggest
 from specops.config.templating import evaluate, is_false, names_in, render, render_tree
 from specops.data import is_shipped
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles import paths
 from specops.run import events
 from specops.run.journal import Journal, new_run_id, typed_events
 from specops.run.state import Cleanup, PointCallback, Run
 from specops.secrets import env_file_text
 from specops.servers.arms import ArmOverrides
 from specops.servers.lease import LeaseBook, LeasePolicy
-from specops.sglang import paths
 from specops.steps import KINDS
 from specops.steps.base import PROBE, Outcome, StepContext, check_user_verify, has_state_checks
 from specops.transport.base import Transport

@@ -28,8 +28,9 @@ from typing import Any, Sequence
 from specops.config.inventory import CONTAINER_RUNTIMES, container_var_problem
 from specops.engines import engine_named
 from specops.errors import ConfigError, StepError
+from specops.hostfiles import paths
 from specops.servers.remote import q
-from specops.sglang import paths
+from specops.sglang.paths import PKG
 from specops.transport.base import Transport
 
 RUNTIMES = CONTAINER_RUNTIMES
@@ -154,7 +155,7 @@ def image_facts(transport: Transport, settings: ContainerSettings, tree: str, *,
     its `sglang` package and prove that, with the tree mounted over it, `sglang` resolves to
     the tree's files (the hashes of PROOF_FILES match). One round trip; StepError naming
     the image and the host otherwise."""
-    pkg = posixpath.join(tree, paths.PKG)
+    pkg = posixpath.join(tree, PKG)
     res = transport.run(["bash", "-c", _SCRIPT, "specops-image", settings.runtime or "", settings.image, pkg,
                          "1" if pull else "0", PROBE, *PROOF_FILES], timeout=timeout)
     lines = res.stdout.splitlines()
@@ -200,7 +201,7 @@ def mount_problem(facts: ImageFacts, tree: str, dirs: Sequence[str], seen: Seque
                   want: Sequence[str]) -> str:
     """'' when the container, with the tree mounted, resolves `sglang` to the mount and sees
     the tree's own files; else what differs."""
-    pkg = posixpath.join(tree, paths.PKG)
+    pkg = posixpath.join(tree, PKG)
     if list(dirs) != [facts.sglang_dir]:
         return f"with {pkg} mounted, sglang in the image resolves to {dirs[0] if dirs else 'nothing'}, " \
                f"not {facts.sglang_dir}"
@@ -228,7 +229,7 @@ def adapt_plan(plan: Any, facts: ImageFacts, tree: str, *, engine: str, home: st
     mounts = [(plan.workdir, plan.workdir, "rw")]
     if not _under(tree, plan.workdir):
         mounts.append((tree, tree, "ro"))
-    mounts.append((posixpath.join(tree, paths.PKG), facts.sglang_dir, "ro"))
+    mounts.append((posixpath.join(tree, PKG), facts.sglang_dir, "ro"))
     for i, arg in enumerate(plan.argv[:-1]):  # a local model outside the work directory
         value = plan.argv[i + 1]
         if arg in serving.model_flags and value.startswith("/") \

@@ -15,10 +15,10 @@ from typing import Any, Mapping, Sequence
 
 from specops.engines import engine_named
 from specops.engines.base import EngineLayout
+from specops.hostfiles import paths
+from specops.hostfiles.paths import neutral_cwd
 from specops.servers.arms import ArmSpec
 from specops.servers.container import run_argv
-from specops.sglang import paths
-from specops.sglang.venv import neutral_cwd
 from specops.sim.knobs import FAULTS, VALUED
 
 #: `native-schedule`: vLLM's num_speculative_tokens_per_batch_size inside --speculative-config

@@ -35,9 +35,9 @@ from typing import Any, Callable, Literal, Sequence
 
 import specops.servers.recordfile as recordfile
 from specops.errors import SpecopsError
+from specops.hostfiles import paths
 from specops.servers.lifecycle import ServerState, probe
 from specops.servers.remote import POLL_HEALTH_S, q
-from specops.sglang import paths
 from specops.transport.base import Transport
 
 HEARTBEAT_S = 5.0

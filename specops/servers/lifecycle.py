@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence, cast
 import specops.servers.container as container
 from specops.engines import engine_of
 from specops.errors import StepError, TransportError
+from specops.hostfiles import paths
 from specops.launchargs import args_from_argv
 from specops.secrets import env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
@@ -41,7 +42,6 @@ from specops.servers.records import read_states as read_states
 from specops.servers.records import where as _where
 from specops.servers.remote import FUNCS, HEALTH_PATIENCE_S, q
 from specops.servers.watch import ArmWatch, loading_line, not_ready_error, wait
-from specops.sglang import paths
 from specops.transport.base import CommandResult, Transport
 
 _RUN_TIMEOUT = 60.0

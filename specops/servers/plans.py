@@ -9,14 +9,14 @@ from specops.config.inventory import Host
 from specops.engines import engine_named
 from specops.engines.base import EngineLayout
 from specops.errors import ConfigError, StepError
+from specops.hostfiles import paths
+from specops.hostfiles.treefiles import TransportTreeFiles, TreeFiles
 from specops.servers import container
 from specops.servers.arms import ArmSpec, arms_from_vars
 from specops.servers.launch import LaunchPlan, build_launch
 from specops.servers.placement import ArmRequest, Placement, place_arms
 from specops.servers.supervisor import supervisor_for
-from specops.sglang import paths
 from specops.sglang.layout import BUCKET_SOURCES, SGLangLayout
-from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
 from specops.transport.base import Transport
 from specops.transport.nvidia import read_gpus
 

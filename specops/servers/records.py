@@ -13,9 +13,9 @@ from typing import Any, Sequence
 
 import specops.servers.recordfile as recordfile
 from specops.errors import StepError
+from specops.hostfiles import paths
 from specops.servers.container import RUNTIMES, container_name
 from specops.servers.remote import q
-from specops.sglang import paths
 from specops.transport.base import Transport
 
 _RUN_TIMEOUT = 60.0

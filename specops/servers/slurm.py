@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from specops.config.slurm import SlurmSettings
 from specops.errors import StepError, TransportError
+from specops.hostfiles import paths
 from specops.secrets import clip, env_file_text, loader_argv, redact
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import (
@@ -48,7 +49,6 @@ from specops.servers.records import (
 from specops.servers.records import where as _where
 from specops.servers.remote import FUNCS, HEALTH_PATIENCE_S, POLL_HEALTH_S, q
 from specops.servers.watch import ArmWatch, not_ready_error, wait
-from specops.sglang import paths
 from specops.transport.base import Transport, command_line
 
 #: A job in one of these states has ended; the server is gone.

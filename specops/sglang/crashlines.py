@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from specops import pysource
+from specops.hostfiles.treefiles import LocalTreeFiles, TreeFiles
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
 
 #: Where each process's death is written, relative to `python/sglang/srt/`.
 PROCESS_FILES: tuple[tuple[str, str], ...] = (

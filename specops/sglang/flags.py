@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from specops import pysource
+from specops.hostfiles.treefiles import LocalTreeFiles, TreeFiles
 from specops.sglang.paths import SERVER_ARGS
-from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
 from specops.sglang.version import declared_version
 
 FIELDS_PKG = "sglang.srt.arg_groups.fields"

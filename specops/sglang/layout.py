@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specops import pysource
+from specops.hostfiles.treefiles import TreeFiles
 from specops.sglang.flags import ARG_GROUPS, TreeFlags, module_path, read_flags
 from specops.sglang.paths import ADAPTIVE_PARAMS, EAGLE_WORKERS, PKG, SERVER_ARGS
-from specops.sglang.treefiles import TreeFiles
 from specops.sglang.treeversion import tree_version as read_tree_version
 
 HTTP_SERVER = f"{PKG}/srt/entrypoints/http_server.py"

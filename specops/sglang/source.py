@@ -18,18 +18,11 @@ import sys
 from pathlib import Path
 
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles.cache import cache_root
 from specops.sglang.paths import WHEEL_PACKAGE_PREFIX
 from specops.sglang.wheel import UnsafeMember, unpack
 
 DEMO_VERSION = "0.5.10.post1"
-
-
-def cache_root() -> Path:
-    """Where trees are cached: $SPECOPS_CACHE or ~/.cache/specops."""
-    base = os.environ.get("SPECOPS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "specops"
-    )
-    return Path(base)
 
 
 def _find_local_wheel(version: str) -> Path | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 
+from specops.hostfiles.treefiles import TreeFiles
 from specops.sglang.paths import VERSION_FILES, WHEEL_MARKER
-from specops.sglang.treefiles import TreeFiles
 from specops.sglang.version import declared_version
 
 #: `v0.5.10.post1`, `v0.5.10rc0`, `0.4.10.post2`; a describe suffix (`-3-gabc123`) is not a release

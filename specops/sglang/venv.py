@@ -1,5 +1,5 @@
-"""Where a host's SGLang runs from: the environment the checkout is installed into, and the
-neutral directory its processes start in.
+"""Where a host's SGLang runs from: the environment the checkout is installed into (the neutral
+directory its processes start in is hostfiles/paths.py's `neutral_cwd`).
 
 One home for these names, because the install step, the servers and the `sglang`
 benchmark runner must all agree on them: a server started with another python, or from
@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specops.errors import ConfigError
-from specops.sglang import paths
 
 #: the environment's folder under the workdir when `sglang_venv` is not set
 DEFAULT_VENV = "venv"
-#: an empty folder in the host's specops state that servers and bench_serving start in
-NEUTRAL_CWD = "cwd"
 
 
 def venv_dir(variables: dict[str, Any]) -> str:
@@ -29,10 +26,6 @@ def venv_dir(variables: dict[str, Any]) -> str:
 
 def venv_python(venv: str) -> str:
     return posixpath.join(venv, "bin", "python")
-
-
-def neutral_cwd(workdir: str) -> str:
-    return posixpath.join(paths.state_dir(workdir), NEUTRAL_CWD)
 
 
 #: the file in the environment's site-packages that adds a prepared runtime's packages after

@@ -26,7 +26,7 @@ import ast
 from dataclasses import dataclass, field
 
 from specops import pysource
-from specops.sglang.treefiles import TreeFiles
+from specops.hostfiles.treefiles import TreeFiles
 
 ATTENTION_DIR = "python/sglang/srt/layers/attention"
 SPECULATIVE_DIR = "python/sglang/srt/speculative"

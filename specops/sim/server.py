@@ -24,11 +24,11 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sglang import paths
 from specops.sglang.flags import TreeFlags, compile_or_raise
 from specops.sglang.layout import ready_path
 from specops.sglang.serving import READY_LINE
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.treeversion import tree_version
 from specops.sim import model as M
 from specops.sim.closedloop import LOOP_HEADER, LoopHeaderError, parse_loop_header

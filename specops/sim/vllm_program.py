@@ -9,7 +9,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from specops.sglang.treefiles import LocalTreeFiles
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sim.server import SimOptions, bind_socket
 from specops.sim.vllm_logs import VLLMLog
 from specops.sim.vllm_server import VLLMSimServer

@@ -14,6 +14,7 @@ from specops.bench.settings import BenchSettings, settings_record
 from specops.bench.sweep import HostSweep, matrix_for
 from specops.config.playbook import Step
 from specops.engines import engine_for
+from specops.hostfiles.treefiles import TransportTreeFiles
 from specops.records.manifest import Manifest, RunSettings
 from specops.records.manifest import update as update_manifest
 from specops.records.store import load_results
@@ -21,7 +22,6 @@ from specops.run import events
 from specops.servers.arms import arms_from_vars
 from specops.servers.plans import plan_arms
 from specops.servers.slurm import job_event_line
-from specops.sglang.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
 
 

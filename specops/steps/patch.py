@@ -14,13 +14,13 @@ from typing import Any
 from specops.config.playbook import Step
 from specops.engines import Feature, engine_for
 from specops.errors import ConfigError, StepError
+from specops.hostfiles.paths import PATCH_STATE_DIR
+from specops.hostfiles.treefiles import TransportTreeFiles, TreeFiles
 from specops.patching import PatchError, PatchSet, apply, load_patchset, plan
 from specops.patching.applier import is_check_line, verify_commands
 from specops.patching.model import resolve_patchset_path
 from specops.run import events
 from specops.sglang.layout import detect_layout
-from specops.sglang.paths import PATCH_STATE_DIR
-from specops.sglang.treefiles import TransportTreeFiles, TreeFiles
 from specops.sglang.venv import InstallSettings, venv_dir, venv_python
 from specops.steps.base import Outcome, StepContext, StepKind, put_line, shown
 

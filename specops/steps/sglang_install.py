@@ -27,15 +27,15 @@ from typing import Any
 
 from specops.errors import SpecopsError, StepError
 from specops.fsutil import atomic_write
+from specops.hostfiles.paths import PATCH_STATE_DIR, neutral_cwd
+from specops.hostfiles.treefiles import TransportTreeFiles
 from specops.patching import PatchError, load_patchset, run_verify
 from specops.run import events
 from specops.secrets import redact
 from specops.servers import container
 from specops.sglang import cuda, runtime_pins
-from specops.sglang.paths import PATCH_STATE_DIR
-from specops.sglang.treefiles import TransportTreeFiles
 from specops.sglang.treeversion import tree_version
-from specops.sglang.venv import RUNTIME_PTH, InstallSettings, neutral_cwd, venv_python
+from specops.sglang.venv import RUNTIME_PTH, InstallSettings, venv_python
 from specops.steps.base import Outcome, StepContext, StepKind
 from specops.transport.nvidia import parse_probe, probe_command
 

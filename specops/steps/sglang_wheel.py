@@ -13,12 +13,13 @@ import json
 from pathlib import Path
 
 from specops.errors import StepError
+from specops.hostfiles import paths
+from specops.hostfiles.paths import PATCH_STATE_DIR, TREE_STATE_DIR
+from specops.hostfiles.treefiles import TransportTreeFiles
 from specops.run import events
-from specops.sglang import paths
 from specops.sglang.flags import tree_version
-from specops.sglang.paths import PATCH_STATE_DIR, SERVER_ARGS, TREE_STATE_DIR, WHEEL_MARKER, WHEEL_PACKAGE_PREFIX
+from specops.sglang.paths import SERVER_ARGS, WHEEL_MARKER, WHEEL_PACKAGE_PREFIX
 from specops.sglang.source import find_wheel
-from specops.sglang.treefiles import TransportTreeFiles
 from specops.sglang.wheel import script
 from specops.steps.base import Outcome, StepContext, StepKind
 

@@ -14,8 +14,8 @@ import hashlib
 import json
 
 from specops.errors import StepError
-from specops.sglang import paths
-from specops.sglang.treefiles import TransportTreeFiles
+from specops.hostfiles import paths
+from specops.hostfiles.treefiles import TransportTreeFiles
 from specops.steps.base import Outcome, StepContext, StepKind
 from specops.vllm.source import MARKER_FILE, UNPACK, sources_tarball
 from specops.vllm.tree import MARKER, tree_version

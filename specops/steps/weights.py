@@ -15,6 +15,7 @@ from typing import Any
 
 from specops.config.playbook import Step
 from specops.errors import ConfigError, StepError
+from specops.hostfiles import paths
 from specops.secrets import loader_argv
 from specops.servers.arms import arms_from_vars
 from specops.servers.weights import (
@@ -27,7 +28,6 @@ from specops.servers.weights import (
     parse_plan,
     plan_argv,
 )
-from specops.sglang import paths
 from specops.sglang.venv import venv_dir, venv_python
 from specops.steps.base import Outcome, StepContext, StepKind
 

@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from specops.sglang.treefiles import LocalTreeFiles, TreeFiles
+from specops.hostfiles.treefiles import LocalTreeFiles, TreeFiles
 from specops.vllm.crashdata import MESSAGES
 
 

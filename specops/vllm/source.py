@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from specops.errors import SpecopsError
-from specops.sglang.source import cache_root
+from specops.hostfiles.cache import cache_root
 
 #: the release the suite and the demo read
 DEFAULT_VERSION = "0.32.0"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from specops.sglang.treefiles import TreeFiles
+from specops.hostfiles.treefiles import TreeFiles
 from specops.vllm.schedule import SCHEDULE_KEY
 
 #: version files (setuptools-scm's `_version.py`; `version.py` imports it)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from specops.errors import TransportError
+from specops.hostfiles.treefiles import TransportTreeFiles
 from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import TransportTreeFiles
 from specops.transport.ssh import SSHTransport
 
 

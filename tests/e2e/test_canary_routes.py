@@ -21,8 +21,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from specops.hostfiles import paths
 from specops.servers.container import container_name
-from specops.sglang import paths
 from tests.integration.test_state_trust import commands  # noqa: F401 - fixture: group 1 refused
 from tests.support import canary
 from tests.support.arms import arm_vars

@@ -19,8 +19,8 @@ from typing import Iterator
 
 import pytest
 
+from specops.hostfiles import paths
 from specops.servers import stop_arms
-from specops.sglang import paths
 from specops.transport.local import LocalTransport
 from tests.support.arms import arm_vars
 from tests.support.deploy import inventory, write_yaml

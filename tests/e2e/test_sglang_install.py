@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import LocalTreeFiles
 from tests.support import nvidia_smi
 from tests.support.arms import arm_vars
 from tests.support.deploy import events, inventory, run_cli

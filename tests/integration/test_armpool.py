@@ -16,11 +16,11 @@ import pytest
 
 from specops.bench.armpool import ArmPool
 from specops.errors import SpecopsError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.servers import arms_from_vars, build_launch, server_status, stop_arms
 from specops.servers.launch import LaunchPlan
 from specops.servers.lease import LeaseBook, LeasePolicy, TakenOver
 from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
 from tests.support.waiting import wait_until

@@ -12,10 +12,10 @@ from typing import Iterator
 
 import pytest
 
+from specops.hostfiles import paths
 from specops.run.state import Run
 from specops.servers import lease
 from specops.servers.lease import LeaseBook, LeaseHeld, LeasePolicy, TakenOver
-from specops.sglang import paths
 from specops.transport.base import Transport
 from specops.transport.local import LocalTransport
 from specops.transport.ssh import SSHTransport

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from specops.errors import SpecopsError
+from specops.hostfiles import paths
 from specops.servers import lease
 from specops.servers.lease import LeaseBook, LeasePolicy
 from specops.servers.lifecycle import read_states, server_status, stop_arms
 from specops.servers.recordfile import BadRecord
 from specops.servers.records import ServerState, read_state
-from specops.sglang import paths
 from specops.transport.local import LocalTransport
 
 GOOD = {"arm": "good", "kind": "sim", "pid": 2 ** 22 + 7, "pgid": 2 ** 22 + 7, "proc_start": "1", "port": 1,

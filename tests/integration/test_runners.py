@@ -27,9 +27,9 @@ from specops.bench.runners import (
     sampled,
     server_dead,
 )
+from specops.hostfiles import paths
 from specops.records.schema import STATUS_FAILED
 from specops.servers import stop_arms
-from specops.sglang import paths
 from specops.transport.local import LocalTransport
 from specops.transport.probes import read_cpu
 from tests.integration.test_armpool import plans_for, wait_dead

@@ -16,6 +16,7 @@ from typing import Iterator
 import pytest
 
 from specops.errors import ConfigError, StepError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching.applier import apply as apply_patchset
 from specops.patching.applier import revert as revert_patchset
 from specops.patching.model import load_patchset
@@ -36,7 +37,6 @@ from specops.servers import (
 from specops.servers.launch import LaunchPlan
 from specops.servers.logwatch import crash_blocks, follow
 from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
 from tests.support.waiting import PollCountingTransport, wait_until

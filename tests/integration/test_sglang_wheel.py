@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sglang.flags import tree_version
 from specops.sglang.layout import detect_layout
 from specops.sglang.paths import SERVER_ARGS, WHEEL_MARKER
 from specops.sglang.source import find_wheel, unpack_wheel
-from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.deploy import inventory, run_cli, write_yaml
 
 

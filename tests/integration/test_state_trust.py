@@ -24,12 +24,12 @@ from typing import Any, Iterator
 import pytest
 
 from specops.config.slurm import SlurmSettings
+from specops.hostfiles import paths
 from specops.servers import lifecycle, slurm
 from specops.servers.container import container_name
 from specops.servers.launch import LaunchPlan
 from specops.servers.lease import LeaseBook, LeasePolicy
 from specops.servers.records import ServerState, read_state
-from specops.sglang import paths
 from specops.sim.testing import free_ports
 from specops.transport.base import CommandResult, command_line
 from specops.transport.local import LocalTransport

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from specops.data import shipped_playbooks
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sglang.flags import tree_version
-from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.deploy import events, inventory, run_cli, write_yaml
 
 SHIPPED_VARS = yaml.safe_load((shipped_playbooks() / "deploy.yaml").read_text())["vars"]

@@ -242,7 +242,7 @@ def own_cache_root(folder: Path) -> Path:
     """A cache root for one route (set SPECOPS_CACHE to it), scanned like the run directory:
     specops saves tracebacks there. The shared trees and wheels are linked in, read where they
     are and never scanned (the scan follows no link)."""
-    from specops.sglang.source import cache_root
+    from specops.hostfiles.cache import cache_root
 
     shared = cache_root()
     folder.mkdir(parents=True)

@@ -25,7 +25,8 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from specops.sglang.source import cache_root, ensure_tree, find_wheel
+from specops.hostfiles.cache import cache_root
+from specops.sglang.source import ensure_tree, find_wheel
 
 STANDIN_VERSION = "0.5.10.post1"
 BUILD_REQUIREMENTS = ["setuptools>=61", "setuptools-scm>=8", "wheel"]

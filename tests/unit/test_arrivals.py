@@ -12,9 +12,9 @@ from specops.bench.bench_serving import bench_command
 from specops.bench.matrix import plan_points
 from specops.bench.saturation import is_saturated, offered_rate
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.records.schema import ResultRecord, point_key
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.closedloop import LoopHeaderError
 from specops.sim.openloop import OPEN_HEADER, OpenLoop, open_header, parse_open_header
 

@@ -18,10 +18,10 @@ from specops.bench.bench_serving import (
     to_model_time,
 )
 from specops.decide.slo import latencies_missing, point_goodput
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.records.schema import LATENCIES_KEY, MISSING_KEY, ResultRecord
 from specops.report.summary import summarize
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.sglang_trees import CI_RELEASES
 
 CAPTURED = Path(__file__).parents[1] / "data" / "bench_serving" / "details_0.5.10.post1_cpu_c2.jsonl"

@@ -16,9 +16,9 @@ from specops.bench.bench_serving import (
     to_model_time,
 )
 from specops.errors import ConfigError, SpecopsError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.records.schema import CSV_COLUMNS, ResultRecord
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from tests.support.sglang_trees import CI_RELEASES
 
 # 0.5.14 (same shape as 0.5.10.post1 plus p90/p95 on TTFT/TPOT/ITL and E2E p95).

@@ -13,6 +13,7 @@ from specops.bench.facts import device_facts
 from specops.bench.sweep import gpus_share
 from specops.config.inventory import load_inventory
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.render.hosts import device_cell
 from specops.report.markdown import render_markdown
 from specops.report.summary import summarize
@@ -21,7 +22,6 @@ from specops.servers.launch import build_launch
 from specops.servers.plans import placements_for
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.venv import InstallSettings
 from specops.transport.base import HostFacts
 from specops.transport.local import LocalTransport

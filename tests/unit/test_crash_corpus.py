@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specops.bench.running import parse_decode_lines
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.render.logs import error_blocks
 from specops.servers.lifecycle import ServerState, _fail, _Watch
 from specops.servers.logwatch import (
@@ -28,7 +29,6 @@ from specops.sglang import crashlines
 from specops.sglang.crashdata import MESSAGES
 from specops.sglang.serving import READY_LINE
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 #: one worker builds the module's fixtures once (two would each build them)

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from specops.bench.running import parse_decode_lines
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import apply, load_patchset
 from specops.sglang.adaptive import (
     ALL_OFF_NOTE,
@@ -34,7 +35,6 @@ from specops.sglang.adaptive import (
     parse_transitions,
     transition_line,
 )
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim import model as M
 from specops.sim.logs import SimLog
 from specops.sim.scheduler import EngineConfig, Scheduler

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")

@@ -144,6 +144,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("records",),     # a run's records and their files: ResultRecord, manifest.json, the run directory
     ("config",),      # hosts.yaml, playbooks, variable precedence, the SLO/objective/cost options
     ("transport",),
+    ("hostfiles",),   # specops's own names on a host and in a tree, file access to a tree, the local cache: any engine's
     ("sglang", "vllm"),  # what specops knows about each engine itself, read from its source trees
     ("patching",),
     ("sim",),

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from specops.cli.patch import patch
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sglang.layout import detect_layout, layout_summary
-from specops.sglang.treefiles import LocalTreeFiles
 
 
 @pytest.mark.parametrize("version,workers", [

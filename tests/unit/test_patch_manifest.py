@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import PatchError, apply, parse_patchset, revert
 from specops.patching.manifest import PatchManifest, parse, read, render
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "patch_manifest_main" / "manifest.json"

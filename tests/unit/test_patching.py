@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import (
     APPLIED,
     NEW,
@@ -21,7 +22,6 @@ from specops.patching import (
 )
 from specops.patching.applier import STATE_DIR
 from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import CLASSIC_VERSIONS, NATIVE_ADAPTIVE_VERSION, tree_is_pristine
 

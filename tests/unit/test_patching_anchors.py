@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import APPLIED, BLOCKED, NEW, apply, parse_patchset, plan
 from specops.patching.anchors import Span, resolve_python
 from specops.patching.model import Anchor
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 SRC = '''\

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from specops.errors import SpecopsError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import APPLIED, BLOCKED, NEW, PatchError, apply, check_applicable, parse_patchset, plan, revert
 from specops.patching.applier import SKIPPED
 from specops.sglang.layout import SGLangLayout
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import tree_is_pristine
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from specops.cli.patch import patch
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles, TransportTreeFiles
 from specops.patching import (
     APPLIED,
     NEW,
@@ -24,7 +25,6 @@ from specops.patching import (
 )
 from specops.patching.anchors import resolve_python
 from specops.patching.model import Anchor
-from specops.sglang.treefiles import LocalTreeFiles, TransportTreeFiles
 from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import tree_is_pristine
 

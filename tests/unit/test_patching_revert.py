@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import PatchError, apply, parse_patchset, revert
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 SRC = b"import os\n\nlogger = object()\n\n\nclass Args:\n    alpha: int = 1\n\n    def check(self):\n        return True\n"

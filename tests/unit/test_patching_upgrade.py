@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import apply, load_patchset, revert
 from specops.patching.applier import plan
 from specops.patching.model import PatchError
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 SET = "dynamic-spec-disable"

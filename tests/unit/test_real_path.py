@@ -13,10 +13,10 @@ from specops.config.inventory import load_inventory
 from specops.data import shipped_patches
 from specops.engines import engine_named
 from specops.errors import ConfigError, StepError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import PatchError, apply, load_patchset
 from specops.servers.lifecycle import ServerState, check_version, failure_reason
 from specops.sglang.layout import detect_layout
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.treeversion import tree_version, version_from_tag
 from specops.sglang.venv import InstallSettings
 from specops.sim.server import sim_version

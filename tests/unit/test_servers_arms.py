@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching.applier import apply
 from specops.patching.model import load_patchset
 from specops.servers.arms import arms_from_vars
@@ -19,7 +20,6 @@ from specops.servers.launch import build_launch
 from specops.sglang.adaptive import adaptive_config, buckets_from_source, default_spec_buckets
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 VARS = {

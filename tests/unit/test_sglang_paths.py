@@ -1,4 +1,5 @@
-"""One place knows where specops keeps its state on a host and what an SGLang tree holds."""
+"""One place knows where specops keeps its state on a host (hostfiles/paths.py) and one what an
+SGLang tree holds (sglang/paths.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import re
 from pathlib import Path
 
 import specops
+from specops.hostfiles import paths
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.render.logs import sources_for
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import build_launch
-from specops.sglang import paths
+from specops.sglang import paths as tree_paths
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.transport.local import LocalTransport
 
 PACKAGE = Path(specops.__file__).parent
@@ -33,7 +35,7 @@ def test_no_module_but_paths_builds_a_specops_state_path() -> None:
     """The state paths were built by hand in six modules; a seventh copy would drift."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == PACKAGE / "sglang" / "paths.py":
+        if path == PACKAGE / "hostfiles" / "paths.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docs = _docstrings(tree)
@@ -53,4 +55,4 @@ def test_launch_plan_status_and_logs_agree_on_where_things_are(tmp_path: Path) -
     assert plan.config_path == f"{tmp_path}/.specops/servers/adaptive.adaptive.json"
     (log,) = sources_for(LocalTransport(), str(tmp_path), ["adaptive"])
     assert log.path == plan.log_path
-    assert (tree / paths.SERVER_ARGS).is_file() and any((tree / p).is_file() for p in paths.VERSION_FILES)
+    assert (tree / tree_paths.SERVER_ARGS).is_file() and any((tree / p).is_file() for p in tree_paths.VERSION_FILES)

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from specops.cli.patch import patch
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching.applier import apply
 from specops.patching.model import load_patchset
 from specops.servers.arms import arms_from_vars
@@ -20,7 +21,6 @@ from specops.servers.plans import bucket_sources
 from specops.sglang.flags import tree_flags
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.knobs import split_knobs
 from specops.transport.local import LocalTransport
 from tests.support.sglang_trees import CI_RELEASES, CURRENT_VERSION, Expected

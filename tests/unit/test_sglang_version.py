@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching.applier import check_applicable
 from specops.patching.model import load_patchset, parse_patchset
 from specops.sglang.flags import tree_version
 from specops.sglang.layout import detect_layout
 from specops.sglang.paths import VERSION_FILES
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.version import compare, in_range, parse
 
 

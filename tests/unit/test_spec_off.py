@@ -8,11 +8,11 @@ import json
 import pytest
 
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.servers.arms import ALLOWED_KEYS, arms_from_vars
 from specops.servers.launch import build_launch
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 
 VARS = {"model": "m", "draft_model": "d", "max_running_requests": 64, "cuda_graph_max_bs": 64}
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import apply, load_patchset
 from specops.patching.model import PatchError, parse_patchset
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sglang.verify_backends import ATTENTION_DIR, SPECULATIVE_DIR, SUPPORTED, check_tree, eagle_backends
 from specops.transport.local import LocalTransport
 

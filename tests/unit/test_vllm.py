@@ -12,9 +12,9 @@ import pytest
 
 from specops.engines import ENGINES, engine_named, engine_of
 from specops.errors import ConfigError
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.servers.arms import ArmSpec
 from specops.servers.launch import build_launch
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.vllm import crashlines, schedule
 from specops.vllm.tree import detect_layout
 from tests.support.vllm_trees import old_release, vllm_tree  # noqa: F401 - fixture

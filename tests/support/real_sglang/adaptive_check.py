@@ -43,10 +43,10 @@ from typing import Any
 
 from specops.bench.running import RESUMED_STEPS, off_stretches
 from specops.decide.verify import RESUME_FLOOR
+from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import apply, load_patchset
 from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
 from specops.sglang.source import ensure_tree
-from specops.sglang.treefiles import LocalTreeFiles
 from specops.sim.testing import free_ports
 from specops.transport.local import LocalTransport
 from tests.support.real_sglang import server as real

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specops.sglang.source import cache_root
+from specops.hostfiles.cache import cache_root
 
 HERE = Path(__file__).resolve().parent
 BOOTSTRAP = HERE / "requirements-bootstrap.txt"

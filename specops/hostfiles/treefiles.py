@@ -1,4 +1,5 @@
-"""File access to an SGLang tree, local or over a Transport, so one patch engine serves both.
+"""File access to an engine's source tree (SGLang's, vLLM's), local or over a Transport, so one
+patch engine and one layout reader serve both.
 
 The engine reads whole files, edits and compiles them in memory here, and only then
 writes; every write is atomic (temp file beside the target + rename).
