@@ -2,7 +2,8 @@
 --write, bench, verify, stop) through the specops CLI with the tier's tiny models, two levels of
 two short requests. Structure only: which keys its last line carries, that every command ran and
 the servers are gone; never a throughput ratio (CI's machine is loaded, and the tiny models
-make EAGLE-3 lose everywhere: that is what the heavy set is for)."""
+make EAGLE-3 lose everywhere: that is what the heavy set is for). Its kept records (--keep-records)
+calibrate the simulator (`specops calibrate --from`), as a user does from a run of theirs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from specops.sim.knobs import sim_options
 from tests.support.real_sglang import NEWER_ENGINES_GROUP
 from tests.support.real_sglang.models import ensure_vllm_models
 from tests.support.real_sglang.runtime import VLLM, VLLM_RELEASE, ensure_runtime
@@ -43,7 +45,9 @@ def test_the_small_configuration_runs_the_loop_and_reports_every_route(tmp_path:
     ensure_vllm_models()
     work = tmp_path / "work"
     section = _section()
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "real_crossover.py"), "--small", "--work", str(work)],
+    records = tmp_path / "records"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "real_crossover.py"), "--small", "--work", str(work),
+                           "--keep-records", str(records)],
                           capture_output=True, text=True, timeout=1700, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -68,3 +72,24 @@ def test_the_small_configuration_runs_the_loop_and_reports_every_route(tmp_path:
     # --small leaves the results file alone, and stop left no server behind
     assert _section() == section
     assert not list((work / "w" / ".specops" / "servers").glob("*.json"))
+    _check_kept_records(vllm["records"], records, tmp_path)
+
+
+def _check_kept_records(kept: list[str], records: Path, tmp_path: Path) -> None:
+    """--keep-records (issue 54 point 4): the first bench's small files and vLLM's step times by
+    batch, which `specops calibrate --from` reads into a model file a sim host accepts."""
+    assert {"results.jsonl", "manifest.json", "summary.json", "steps.json", "loadavg.json"} <= set(kept), kept
+    assert all((records / name).stat().st_size <= 100_000 for name in kept)
+    steps = json.loads((records / "steps.json").read_text())
+    assert set(steps) == {"baseline", "eagle3"}
+    assert any(shape.endswith("x1") for shape in steps["baseline"]), steps  # plain decode steps
+    assert any(shape.endswith("x4") for shape in steps["eagle3"]), steps    # verifies of 3 drafts + 1
+    out = tmp_path / "model.json"
+    cal = subprocess.run([sys.executable, "-m", "specops", "calibrate", "--from", str(records), "--out", str(out),
+                          "--json"], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert cal.returncode == 0, cal.stderr[-3000:]
+    levels = json.loads(cal.stdout)["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1.0, 2.0]
+    assert all(lv["measured_accept"] is not None and set(lv["logged_step_ms"]) == {"baseline", "eagle3"}
+               for lv in levels), levels
+    assert sim_options({"sim": {"model": str(out)}})[-1] == str(out)  # a file a sim host accepts
