@@ -100,7 +100,9 @@ def _crossover_text(x: Crossover) -> str:
 
 
 def lines(cal: Calibration) -> list[str]:
-    """The calibration in words: knobs, then per level measured vs predicted, then crossovers."""
+    """The calibration in words: knobs, then per level measured vs predicted, then crossovers. A
+    level's step "seen" is the effective one its throughput implies (what the fit reads), "logged"
+    the engine's own per-step log where the run kept one (b: baseline, e: EAGLE-3)."""
     p = cal.params
     out = [f"baseline step: {p.baseline_step_ms:.2f} ms + {p.baseline_step_ms_per_req:.2f} ms/request, "
            f"ceiling {p.baseline_ceiling_tok_s:.1f} tok/s (fit rms {cal.baseline.rms_rel_error:.1%})",
@@ -108,11 +110,11 @@ def lines(cal: Calibration) -> list[str]:
            f"{p.eagle_step_ms:.2f} ms + {p.eagle_step_ms_per_req:.2f} ms/request, ceiling "
            f"{p.eagle_ceiling_tok_s:.1f} tok/s (fit rms {cal.eagle.rms_rel_error:.1%})",
            f"accept length: {p.accept_len_bs1:.2f} at batch 1, {-p.accept_decay_per_doubling:+.3f} per doubling, "
-           f"floor {p.accept_len_floor:.2f}; prefill {p.prefill_step_ms:.1f} ms "
+           f"floor {p.accept_len_floor:.2f}; prefill kept at the model's {p.prefill_step_ms:.1f} ms "
            f"(input {cal.input_len}, output {cal.output_len} tokens)",
            "",
            f"{'c':>4}  {'EAGLE-3/baseline':>16}  {'predicted':>9}  {'baseline tok/s':>14}  {'predicted':>9}  "
-           f"{'eagle3 tok/s':>12}  {'predicted':>9}  {'accept':>6}  {'predicted':>9}  {'step ms (fit/log)':>26}"]
+           f"{'eagle3 tok/s':>12}  {'predicted':>9}  {'accept':>6}  {'predicted':>9}  {'step ms seen/logged':>26}"]
     for lv in cal.levels:
         steps = " ".join(f"{arm[0]} {lv.effective_step_ms[arm]:.1f}/{_f(lv.logged_step_ms.get(arm), 1)}"
                          for arm in (BASELINE_ARM, EAGLE_ARM))
