@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from specops.records.manifest import Manifest
 from tests.support.arms import free_port
-from tests.support.deploy import deployed, events, only_run_dir, verify_json
+from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify_json
 from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import ensure_models
@@ -87,6 +88,25 @@ def test_deploy_patches_the_tree_and_every_arm_runs_torch_native(host: Host) -> 
     assert _server_info(host.ports["eagle3"])["speculative_algorithm"] == "EAGLE3"
     assert _server_info(host.ports["adaptive"])["speculative_disable_batch_threshold"] == THRESHOLD
     assert "differs between arms" not in host.deploy_output, host.deploy_output
+
+
+def test_bench_reports_one_attention_backend_for_every_arm(host: Host) -> None:
+    """The comparison the set exists for: the report's headline carries no attention-backend
+    difference (before, on this host: adaptive=triton, baseline=torch_native, eagle3=triton)
+    and each arm's recorded server args say torch_native. Structure only: no ratio is asserted."""
+    out = host.runs / "bench"
+    res = run_cli("bench", "--host", "cpu", "-i", str(host.inventory), "--arms", "baseline,eagle3",
+                  "--concurrency", "1,2", "--repeats", "1", "--num-prompts", "2", "--input-len", "8",
+                  "--output-len", "8", "--keep-servers", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert {(r["arm"], r["concurrency"]) for r in records} == {(a, c) for a in ("baseline", "eagle3") for c in (1, 2)}
+    assert all(r["status"] == "ok" and r["completed"] == 2 and not r.get("simulated") for r in records), records
+    [(_, arms)] = Manifest.from_dict(json.loads((out / "manifest.json").read_text())).arm_sets()
+    backends = {arm: (info.server_args or {}).get("attention_backend") for arm, info in arms.items()}
+    assert backends == {"baseline": "torch_native", "eagle3": "torch_native"}, backends
+    report = (out / "report.md").read_text()
+    assert "differs between arms" not in report and "differs between arms" not in res.output
 
 
 def test_verify_passes_with_drafts_accepted(host: Host) -> None:
