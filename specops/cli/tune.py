@@ -8,14 +8,17 @@ from typing import Any
 import click
 
 from specops.bench.repeats import normalized
-from specops.bench.settings import BenchSettings
+from specops.bench.settings import BenchSettings, as_list
+from specops.bench.settingtext import ints
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
 from specops.cli.settingopts import schema_options
-from specops.decide.tune import MAX_CANDIDATES, TUNE_JSON, TuneResult
+from specops.config.optionspec import read_options
+from specops.decide.tune import MAX_CANDIDATES, TuneResult
 from specops.engines.schedule import ScheduleForm
 from specops.errors import ConfigError
 from specops.flows.tune_run import Tuned, tune_host
+from specops.records.tune import TUNE_JSON
 from specops.report.tune import lengths_table
 
 #: the bench options tune shares (bench/settings.py's schema), with tune's defaults and words
@@ -30,28 +33,18 @@ TUNE_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def _ints(value: str, option: str) -> list[int]:
-    try:
-        levels = sorted({int(v) for v in value.split(",") if v.strip()})
-    except ValueError:
-        raise ConfigError(f"{option} expects comma-separated integers, got '{value}'") from None
-    if not levels or min(levels) < 0:
-        raise ConfigError(f"{option} expects non-negative integers, got '{value}'")
-    return levels
+def _steps(value: str) -> list[int]:
+    """--steps: the draft-step counts the tiers choose from, 0 (no speculation) included."""
+    steps = sorted(set(ints(value, "--steps")))
+    if not steps or min(steps) < 0:
+        raise ConfigError(f"--steps expects non-negative integers, got '{value}'")
+    return steps
 
 
-def _lengths(value: str, option: str) -> list[int]:
-    """A length or a comma list of lengths, in the order given."""
-    try:
-        out = [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"{option} expects a length or comma-separated lengths, got '{value}'",
-                          where=f"tune {option}") from None
-    if not out or min(out) < 1:
-        raise ConfigError(f"{option} must be at least 1, got '{value}'", where=f"tune {option}")
-    if len(set(out)) != len(out):
-        raise ConfigError(f"{option} lists a length twice: '{value}'", where=f"tune {option}")
-    return out
+def _shared(typed: dict[str, Any]) -> BenchSettings:
+    """The bench options tune shares, read and checked by the settings schema as bench's are
+    (bench/settings.py: each field's reader, then `BenchSettings.from_dict`)."""
+    return BenchSettings.from_dict(read_options(BenchSettings, typed), where="tune")
 
 
 def _say(line: str) -> None:
@@ -155,16 +148,18 @@ def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | 
         raise ConfigError("--budget-minutes must be > 0")
     if candidates < 1:
         raise ConfigError(f"--candidates must be >= 1 (got {candidates})")
-    inputs, outputs = _lengths(input_len, "--input-len"), _lengths(output_len, "--output-len")
+    shared = _shared({"concurrency": concurrency, "repeats": repeats, "num_prompts": num_prompts,
+                      "input_len": input_len, "output_len": output_len, "seed": seed})
+    inputs, outputs = as_list(shared.input_len), as_list(shared.output_len)
     pairs = [(i, o) for i in inputs for o in outputs]   # in the order given: the first is --write's default
     if for_length is not None and len(inputs) == 1 and for_length != inputs[0]:
         raise ConfigError(f"--for-length {for_length} is not the input length tuned ({inputs[0]})",
                           where="tune --for-length")
-    settings = {"repeats": normalized(repeats, "tune --repeats"), "num_prompts": num_prompts, "input_len": pairs[0][0], "output_len": pairs[0][1],
-                "seed": seed}
-    code = run_tune(inventory_path, host_spec, coarse=_ints(concurrency, "--concurrency"), settings=settings,
+    settings = {"repeats": normalized(repeats, "tune --repeats"), "num_prompts": shared.num_prompts,
+                "input_len": pairs[0][0], "output_len": pairs[0][1], "seed": shared.seed}
+    code = run_tune(inventory_path, host_spec, coarse=sorted(shared.concurrency), settings=settings,
                     from_dir=Path(from_dir) if from_dir else None, budget_minutes=budget_minutes,
-                    write=write, as_json=as_json, tier_steps=_ints(tier_steps, "--steps"), out=Path(out) if out else None,
+                    write=write, as_json=as_json, tier_steps=_steps(tier_steps), out=Path(out) if out else None,
                     runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items),
                     lengths=pairs, for_length=for_length, reuse=not no_reuse, emit=emit, candidates=candidates)
     exit_with(code == 0)

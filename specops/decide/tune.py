@@ -2,7 +2,7 @@
 
 The search, as pure functions over result records (so it is tested without servers);
 flows/tuner.py's `Tuner` runs its phases through the bench playbook on one host, into one
-run directory, and `write_tune` writes `tune.json` beside results.jsonl:
+run directory, and records/tune.py writes `tune_document` as `tune.json` beside results.jsonl:
 
 1. coarse: baseline and EAGLE-3 at the coarse levels (or the points of an existing run)
    bracket the crossover: the last level where EAGLE-3 is at least as fast, the first
@@ -32,10 +32,8 @@ the per-length table, the rules) are report/tune.py's.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 from specops.bench.repeats import RepeatRule
@@ -51,7 +49,6 @@ from specops.decide.summary import (
 )
 from specops.decide.threshold import ThresholdChoice, choose
 from specops.engines.schedule import Schedule
-from specops.fsutil import atomic_write
 from specops.records.schema import ResultRecord
 from specops.sim import model as M
 
@@ -60,7 +57,6 @@ GAIN_KEPT = 0.90      # ... and keeps 90% of EAGLE-3's gain at the lowest level
 MAX_FINE_LEVELS = 12  # a wide bracket is sampled at most this many levels
 BISECT_FROM = 4       # a bracket with at least this many levels inside is bisected, not swept
 MAX_CANDIDATES = 3    # thresholds verified at most: the chosen one, then its neighbours
-TUNE_JSON = "tune.json"
 TIERS_ARM = "adaptive-tiers"
 
 
@@ -331,20 +327,9 @@ class TuneResult:
         return self.status == "verified"
 
 
-def load_tune(run_dir: Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / TUNE_JSON
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_tune(run_dir: Path, result: TuneResult, settings: dict[str, Any]) -> None:
-    doc = {"schema": "specops.tune/1", "settings": settings, "result": result.to_dict()}
-    atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+def tune_document(result: TuneResult, settings: dict[str, Any]) -> dict[str, Any]:
+    """tune.json's content for one length: the settings and the outcome (records/tune.py writes it)."""
+    return {"schema": "specops.tune/1", "settings": settings, "result": result.to_dict()}
 
 
 # ---------------------------------------------------------------- several context lengths

@@ -21,11 +21,10 @@ from specops.data import default_playbook
 from specops.decide.tune import (
     MAX_CANDIDATES,
     REUSED_FROM,
-    TUNE_JSON,
     Phase,
     TuneResult,
     length_dir,
-    write_tune,
+    tune_document,
 )
 from specops.engines import engine_for, schedule_forms
 from specops.errors import ConfigError, SpecopsError
@@ -36,9 +35,10 @@ from specops.flows.tuner import Tuner
 from specops.records.manifest import Manifest
 from specops.records.schema import ResultRecord
 from specops.records.store import append_result, load_manifest, load_results
+from specops.records.tune import TUNE_JSON, write_tune
 from specops.render.progress import failure_lines, warning_lines
 from specops.report.artifacts import render_report
-from specops.report.tune import write_lengths
+from specops.report.tune import lengths_document
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
 from specops.servers.arms import EAGLE_DEFAULTS, ArmSpec, arms_from_vars
@@ -170,7 +170,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
         tuner.run()
         _schedule(tuner.result, adaptive)
     finally:
-        write_tune(run_dir, tuner.result, tune_settings)
+        write_tune(run_dir, tune_document(tuner.result, tune_settings))
         if (run_dir / "results.jsonl").exists():
             render_report(run_dir)
     return Tuned(run_dir, tuner.result, tune_settings)
@@ -223,7 +223,7 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
                                 candidates=candidates))
     written = _write_chosen(inv_path, host, done, chosen, several=len(pairs) > 1) if write else None
     if len(pairs) > 1:
-        write_lengths(run_dir, [(t.run_dir, t.result) for t in done], chosen, written)
+        write_tune(run_dir, lengths_document([(t.run_dir, t.result) for t in done], chosen, written))
     return TuneOutcome(run_dir, done, chosen)
 
 
@@ -254,5 +254,5 @@ def _write_chosen(inv_path: Path, host: Host, done: list[Tuned], chosen: tuple[i
     written = write_adaptive(inv_path, host.name, "adaptive", threshold=threshold, tiers=tiers,
                              groups=list(host.groups))
     result.written = written if not several else f"{written} (chosen for input {chosen[0]}, output {chosen[1]})"
-    write_tune(pick.run_dir, result, pick.settings)
+    write_tune(pick.run_dir, tune_document(result, pick.settings))
     return written

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from specops.config.slo import Slo
 from specops.decide.summary import ReportSummary
-from specops.decide.tune import load_tune
 from specops.errors import ConfigError
 from specops.fsutil import atomic_write
 from specops.records import store
+from specops.records.tune import load_tune
 from specops.report.html_report import REPORT_HTML, render_html
 from specops.report.markdown import REPORT_MD, render_markdown
 from specops.report.phase_plot import write_phase_plot

@@ -1,17 +1,15 @@
 """`specops tune`'s words: decide/tune.py searches and judges as data (`Verdict`,
 `TuneResult`, `ThresholdChoice`); this module says them, for the terminal, the report's
 Tuning section and tune.json (whose `text`, `reason` and rule fields are these words), and
-writes a several-length tune's tune.json."""
+makes a several-length tune's tune.json (`lengths_document`; records/tune.py writes it)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from specops.decide.threshold import ThresholdChoice
-from specops.decide.tune import GAIN_KEPT, TOLERANCE, TUNE_JSON, TuneResult, Verdict, length_row
-from specops.fsutil import atomic_write
+from specops.decide.tune import GAIN_KEPT, TOLERANCE, TuneResult, Verdict, length_row
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 VERIFY_ORDER = ("nearest the threshold first (|log2 c - log2(T + 0.5)|, lower first on a tie): the levels "
@@ -109,14 +107,14 @@ def lengths_table(results: Sequence[TuneResult], chosen: tuple[int, int]) -> lis
     return out
 
 
-def write_lengths(run_dir: Path, items: Sequence[tuple[Path, TuneResult]], chosen: tuple[int, int],
-                  written: str | None) -> None:
-    """tune.json of a several-length tune: one row per length (its own run directory holds
-    its full tune.json and report), which length --write is for, and what was written."""
-    doc = {"schema": "specops.tune-lengths/1", "rule": THRESHOLD_RULE, "for_length_rule": FOR_LENGTH_RULE,
-           "for_length": {"input_len": chosen[0], "output_len": chosen[1]}, "written": written,
-           "lengths": [{**length_row(res), "run_dir": str(d)} for d, res in items],
-           "measured_points": sum(res.measured_points for _, res in items),
-           "reused_points": sum(res.reused_points for _, res in items)}
-    atomic_write(Path(run_dir) / TUNE_JSON, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+def lengths_document(items: Sequence[tuple[Path, TuneResult]], chosen: tuple[int, int],
+                     written: str | None) -> dict[str, Any]:
+    """tune.json of a several-length tune (records/tune.py writes it): one row per length (its
+    own run directory holds its full tune.json and report), which length --write is for, and
+    what was written."""
+    return {"schema": "specops.tune-lengths/1", "rule": THRESHOLD_RULE, "for_length_rule": FOR_LENGTH_RULE,
+            "for_length": {"input_len": chosen[0], "output_len": chosen[1]}, "written": written,
+            "lengths": [{**length_row(res), "run_dir": str(d)} for d, res in items],
+            "measured_points": sum(res.measured_points for _, res in items),
+            "reused_points": sum(res.reused_points for _, res in items)}
 

@@ -164,6 +164,13 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("tune-from-not-a-run", ["tune", "--host", "local", "--from", "notarun"], "--from notarun: no results.jsonl"),
     ("tune-budget", ["tune", "--host", "local", "--budget-minutes", "-1"], "--budget-minutes must be > 0"),
     ("tune-candidates", ["tune", "--host", "local", "--candidates", "0"], "--candidates must be >= 1 (got 0)"),
+    # tune's shared options are read and checked by the settings schema, as bench's are (issue 56)
+    ("tune-concurrency", ["tune", "--host", "local", "--concurrency", "1,x"], "--concurrency expects comma-separated"),
+    ("tune-concurrency-zero", ["tune", "--host", "local", "--concurrency", "0,4"], "concurrency level 0 is not a positive"),
+    ("tune-input-len", ["tune", "--host", "local", "--input-len", "256,0"], "--input-len lengths must be at least 1"),
+    ("tune-output-len-twice", ["tune", "--host", "local", "--output-len", "8,8"], "--output-len lists a length twice"),
+    ("tune-num-prompts", ["tune", "--host", "local", "--num-prompts", "-3"], "--num-prompts must be at least 1"),
+    ("tune-steps", ["tune", "--host", "local", "--steps", "0,-1"], "--steps expects non-negative integers"),
     ("unknown-command", ["deplyo"], "No such command 'deplyo'"),
 ]
 
