@@ -328,6 +328,8 @@ def calibrated_sim(records: Path, work: Path, cfg: Config) -> tuple[dict[str, An
     out["steps"] = {str(int(lv["concurrency"])): {"effective": lv["effective_step_ms"], "logged": lv["logged_step_ms"]}
                     for lv in doc["levels"]}
     out["load"] = _json(records / "loadavg.json")
+    started_at = (_json(records / "run.json") or {}).get("started")
+    out["measured_at"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(started_at)) if started_at else None
     out["knobs"] = (_json(work / "model.json") or {}).get("knobs")
     doc_inv = {"hosts": {"sim": {"connection": "local", "engine": "sim-vllm", "device": "cpu",
                                  "python": sys.executable, "workdir": str(work / "w")}},
@@ -387,7 +389,7 @@ def sim_section(out: dict[str, Any], loop: Loop, cfg: Config, invocation: str, s
     lines = [SIM_SECTION, "",
              f"`{invocation}` ({started} UTC): `specops calibrate` fits the simulator's model "
              "(specops/sim/model.py's knobs, `ModelParams`) to the records of one real vLLM 0.32.0 run on this CPU "
-             f"(`{out.get('records')}`: the heavy models, baseline and EAGLE-3, levels {','.join(levels)}, "
+             f"(`{out.get('records')}`, measured {out.get('measured_at') or 'n/a'} UTC: the heavy models, baseline and EAGLE-3, levels {','.join(levels)}, "
              f"{cfg.num_prompts} prompts a point, input {cfg.input_len} / output {cfg.output_len} tokens; kept by "
              "`python bench/real_crossover.py --bench-only --keep-records DIR`), then a `sim-vllm` host naming "
              f"that model (`sim: {{model: model.json, noise: 0, time_scale: {SIM_TIME_SCALE}}}`) is benched over the "
@@ -398,8 +400,8 @@ def sim_section(out: dict[str, Any], loop: Loop, cfg: Config, invocation: str, s
              f"of 4 tokens a request) {_fmt(knobs.get('eagle_step_ms'), 1)} ms + "
              f"{_fmt(knobs.get('eagle_step_ms_per_req'), 2)} ms a request, ceiling "
              f"{_fmt(knobs.get('eagle_ceiling_tok_s'), 1)} tok/s; accept length {_fmt(knobs.get('accept_len_bs1'))} "
-             f"at batch 1, {_fmt(-(knobs.get('accept_decay_per_doubling') or 0.0), 3)} per doubling; prefill "
-             f"{_fmt(knobs.get('prefill_step_ms'), 1)} ms. Fit error (rms, relative, over the levels): baseline "
+             f"at batch 1, {-(knobs.get('accept_decay_per_doubling') or 0.0):+.3f} per doubling of the batch; prefill kept "
+             f"at the model's {_fmt(knobs.get('prefill_step_ms'), 1)} ms. Fit error (rms, relative, over the levels): baseline "
              f"{_fmt((cal.get('baseline_fit') or {}).get('rms_rel_error', 0) * 100, 1)}%, EAGLE-3 "
              f"{_fmt((cal.get('eagle3_fit') or {}).get('rms_rel_error', 0) * 100, 1)}%.", "",
              f"Crossover: real {cross(rc)}; calibrate's prediction {cross(cal.get('predicted_crossover') or {})}; "
