@@ -5,7 +5,9 @@ What runs without torch is run here: the set applied to each tree (and again: no
 reverted: byte for byte), every touched file compiled, the hooks in front of torch_native's
 two sdpa calls, and the patched code itself executed on stand-in tensors (numpy): the
 lengths each EAGLE forward mode hands torch_native's extend and decode, and the draft
-backends the factory builds (topk > 1 refused at worker start). The tensors on a real server,
+backends the factory builds (topk > 1 refused at worker start), the torch code that stands in
+for EAGLE's three bookkeeping kernels on a CPU; and where deploy and bench apply the set (the
+step's `when`, evaluated for each kind of host and arms). The tensors on a real server,
 greedy identity and the accept length: tests/real_sglang/test_eagle_torch_native.py.
 """
 
@@ -21,9 +23,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from specops.config.playbook import load_playbook
+from specops.config.templating import evaluate
+from specops.data import shipped_playbooks
 from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
 from specops.sglang.source import ensure_tree
+from specops.steps import KINDS
 from specops.transport.local import LocalTransport
 
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
@@ -274,3 +280,38 @@ def test_a_paged_tree_draft_is_left_to_the_triton_kernel(patched, version):
             None, 0, 8, 2, 3, 4, 1, 8)  # topk 2, page size 4
     ns["SpecopsTorchGrid"](kernel, ns["specops_assign_draft_cache_locs"])[(1,)](*args)
     assert len(ran) == 1 and ran[0][5] is args[5]
+
+
+# ---------------------------------------------------------------- when deploy and bench apply it
+
+def _when(playbook: str) -> str:
+    steps = load_playbook(shipped_playbooks() / f"{playbook}.yaml", KINDS).steps
+    [step] = [s for s in steps if s.kind == "patch" and s.args.get("set") == SET]
+    assert step.when is not None
+    return step.when
+
+
+CPU_HOST = {"engine_features": ["patch-route", "cpu"], "simulated": False, "device": "cpu"}
+
+
+def _arm(attention: str) -> dict[str, Any]:
+    return {"extra_args": ["--attention-backend", attention, "--disable-cuda-graph"]}
+
+
+@pytest.mark.parametrize("playbook", ["deploy", "bench"])
+@pytest.mark.parametrize("arms,host,applies", [
+    # the speculative arms ask for torch_native: every arm runs it
+    ({"baseline": _arm("torch_native"), "eagle3": _arm("torch_native")}, {}, True),
+    ({"baseline": {}, "eagle3": {"extra_args": ["--attention-backend=torch_native"]}, "adaptive": {}}, {}, True),
+    # the tier's old split (the EAGLE arms on Triton's interpreter) and a plain baseline only
+    ({"baseline": _arm("torch_native"), "eagle3": _arm("triton"), "adaptive": _arm("triton")}, {}, False),
+    ({"baseline": _arm("torch_native")}, {}, False),
+    ({"baseline": None, "eagle3": None}, {}, False),
+    (["baseline", "eagle3"], {}, False),
+    # not a CPU host, a simulated one, an engine without the patch route
+    ({"eagle3": _arm("torch_native")}, {"device": "cuda"}, False),
+    ({"eagle3": _arm("torch_native")}, {"simulated": True}, False),
+    ({"eagle3": _arm("torch_native")}, {"engine_features": ["cpu"]}, False),
+])
+def test_deploy_and_bench_apply_it_where_a_speculative_arm_asks_for_torch_native(playbook, arms, host, applies):
+    assert bool(evaluate(_when(playbook), {**CPU_HOST, **host, "arms": arms})) is applies
