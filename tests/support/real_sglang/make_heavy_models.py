@@ -1,8 +1,10 @@
-"""Make the heavy vLLM model set from the tiny one (run with the vLLM runtime's python):
+"""Make a heavy model set from a tiny one (run with the runtime's python):
 
     <vllm runtime python> make_heavy_models.py TINY OUT [--hidden H] [--intermediate N] [--miss F]
+    <sglang runtime python> make_heavy_models.py TINY OUT --wide-head [...]
 
-TINY is make_vllm_models.py's output (its target and draft). Speculation pays only where a
+TINY is make_vllm_models.py's output (its target and draft), or with --wide-head make_models.py's
+(SGLang's tier: SGLang refuses a head narrower than its target, so the head is widened too). Speculation pays only where a
 decode step costs reading the target's weights, not the engine's fixed overhead; the tiny
 target (hidden 64, intermediate 128: 0.3 M parameters) costs nothing to read. So:
 
@@ -27,6 +29,10 @@ OUT/draft       the tiny EAGLE-3 head, reading the wide target: its fc takes 3 x
                 rows of tokens the target never generates. Whenever the target's next token is in
                 that set, the head drafts a token the target never emits, so the verify rejects it
                 and the drafts after it; elsewhere it drafts as before.
+                With --wide-head the head itself is zero-widened to H the same way (its
+                embed_tokens and lm_head columns, fc to H x 3H block by block, q/k/v's two input
+                blocks (embedding, hidden) each at its own offset, o_proj and down rows, gate/up
+                columns, its norms compensated as the target's): its drafts are the tiny head's.
 OUT/build.json  the widths, the parameter count and bytes, the identity proof, the swap's
                 figures, one-thread forward times of both targets (transformers).
 
@@ -105,6 +111,36 @@ def widen(weights: dict, hidden: int, intermediate: int, small_hidden: int) -> d
     return out
 
 
+def widen_head(weights: dict, hidden: int, small: int) -> dict:
+    """An EAGLE-3 head's weights zero-widened from `small` to `hidden` (norms compensated): each
+    input block of fc (3 captured layers) and of q/k/v (embedding, hidden state) keeps its tiny
+    columns at its own block's start."""
+    import torch
+
+    def blocks(w, parts: int, rows: int):
+        return torch.cat([_pad(w[:, i * small:(i + 1) * small], rows, hidden) for i in range(parts)], 1)
+
+    scale = (small / hidden) ** 0.5
+    out = {}
+    for name, w in weights.items():
+        if name in ("d2t", "t2d"):
+            pass
+        elif name.endswith("norm.weight"):
+            w = _pad(w * scale, hidden)
+        elif name == "fc.weight":
+            w = blocks(w, w.shape[1] // small, hidden)
+        elif name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
+            w = blocks(w, 2, w.shape[0])
+        elif name.endswith(("o_proj.weight", "mlp.down_proj.weight")):
+            w = _pad(w, hidden, w.shape[1])
+        elif name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight", "embed_tokens.weight", "lm_head.weight")):
+            w = _pad(w, w.shape[0], hidden)
+        else:
+            raise SystemExit(f"make_heavy_models: no head widening rule for {name} {tuple(w.shape)}")
+        out[name] = w.contiguous()
+    return out
+
+
 def make_target(tiny: Path, out: Path, hidden: int, intermediate: int) -> dict:
     from safetensors.torch import save_file
 
@@ -161,9 +197,10 @@ def _freq_prompts() -> list[str]:
                       for _ in range(FREQ_PROMPTS - len(PROMPTS))]
 
 
-def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float, hidden: int) -> dict:
-    """The tiny head reading the `hidden`-wide target, the lm_head rows of a token set swapped
-    (see the module's doc)."""
+def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float, hidden: int,
+               wide_head: bool = False) -> dict:
+    """The tiny head reading the `hidden`-wide target (itself `hidden` wide with `wide_head`), the
+    lm_head rows of a token set swapped (see the module's doc)."""
     import torch
     from safetensors.torch import save_file
 
@@ -191,10 +228,14 @@ def make_draft(tiny_draft: Path, out: Path, tiny_model, tokenizer, miss: float, 
     weights["lm_head.weight"] = lm.contiguous()
     config = json.loads((tiny_draft / "config.json").read_text())
     small = config["target_hidden_size"]
-    fc = weights["fc.weight"]  # (draft hidden, 3 x target hidden): each captured layer's block widened
-    parts = fc.shape[1] // small
-    weights["fc.weight"] = torch.cat([_pad(fc[:, i * small:(i + 1) * small], fc.shape[0], hidden)
-                                      for i in range(parts)], 1).contiguous()
+    if wide_head:
+        weights = widen_head(weights, hidden, small)
+        config.update(hidden_size=hidden, rms_norm_eps=config["rms_norm_eps"] * small / hidden)
+    else:
+        fc = weights["fc.weight"]  # (draft hidden, 3 x target hidden): each captured layer's block widened
+        parts = fc.shape[1] // small
+        weights["fc.weight"] = torch.cat([_pad(fc[:, i * small:(i + 1) * small], fc.shape[0], hidden)
+                                          for i in range(parts)], 1).contiguous()
     config["target_hidden_size"] = hidden
     shutil.copytree(tiny_draft, out, ignore=shutil.ignore_patterns("model.safetensors", "config.json"))
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
@@ -225,6 +266,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--hidden", type=int, default=HIDDEN)
     parser.add_argument("--intermediate", type=int, default=INTERMEDIATE)
     parser.add_argument("--miss", type=float, default=MISS)
+    parser.add_argument("--wide-head", action="store_true", help="widen the EAGLE-3 head to --hidden too "
+                        "(SGLang's tier)")
     parser.add_argument("--no-timing", action="store_true", help="skip the forward timings")
     parser.add_argument("--reference", type=Path, help="the set whose target's greedy tokens the heavy one "
                         "must give (default: TINY)")
@@ -243,7 +286,7 @@ def main(argv: list[str]) -> None:
     reference = tiny if args.reference is None else _model(args.reference / "target")
     report["identity"] = prove_identity(reference, heavy, tokenizer)
     report["draft"] = make_draft(args.tiny / "draft", args.out / "draft", tiny, tokenizer, args.miss,
-                                  args.hidden)
+                                  args.hidden, args.wide_head)
     if not args.no_timing:
         report["forward_ms_1_thread"] = {
             "tiny": {n: _forward_ms(tiny, n) for n in TIMING_TOKENS},
@@ -253,7 +296,9 @@ def main(argv: list[str]) -> None:
     print(json.dumps(report))
     if not report["identity"]["identical"]:
         sys.exit(f"the heavy target's greedy tokens differ from the tiny one's: {report['identity']}")
-    (args.out / "vocab.txt").write_text((args.tiny / "vocab.txt").read_text())
+    for name in ("vocab.txt", "sharegpt.json"):  # the tiny set's files the tier reads beside the models
+        if (args.tiny / name).is_file():
+            shutil.copyfile(args.tiny / name, args.out / name)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 and cached under `<specops cache>/real-sglang/models-<hash of make_models.py>`; made under a
 file lock into a temporary folder that is renamed into place, so a half-made set is never
 found. vLLM's set (make_vllm_models.py, head_dim 32, with the vLLM runtime's python) is cached
-the same way under `vllm-models-<hash of both scripts>`.
+the same way under `vllm-models-<hash of both scripts>`; the heavy sets (make_heavy_models.py
+over a tiny set) under `vllm-heavy-<hash>` and `sglang-heavy-<hash>`.
 
-    python -m tests.support.real_sglang.models [vllm]   # make if needed; print time and path
+    python -m tests.support.real_sglang.models [vllm|vllm-heavy|sglang-heavy]   # make if needed; print time and path
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SCRIPT = HERE / "make_models.py"
 VLLM_SCRIPT = HERE / "make_vllm_models.py"
 HEAVY_SCRIPT = HERE / "make_heavy_models.py"
 HEAVY = "vllm-heavy"
+SGLANG_HEAVY = "sglang-heavy"
 #: what SGLang logs when given the bad draft (0.5.9 and 0.5.10.post1: llama_eagle3.py)
 BAD_DRAFT_ERROR = "EAGLE3 currently only supports 1 layer"
 
@@ -60,6 +62,11 @@ def vllm_models_dir() -> Path:
 def vllm_heavy_dir() -> Path:
     digest = hashlib.sha256(b"\0".join(p.read_bytes() for p in (SCRIPT, VLLM_SCRIPT, HEAVY_SCRIPT))).hexdigest()[:16]
     return real_root() / f"{HEAVY}-{digest}"
+
+
+def sglang_heavy_dir() -> Path:
+    digest = hashlib.sha256(SCRIPT.read_bytes() + b"\0" + HEAVY_SCRIPT.read_bytes()).hexdigest()[:16]
+    return real_root() / f"{SGLANG_HEAVY}-{digest}"
 
 
 def _found(root: Path) -> TinyModels:
@@ -119,12 +126,24 @@ def ensure_vllm_heavy_models() -> VLLMModels:
     return VLLMModels(root, root / "target", root / "draft", tiny.bad_draft, int((root / "vocab.txt").read_text()))
 
 
+def ensure_sglang_heavy_models() -> TinyModels:
+    """The heavy SGLang set (make_heavy_models.py --wide-head over the tier's tiny set: target and
+    head both hidden 2048), made first if missing (~1 min, 1.2 GB); `bad_draft` is the tiny set's."""
+    tiny = ensure_models()
+    root = sglang_heavy_dir()
+    if not (root / "vocab.txt").is_file():
+        _make(root, HEAVY_SCRIPT, runtime_python(), str(tiny.root), "--wide-head")
+    return TinyModels(root, root / "target", root / "draft", tiny.bad_draft, root / "sharegpt.json",
+                      int((root / "vocab.txt").read_text()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Make the models now (CI does, beside the runtime, so the tier's own time is its tests')."""
     args = sys.argv[1:] if argv is None else argv
-    which = args[0] if args[:1] in ([VLLM], [HEAVY]) else ""
-    dirs = {VLLM: vllm_models_dir, HEAVY: vllm_heavy_dir, "": models_dir}
-    makers = {VLLM: ensure_vllm_models, HEAVY: ensure_vllm_heavy_models, "": ensure_models}
+    which = args[0] if args[:1] in ([VLLM], [HEAVY], [SGLANG_HEAVY]) else ""
+    dirs = {VLLM: vllm_models_dir, HEAVY: vllm_heavy_dir, SGLANG_HEAVY: sglang_heavy_dir, "": models_dir}
+    makers = {VLLM: ensure_vllm_models, HEAVY: ensure_vllm_heavy_models, SGLANG_HEAVY: ensure_sglang_heavy_models,
+              "": ensure_models}
     start = time.monotonic()
     fresh = not (dirs[which]() / "vocab.txt").is_file()
     try:
@@ -133,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     made = "made in %.0f s" % (time.monotonic() - start) if fresh else "cached"
-    label = {VLLM: "vLLM ", HEAVY: "heavy vLLM ", "": ""}[which]
+    label = {VLLM: "vLLM ", HEAVY: "heavy vLLM ", SGLANG_HEAVY: "heavy SGLang ", "": ""}[which]
     print(f"real-sglang {label}models {made}: {root}")
     return 0
 
