@@ -309,7 +309,7 @@ def read_infos(chosen: dict[str, ServerState], urls: dict[str, str]) -> tuple[di
             info = {}
         shown = {k: info[k] for k in INFO_KEYS if k in info}
         arms[kind] = {"name": state.arm, "port": state.port, "mechanism": state.mechanism,
-                      "pid": state.pid, "engine": engine_of(state.argv).title, "info": shown}
+                      "pid": state.pid, "engine": engine_of(state.argv, state.engine).title, "info": shown}
     return arms, bad
 
 
@@ -373,7 +373,7 @@ def measure(inventory: Inventory, host: Host, transport: Transport, *, prompts: 
 def _send(m: Measurement, kind: str, state: ServerState, url: str) -> None:
     """One arm's requests: the prompts alone, the batch at once, the first prompt alone again;
     its acceptance from the replies, or from its /metrics counters where its engine keeps them."""
-    engine = engine_of(state.argv)
+    engine = engine_of(state.argv, state.engine)
     api, counted = engine.client_api, engine.metrics.accept_counters
     try:
         c0 = _counters(url, counted)

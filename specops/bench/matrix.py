@@ -54,13 +54,13 @@ def length_pairs(input_lens: Sequence[int], output_lens: Sequence[int]) -> list[
     return sorted({(i, o) for i in input_lens for o in output_lens})
 
 
-def _validate(arms: Sequence[str], levels: Sequence[float], repeats: int, axis: str) -> None:
+def _validate(arms: Sequence[str], levels: Sequence[float], repeats: int, axis: str, command: str) -> None:
     if not arms:
-        raise ConfigError("no arms to benchmark", where="bench --arms")
+        raise ConfigError("no arms to benchmark", where=f"{command} --arms")
     dup = sorted({a for a in arms if list(arms).count(a) > 1})
     if dup:
-        raise ConfigError(f"arm listed twice: {', '.join(dup)}", where="bench --arms")
-    flag = f"bench --{axis}"
+        raise ConfigError(f"arm listed twice: {', '.join(dup)}", where=f"{command} --arms")
+    flag = f"{command} --{axis}"
     if not levels:
         raise ConfigError(f"no {axis} levels", where=flag)
     for level in levels:
@@ -72,7 +72,7 @@ def _validate(arms: Sequence[str], levels: Sequence[float], repeats: int, axis: 
     if len(set(levels)) != len(levels):
         raise ConfigError(f"a {axis} level is listed twice", where=flag)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats must be a positive integer, got {repeats!r}", where="bench --repeats")
+        raise ConfigError(f"repeats must be a positive integer, got {repeats!r}", where=f"{command} --repeats")
 
 
 def arm_order(arms: Sequence[str], repeat: int) -> list[str]:
@@ -81,11 +81,13 @@ def arm_order(arms: Sequence[str], repeat: int) -> list[str]:
 
 
 def plan_points(arms: Sequence[str], levels: Sequence[float], repeats: int,
-                lengths: Sequence[Length] | None = None, axis: str = "concurrency") -> list[Point]:
+                lengths: Sequence[Length] | None = None, axis: str = "concurrency",
+                command: str = "bench") -> list[Point]:
     """Every point in run order: repeat, then arm (interleaved ABC/CBA), then context length
     (shortest first; only when `lengths` has more than one), then level ascending. `axis`:
-    the levels are concurrencies, or request rates (AXIS_RATE)."""
-    _validate(arms, levels, repeats, axis)
+    the levels are concurrencies, or request rates (AXIS_RATE); `command` (bench or tune)
+    names the flag a bad value came from."""
+    _validate(arms, levels, repeats, axis, command)
     ordered_levels = sorted(levels)
     many: list[tuple[int | None, int | None]] = (
         [(i, o) for i, o in sorted(set(lengths))] if lengths and len(set(lengths)) > 1 else [(None, None)])

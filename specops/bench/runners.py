@@ -208,7 +208,7 @@ class BuiltinRunner:
                     *traffic, "--num-prompts", str(n),
                     "--input-len", str(load.input_len), "--output-len", str(load.output_len),
                     "--seed", str(load.seed), "--dataset", load.dataset, "--timeout", str(load.timeout_s),
-                    "--api", engine_of(state.argv).client_api]
+                    "--api", engine_of(state.argv, state.engine).client_api]
             result = transport.run(client_prefix(state) + argv, timeout=load.timeout_s + 60)
             line = result.stdout.strip().splitlines()[-1:]
             # a client that wrote its record and was then ended with the server's Slurm job: keep
@@ -234,7 +234,7 @@ class BuiltinRunner:
             return measure_point(base_url, concurrency=load.concurrency, rate=load.rate, arrival=load.arrival,
                                  trace=load.trace, phases=load.phases, num_prompts=n, input_len=load.input_len,
                                  output_len=load.output_len, seed=load.seed, dataset=load.dataset,
-                                 timeout_s=load.timeout_s, api=engine_of(state.argv).client_api)
+                                 timeout_s=load.timeout_s, api=engine_of(state.argv, state.engine).client_api)
 
     def client_cores(self, transport: Transport) -> int | None:
         if not self.on_host(transport):
@@ -257,7 +257,7 @@ def sampled(transport: Transport, state: ServerState, measure: Callable[[], Resu
     names of the engine that started it: from `/metrics` where it serves them, else its log;
     a phase run's record gains its switches and lags from the same log window (bench/switching.py)."""
     logs = "dynamic-spec-disable" in (state.mechanism or "")  # the patch (adaptive, spec-off) logs its transitions
-    engine = engine_of(state.argv)
+    engine = engine_of(state.argv, state.engine)
     if not engine.serves_metrics(state.argv or []):
         sampler = RunningSampler(transport, state.log_path, logs_transitions=logs, metrics=engine.metrics)
         sampler.start()

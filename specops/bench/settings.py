@@ -171,9 +171,11 @@ class BenchSettings:
         parse=read_as("phases", lambda v: (parse_phases(v), v)[1]), show=load_words("phases"))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "bench settings") -> "BenchSettings":
+    def from_dict(cls, data: dict[str, Any], where: str = "bench settings",
+                  command: str = "bench") -> "BenchSettings":
         """Checked settings; keys and types are checked as in every YAML file (schema.check_keys:
-        file:line when `data` came from a playbook, else `where`)."""
+        file:line when `data` came from a playbook, else `where`); `command` names the flags of
+        a bad arm list or level (`tune --concurrency`)."""
         what = "bench settings"
         check_keys(data, list(cls.__dataclass_fields__), what, where=where)
         for f in fields(cls):
@@ -205,7 +207,8 @@ class BenchSettings:
             _replay(settings, where)
         if settings.phases is not None:
             _phased(settings, where)
-        plan_points(settings.arms, settings.levels(), settings.repeats, axis=settings.axis())  # validates arms/levels
+        plan_points(settings.arms, settings.levels(), settings.repeats, axis=settings.axis(),  # validates them
+                    command=command)
         settings.gpu_hour_cost = check_cost(settings.gpu_hour_cost, where=where)
         settings.slo = parse_slo(settings.slo, where=where)
         check_objective(settings.objective, settings.slo, where=where)

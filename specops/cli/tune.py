@@ -44,7 +44,7 @@ def _steps(value: str) -> list[int]:
 def _shared(typed: dict[str, Any]) -> BenchSettings:
     """The bench options tune shares, read and checked by the settings schema as bench's are
     (bench/settings.py: each field's reader, then `BenchSettings.from_dict`)."""
-    return BenchSettings.from_dict(read_options(BenchSettings, typed), where="tune")
+    return BenchSettings.from_dict(read_options(BenchSettings, typed), where="tune", command="tune")
 
 
 def _say(line: str) -> None:
@@ -76,6 +76,15 @@ def _emit(result: TuneResult) -> None:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _unwritten(result: TuneResult, input_len: int | None = None) -> str:
+    """Why --write wrote nothing: unfair arms (flows.tune_run.unfair_arms), or nothing verified."""
+    if result.ok and result.unfair:
+        return "; ".join(w.removeprefix("WARNING: ") for w in result.unfair) + " (tune writes no schedule from such arms)"
+    if input_len is None:
+        return "nothing verified"
+    return f"input {input_len} (the length --write is for) did not verify"
+
+
 def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write: bool, as_json: bool,
             emit: bool = False) -> int:
     ok = all(t.result.ok for t in done)
@@ -88,15 +97,14 @@ def _finish(run_dir: Path, done: list[Tuned], chosen: tuple[int, int], *, write:
         result = done[0].result
         _say(f"result: {result.status}: {result.message}")
         if write:
-            _say(f"written: {result.written}" if result.written else "not written: nothing verified")
+            _say(f"written: {result.written}" if result.written else f"not written: {_unwritten(result)}")
         _say(f"report: {run_dir / 'report.md'}")
     else:
         for line in lengths_table([t.result for t in done], chosen):
             _say(line)
         pick = next(t.result for t in done if (t.result.input_len, t.result.output_len) == chosen)
         if write:
-            _say(f"written: {pick.written}" if pick.written else
-                 f"not written: input {chosen[0]} (the length --write is for) did not verify")
+            _say(f"written: {pick.written}" if pick.written else f"not written: {_unwritten(pick, chosen[0])}")
         _say(f"per-length reports: {', '.join(str(t.run_dir / 'report.md') for t in done)}")
     if emit:
         _emit(next(t.result for t in done if (t.result.input_len, t.result.output_len) == chosen))

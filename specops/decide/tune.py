@@ -306,6 +306,9 @@ class TuneResult:
     #: the verified schedule (engines.schedule.Schedule.to_dict) and its form in every engine's routes
     schedule: dict[str, Any] | None = None
     forms: list[dict[str, Any]] = field(default_factory=list)
+    #: the headline fairness warnings of the runs it decided from (arms on different attention
+    #: backends or devices): their ratios measure that difference, so --write writes nothing
+    unfair: list[str] = field(default_factory=list)
 
     def verified_schedule(self, num_steps: int) -> Schedule | None:
         """What verified, as a schedule: the tiers when they did, else the threshold with the

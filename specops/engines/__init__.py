@@ -4,7 +4,8 @@ A host's `engine:` in hosts.yaml (checked where the file is read against
 `config.engine_registry.names()`) names a registered engine; `engine_for(host)` returns it, once
 per host, as `servers.supervisor.supervisor_for` returns the host's supervisor: callers ask the
 engine, never which one it is. Callers that hold a server's state rather than its host (the
-running-batch sampler) ask `engine_of(argv)`: the engine that started that argv.
+running-batch sampler) ask `engine_of(argv, name)`: the engine its state file names, else the
+one that started that argv.
 
 The registry is one: the built-ins (`BUILTIN`) and every engine a package registers under the
 entry-point group `specops.engines` (`config.engine_registry`), loaded the first time it is
@@ -84,8 +85,13 @@ def engine_for(host: Host) -> ServingEngine:
     return engine_named(host.engine, where=f"host {host.name}")
 
 
-def engine_of(argv: Sequence[str] | None) -> ServingEngine:
-    """The engine that started a server with `argv` (a state file's), else the default."""
+def engine_of(argv: Sequence[str] | None, name: str = "") -> ServingEngine:
+    """The engine that started a server: `name`, the engine its state file records, when it is
+    registered; else (an older state file, or an engine since uninstalled) the first engine that
+    recognises `argv`, else the default. The name comes first because engines may share a launch
+    command (a plugin subclassing the simulator starts what the simulator starts)."""
+    if name and name in engine_registry.names():
+        return engine_named(name)
     return next((e for e in ENGINES.values() if argv and e.launched(argv)), DEFAULT)
 
 

@@ -38,6 +38,7 @@ from specops.records.store import append_result, load_manifest, load_results
 from specops.records.tune import TUNE_JSON, write_tune
 from specops.render.progress import failure_lines, warning_lines
 from specops.report.artifacts import render_report
+from specops.report.summary import fairness_headline
 from specops.report.tune import lengths_document
 from specops.run.engine import default_runs_dir
 from specops.run.journal import new_run_id
@@ -169,6 +170,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
     try:
         tuner.run()
         _schedule(tuner.result, adaptive)
+        tuner.result.unfair = unfair_arms(run_dir, from_dir)
     finally:
         write_tune(run_dir, tune_document(tuner.result, tune_settings))
         if (run_dir / "results.jsonl").exists():
@@ -227,6 +229,15 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
     return TuneOutcome(run_dir, done, chosen)
 
 
+def unfair_arms(run_dir: Path, from_dir: Path | None) -> list[str]:
+    """The report's headline fairness warnings for the runs a tune decided from (its own, and
+    --from's): arms on different attention backends or devices, whose ratios measure that
+    difference rather than speculation (a CPU host's Triton-interpreted EAGLE against
+    torch_native), so no schedule is written from them."""
+    found = [w for d in (from_dir, run_dir) if d is not None for w in fairness_headline(load_manifest(d))]
+    return list(dict.fromkeys(found))
+
+
 def _schedule(result: TuneResult, adaptive: ArmSpec) -> None:
     """The verified schedule into the result, in every engine's forms (tune --emit, tune.json)."""
     schedule = result.verified_schedule(adaptive.num_steps or EAGLE_DEFAULTS["num_steps"])
@@ -248,7 +259,7 @@ def _write_chosen(inv_path: Path, host: Host, done: list[Tuned], chosen: tuple[i
     hosts.yaml, and where it went into that length's tune.json; None when it did not verify."""
     pick = _pick(done, chosen)
     result, threshold = pick.result, pick.result.threshold
-    if not result.ok or threshold is None:
+    if not result.ok or threshold is None or result.unfair:
         return None
     tiers = result.tiers if (result.tiers_verdict or {}).get("ok") else None
     written = write_adaptive(inv_path, host.name, "adaptive", threshold=threshold, tiers=tiers,

@@ -45,6 +45,8 @@ class LaunchPlan:
     model: str = ""
     ready_path: str = "/health"
     engine_version: str | None = None  # the tree's release: a server from another version is never reused
+    #: the registered engine that words it (a built-in's or a plugin's name): its state file says so
+    engine: str = ""
     #: where the process starts: an empty folder, never one holding `sglang/` (see sglang/venv.py)
     cwd: str = ""
     #: the host's secrets file, loaded into the server's environment at start (None: no secrets)
@@ -118,5 +120,5 @@ def build_launch(arm: ArmSpec, layout: EngineLayout, *, workdir: str, python: st
                       state_path=paths.server_state(workdir, arm.name),
                       config_path=own.config_path, config_json=own.config_json,
                       effective_threshold=own.effective_threshold, notes=list(own.notes), model=arm.model,
-                      ready_path=layout.ready_path, engine_version=layout.version, cwd=neutral_cwd(workdir),
-                      device=arm.device)
+                      ready_path=layout.ready_path, engine_version=layout.version, engine=serving.spec.name,
+                      cwd=neutral_cwd(workdir), device=arm.device)

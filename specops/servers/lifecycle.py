@@ -98,7 +98,7 @@ def _launch_script(transport: Transport, plan: LaunchPlan) -> str:
              f"cd {q(cwd)} || exit 12",
              f"if _port_busy {plan.port}; then echo '@@PORTBUSY'; "
              f"ss -ltnp 'sport = :{plan.port}' 2>/dev/null | tail -n +2 | head -3; exit 10; fi"]
-    model_flags = engine_of(plan.argv).model_flags
+    model_flags = engine_of(plan.argv, plan.engine).model_flags
     for i, a in enumerate(plan.argv[:-1]):
         if a in model_flags and _looks_local(plan.argv[i + 1]):
             p = plan.argv[i + 1]
@@ -166,7 +166,7 @@ def launch_arm(transport: Transport, plan: LaunchPlan, *, reuse: bool = True, la
         log_path=plan.log_path, state_path=plan.state_path, mechanism=plan.mechanism,
         started_at=time.time(), workdir=plan.workdir, model=plan.model, config_path=plan.config_path,
         effective_threshold=plan.effective_threshold, notes=plan.notes, ready_path=plan.ready_path,
-        engine_version=plan.engine_version, launched_by=launched_by, ephemeral=ephemeral,
+        engine_version=plan.engine_version, engine=plan.engine, launched_by=launched_by, ephemeral=ephemeral,
         container=plan.container)
     transport.put(state.to_json(), plan.state_path, mode=0o600)  # masked, and private all the same
     return LaunchOutcome(state, action)
@@ -453,7 +453,7 @@ def check_version(transport: Transport, state: ServerState, info: dict[str, Any]
     got = info.get("version")
     if want is None or got == want:
         return
-    title = engine_of(state.argv).title
+    title = engine_of(state.argv, state.engine).title
     raise StepError(f"server '{state.arm}' answers as {title} {got or '(no version in /server_info)'}, "
                     f"but the tree is {want}: the server does not run the checked-out tree",
                     where=_where(transport, state.arm),

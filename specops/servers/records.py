@@ -46,6 +46,9 @@ class ServerState:
     notes: list[str] = field(default_factory=list)
     ready_path: str = "/health"
     engine_version: str | None = None  # the tree's release (older state files: sglang_version)
+    #: the registered engine that launched it (hosts.yaml's `engine:`); '' in older state files,
+    #: which `engines.engine_of` recognises by argv instead
+    engine: str = ""
     #: on a Slurm host: job_id, node, gpus (IDX), conf (servers.slurm's supervisor wrote it)
     slurm: dict[str, Any] | None = None
     #: the run that started this server, and whether it is stopped once the last run leasing it

@@ -302,7 +302,7 @@ def submit(transport: Transport, plan: LaunchPlan) -> ServerState:
         argv=redact(plan.argv), env=redact(plan.env), args_hash=plan.args_hash, log_path=plan.log_path,
         state_path=plan.state_path, mechanism=plan.mechanism, started_at=time.time(), workdir=plan.workdir,
         model=plan.model, config_path=plan.config_path, effective_threshold=plan.effective_threshold,
-        notes=plan.notes, engine_version=plan.engine_version,
+        notes=plan.notes, engine_version=plan.engine_version, engine=plan.engine,
         slurm={"job_id": job_id, "node": "", "gpus": [], "conf": settings.get("conf"),
                "gpus_asked": settings.get("gpus_per_arm"), "state": "PENDING"})
     # masked as the local supervisor's, and 0600: the workdir is on the cluster's shared filesystem

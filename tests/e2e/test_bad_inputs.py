@@ -166,7 +166,10 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("tune-candidates", ["tune", "--host", "local", "--candidates", "0"], "--candidates must be >= 1 (got 0)"),
     # tune's shared options are read and checked by the settings schema, as bench's are (issue 56)
     ("tune-concurrency", ["tune", "--host", "local", "--concurrency", "1,x"], "--concurrency expects comma-separated"),
-    ("tune-concurrency-zero", ["tune", "--host", "local", "--concurrency", "0,4"], "concurrency level 0 is not a positive"),
+    ("tune-concurrency-zero", ["tune", "--host", "local", "--concurrency", "0,4"],
+     "tune --concurrency: concurrency level 0 is not a positive"),
+    ("tune-concurrency-twice", ["tune", "--host", "local", "--concurrency", "4,4"],
+     "tune --concurrency: a concurrency level is listed twice"),
     ("tune-input-len", ["tune", "--host", "local", "--input-len", "256,0"], "--input-len lengths must be at least 1"),
     ("tune-output-len-twice", ["tune", "--host", "local", "--output-len", "8,8"], "--output-len lists a length twice"),
     ("tune-num-prompts", ["tune", "--host", "local", "--num-prompts", "-3"], "--num-prompts must be at least 1"),

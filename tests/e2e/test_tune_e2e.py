@@ -141,3 +141,32 @@ def test_tune_on_a_native_tree_tunes_tiers_that_beat_the_threshold_config(tmp_pa
     assert written["threshold"] == result["threshold"] and written["tiers"] == tiers
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["mechanism"] for r in records if r["arm"] == "adaptive-tiers"} == {"native-adaptive"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
+def test_tune_writes_no_schedule_from_arms_on_different_attention_backends(tmp_path: Path) -> None:
+    """Issue 54: where the arms ran different attention backends (a CPU host's Triton-interpreted
+    EAGLE against torch_native), their ratio measures the backends, so tune reports what it
+    found and --write leaves hosts.yaml as it was, saying why."""
+    inv = commented_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
+    data = yaml.safe_load(inv.read_text())
+    for arm in ("eagle3", "adaptive"):
+        data["vars"]["arms"][arm]["extra_args"] = ["--attention-backend", "triton"]
+    inv.write_text(yaml.safe_dump(data))
+    run = tmp_path / "bench"
+    res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,eagle3", *SMALL,
+                  "--repeats", "1", "--out", str(run))
+    assert res.exit_code == 0, res.output
+    assert "attention_backend differs between arms" in (run / "report.md").read_text()
+    before = inv.read_text()
+    out = tmp_path / "tune"
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), "--candidates", "1",
+                  "--write", "--out", str(out))
+    result = tune_doc(out)["result"]
+    assert result["status"] == "verified", result   # the simulator's backends cost the same: it verifies
+    assert result["written"] is None and inv.read_text() == before
+    assert any("attention_backend differs between arms" in w for w in result["unfair"]), result
+    assert "not written: host gpu: attention_backend differs between arms: baseline=unset, eagle3=triton" \
+        in res.output, res.output
+    assert "tune writes no schedule from such arms" in res.output

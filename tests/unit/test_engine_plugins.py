@@ -14,9 +14,11 @@ import pytest
 from specops.config import engine_registry
 from specops.config.engine_registry import Feature
 from specops.config.inventory import Host, load_inventory
-from specops.engines import ENGINES, engine_named
+from specops.engines import ENGINES, engine_named, engine_of
 from specops.engines.sglang import Simulator
 from specops.errors import ConfigError
+from specops.servers import recordfile
+from specops.servers.records import ServerState
 from tests.support.deploy import inventory
 
 
@@ -99,3 +101,18 @@ def test_an_unknown_engine_names_the_plugins_too(site: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown engine 'trtllm' \(sglang or sim or vllm or sim-vllm or "
                                           r"mine-three\)"):
         engine_named("trtllm")
+
+
+def test_a_server_is_the_engine_its_state_file_names_though_its_argv_is_the_simulators(site: Path) -> None:
+    """A plugin subclassing the simulator launches what the simulator launches, so only the state
+    file's `engine` tells its servers apart (verify, status and the runners word them by it)."""
+    install(site, "mine-engine", "mine_four", GOOD.format(name="mine-four"), {"mine-four": "mine_four:Mine"})
+    argv = ["python3", "-m", "specops.sim", "--sglang-tree", "/t"]
+    assert engine_named("mine-four").launched(argv)  # the same launch command as the simulator's
+    assert engine_of(argv, "mine-four").title == "Mine"
+    assert engine_of(argv) is ENGINES["sim"]  # an older state file, no name: recognised by argv
+    assert engine_of(argv, "uninstalled-engine") is ENGINES["sim"]
+    state = ServerState(arm="a", kind="eagle3", pid=1, pgid=1, proc_start="", port=1, command="", argv=argv,
+                        env={}, args_hash="", log_path="", state_path="", mechanism="", started_at=0.0,
+                        workdir="/w", engine="mine-four")
+    assert recordfile.load(ServerState, state.to_json()).engine == "mine-four"
