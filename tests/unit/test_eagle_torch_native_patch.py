@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from specops.config.playbook import load_playbook
-from specops.config.templating import evaluate
+from specops.config.templating import evaluate, render
 from specops.data import shipped_playbooks
 from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
@@ -35,6 +35,7 @@ from specops.transport.local import LocalTransport
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
 
 SET = "eagle-torch-native"
+SET_V2 = "eagle-torch-native-v2"
 BACKEND = "python/sglang/srt/layers/attention/torch_native_backend.py"
 DRAFT = "python/sglang/srt/speculative/draft_utils.py"
 SPEC_UTILS = "python/sglang/srt/speculative/spec_utils.py"
@@ -284,11 +285,26 @@ def test_a_paged_tree_draft_is_left_to_the_triton_kernel(patched, version):
 
 # ---------------------------------------------------------------- when deploy and bench apply it
 
-def _when(playbook: str) -> str:
+def _step(playbook: str) -> Any:
     steps = load_playbook(shipped_playbooks() / f"{playbook}.yaml", KINDS).steps
-    [step] = [s for s in steps if s.kind == "patch" and s.args.get("set") == SET]
+    [step] = [s for s in steps if s.kind == "patch" and SET in str(s.args.get("set"))]
+    return step
+
+
+def _when(playbook: str) -> str:
+    step = _step(playbook)
     assert step.when is not None
     return step.when
+
+
+@pytest.mark.parametrize("playbook", ["deploy", "bench"])
+@pytest.mark.parametrize("ref,chosen", [("v0.5.14", SET_V2), ("v0.5.10.post1", SET), ("v0.5.9", SET)])
+def test_deploy_and_bench_choose_the_set_by_the_trees_release(playbook, ref, chosen):
+    """One step: the set its release takes (each set still refuses a tree outside its releases)."""
+    variables = {"sglang_ref": ref, "engine_face": "sglang"}
+    variables["sglang_version"] = render(load_playbook(shipped_playbooks() / f"{playbook}.yaml", KINDS)
+                                         .vars["sglang_version"], variables)
+    assert render(_step(playbook).args["set"], variables) == chosen
 
 
 CPU_HOST = {"engine_features": ["patch-route", "cpu"], "simulated": False, "device": "cpu"}

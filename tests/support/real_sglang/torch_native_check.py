@@ -1,5 +1,6 @@
-"""EAGLE-3 on torch_native attention (the eagle-torch-native patch set) on a real SGLang server
-on this CPU, against the plain server on the same attention (issue 54, point 3).
+"""EAGLE-3 on torch_native attention (the eagle-torch-native patch set; eagle-torch-native-v2 on
+0.5.14, from its own runtime) on a real SGLang server on this CPU, against the plain server on
+the same attention (issue 54, point 3).
 
     python -m tests.support.real_sglang.torch_native_check [--version 0.5.10.post1] [--requests 8]
         [--max-new-tokens 33] [--old-route] [--workdir DIR]
@@ -39,14 +40,20 @@ from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import runtime_python
 
 PATCH_SET = "eagle-torch-native"
+#: the set each release takes where it is not PATCH_SET (0.5.14's only EAGLE worker is v2)
+PATCH_SETS = {"0.5.14": "eagle-torch-native-v2"}
 READY_TIMEOUT_S = 400.0
 OLD_ROUTE = {"requests": 2, "max_new_tokens": 17}
 
 
+def patch_set(version: str) -> str:
+    return PATCH_SETS.get(version, PATCH_SET)
+
+
 def measure(name: str, tree: Path, draft: Path | None, attention: str, requests: int, max_new: int,
-            work: Path) -> dict[str, Any]:
+            work: Path, version: str) -> dict[str, Any]:
     """Start one server, time `requests` sequential greedy requests, stop it."""
-    python, models = runtime_python(), ensure_models()
+    python, models = runtime_python(version), ensure_models()
     port, nccl_port = _free_ports(2)
     server = real.start(python, tree, models.target, port, work / f"{name}.log", draft=draft,
                         extra_args=LOG_EVERY_STEP, attention=attention, nccl_port=nccl_port)
@@ -72,12 +79,12 @@ def measure(name: str, tree: Path, draft: Path | None, attention: str, requests:
 
 def run_check(version: str, requests: int, max_new: int, old_route: bool, work: Path) -> dict[str, Any]:
     models = ensure_models()
-    tree = patched_tree(version, work / "tree", runtime_python(), PATCH_SET)
-    servers = {"plain": measure("plain", tree, None, "torch_native", requests, max_new, work),
-               "eagle3": measure("eagle3", tree, models.draft, "torch_native", requests, max_new, work)}
+    tree = patched_tree(version, work / "tree", runtime_python(version), patch_set(version))
+    servers = {"plain": measure("plain", tree, None, "torch_native", requests, max_new, work, version),
+               "eagle3": measure("eagle3", tree, models.draft, "torch_native", requests, max_new, work, version)}
     if old_route:
         servers["eagle3-triton"] = measure("eagle3-triton", ensure_tree(version), models.draft, "triton",
-                                           OLD_ROUTE["requests"], OLD_ROUTE["max_new_tokens"], work)
+                                           OLD_ROUTE["requests"], OLD_ROUTE["max_new_tokens"], work, version)
     plain, eagle = servers["plain"], servers["eagle3"]
     problems = []
     if eagle["outputs"] != plain["outputs"]:
@@ -85,7 +92,7 @@ def run_check(version: str, requests: int, max_new: int, old_route: bool, work: 
     if not (eagle["decode_line_accept_len_mean"] or 0) > 1.0:
         problems.append(f"eagle3 accept length {eagle['decode_line_accept_len_mean']} is not above 1")
     summary: dict[str, Any] = {
-        "version": version, "patch_set": PATCH_SET, "settings": real.EAGLE3_SETTINGS, "requests": requests,
+        "version": version, "patch_set": patch_set(version), "settings": real.EAGLE3_SETTINGS, "requests": requests,
         "max_new_tokens": max_new, "workdir": str(work),
         "servers": {name: {k: v for k, v in s.items() if k != "outputs"} for name, s in servers.items()},
         "plain_over_eagle3_tpot": round(plain["tpot_ms_median"] / eagle["tpot_ms_median"], 3),
