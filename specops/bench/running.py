@@ -76,7 +76,8 @@ class RunningFigures:
 
 
 def parse_decode_lines(text: str, metrics: BatchMetrics = METRICS) -> RunningFigures:
-    """Running requests and accept lengths from SGLang's `Decode batch` log lines. A patched
+    """Running requests and accept lengths from SGLang's `Decode batch` log lines (vLLM's stats
+    lines, and its SpecDecoding lines for the accept length: `accept_re`). A patched
     adaptive server's line over steps some of which did not draft says so (MIXED_RE): its
     accept figures mix the two paths, so they are left out (a line over no drafting step
     carries none). A native adaptive server's line at 0 steps still says `accept len: 1.00`,
@@ -89,6 +90,10 @@ def parse_decode_lines(text: str, metrics: BatchMetrics = METRICS) -> RunningFig
         state = drafting_state(line)
         if state is not None:
             drafting = state[0]
+            continue
+        if metrics.accept_re is not None and (a := metrics.accept_re.search(line)):
+            if drafting:   # an engine that logs the accept length on a line of its own (vLLM's)
+                figs.accept.append(float(a.group(1)))
             continue
         m = metrics.decode_re.search(line)
         if m is None:

@@ -23,7 +23,9 @@ the simulator `specops.sim`); docs/engines.md says what each is for:
   `tier_config` (from explicit tiers), `adaptive_flags` (Feature.NATIVE_TIERS),
   `patch_threshold_flag` (Feature.PATCH_ROUTE);
 - the benchmark runner: `runner_name` (what `--runner auto` is), `benchmark_module`;
-- schedules: `schedule_forms` (a tuned `engines.schedule.Schedule` as each route takes it).
+- schedules: `schedule_forms` (a tuned `engines.schedule.Schedule` as each route takes it);
+- its own steps: `step_kinds` (kinds of its own, e.g. an install) and `deploy_steps` (what the
+  deploy playbook's `engine_steps` placeholder runs on its hosts; `specops.steps.load`).
 
 A new engine is a subclass with a `spec`: a built-in's declaration goes in
 `config.engine_registry.BUILTIN` and its instance in `specops.engines.BUILTIN`; a plugin's is
@@ -45,6 +47,7 @@ if TYPE_CHECKING:  # annotations only: bench.running (below decide/) takes Batch
     from specops.hostfiles.treefiles import TreeFiles
     from specops.servers.arms import ArmSpec
     from specops.sglang.adaptive import AdaptivePlan, TierPlan
+    from specops.steps.base import StepKind
 
 #: one crash message an engine's processes log: (text with `{}` where a value goes, the process
 #: that logs it, its source file, the releases whose source has it)
@@ -69,6 +72,11 @@ class BatchMetrics:
     #: counters (drafts, accepted tokens) the accept length is read from over a point instead of
     #: an `accept` gauge: mean accept length = 1 + accepted / drafts (vLLM's); None: the gauge
     accept_counters: tuple[str, str] | None = None
+    #: fixed text of every log line that gives an accept length (grep on the host: `logs`)
+    accept_line: str = ""
+    #: a line of its own giving the accept length (group 1), where the decode line gives none
+    #: (vLLM's SpecDecoding line follows its stats line); None: the decode line's group 2
+    accept_re: re.Pattern[str] | None = None
 
 
 class EngineLayout(Protocol):
@@ -270,3 +278,15 @@ class ServingEngine:
     def schedule_forms(self, schedule: Schedule, *, draft_model: str, max_batch: int) -> list[ScheduleForm]:
         """`schedule` in each of this engine's routes' own form (tune --emit)."""
         raise self._required("schedule_forms")
+
+    # --- its own steps ------------------------------------------------------------------
+    def step_kinds(self) -> Mapping[str, type[StepKind] | StepKind]:
+        """Step kinds of this engine's own (e.g. its install or fetch), by the name a playbook
+        step gives: each a `specops.steps.base.StepKind`, imported by the engine's package
+        itself (a plugin lives outside specops's layers). A built-in kind's name is refused."""
+        return {}
+
+    def deploy_steps(self) -> list[dict[str, Any]]:
+        """Playbook step mappings, in deploy.yaml's schema, that the deploy playbook's
+        `engine_steps` placeholder runs on this engine's hosts (validated as the playbook's)."""
+        return []

@@ -30,12 +30,17 @@ STATS_LINE = "Avg prompt throughput"
 #: group 1 the running requests, group 2 the waiting ones
 STATS_RE = re.compile(r"Avg prompt throughput: [0-9.]+ tokens/s, Avg generation throughput: [0-9.]+ tokens/s, "
                       r"Running: (\d+) reqs, Waiting: (\d+) reqs")
-#: SpecDecodingLogging.log: group 1 the mean acceptance length (1 + accepted / drafts)
+#: SpecDecodingLogging.log (`vllm/v1/spec_decode/metrics.py`): the mean acceptance length
+#: (1 + accepted / drafts), group 1. Where it stands moved between releases: after "Draft
+#: acceptance rate: X%, " from PR 16665 (0.9.0.1's logs) through PR 24127 (0.10.2), first in later
+#: ones (0.20.2's logs, 0.32.0's source); the line of PR 15902 (before 16665) has none.
+#: tests/unit/test_vllm_log_forms.py holds a real line of each form, with where it came from.
 SPEC_LINE = "SpecDecoding metrics"
-SPEC_RE = re.compile(r"SpecDecoding metrics: Mean acceptance length: ([0-9.]+)")
-#: a stats line (group 1 running) with the next spec line's acceptance (group 2), as one pattern
-#: over the two lines the sampler greps: vLLM logs them one after the other
-DECODE_RE = re.compile(r"Running: (\d+) reqs, Waiting: \d+ reqs[^\n]*(?:\n[^\n]*?Mean acceptance length: ([0-9.]+))?")
+SPEC_ACCEPT = "Mean acceptance length: "
+SPEC_RE = re.compile(rf"{SPEC_LINE}: (?:[^\n]*?, )?{SPEC_ACCEPT}([0-9.]+)")
+#: a stats line: group 1 the running requests; group 2 always empty (the accept length is the
+#: SpecDecoding line's, a line of its own: SPEC_RE, read line by line as every reader does)
+DECODE_RE = re.compile(r"Running: (\d+) reqs, Waiting: \d+ reqs()")
 #: vLLM's stats line never says a step finished every request: nothing is cut short to leave out
 ALL_FINISHED_RE = re.compile(r"(?!x)x")
 

@@ -54,5 +54,8 @@ def test_accept_length_from_vllms_counters():
 def test_stats_lines_parse_as_the_decode_lines():
     text = (serving.format_stats(10.0, 250.5, 6, 2, 0.1) + "\n"
             + serving.format_spec(120, 200, 50, 5.0, [0.8, 0.6, 0.4, 0.2]) + "\n")
-    m = serving.DECODE_RE.search(text)
-    assert m and m.group(1) == "6" and float(m.group(2)) == pytest.approx(3.4)
+    stats, spec = text.splitlines()   # every reader reads line by line: each line gives its own figure
+    m = serving.DECODE_RE.search(stats)
+    assert m and m.group(1) == "6" and not m.group(2) and serving.DECODE_RE.search(spec) is None
+    s = serving.SPEC_RE.search(spec)
+    assert s and float(s.group(1)) == pytest.approx(3.4)
