@@ -17,13 +17,15 @@ from specops.cli.options import console, host_option, inventory_option
 from specops.cli.options import verbose as verbose_output
 from specops.config.inventory import Host, load_inventory
 from specops.config.schema import suggest
+from specops.engines import engine_for, engine_of
 from specops.errors import ConfigError
 from specops.render.fit import Cell, Column, fit_table
-from specops.render.logs import collect, show, sources_for
+from specops.render.logs import LogSource, collect, show, sources_for
 from specops.secrets import dumps_masked, remember_sources
 from specops.servers import read_states, stop_arms, supervisor_for
 from specops.servers.lease import Lease, holders
 from specops.servers.lifecycle import ArmStatus, launched_before_boot
+from specops.transport.base import Transport
 from specops.transport.connect import open_transport
 
 
@@ -45,6 +47,16 @@ def check_arm_names(asked: list[str] | None, known: Iterable[str], host: str) ->
                               f"{', '.join(known) or 'none (nothing launched yet)'}")
 
 
+def _with_engines(sources: list[LogSource], transport: Transport, host: Host) -> list[LogSource]:
+    """Each arm's log read as the engine that launched it says (its state file's), the host's
+    engine for an arm without one: the accept length `logs` shows is that engine's line."""
+    states = read_states(transport, host.workdir)
+    for src in sources:
+        st = states.get(src.arm)
+        src.metrics = (engine_of(st.argv, st.engine) if st else engine_for(host)).metrics
+    return sources
+
+
 @click.command()
 @host_option
 @inventory_option
@@ -53,10 +65,14 @@ def check_arm_names(asked: list[str] | None, known: Iterable[str], host: str) ->
 @click.option("--lines", "-n", default=50, show_default=True, type=click.IntRange(min=0), help="last N lines")
 @click.option("--errors", is_flag=True, help="only the crash blocks (tracebacks and the like)")
 @click.option("--json", "as_json", is_flag=True,
-              help="one JSON document {host: {arm: {path, lines, crashes}}}; with -f, a JSON object per line")
+              help="one JSON document {host: {arm: {path, lines, crashes, accept_length, accept_lines}}}; "
+                   "with -f, a JSON object per line")
 def logs(host_spec: str, inventory_path: str | None, server: str | None, follow: bool, lines: int, errors: bool,
          as_json: bool) -> None:
-    """Show and follow server logs, crashes highlighted; several servers are prefixed."""
+    """Show and follow server logs, crashes highlighted; several servers are prefixed.
+
+    After each arm's lines, the accept length its log shows (its engine's last spec-decode
+    line's, and how many there are)."""
     hosts = _hosts(inventory_path, host_spec)
     for host in hosts:  # a server may log a token it was given: shown masked, as every output is
         remember_sources(host.secrets.values())
@@ -66,7 +82,8 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
         for host, transport in zip(hosts, transports, strict=True):
             present = sources_for(transport, host.workdir, None, host_prefix=len(hosts) > 1)
             check_arm_names(_arms(server), [posixpath.basename(s.path)[:-4] for s in present], host.name)
-            sources += sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1)
+            sources += _with_engines(sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1),
+                                     transport, host)
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
         if as_json and not follow:

@@ -1,4 +1,5 @@
-"""The library behind `specops logs`: last N lines, follow, --errors, with arm prefixes.
+"""The library behind `specops logs`: last N lines, follow, --errors, with arm prefixes, and
+per arm the accept length its log shows (read as the arm's engine declares: `BatchMetrics`).
 
 Log text is printed as rich `Text` objects, never parsed as markup, so a log line with
 "[/]" or "[bold]" in it is shown as written. Crash-signature lines are red.
@@ -14,6 +15,8 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.text import Text
 
+from specops.engines.base import BatchMetrics
+from specops.engines.metrics import accept_length
 from specops.errors import TransportError
 from specops.hostfiles import paths
 from specops.secrets import dumps_masked, mask_text
@@ -35,6 +38,35 @@ class LogSource:
     label: str
     host: str = ""
     arm: str = ""
+    #: the figures of the engine that launched the arm (None: no accept length is read)
+    metrics: BatchMetrics | None = None
+
+
+@dataclass(frozen=True)
+class AcceptSeen:
+    """The accept length an arm's log shows: the last line's that gives one, of `lines` such lines."""
+
+    last: float
+    lines: int
+
+    def text(self) -> str:
+        return f"accept length {self.last:.2f} (last of {self.lines} spec-decode line{'s' if self.lines != 1 else ''})"
+
+
+def accept_seen(src: LogSource) -> AcceptSeen | None:
+    """The accept length the arm's whole log shows, found on the host with grep (the count of
+    lines holding the engine's `accept_line`, then the last of them): two lines come back,
+    never the log. None without an engine, or for a log with none (a baseline's)."""
+    m = src.metrics
+    if m is None or not m.accept_line:
+        return None
+    p, text = shlex.quote(src.path), shlex.quote(m.accept_line)
+    res = src.transport.run(f"grep -a -c -F -- {text} {p}; grep -a -F -- {text} {p} | tail -n 1", timeout=60)
+    count, _, last = res.stdout.partition("\n")
+    value = accept_length(last, m)
+    if not count.strip().isdigit() or value is None:
+        return None
+    return AcceptSeen(value, int(count))
 
 
 def sources_for(transport: Transport, workdir: str, arms: Sequence[str] | None = None,
@@ -127,9 +159,10 @@ class _JsonEmitter(_Emitter):
 
 
 def collect(sources: Sequence[LogSource], *, lines: int = 50, errors_only: bool = False) -> dict[str, Any]:
-    """`logs --json`: {host: {arm: {path, lines, crashes}}}: the lines the text output shows
-    (the last `lines`, or with `errors_only` the crash blocks' lines) and the crash blocks
-    among them, each a string."""
+    """`logs --json`: {host: {arm: {path, lines, crashes, accept_length, accept_lines}}}: the
+    lines the text output shows (the last `lines`, or with `errors_only` the crash blocks'
+    lines), the crash blocks among them, each a string, and the accept length the whole log
+    shows (the last, None where none; and how many lines gave one)."""
     out: dict[str, Any] = {}
     for src in sources:
         size = src.transport.stat_size(src.path)
@@ -142,13 +175,17 @@ def collect(sources: Sequence[LogSource], *, lines: int = 50, errors_only: bool 
         else:
             shown = tail_lines(src.transport, src.path, lines, end=size)
             blocks = crash_blocks("\n".join(shown))
-        out.setdefault(src.host, {})[src.arm] = {"path": src.path, "lines": shown, "crashes": blocks}
+        seen = accept_seen(src)
+        out.setdefault(src.host, {})[src.arm] = {"path": src.path, "lines": shown, "crashes": blocks,
+                                                 "accept_length": seen.last if seen else None,
+                                                 "accept_lines": seen.lines if seen else 0}
     return out
 
 
 def _print_tails(sources: Sequence[LogSource], emit: _Emitter, lines: int, errors_only: bool) -> dict[str, int]:
-    """The last lines (or crash blocks) of each source; returns per path the byte offset
-    the tail ended at, where following starts (nothing written in between is lost)."""
+    """The last lines (or crash blocks) of each source, then the accept length its log shows
+    (not with --errors); returns per path the byte offset the tail ended at, where following
+    starts (nothing written in between is lost)."""
     printed_to: dict[str, int] = {}
     for src in sources:
         size = src.transport.stat_size(src.path)
@@ -163,6 +200,9 @@ def _print_tails(sources: Sequence[LogSource], emit: _Emitter, lines: int, error
                 emit(src.label, b.splitlines())
         else:
             emit(src.label, tail_lines(src.transport, src.path, lines, end=size))
+            seen = accept_seen(src)
+            if seen is not None:
+                emit.note(src, seen.text())
     return printed_to
 
 

@@ -1,0 +1,80 @@
+"""`specops logs` shows per arm the accept length its log shows, read as the arm's engine
+declares it (engines.metrics: SGLang's `Decode batch ... accept len: X`, vLLM's `SpecDecoding
+metrics: ... Mean acceptance length: X` in every form its releases printed), over a real file
+read through a real transport: the text line after the arm's lines, and `--json`'s
+`accept_length` (the last) and `accept_lines` (how many lines gave one)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from specops.engines.metrics import SGLANG, VLLM
+from specops.render.logs import LogSource, collect, show
+from specops.transport.local import LocalTransport
+from tests.unit.test_vllm_log_forms import FORMS, STATS
+
+#: SGLang issue 11948 (an EAGLE-3 server's log, 2025-10-22): two decode lines with an accept length
+SGLANG_LINES = [
+    "[2025-10-22 10:27:56 TP0] Prefill batch. #new-seq: 1, #new-token: 28, #cached-token: 0, token usage: 0.00, "
+    "#running-req: 0, #queue-req: 0, ",
+    "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 108, token usage: 0.00, accept len: 2.17, "
+    "accept rate: 0.54, cuda graph: True, gen throughput (token/s): 0.39, #queue-req: 0, ",
+    "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 186, token usage: 0.00, accept len: 1.95, "
+    "accept rate: 0.49, cuda graph: True, gen throughput (token/s): 178.86, #queue-req: 0, ",
+]
+#: a baseline's decode line (SGLang issue 2777's form, no drafting): no accept length
+BASELINE_LINE = ("[2025-01-07 20:16:03 TP0] Decode batch. #running-req: 6, #token: 1200, token usage: 0.08, "
+                 "gen throughput (token/s): 310.21, #queue-req: 57")
+
+
+def _source(tmp_path: Path, arm: str, lines: list[str], metrics: object) -> LogSource:
+    log = tmp_path / f"{arm}.log"
+    log.write_text("\n".join(lines) + "\n")
+    return LogSource(LocalTransport(), str(log), arm, "h", arm, metrics)  # type: ignore[arg-type]
+
+
+def test_sglang_arm_shows_its_last_accept_length_and_how_many(tmp_path: Path) -> None:
+    doc = collect([_source(tmp_path, "eagle3", SGLANG_LINES, SGLANG),
+                   _source(tmp_path, "baseline", [BASELINE_LINE] * 3, SGLANG)], lines=1)
+    assert doc["h"]["eagle3"]["accept_length"] == 1.95 and doc["h"]["eagle3"]["accept_lines"] == 2
+    assert doc["h"]["eagle3"]["lines"] == [SGLANG_LINES[-1]]  # -n 1: the accept length is the whole log's
+    assert doc["h"]["baseline"]["accept_length"] is None and doc["h"]["baseline"]["accept_lines"] == 0
+
+
+@pytest.mark.parametrize(("where", "line", "want"), FORMS, ids=[f[0] for f in FORMS])
+def test_each_vllm_form_is_the_accept_length_logs_shows(tmp_path: Path, where: str, line: str,
+                                                        want: float | None) -> None:
+    doc = collect([_source(tmp_path, "eagle3", [STATS, line, STATS], VLLM)], lines=5)
+    assert doc["h"]["eagle3"]["accept_length"] == want, where
+    assert doc["h"]["eagle3"]["accept_lines"] == (0 if want is None else 1), where
+
+
+def test_vllm_arm_shows_the_last_of_its_forms(tmp_path: Path) -> None:
+    lines = [STATS] + [f[1] for f in FORMS]   # every form in one log, the mean-first form last
+    doc = collect([_source(tmp_path, "eagle3", lines, VLLM)], lines=2)
+    assert doc["h"]["eagle3"]["accept_length"] == FORMS[-1][2]
+    assert doc["h"]["eagle3"]["accept_lines"] == sum(f[2] is not None for f in FORMS)
+
+
+def test_text_output_says_it_after_the_arms_lines(tmp_path: Path) -> None:
+    out = io.StringIO()
+    show([_source(tmp_path, "eagle3", SGLANG_LINES, SGLANG), _source(tmp_path, "baseline", [BASELINE_LINE], SGLANG)],
+         lines=2, console=Console(file=out, width=400, color_system=None))
+    text = out.getvalue().splitlines()
+    note = "eagle3: accept length 1.95 (last of 2 spec-decode lines)"
+    assert note in text and text.index(note) > max(i for i, ln in enumerate(text) if ln.startswith("eagle3 | "))
+    assert not any("baseline: accept length" in ln for ln in text)
+
+
+def test_an_arm_without_an_engine_or_with_errors_only_shows_none(tmp_path: Path) -> None:
+    out = io.StringIO()
+    show([_source(tmp_path, "eagle3", SGLANG_LINES, None)], lines=2, console=Console(file=out, color_system=None))
+    assert "accept length" not in out.getvalue()
+    out = io.StringIO()
+    show([_source(tmp_path, "eagle3", SGLANG_LINES, SGLANG)], lines=2, errors_only=True,
+         console=Console(file=out, color_system=None))
+    assert "accept length" not in out.getvalue()
