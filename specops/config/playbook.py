@@ -21,6 +21,9 @@ from specops.errors import ConfigError
 PLAYBOOK_KEYS = ["name", "vars", "steps", "any_errors_fatal", "description"]
 COMMON_STEP_KEYS = ["name", "when", "verify", "retries", "delay", "timeout", "rollback",
                     "register", "ignore_errors", "changed"]
+#: the placeholder step that stands for each host's engine's own steps (`ServingEngine.deploy_steps`):
+#: expanded at load into those steps, each run only where the host's `engine` is theirs
+ENGINE_STEPS = "engine_steps"
 VERIFY_KEYS = ["rc", "stdout_contains", "stdout_matches", "file_exists", "file_contains", "http_status"]
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -167,24 +170,52 @@ def _check_scripts(step: Step, node: Any, kind: Any, playbook_vars: MappingABC[s
         check_script(text, where, what, playbook_vars)
 
 
+#: {engine name: (the engine in words for errors, e.g. its plugin; its deploy step mappings)}
+EngineSteps = MappingABC[str, tuple[str, list[Any]]]
+
+
+def _engine_steps(node: Any, where: str, kinds: dict[str, Any], engine_steps: EngineSteps) -> list[Step]:
+    """The placeholder `engine_steps: {}` expanded: each engine's own steps, validated as a
+    playbook's are, guarded by `engine == NAME` (and the placeholder's own `when`)."""
+    check_keys(node, ["name", "when", ENGINE_STEPS], "an engine_steps step")
+    if node[ENGINE_STEPS] not in (None, {}):
+        raise ConfigError("'engine_steps' takes no arguments: write engine_steps: {}", where=where_of(node, ENGINE_STEPS))
+    guard = f" and ({node['when']})" if "when" in node else ""
+    out: list[Step] = []
+    for name, (who, nodes) in sorted(engine_steps.items()):
+        try:
+            own = parse_steps(nodes, who, kinds)
+        except ConfigError as exc:
+            raise ConfigError(f"{who}'s deploy_steps: {exc.message}", where=where, hint=exc.hint) from None
+        for step in own:
+            step.when = f"engine == {name!r}" + (f" and ({step.when})" if step.when else "") + guard
+        out.extend(own)
+    return out
+
+
 def parse_steps(nodes: Any, source: str, kinds: dict[str, Any],
-                playbook_vars: MappingABC[str, Any] | None = None) -> list[Step]:
+                playbook_vars: MappingABC[str, Any] | None = None,
+                engine_steps: EngineSteps | None = None) -> list[Step]:
     """Validate a list of step mappings against the registered kinds; `playbook_vars` are
-    the playbook's own `vars:`, the only source `raw_shell` may paste."""
+    the playbook's own `vars:`, the only source `raw_shell` may paste. A placeholder
+    `engine_steps: {}` becomes `engine_steps`' steps (none: nothing)."""
     steps: list[Step] = []
     if not isinstance(nodes, list):
-        raise ConfigError("'steps' must be a list", where=where_of(nodes))
+        raise ConfigError("'steps' must be a list", where=where_of(nodes, where=source))
     for i, node in enumerate(nodes):
         where = nodes.where(i) if hasattr(nodes, "where") else source
         if not isinstance(node, dict):
             raise ConfigError(f"step {i + 1} must be a mapping", where=where)
+        if ENGINE_STEPS in node:
+            steps.extend(_engine_steps(node, where, kinds, engine_steps or {}))
+            continue
         kind = _step_kind(node, i, where, kinds)
         if "name" in node:
             expect(node, "name", (str, int), f"step {i + 1}")
         if "when" in node:
             expect(node, "when", (str, bool), f"step {i + 1}")
         name = str(node.get("name") or f"{kind} {i + 1}")
-        step = Step(index=i, name=name, kind=kind, args=node[kind], where=where_of(node, kind))
+        step = Step(index=i, name=name, kind=kind, args=node[kind], where=where_of(node, kind, where))
         if "when" in node:
             step.when = str(node["when"])
         step.verify = _check_verify(node.get("verify"), where)
@@ -192,19 +223,22 @@ def parse_steps(nodes: Any, source: str, kinds: dict[str, Any],
         kinds[kind].validate(step)
         _check_scripts(step, node, kinds[kind], playbook_vars or {})
         steps.append(step)
+    for index, step in enumerate(steps):  # an expanded placeholder moves the steps after it
+        step.index = index
     return steps
 
 
-def load_playbook(path: Path | str, kinds: dict[str, Any]) -> Playbook:
+def load_playbook(path: Path | str, kinds: dict[str, Any], engine_steps: EngineSteps | None = None) -> Playbook:
     """Load and validate a playbook file against the step kinds (`specops.steps.KINDS`;
-    passed in, since the kinds import this module's Step)."""
+    passed in, since the kinds import this module's Step); `engine_steps` fill its
+    `engine_steps` placeholder (`specops.steps.load` passes the hosts' engines')."""
     path = Path(path)
     data = load_file(path, "playbook")
     if not isinstance(data, dict):
         raise ConfigError("a playbook must be a mapping with 'steps:'", where=f"{path}:1")
     check_keys(data, PLAYBOOK_KEYS, "the playbook", required=["steps"])
     pvars = expect(data, "vars", dict, "the playbook") if data.get("vars") is not None else Mapping()
-    steps = parse_steps(data["steps"], str(path), kinds, pvars)
+    steps = parse_steps(data["steps"], str(path), kinds, pvars, engine_steps)
     if not steps:
         raise ConfigError("the playbook has no steps", where=where_of(data, "steps"))
     fatal = expect(data, "any_errors_fatal", bool, "the playbook") if "any_errors_fatal" in data else False

@@ -15,7 +15,6 @@ from rich.console import Console
 from specops.bench.prechecks import check_for_hosts
 from specops.bench.settings import BenchSettings
 from specops.config.inventory import load_inventory
-from specops.config.playbook import load_playbook
 from specops.config.settings import cost_var, slo_var
 from specops.data import default_playbook
 from specops.flows.play import print_resume, report_dict, run_playbook
@@ -28,7 +27,7 @@ from specops.run.engine import RunReport, resolve_vars
 from specops.run.resume import bench_start
 from specops.secrets import redact
 from specops.servers.lease import LeasePolicy
-from specops.steps import KINDS
+from specops.steps import load
 
 
 def print_report(console: Console, run_dir: Path, objective: str | None = None,
@@ -82,7 +81,7 @@ def run_bench(inventory_path: str | None, host_spec: str, settings: dict[str, An
         settings = {**settings, "gpu_hour_cost": cost_var(inv, host_spec, extra_vars)}
     checked = BenchSettings.from_dict(settings, where="specops bench")
     book_path = playbook or default_playbook("bench")
-    book = load_playbook(book_path, KINDS)
+    book = load(book_path, inv.select(host_spec))
     bench_vars = {**extra_vars, "bench": checked}   # the one parse: each host's bench step takes it as it is
     check_for_hosts(checked, {h.name: (h.engine, resolve_vars(inv, book, h, bench_vars, h.workdir).get("arms"))
                               for h in inv.select(host_spec)})

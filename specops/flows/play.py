@@ -8,7 +8,6 @@ from typing import Any, Callable
 from rich.console import Console
 
 from specops.config.inventory import Inventory
-from specops.config.playbook import load_playbook
 from specops.render.progress import (
     failure_lines,
     live_progress,
@@ -22,7 +21,7 @@ from specops.run.engine import Engine, RunReport
 from specops.run.state import Interrupted, PointCallback
 from specops.secrets import dumps_masked
 from specops.servers.lease import LeasePolicy
-from specops.steps import KINDS
+from specops.steps import load
 
 
 def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, extra_vars: dict[str, Any],
@@ -42,8 +41,8 @@ def run_playbook(inventory: Inventory, playbook_path: Path, host_spec: str, *, e
     prints nothing at all (the caller reports). `lease_policy`: what to do with an arm
     another run holds with other arguments (servers.lease: refuse, wait, take over)."""
     console = console or Console()
-    playbook = load_playbook(playbook_path, KINDS)
     hosts = inventory.select(host_spec)
+    playbook = load(playbook_path, hosts)
     engine = Engine(inventory, playbook, hosts, extra_vars=extra_vars, runs_dir=runs_dir, check=check,
                     resume=resume, from_step=from_step, forks=forks, run_dir=run_dir, run_label=label,
                     on_point=on_point, lease_policy=lease_policy)

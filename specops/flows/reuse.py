@@ -29,7 +29,6 @@ from typing import Any, Iterable, Sequence
 from specops.bench.settings import BenchSettings, dataset_hash
 from specops.bench.sweep import gpus_share
 from specops.config.inventory import Host, Inventory
-from specops.config.playbook import load_playbook
 from specops.decide.tune import REUSED_FROM
 from specops.errors import SpecopsError
 from specops.records.manifest import Manifest
@@ -37,7 +36,7 @@ from specops.records.schema import CONTEXT_AXIS, STATUS_OK, ResultRecord
 from specops.records.store import MANIFEST_JSON, RESULTS_JSONL, load_manifest, load_results
 from specops.run.engine import resolve_vars
 from specops.servers.plans import plan_arms
-from specops.steps import KINDS
+from specops.steps import load
 from specops.transport.connect import open_transport
 
 TEMPERATURE = 0   # the builtin client and the sglang runner both sample greedily (manifest client)
@@ -64,7 +63,7 @@ def config_hashes(inventory: Inventory, playbook_path: Path, host: Host, extra_v
     """{arm: config hash} of the arms as the bench playbook would launch them on `host` now,
     and whether they may all be up at once (no GPU or CPU shared: bench's own rule); None
     when the host has no engine tree yet (nothing can have measured these servers there)."""
-    playbook = load_playbook(playbook_path, KINDS)
+    playbook = load(playbook_path, [host])
     me = dataclasses.replace(host)
     with open_transport(me) as transport:
         me.expand_on_host(transport.expand)

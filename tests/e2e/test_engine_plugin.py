@@ -4,7 +4,8 @@ test engine package tests/plugins/acme_engine (the simulator with SGLang's face,
 PYTHONPATH; then `specops` runs as a separate process, as a user's would, through deploy, bench,
 tune and verify on a local simulated host with `engine: acme-sim`. Nothing in specops/ names it:
 the playbooks choose its steps by its face and features (its tree is patched because it
-declares the patch route), the inventory accepts it from the registry. A broken plugin is refused by name, without a traceback."""
+declares the patch route), deploy runs its own step kind (`acme_stamp`, its `deploy_steps`),
+the inventory accepts it from the registry. A broken plugin is refused by name, without a traceback."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from specops.sim.testing import free_ports
 from tests.support.arms import sim_inventory
-from tests.support.deploy import TUNE_TIMEOUT_S
+from tests.support.deploy import TUNE_TIMEOUT_S, only_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests/plugins/acme_engine"
@@ -63,8 +64,18 @@ def test_a_plugin_engine_deploys_benches_tunes_and_verifies(tmp_path: Path) -> N
     inv = _inventory(tmp_path)
     host = ["--host", "gpu", "-i", str(inv)]
     try:
-        res = specops(target, "deploy", *host, "-p", str(ROOT / "playbooks/deploy.yaml"), cwd=tmp_path)
+        res = specops(target, "deploy", *host, "-p", str(ROOT / "playbooks/deploy.yaml"),
+                      "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
+        # its own step kind ran where deploy.yaml's engine_steps placeholder stands, and verified
+        stamp = tmp_path / "w/.acme-stamp"
+        assert stamp.read_text() == "stamped by acme-sim for baseline,eagle3,adaptive"
+        journal = [json.loads(line) for line in (only_run_dir(tmp_path / "runs") / "events.jsonl").read_text()
+                   .splitlines() if line.strip()]
+        mine = [e for e in journal if e.get("step") == "acme stamp"]
+        assert {"event": "put", "path": str(stamp)}.items() <= next(e for e in mine if e["event"] == "put").items()
+        assert [e.get("ok") for e in mine if e["event"] == "verify"] == [True], mine
+        assert next(e for e in mine if e["event"] == "done")["changed"] is True, mine
         state = json.loads((tmp_path / "w/.specops/servers/adaptive.json").read_text())
         assert state["argv"][1:4] == ["-m", "specops.sim", "--sglang-tree"]   # SGLang's face, the simulator's way
         assert state["mechanism"] == "dynamic-spec-disable-patch", state   # its feature ran the patch step

@@ -11,6 +11,7 @@ from typing import Iterator
 
 import pytest
 
+from specops import steps
 from specops.config import engine_registry
 from specops.config.engine_registry import Feature
 from specops.config.inventory import Host, load_inventory
@@ -116,3 +117,69 @@ def test_a_server_is_the_engine_its_state_file_names_though_its_argv_is_the_simu
                         env={}, args_hash="", log_path="", state_path="", mechanism="", started_at=0.0,
                         workdir="/w", engine="mine-four")
     assert recordfile.load(ServerState, state.to_json()).engine == "mine-four"
+
+
+# --- an engine's own step kinds and deploy steps (specops.steps.load) ----------------------
+
+STEPS = """
+    from specops.engines import EngineSpec, Feature
+    from specops.engines.sglang import Simulator
+    from specops.steps.base import Outcome, StepKind
+
+    class Own(StepKind):
+        name = "{kind}"
+        keys = ("path",)
+        required = ("path",)
+
+        def apply(self, ctx):
+            return Outcome()
+
+    class Mine(Simulator):
+        spec = EngineSpec("{name}", face="sglang", features=frozenset({{Feature.SIMULATED}}))
+        title = "Mine"
+
+        def step_kinds(self):
+            return {{"{kind}": Own}}
+
+        def deploy_steps(self):
+            return [{step}]
+"""
+DEPLOY = Path(__file__).resolve().parents[2] / "specops/data/playbooks/deploy.yaml"
+
+
+@pytest.fixture
+def kinds(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The registry `load` adds an engine's kinds to, fresh for each test (the built-ins' only)."""
+    fresh: dict[str, object] = dict(steps.BUILTIN)
+    monkeypatch.setattr(steps, "KINDS", fresh)
+    return fresh
+
+
+def test_an_engines_own_step_runs_where_the_placeholder_stands_on_its_hosts_only(site: Path, kinds: dict) -> None:
+    step = '{"name": "mine stamp", "mine_stamp": {"path": "{{ workdir }}/m"}, "when": "not check"}'
+    install(site, "mine-engine", "mine_steps", STEPS.format(name="mine-steps", kind="mine_stamp", step=step),
+            {"mine-steps": "mine_steps:Mine"})
+    builtin = steps.load(DEPLOY, [Host(name="b", engine="sim")])
+    book = steps.load(DEPLOY, [Host(name="a", engine="mine-steps"), Host(name="b", engine="sim")])
+    names = [s.name for s in book.steps]
+    at = names.index("mine stamp")
+    assert names[:at] + names[at + 1:] == [s.name for s in builtin.steps]   # nothing else moved
+    assert names[at + 1] == "model weights" and book.steps[at].index == at and book.steps[at + 1].index == at + 1
+    assert book.steps[at].when == "engine == 'mine-steps' and (not check)"   # run on its hosts only
+    assert book.steps[at].kind == "mine_stamp" and type(kinds["mine_stamp"]).__name__ == "Own"
+    assert "mine_stamp" not in steps.BUILTIN
+
+
+@pytest.mark.parametrize(("kind", "step", "message"), [
+    ("shell", "{}", r": step kind 'shell' collides with specops's built-in step kind 'shell'"),
+    ("mine_x", '{"name": "mine x", "mine_x": {"paht": "/m"}}',
+     r"'s deploy_steps: unknown key 'paht' in step 1 'mine x' \(mine_x\)"),
+    ("mine_y", '{"name": "mine y", "mine_z": {}}', r"'s deploy_steps: step 1: unknown step kind 'mine_z'"),
+])
+def test_an_engines_colliding_kind_or_malformed_step_is_refused_naming_the_plugin(
+        site: Path, kinds: dict, kind: str, step: str, message: str) -> None:
+    module, name = f"mine_bad_{kind}", f"mine-bad-{kind}".replace("_", "-")   # one name each: loaded engines are kept
+    install(site, "mine-engine", module, STEPS.format(name=name, kind=kind, step=step), {name: f"{module}:Mine"})
+    with pytest.raises(ConfigError, match=rf"^(.*: )?engine plugin mine-engine \({module}:Mine\){message}"):
+        steps.load(DEPLOY, [Host(name="a", engine=name)])
+    assert kinds.keys() == steps.BUILTIN.keys()   # nothing of a refused engine's was registered
