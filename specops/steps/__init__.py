@@ -4,8 +4,9 @@ hosts (`load`), which also fills the playbook's `engine_steps` placeholder with 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from specops.config import engine_registry
 from specops.config.inventory import Host
@@ -27,6 +28,8 @@ from specops.steps.vllm_wheel import VLLMWheel
 from specops.steps.wait import Wait
 from specops.steps.weights import Weights
 
+T = TypeVar("T")
+
 #: the step kinds specops ships
 BUILTIN: dict[str, StepKind] = {k.name: k for k in (Shell(), Git(), Copy(), Fetch(), Wait(), SGLangWheel(), Patch(),
                                                    SGLangInstall(), Server(), Stop(), Bench(), Weights(),
@@ -42,12 +45,20 @@ def engine_words(engine: ServingEngine) -> str:
     return f"engine plugin {plugin}" if plugin else f"engine {engine.name}"
 
 
+def _declared(engine: ServingEngine, member: Callable[[], T], what: str) -> T:
+    """What `member` returns; a plugin's failure (its kinds' import, say) as one line naming it."""
+    try:
+        return member()
+    except Exception as exc:  # a plugin's code may fail any way: say which plugin, not a traceback
+        raise ConfigError(f"{engine_words(engine)}: {what}() failed: {type(exc).__name__}: {exc}") from exc
+
+
 def engine_kinds(engine: ServingEngine, taken: Mapping[str, StepKind]) -> dict[str, StepKind]:
     """The engine's own step kinds, checked: each a StepKind (class or instance) named by its
     key; a name a built-in kind or another engine's kind (in `taken`) has is refused, naming the plugin."""
     who = engine_words(engine)
     out: dict[str, StepKind] = {}
-    for name, given in engine.step_kinds().items():
+    for name, given in _declared(engine, engine.step_kinds, "step_kinds").items():
         kind = given() if isinstance(given, type) and issubclass(given, StepKind) else given
         if not isinstance(kind, StepKind):
             raise ConfigError(f"{who}: step kind {name!r} is not a specops.steps.base.StepKind "
@@ -70,7 +81,7 @@ def load(path: Path | str, hosts: Iterable[Host]) -> Playbook:
     kinds = dict(KINDS)
     for engine in engines.values():
         kinds.update(engine_kinds(engine, kinds))
-    own = {name: (engine_words(e), e.deploy_steps()) for name, e in engines.items()}
+    own = {name: (engine_words(e), _declared(e, e.deploy_steps, "deploy_steps")) for name, e in engines.items()}
     book = load_playbook(path, kinds, {name: steps for name, steps in own.items() if steps[1]})
     KINDS.update(kinds)  # once the playbook is valid: the run engine runs its steps by these
     return book

@@ -175,6 +175,7 @@ def test_an_engines_own_step_runs_where_the_placeholder_stands_on_its_hosts_only
     ("mine_x", '{"name": "mine x", "mine_x": {"paht": "/m"}}',
      r"'s deploy_steps: unknown key 'paht' in step 1 'mine x' \(mine_x\)"),
     ("mine_y", '{"name": "mine y", "mine_z": {}}', r"'s deploy_steps: step 1: unknown step kind 'mine_z'"),
+    ("mine_w", '__import__("acme_runtime")', r": deploy_steps\(\) failed: ModuleNotFoundError: No module named 'acme_runtime'"),
 ])
 def test_an_engines_colliding_kind_or_malformed_step_is_refused_naming_the_plugin(
         site: Path, kinds: dict, kind: str, step: str, message: str) -> None:
