@@ -210,6 +210,11 @@ class _Block:
     end: int
     lead: str | None  # the line a person should read, None for a traceback cut off mid-frame
     rank: int
+    #: lines inside start..end another process logged (not the block's: left out when shown)
+    foreign: frozenset[int] = frozenset()
+
+    def text(self, lines: Sequence[str]) -> str:
+        return "\n".join(lines[k] for k in range(self.start, self.end + 1) if k not in self.foreign)
 
 
 def _is_frame(line: str) -> bool:
@@ -249,6 +254,28 @@ def _strip(lines: Sequence[str]) -> list[str]:
 def bare_lines(text: str) -> list[str]:
     """The log's lines with the engines' prefixes (vLLM's) set aside (other lines as they are)."""
     return _strip(text.splitlines())
+
+
+def _process(line: str) -> str | None:
+    """The process a prefixed line names (vLLM's `(EngineCore_DP0 pid=2081) `), None without one."""
+    m = _prefix(line)
+    if m is None:
+        return None
+    return line[:m.start("logger")] if m.groupdict().get("logger") else m.group(0)
+
+
+def _own_traceback(lines: Sequence[str], bare: Sequence[str], start: int, records: frozenset[int]) -> _Block:
+    """The traceback starting at `start`, read over its own process's lines only: another
+    process (vLLM's API server beside its engine core) may log into the middle of it, and a
+    line of its read as the traceback's end would be taken for the exception."""
+    who = _process(lines[start])
+    stop = min(len(lines), start + 4 * MAX_BLOCK_LINES)
+    view = [start] + [k for k in range(start + 1, stop) if who is None or _process(lines[k]) in (None, who)]
+    if len(view) == stop - start:
+        return _traceback_block(bare, start, records)
+    b = _traceback_block([bare[k] for k in view], 0, frozenset(v for v, k in enumerate(view) if k in records))
+    end = view[b.end]
+    return _Block(start, end, b.lead, b.rank, frozenset(range(start, end + 1)) - frozenset(view))
 
 
 def _records(lines: Sequence[str]) -> frozenset[int]:
@@ -298,20 +325,27 @@ def crash_signature(text: str) -> str | None:
 
 def _scan(lines: Sequence[str]) -> list[_Block]:
     """The log's crash evidence, in log order (a line's vLLM prefixes set aside, each of its
-    log records ending a message; an exception Python reported and ignored is none)."""
+    log records ending a message; an exception Python reported and ignored is none; a
+    traceback read over its own process's lines, another's logged inside it read after)."""
     records = _records(lines)
-    lines = _strip(lines)
+    raw, lines = lines, _strip(lines)
     blocks: list[_Block] = []
+    taken: set[int] = set()  # a traceback's own lines, where another process's lines came between
     i = 0
     while i < len(lines):
         line = lines[i]
+        if i in taken:
+            i += 1
+            continue
         ignored = _ignored_end(lines, i)
         if ignored is not None:
             i = ignored + 1
             continue
         if _TB_START in line:
-            blocks.append(_traceback_block(lines, i, records))
-            i = blocks[-1].end + 1
+            b = _own_traceback(raw, lines, i, records)
+            blocks.append(b)
+            taken.update(set(range(b.start, b.end + 1)) - b.foreign)
+            i = min(b.foreign) if b.foreign else b.end + 1  # the other process's lines are read too
             continue
         sigs = line_signatures(line)
         if not sigs:
@@ -356,7 +390,7 @@ def crash_blocks(text: str) -> list[str]:
     lines = bare_lines(text)
     out: list[str] = []
     for b in _scan(text.splitlines()):
-        block = "\n".join(lines[b.start:b.end + 1])
+        block = b.text(lines)
         if block not in out:
             out.append(block)
     return out
@@ -373,7 +407,7 @@ def crash_excerpt(text: str, *, fallback_lines: int = 30) -> str:
     best = _best(blocks)
     if best is not None and best not in picked:
         picked = [best] + blocks[-4:]
-    return "\n".join("\n".join(lines[b.start:b.end + 1]) for b in picked)
+    return "\n".join(b.text(lines) for b in picked)
 
 
 #: argparse's last words: `<prog>: error: <message>` (unknown, ambiguous or invalid flags).
