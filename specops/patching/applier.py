@@ -373,12 +373,15 @@ def plan(patchset: PatchSet, files: TreeFiles, layout: SGLangLayout | None = Non
          check_layout: bool = True) -> PatchPlan:
     """Resolve every edit and build every new file in memory. Raises PatchError only when
     the set does not apply to this tree's layout; anchor problems are `blocked` results."""
+    manifest = read_manifest(files, patchset.name)
     if check_layout:
         layout = layout or detect_layout(files)
         reason = check_applicable(patchset, layout)
-        if reason:
+        # a tree exactly as this set's apply left it was judged before the apply: its edits may
+        # have changed the version read since (setuptools-scm names a patched checkout of tag
+        # v0.5.14 0.5.15.dev0+g<commit>.d<date> in the _version.py an editable install writes)
+        if reason and not (manifest and _pristine_backups(patchset, files, manifest) is not None):
             raise _refuse(patchset, layout, reason)
-    manifest = read_manifest(files, patchset.name)
     current = _plan_on(patchset, files, {}, manifest, layout)
     if manifest and _earlier_version(current, manifest):
         pristine = _pristine_backups(patchset, files, manifest)

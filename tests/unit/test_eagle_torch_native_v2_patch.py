@@ -15,6 +15,7 @@ tests/real_sglang/test_eagle_torch_native.py.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import sys
 import types
@@ -263,3 +264,29 @@ def test_the_factory_builds_one_backend_per_draft_step_and_refuses_a_sliding_win
     runner.token_to_kv_pool = type("Pool", (swa,), {"swa_layer_nums": 2})()
     with pytest.raises(ValueError, match="sliding-window KV pool"):
         ns["TorchNativeMultiStepDraftBackend"](runner, 1, 3)
+
+
+SCM_DIRTY = "0.5.15.dev0+g51a0961b0.d20261205"
+
+
+def _scm_version_file(tree: Path) -> None:
+    """What an editable install of a patched (dirty) 0.5.14 git checkout writes (setuptools-scm)."""
+    (tree / "python/sglang/_version.py").write_text(f"__version__ = version = '{SCM_DIRTY}'\n")
+
+
+def test_its_own_patched_tree_is_not_refused_for_the_version_its_edits_made(tmp_path):
+    """deploy applies the set, installs (setuptools-scm then names the dirty checkout the next
+    dev release), and bench applies it again: nothing to do, not 'newer than 0.5.14'. A tree
+    this set did not patch, or one changed since, is still judged by its version."""
+    tree = _copy(VERSION, tmp_path / "t")
+    _apply(tree)
+    _scm_version_file(tree)
+    again = _apply(tree)
+    assert not again.changed and {r.status for r in again.results} == {APPLIED}
+    (tree / DRAFT).write_text((tree / DRAFT).read_text() + "\n# edited since\n")
+    with pytest.raises(PatchError, match=f"version {re.escape(SCM_DIRTY)} is newer than 0.5.14"):
+        _apply(tree)
+    fresh = _copy(VERSION, tmp_path / "fresh")
+    _scm_version_file(fresh)
+    with pytest.raises(PatchError, match="is newer than 0.5.14"):
+        _apply(fresh)
