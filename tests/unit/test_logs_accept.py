@@ -78,3 +78,35 @@ def test_an_arm_without_an_engine_or_with_errors_only_shows_none(tmp_path: Path)
     show([_source(tmp_path, "eagle3", SGLANG_LINES, SGLANG)], lines=2, errors_only=True,
          console=Console(file=out, color_system=None))
     assert "accept length" not in out.getvalue()
+
+
+def test_the_cli_reads_each_arm_as_its_state_files_engine(tmp_path: Path) -> None:
+    """`specops logs --json` on a local host: an arm launched by vLLM (its state file says so)
+    gives the accept length of its SpecDecoding lines and none from an SGLang line; an arm
+    without a state file is read as the host's engine (SGLang, hosts.yaml's default)."""
+    import json
+
+    from specops.servers.records import ServerState
+    from tests.support.deploy import inventory, run_cli
+
+    wd = tmp_path / "w"
+    (wd / ".specops" / "logs").mkdir(parents=True)
+    (wd / ".specops" / "servers").mkdir(parents=True)
+    logs = {"vllm-eagle": [STATS, FORMS[2][1], SGLANG_LINES[1], FORMS[3][1], SGLANG_LINES[2]],
+            "sglang-eagle": SGLANG_LINES + [FORMS[3][1]]}
+    for arm, lines in logs.items():
+        (wd / ".specops" / "logs" / f"{arm}.log").write_text("\n".join(lines) + "\n")
+    state = ServerState(arm="vllm-eagle", kind="eagle3", pid=999_999, pgid=999_999, proc_start="1", port=1,
+                        command="x", argv=["x"], env={}, args_hash="h",
+                        log_path=str(wd / ".specops/logs/vllm-eagle.log"),
+                        state_path=str(wd / ".specops/servers/vllm-eagle.json"), mechanism="none",
+                        started_at=0.0, workdir=str(wd), engine="vllm")
+    Path(state.state_path).write_bytes(state.to_json())
+    inv = inventory(tmp_path, {"box": {"connection": "local", "workdir": str(wd)}})
+    res = run_cli("logs", "--host", "box", "-i", str(inv), "--json", "-n", "1")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)["box"]
+    assert (doc["vllm-eagle"]["accept_length"], doc["vllm-eagle"]["accept_lines"]) == (3.24, 2)
+    assert (doc["sglang-eagle"]["accept_length"], doc["sglang-eagle"]["accept_lines"]) == (1.95, 2)
+    text = run_cli("logs", "--host", "box", "-i", str(inv), "--server", "vllm-eagle", "-n", "1")
+    assert text.exit_code == 0 and "vllm-eagle: accept length 3.24 (last of 2 spec-decode lines)" in text.output
