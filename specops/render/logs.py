@@ -139,7 +139,8 @@ class _Emitter:
 
 
 class _JsonEmitter(_Emitter):
-    """`logs -f --json`: one JSON object per log line, {host, arm, line, crash}, nothing else."""
+    """`logs -f --json`: one JSON object per log line, {host, arm, line, crash, accept_length}
+    (the accept length the line gives, read as the arm's engine declares; null for most), nothing else."""
 
     def __init__(self, sources: Sequence[LogSource], console: Console):
         super().__init__(sources, console)
@@ -150,7 +151,9 @@ class _JsonEmitter(_Emitter):
             return
         src = self.by_label[src_label]
         self.console.file.write("".join(dumps_masked({"host": src.host, "arm": src.arm, "line": ln,
-                                                      "crash": find_signature(ln) is not None}) + "\n"
+                                                      "crash": find_signature(ln) is not None,
+                                                      "accept_length": accept_length(ln, src.metrics)
+                                                      if src.metrics else None}) + "\n"
                                         for ln in text_lines))
         self.console.file.flush()
 

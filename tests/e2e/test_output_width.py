@@ -127,7 +127,7 @@ def test_logs_json(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["box"]["baseline"] == {"path": str(wd / ".specops/logs/baseline.log"), "lines": ["ready"],
-                                      "crashes": []}
+                                      "crashes": [], "accept_length": None, "accept_lines": 0}
     assert doc["box"]["eagle3"]["lines"] == ["ready", *TRACEBACK]
     assert doc["box"]["eagle3"]["crashes"] == ["\n".join(TRACEBACK)]
     errors = json.loads(run_cli("logs", "--host", "box", "-i", str(inv), "--errors", "--json").stdout)
@@ -142,13 +142,13 @@ def test_logs_follow_json_is_an_object_per_line(tmp_path: Path) -> None:
     assert proc.stdout is not None
     try:
         first = json.loads(proc.stdout.readline())
-        assert first == {"host": "box", "arm": "eagle3", "line": TRACEBACK[-1], "crash": True}
+        assert first == {"host": "box", "arm": "eagle3", "line": TRACEBACK[-1], "crash": True, "accept_length": None}
         # no wait: following starts where the printed tail ended (its size was read before
         # the tail was printed), so a line appended from now on is the next one out
         with open(wd / ".specops/logs/eagle3.log", "a") as fh:
             fh.write("INFO: a new line\n")
         assert json.loads(proc.stdout.readline()) == {"host": "box", "arm": "eagle3", "line": "INFO: a new line",
-                                                      "crash": False}
+                                                      "crash": False, "accept_length": None}
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)

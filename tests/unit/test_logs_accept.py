@@ -110,3 +110,14 @@ def test_the_cli_reads_each_arm_as_its_state_files_engine(tmp_path: Path) -> Non
     assert (doc["sglang-eagle"]["accept_length"], doc["sglang-eagle"]["accept_lines"]) == (1.95, 2)
     text = run_cli("logs", "--host", "box", "-i", str(inv), "--server", "vllm-eagle", "-n", "1")
     assert text.exit_code == 0 and "vllm-eagle: accept length 3.24 (last of 2 spec-decode lines)" in text.output
+
+
+def test_follow_json_gives_each_lines_accept_length(tmp_path: Path) -> None:
+    """`logs -f --json`: the line object carries the accept length the line gives, as its engine reads it."""
+    import json
+
+    out = io.StringIO()
+    show([_source(tmp_path, "eagle3", [STATS, FORMS[3][1]], VLLM)], lines=2,
+         console=Console(file=out, color_system=None), json_lines=True)
+    got = [json.loads(ln) for ln in out.getvalue().splitlines()]
+    assert [g["accept_length"] for g in got] == [None, 3.24] and got[1]["line"] == FORMS[3][1]
