@@ -11,7 +11,7 @@ from specops.vllm import serving as vllm_serving
 #: SGLang's gauges and decode line; the simulator shows the same
 SGLANG = BatchMetrics(running=serving.METRIC_RUNNING, accept=serving.METRIC_ACCEPT,
                       decode_line=serving.DECODE_LINE, decode_re=serving.DECODE_RE,
-                      all_finished_re=serving.ALL_FINISHED_RE, accept_line="accept len: ")
+                      all_finished_re=serving.ALL_FINISHED_RE, accept_line=serving.ACCEPT_LINE)
 #: vLLM's running gauge, its acceptance counters (mean accept length = 1 + accepted / drafts, as
 #: vLLM's own SpecDecoding line), and its periodic stats line; the simulator's vLLM face shows the same
 VLLM = BatchMetrics(running=vllm_serving.METRIC_RUNNING, accept="",

@@ -25,8 +25,10 @@ METRIC_ACCEPT = "sglang:spec_accept_length"
 
 #: what starts every decode step's log line (for `grep` on the host)
 DECODE_LINE = "Decode batch"
+#: what precedes the accept length in a drafting server's decode line (`logs` greps for it)
+ACCEPT_LINE = "accept len: "
 #: a decode step's line: group 1 the running requests, group 2 the accept length (when drafting)
-DECODE_RE = re.compile(r"Decode batch[^\n]*?#running-req: (\d+)(?:[^\n]*?accept len: ([0-9.]+))?")
+DECODE_RE = re.compile(rf"{DECODE_LINE}[^\n]*?#running-req: (\d+)(?:[^\n]*?{ACCEPT_LINE}([0-9.]+))?")
 #: a `Decode batch` line whose step finished every running request: their KV freed, SGLang
 #: (and the simulator) log `#token: 0`; the step was cut by max_new_tokens, so its accept
 #: length is not what the drafts would have given

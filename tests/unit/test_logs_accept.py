@@ -121,3 +121,13 @@ def test_follow_json_gives_each_lines_accept_length(tmp_path: Path) -> None:
          console=Console(file=out, color_system=None), json_lines=True)
     got = [json.loads(ln) for ln in out.getvalue().splitlines()]
     assert [g["accept_length"] for g in got] == [None, 3.24] and got[1]["line"] == FORMS[3][1]
+
+
+def test_each_engines_grep_text_is_its_patterns_own() -> None:
+    """The text grepped on the host is the one the engine's pattern reads, not a second copy."""
+    from specops.sglang import serving as sglang_serving
+    from specops.vllm import serving as vllm_serving
+
+    assert SGLANG.accept_line == sglang_serving.ACCEPT_LINE and SGLANG.accept_line in SGLANG.decode_re.pattern
+    assert VLLM.accept_re is vllm_serving.SPEC_RE and VLLM.accept_line in vllm_serving.SPEC_RE.pattern
+    assert all(SGLANG.accept_line in ln for ln in SGLANG_LINES[1:]) and SGLANG.accept_line not in BASELINE_LINE
