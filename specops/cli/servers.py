@@ -25,7 +25,6 @@ from specops.secrets import dumps_masked, remember_sources
 from specops.servers import read_states, stop_arms, supervisor_for
 from specops.servers.lease import Lease, holders
 from specops.servers.lifecycle import ArmStatus, launched_before_boot
-from specops.transport.base import Transport
 from specops.transport.connect import open_transport
 
 
@@ -47,10 +46,10 @@ def check_arm_names(asked: list[str] | None, known: Iterable[str], host: str) ->
                               f"{', '.join(known) or 'none (nothing launched yet)'}")
 
 
-def _with_engines(sources: list[LogSource], transport: Transport, host: Host) -> list[LogSource]:
+def _with_engines(sources: list[LogSource], host: Host) -> list[LogSource]:
     """Each arm's log read as the engine that launched it says (its state file's), the host's
     engine for an arm without one: the accept length `logs` shows is that engine's line."""
-    states = read_states(transport, host.workdir)
+    states = read_states(sources[0].transport, host.workdir) if sources else {}
     for src in sources:
         st = states.get(src.arm)
         src.metrics = (engine_of(st.argv, st.engine) if st else engine_for(host)).metrics
@@ -83,7 +82,7 @@ def logs(host_spec: str, inventory_path: str | None, server: str | None, follow:
             present = sources_for(transport, host.workdir, None, host_prefix=len(hosts) > 1)
             check_arm_names(_arms(server), [posixpath.basename(s.path)[:-4] for s in present], host.name)
             sources += _with_engines(sources_for(transport, host.workdir, _arms(server), host_prefix=len(hosts) > 1),
-                                     transport, host)
+                                     host)
         if not sources:
             raise ConfigError(f"no server logs on {', '.join(h.name for h in hosts)} (nothing launched yet?)")
         if as_json and not follow:
