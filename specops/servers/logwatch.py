@@ -264,13 +264,13 @@ def _process(line: str) -> str | None:
     return line[:m.start("logger")] if m.groupdict().get("logger") else m.group(0)
 
 
-def _own_traceback(lines: Sequence[str], bare: Sequence[str], start: int, records: frozenset[int]) -> _Block:
-    """The traceback starting at `start`, read over its own process's lines only: another
-    process (vLLM's API server beside its engine core) may log into the middle of it, and a
-    line of its read as the traceback's end would be taken for the exception."""
-    who = _process(lines[start])
-    stop = min(len(lines), start + 4 * MAX_BLOCK_LINES)
-    view = [start] + [k for k in range(start + 1, stop) if who is None or _process(lines[k]) in (None, who)]
+def _own_traceback(procs: Sequence[str | None], bare: Sequence[str], start: int, records: frozenset[int]) -> _Block:
+    """The traceback starting at `start`, read over its own process's lines only (`procs`: each
+    line's `_process`): another process (vLLM's API server beside its engine core) may log into
+    the middle of it, and a line of its read as the traceback's end would be taken for the exception."""
+    who = procs[start]
+    stop = min(len(bare), start + 4 * MAX_BLOCK_LINES)
+    view = [start] + [k for k in range(start + 1, stop) if who is None or procs[k] in (None, who)]
     if len(view) == stop - start:
         return _traceback_block(bare, start, records)
     b = _traceback_block([bare[k] for k in view], 0, frozenset(v for v, k in enumerate(view) if k in records))
@@ -328,7 +328,7 @@ def _scan(lines: Sequence[str]) -> list[_Block]:
     log records ending a message; an exception Python reported and ignored is none; a
     traceback read over its own process's lines, another's logged inside it read after)."""
     records = _records(lines)
-    raw, lines = lines, _strip(lines)
+    procs, lines = [_process(ln) for ln in lines], _strip(lines)
     blocks: list[_Block] = []
     taken: set[int] = set()  # a traceback's own lines, where another process's lines came between
     i = 0
@@ -342,7 +342,7 @@ def _scan(lines: Sequence[str]) -> list[_Block]:
             i = ignored + 1
             continue
         if _TB_START in line:
-            b = _own_traceback(raw, lines, i, records)
+            b = _own_traceback(procs, lines, i, records)
             blocks.append(b)
             taken.update(set(range(b.start, b.end + 1)) - b.foreign)
             i = min(b.foreign) if b.foreign else b.end + 1  # the other process's lines are read too
