@@ -11,6 +11,8 @@ a clear error, never a random port."""
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from specops.errors import ConfigError
 
 #: the kernel's setting, read on the host the servers run on
@@ -93,14 +95,26 @@ def safe_block(ephemeral: Interval, offset: int = GRPC_OFFSET, where: str = "por
     return (max(low, high - offset + 1), high) if offset else (low, high)
 
 
-def first_ports(n: int, ephemeral: Interval, where: str = "ports") -> list[int]:
-    """`n` safe ports, none another's twin, without checking that they are free: for a
-    host that could not say which are (the servers' own bind then tells)."""
-    low, high = safe_block(ephemeral, where=where)
-    if high - low + 1 < n:
-        raise ConfigError(f"only {high - low + 1} ports lie outside the kernel's ephemeral range {ephemeral[0]}-"
+def without_ports(intervals: list[Interval], taken: Iterable[int], offset: int = GRPC_OFFSET) -> list[Interval]:
+    """`intervals` less every port that would collide with a port in `taken` (one an arm of
+    hosts.yaml already names, free now only because its server is not up): the port itself,
+    and the ports whose gRPC twin (+offset) is it or is its twin."""
+    out = list(intervals)
+    for port in sorted(set(taken)):
+        for cut in {port, port - offset, port + offset}:
+            out = _minus(out, (cut, cut))
+    return out
+
+
+def first_ports(n: int, ephemeral: Interval, where: str = "ports", taken: Iterable[int] = ()) -> list[int]:
+    """`n` safe ports, none another's twin nor colliding with `taken`, without checking that
+    they are free: for a host that could not say which are (the servers' own bind then tells)."""
+    found = [p for low, high in without_ports([safe_block(ephemeral, where=where)], taken)
+             for p in range(low, high + 1)][:n]
+    if len(found) < n:
+        raise ConfigError(f"only {len(found)} ports lie outside the kernel's ephemeral range {ephemeral[0]}-"
                           f"{ephemeral[1]} with their gRPC ports outside it too; {n} are needed", where=where)
-    return list(range(low, low + n))
+    return found
 
 
 def format_intervals(intervals: list[Interval]) -> str:

@@ -4,10 +4,10 @@ phase kept up, stopping the demo's servers."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from specops.config.inventory import Host
-from specops.ports import GRPC_OFFSET, first_ports, format_intervals, safe_block
+from specops.ports import GRPC_OFFSET, first_ports, format_intervals, safe_block, without_ports
 from specops.servers import read_states, stop_arms, stop_states
 from specops.transport.connect import open_transport
 from specops.transport.probes import read_ephemeral
@@ -39,24 +39,26 @@ print(" ".join(str(p) for p in ports))
 """
 
 
-def free_ports(host: Host, n: int) -> list[int]:
+def free_ports(host: Host, n: int, taken: Iterable[int] = ()) -> list[int]:
     """Ports free on the host right now, for the arms tune adds (adaptive-t*, eagle3-k*):
-    the profiles' own ports may be held by deployed servers, the next ones by anybody. Each
-    from the host's safe block (specops.ports: outside its ephemeral range, with its gRPC twin,
-    +GRPC_OFFSET, outside it too and no port another's twin), free with its twin right now. Where the host could not
-    check which bind (no python there), the first safe ports, unchecked: the servers' own
-    bind then tells. ConfigError when the host's range leaves no safe port."""
+    the profiles' own ports (`taken`) may be held by deployed servers, or free only because
+    their servers are not up yet, the next ones by anybody. Each from the host's safe block
+    (specops.ports: outside its ephemeral range, with its gRPC twin, +GRPC_OFFSET, outside it
+    too and no port another's twin), colliding with no `taken` port, free with its twin right
+    now. Where the host could not check which bind (no python there), the first such ports,
+    unchecked: the servers' own bind then tells. ConfigError when the host's range leaves no
+    safe port."""
     where = f"host {host.name}"
     with open_transport(host) as transport:
         ephemeral = read_ephemeral(transport)
-        block = safe_block(ephemeral, where=where)
-        res = transport.run([host.python, "-c", _FREE_PORTS, format_intervals([block]), str(GRPC_OFFSET), str(n)],
+        spans = without_ports([safe_block(ephemeral, where=where)], taken)
+        res = transport.run([host.python, "-c", _FREE_PORTS, format_intervals(spans), str(GRPC_OFFSET), str(n)],
                             timeout=60)
     try:
-        ports = [int(p) for p in res.stdout.split()] if res.ok else []
+        ports = [int(p) for p in res.stdout.split()] if res.ok and spans else []
     except ValueError:
         ports = []
-    return ports if len(ports) == n else first_ports(n, ephemeral, where=where)
+    return ports if len(ports) == n else first_ports(n, ephemeral, where=where, taken=taken)
 
 
 def releaser(host: Host, run_id: str) -> Callable[[list[str]], None]:

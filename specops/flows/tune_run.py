@@ -147,7 +147,9 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
             raise SpecopsError(f"the {phase.name} sweep failed: " + ("; ".join(lines) or "see the journal"),
                                where=f"host {host.name}", hint=f"run directory: {run_dir}")
 
-    ports = free_ports(host, 1 + len(tier_steps))
+    # not a port an arm of hosts.yaml names: free now only because its server is not up yet
+    configured = [a["port"] for a in arms_raw.values() if isinstance(a, dict) and isinstance(a.get("port"), int)]
+    ports = free_ports(host, 1 + len(tier_steps), taken=configured)
     tuner = Tuner(host=host.name, arms=arms_raw, settings=settings, coarse=coarse, run_phase=run_phase,
                   records=lambda: load_results(run_dir), say=say, time_scale=time_scale, budget_s=budget_s,
                   native=None, tier_steps=tier_steps, reused=reused, reused_from=str(from_dir) if from_dir else None,

@@ -135,3 +135,26 @@ def test_tune_refuses_a_host_with_no_safe_port(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(hostops, "read_ephemeral", lambda transport: (1024, 65535))
     with pytest.raises(ConfigError, match="host a: no port lies outside the kernel's ephemeral range 1024-65535"):
         hostops.free_ports(_local_host(tmp_path), 2)
+
+
+def test_a_port_hosts_yaml_names_is_no_candidate_nor_are_its_twins() -> None:
+    """CI on a fresh machine: tune gave adaptive-t4 the port the test's hosts.yaml gave the
+    baseline (free then, its server not up yet), and bench refused the arms."""
+    offset = 5
+    assert ports.without_ports([(1000, 1010)], [1003], offset) == [(1000, 1002), (1004, 1007), (1009, 1010)]
+    assert ports.without_ports([(1000, 1010)], [1012, 1003, 1003], offset) == [
+        (1000, 1002), (1004, 1006), (1009, 1010)]   # 1007's twin is 1012; duplicates are one port
+    assert ports.without_ports([(1000, 1010)], [], offset) == [(1000, 1010)]
+
+
+def test_tune_never_picks_a_port_an_arm_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every port of the block but three is named by arms: those three are what tune gets,
+    bound or not (the unchecked fallback keeps the rule too)."""
+    low, high = ports.safe_block(ports.DEFAULT_EPHEMERAL)
+    spare = [low + 10, (low + high) // 2, high - 3]
+    taken = [p for p in range(low, high + 1) if p not in spare]
+    monkeypatch.setattr(hostops, "read_ephemeral", lambda transport: ports.DEFAULT_EPHEMERAL)
+    assert sorted(hostops.free_ports(_local_host(tmp_path), 3, taken=taken)) == spare
+    assert ports.first_ports(3, ports.DEFAULT_EPHEMERAL, taken=taken) == spare
+    with pytest.raises(ConfigError, match="only 3 ports lie outside"):
+        ports.first_ports(4, ports.DEFAULT_EPHEMERAL, taken=taken)
