@@ -134,24 +134,44 @@ def generate(base_url: str, prompt: str, max_new_tokens: int, headers: dict[str,
     (`output_ids`, and `spec_verify_ct`), or with `api` `completions` an OpenAI-compatible
     `/v1/completions` asked for `return_token_ids` (vLLM's; no verify count)."""
     if api == "completions":
-        path = "/v1/completions"
-        body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0,
-                                "ignore_eos": True, "return_token_ids": True}
-    else:
-        path = "/generate"
-        body = {"text": prompt, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
-                                                    "ignore_eos": True}}
+        doc = _post(base_url, "/v1/completions", {"prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0,
+                                                  "ignore_eos": True, "return_token_ids": True}, headers)
+        return _completion_reply(doc)
+    return _generate_reply(_post(base_url, "/generate", {"text": prompt, "sampling_params": _greedy(max_new_tokens)},
+                                 headers))
+
+
+def generate_batch(base_url: str, jobs: list[tuple[str, int]], headers: dict[str, str] | None = None) -> list[Reply]:
+    """The (prompt, max_new_tokens) jobs as one SGLang batched `/generate` (a list of texts,
+    sampling_params one each): its tokenizer sends them to the scheduler back to back from
+    one loop, so they share a running batch whatever the machine's load, where requests sent
+    apart reach it one by one and on a fast engine each can finish before the next arrives."""
+    doc = _post(base_url, "/generate", {"text": [p for p, _ in jobs],
+                                        "sampling_params": [_greedy(n) for _, n in jobs]}, headers)
+    if not isinstance(doc, list) or len(doc) != len(jobs):
+        raise StepError(f"/generate answered a batch of {len(jobs)} with "
+                        f"{f'{len(doc)} replies' if isinstance(doc, list) else 'one reply'}")
+    return [_generate_reply(one) for one in doc]
+
+
+def _greedy(max_new_tokens: int) -> dict[str, Any]:
+    return {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True}
+
+
+def _post(base_url: str, path: str, body: dict[str, Any], headers: dict[str, str] | None) -> Any:
     req = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
-            doc = json.loads(resp.read())
+            return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         raise StepError(f"{path} answered {exc.code}: {_body(exc)}") from None
     except (OSError, ValueError) as exc:
         raise StepError(f"{path} failed: {exc}") from None
-    if api == "completions":
-        return _completion_reply(doc)
+
+
+def _generate_reply(doc: Any) -> Reply:
+    """One `/generate` answer: its `output_ids`, and the verify steps SGLang counted for it."""
     ids = doc.get("output_ids") if isinstance(doc, dict) else None
     if not isinstance(ids, list):
         raise StepError("/generate answered without `output_ids`: this server cannot show its token ids")
@@ -202,11 +222,14 @@ def _server_info(base_url: str) -> dict[str, Any]:
 
 def at_once(base_url: str, jobs: list[tuple[str, int]], api: str = "generate") -> list[Reply]:
     """The (prompt, max_new_tokens) jobs in flight together: one decode batch of len(jobs)
-    requests. They leave together, and declare themselves one closed loop, so the simulator
-    starts no step before all have arrived however loaded the machine is (SGLang ignores the
-    header)."""
-    start = threading.Barrier(len(jobs))
+    requests. On `/generate` one batched request (generate_batch). A completions batch
+    cannot give each prompt its own length, so there the requests leave together from one
+    thread each; all declare themselves one closed loop, so the simulator starts no step
+    before all have arrived however loaded the machine is (the engines ignore the header)."""
     loop = loop_header(uuid.uuid4().hex, len(jobs), len(jobs))
+    if api == "generate":
+        return generate_batch(base_url, jobs, loop)
+    start = threading.Barrier(len(jobs))
 
     def one(job: tuple[str, int]) -> Reply:
         try:

@@ -303,7 +303,7 @@ class SimServer:
             return bad
         body = await self._body(request)
         if isinstance(body.get("text"), list) or (body.get("input_ids") and isinstance(body["input_ids"][0], list)):
-            return web.json_response({"error": {"message": "batched /generate is not simulated; send one prompt"}}, status=400)
+            return await self._generate_batch(request, body)
         sp = body.get("sampling_params") or {}
         content = prompt_content(body, "text")
         loop = self._loop(request)
@@ -331,6 +331,41 @@ class SimServer:
         except (asyncio.CancelledError, ConnectionResetError):
             self._sched().abort(req)
             raise
+
+    async def _generate_batch(self, request: web.Request, body: dict[str, Any]) -> web.Response:
+        """SGLang's batched `/generate` (a list of texts or of input_ids, sampling_params one
+        for all or one each): every request is queued before any step runs, as SGLang's
+        tokenizer sends a batch's requests to its scheduler back to back; a list of replies in
+        the order given. Not streamed."""
+        key = "input_ids" if body.get("input_ids") else "text"
+        prompts = body[key]
+        sp = body.get("sampling_params") or {}
+        params = sp if isinstance(sp, list) else [sp] * len(prompts)
+        if body.get("stream") or len(params) != len(prompts) or not all(isinstance(p, dict) for p in params):
+            why = ("a streamed batch is not simulated" if body.get("stream") else
+                   f"sampling_params: one for all or one per prompt ({len(prompts)}), each an object")
+            return web.json_response({"error": {"message": f"batched /generate: {why}"}}, status=400)
+        loop = self._loop(request)
+        reqs = []
+        for prompt, one in zip(prompts, params, strict=True):
+            item = {key: prompt}
+            content = prompt_content(item, "text")
+            req = self._sched().new_request(_count_prompt_tokens(item, "text"), int(one.get("max_new_tokens", 128)),
+                                            content=content)
+            reqs.append((req, content))
+        for req, _ in reqs:
+            self._sched().submit(req, loop)
+        try:
+            for req, _ in reqs:
+                while not req.finished:
+                    await self._wait_tokens(req)
+        except (asyncio.CancelledError, ConnectionResetError):
+            for req in [r for r, _ in reqs if not r.finished]:
+                self._sched().abort(req)
+            raise
+        return web.json_response([{"text": req.token_text(0, req.generated), "meta_info": self._meta(req),
+                                   "output_ids": output_ids(content, self.opts.seed, req.generated)}
+                                  for req, content in reqs])
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         if (bad := self._unavailable()) is not None:

@@ -388,6 +388,32 @@ def test_endpoints_stream_tokens_and_usage():
         assert info["sim_arm"] == "baseline" and "internal_states" in info
 
 
+def test_a_batched_generate_runs_its_prompts_in_one_batch_and_answers_each_in_order():
+    """SGLang's batched /generate, the form `specops verify` sends its at-once jobs in: every
+    prompt is queued before a step runs (no loop header needed), each gets its own length and
+    the ids it gets alone; a streamed batch or mismatched sampling_params is a 400."""
+    with run_sim(ensure_tree("0.5.10.post1"), MODEL + FAST) as sim:
+        url = sim.url + "/generate"
+        greedy = {"temperature": 0, "ignore_eos": True}
+        alone = [post_json(url, {"text": t, "sampling_params": {**greedy, "max_new_tokens": n}})
+                 for t, n in (("one two", 6), ("three", 3), ("four five six", 3))]
+        before = sim.get_json("/get_server_info")["sim_stats"]["steps_by_batch"]
+        batch = post_json(url, {"text": ["one two", "three", "four five six"],
+                                "sampling_params": [{**greedy, "max_new_tokens": n} for n in (6, 3, 3)]})
+        assert [r["meta_info"]["completion_tokens"] for r in batch] == [6, 3, 3]
+        assert [r["output_ids"] for r in batch] == [r["output_ids"] for r in alone]
+        after = sim.get_json("/get_server_info")["sim_stats"]["steps_by_batch"]
+        assert "3" not in before and after["3"]["plain"] >= 1, after  # the three decoded together
+
+        shared = post_json(url, {"input_ids": [[1, 2], [3]], "sampling_params": {"max_new_tokens": 2}})
+        assert [r["meta_info"]["completion_tokens"] for r in shared] == [2, 2]
+        for bad, why in (({"text": ["a", "b"], "stream": True}, "a streamed batch"),
+                         ({"text": ["a", "b"], "sampling_params": [{}]}, "one for all or one per prompt (2)")):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                post_json(url, bad)
+            assert err.value.code == 400 and why in err.value.read().decode()
+
+
 def test_speculative_stream_carries_several_tokens_per_step_and_logs_accept_len():
     with run_sim(ensure_tree("0.5.10.post1"), MODEL + EAGLE + FAST + ["--sim-seed", "7"]) as sim:
         events = post_stream(sim.url + "/generate", {"text": "a b", "stream": True,
