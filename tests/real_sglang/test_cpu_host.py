@@ -308,12 +308,8 @@ def test_an_attention_backend_the_patch_is_not_made_for_is_refused_at_launch(hos
     one-token verify is not made correct for, at start, saying which and what to use (here
     torch_native, which SGLang itself would refuse for EAGLE only later, in the draft worker)."""
     models = host.models
-    # the refusal comes once the target's KV pool is sized (from the memory free before and after
-    # its load, `--max-total-tokens` capping what is allocated): with the tier's 0.05 a load
-    # beside the other worker's servers left "Not enough memory" first (CI, 2026-12-05), so
-    # this arm tolerates 30% of the free memory going elsewhere meanwhile
     arm = {**arm_profile("adaptive", models.target, port=free_port(), draft=models.draft), "threshold": THRESHOLD,
-           "extra_args": arm_extra_args("adaptive", attention="torch_native"), "mem_fraction_static": 0.3}
+           "extra_args": arm_extra_args("adaptive", attention="torch_native")}
     _inv, fail = _launch_alone(host, tmp_path, sshd, {"unproven": arm})
     assert ("--speculative-disable-batch-threshold: the target's attention backend is TorchNativeAttnBackend; "
             "specops dynamic-spec-disable makes its one-token verify correct for the triton, fa3 and flashinfer "
