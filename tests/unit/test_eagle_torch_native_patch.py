@@ -31,6 +31,7 @@ from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, rev
 from specops.sglang.source import ensure_tree
 from specops.steps import KINDS
 from specops.transport.local import LocalTransport
+from tests.support.eagle_views import Lens, Mode, bare_backend_class, batch, class_def, ints, method
 
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
 
@@ -66,14 +67,6 @@ def patched(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def _class(mod: ast.Module, name: str) -> ast.ClassDef:
-    return next(n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == name)
-
-
-def _method(mod: ast.Module, cls: str, name: str) -> ast.FunctionDef:
-    return next(n for n in _class(mod, cls).body if isinstance(n, ast.FunctionDef) and n.name == name)
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_applies_compiles_and_is_idempotent(patched, version):
     tree = patched[version]
@@ -86,17 +79,17 @@ def test_applies_compiles_and_is_idempotent(patched, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_hooks_come_right_before_torch_natives_sdpa_calls(patched, version):
     mod = ast.parse((patched[version] / BACKEND).read_text())
-    for method, hook, call in (("forward_extend", "eagle_extend_view", "_run_sdpa_forward_extend"),
-                               ("forward_decode", "eagle_draft_step_view", "_run_sdpa_forward_decode")):
-        body = _method(mod, "TorchNativeAttnBackend", method).body
+    for name, hook, call in (("forward_extend", "eagle_extend_view", "_run_sdpa_forward_extend"),
+                             ("forward_decode", "eagle_draft_step_view", "_run_sdpa_forward_decode")):
+        body = method(mod, "TorchNativeAttnBackend", name).body
         at = next(i for i, s in enumerate(body) if call in ast.unparse(s))
-        assert ast.unparse(body[at - 1]) == f"forward_batch = self.{hook}(forward_batch)", (version, method)
+        assert ast.unparse(body[at - 1]) == f"forward_batch = self.{hook}(forward_batch)", (version, name)
     draft = ast.parse((patched[version] / DRAFT).read_text())
-    for method, factory in (("create_decode_backend", "_create_torch_native_decode_backend"),
-                            ("create_draft_extend_backend", "_create_torch_native_prefill_backend")):
-        src = ast.unparse(_method(draft, "DraftBackendFactory", method))
+    for name, factory in (("create_decode_backend", "_create_torch_native_decode_backend"),
+                          ("create_draft_extend_backend", "_create_torch_native_prefill_backend")):
+        src = ast.unparse(method(draft, "DraftBackendFactory", name))
         assert f"backend_map['torch_native'] = self.{factory}" in src
-        _method(draft, "DraftBackendFactory", factory)  # defined
+        method(draft, "DraftBackendFactory", factory)  # defined
 
 
 def test_revert_restores_every_file(tmp_path):
@@ -132,45 +125,12 @@ def test_other_releases_are_refused_with_the_reason(tmp_path):
 
 # ---------------------------------------------------------------- the patched code, run
 
-class Lens(np.ndarray):
-    """A numpy stand-in for the int tensors the views read (`.to(dtype)` as torch spells it)."""
-
-    def to(self, dtype: Any) -> Lens:
-        return self.astype(dtype).view(Lens)
-
-
-def _lens(*values: int) -> Lens:
-    return np.array(values, dtype=np.int64).view(Lens)
-
-
-class Mode:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def is_target_verify(self) -> bool:
-        return self.name == "TARGET_VERIFY"
-
-    def is_draft_extend(self) -> bool:
-        return self.name == "DRAFT_EXTEND"
-
-
 def _backend_class(tree: Path) -> type:
-    """TorchNativeAttnBackend's patched methods (views and __init__) on a bare class."""
-    mod = ast.parse((tree / BACKEND).read_text())
-    methods = [_method(mod, "TorchNativeAttnBackend", n) for n in ("__init__", "eagle_extend_view",
-                                                                  "eagle_draft_step_view")]
-    init = methods[0]
-    init.body = [s for s in init.body if "super()" not in ast.unparse(s)]  # no AttentionBackend here
-    klass = ast.ClassDef(name="TorchNativeAttnBackend", bases=[], keywords=[], body=methods, decorator_list=[],
-                         type_params=[])
-    ns: dict[str, Any] = {"torch": types.SimpleNamespace(full_like=lambda x, v: np.full_like(x, v).view(Lens))}
-    exec(compile(ast.fix_missing_locations(ast.Module(body=[klass], type_ignores=[])), BACKEND, "exec"), ns)
-    return ns["TorchNativeAttnBackend"]
+    return bare_backend_class(tree, BACKEND)
 
 
 def _batch(mode: str, seq_lens: Lens, spec: Any = None) -> types.SimpleNamespace:
-    return types.SimpleNamespace(forward_mode=Mode(mode), spec_info=spec, seq_lens=seq_lens,
-                                 extend_prefix_lens="prefill's", extend_seq_lens="prefill's")
+    return batch(Mode(mode), seq_lens, spec)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -178,23 +138,23 @@ def test_each_eagle_mode_hands_torch_native_its_lengths(patched, version):
     backend = _backend_class(patched[version])(types.SimpleNamespace(device="cpu"))
     assert backend.eagle_draft_step is None
     # verify: each request's seq_len tokens, then its 3-token chain (k = 2 draft tokens + root)
-    verify = _batch("TARGET_VERIFY", _lens(5, 9), types.SimpleNamespace(topk=1, draft_token_num=3))
+    verify = _batch("TARGET_VERIFY", ints(5, 9), types.SimpleNamespace(topk=1, draft_token_num=3))
     view = backend.eagle_extend_view(verify)
     assert view is not verify and list(verify.seq_lens) == [5, 9]  # the batch itself untouched
     assert (list(view.seq_lens), list(view.extend_prefix_lens), list(view.extend_seq_lens)) == ([8, 12], [5, 9],
                                                                                                  [3, 3])
     # draft extend after verify: seq_lens already count the accepted tokens (+1 each)
-    extend = _batch("DRAFT_EXTEND", _lens(8, 10), types.SimpleNamespace(accept_length=_lens(3, 1)))
+    extend = _batch("DRAFT_EXTEND", ints(8, 10), types.SimpleNamespace(accept_length=ints(3, 1)))
     view = backend.eagle_extend_view(extend)
     assert (list(view.seq_lens), list(view.extend_prefix_lens), list(view.extend_seq_lens)) == ([8, 10], [5, 9],
                                                                                                  [3, 1])
-    plain = _batch("EXTEND", _lens(4))
+    plain = _batch("EXTEND", ints(4))
     assert backend.eagle_extend_view(plain) is plain
     # a tree verify is refused (the factory refuses it before any forward runs)
     with pytest.raises(ValueError, match="topk 1"):
-        backend.eagle_extend_view(_batch("TARGET_VERIFY", _lens(5), types.SimpleNamespace(topk=2, draft_token_num=4)))
+        backend.eagle_extend_view(_batch("TARGET_VERIFY", ints(5), types.SimpleNamespace(topk=2, draft_token_num=4)))
     # a decode not drafting reads seq_lens as they are
-    decode = _batch("DECODE", _lens(7))
+    decode = _batch("DECODE", ints(7))
     assert backend.eagle_draft_step_view(decode) is decode
 
 
@@ -209,13 +169,13 @@ def test_the_factory_builds_one_backend_per_draft_step(patched, version, monkeyp
     sys.modules[names[-1]].TorchNativeAttnBackend = backend_cls  # type: ignore[attr-defined]
     mod = ast.parse((tree / DRAFT).read_text())
     ns: dict[str, Any] = {}
-    exec(compile(ast.Module(body=[_class(mod, "TorchNativeMultiStepDraftBackend")], type_ignores=[]), DRAFT,
+    exec(compile(ast.Module(body=[class_def(mod, "TorchNativeMultiStepDraftBackend")], type_ignores=[]), DRAFT,
                  "exec"), ns)
     multi = ns["TorchNativeMultiStepDraftBackend"](types.SimpleNamespace(device="cpu"), 1, 3)
     assert [b.eagle_draft_step for b in multi.attn_backends] == [0, 1]
     assert multi.init_forward_metadata(object()) is None
     # draft step i reads the request's seq_len tokens and the i + 1 draft tokens written so far
-    step1 = multi.attn_backends[1].eagle_draft_step_view(_batch("DECODE", _lens(5, 9)))
+    step1 = multi.attn_backends[1].eagle_draft_step_view(_batch("DECODE", ints(5, 9)))
     assert list(step1.seq_lens) == [7, 11]
     with pytest.raises(ValueError, match="--speculative-eagle-topk must be 1, got 4"):
         ns["TorchNativeMultiStepDraftBackend"](types.SimpleNamespace(device="cpu"), 4, 3)

@@ -29,6 +29,7 @@ from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
 from specops.sglang.source import ensure_tree
 from specops.transport.local import LocalTransport
+from tests.support.eagle_views import Lens, V2Mode, bare_backend_class, batch, ints
 
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
 
@@ -70,11 +71,6 @@ def patched(tmp_path_factory) -> Path:
 
 def _module(tree: Path, rel: str) -> ast.Module:
     return ast.parse((tree / rel).read_text())
-
-
-def _method(mod: ast.Module, cls: str, name: str) -> ast.FunctionDef:
-    klass = next(n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == cls)
-    return next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
 def test_applies_compiles_and_is_idempotent(patched, pristine):
@@ -119,69 +115,29 @@ def test_older_releases_are_refused_with_the_reason(tmp_path, version):
 
 # ---------------------------------------------------------------- the patched code, run
 
-class Lens(np.ndarray):
-    """A numpy stand-in for torch's int tensors (`.to(dtype)`, `.copy_`, `.long()`)."""
-
-    def to(self, dtype: Any) -> Lens:
-        return self.astype(dtype).view(Lens)
-
-    def long(self) -> Lens:
-        return self.to(np.int64)
-
-    def copy_(self, other: Any) -> None:
-        self[...] = other
-
-
-def _t(*values: Any, dtype: Any = np.int64) -> Lens:
-    return np.array(values, dtype=dtype).view(Lens)
-
-
-class V2Mode:
-    """0.5.14's ForwardMode as the views see it: no is_draft_extend (v2 has DRAFT_EXTEND_V2)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def is_target_verify(self) -> bool:
-        return self.name == "TARGET_VERIFY"
-
-    def is_draft_extend_v2(self) -> bool:
-        return self.name == "DRAFT_EXTEND_V2"
-
-
 def _backend(tree: Path) -> Any:
-    mod = _module(tree, BACKEND)
-    methods = [_method(mod, "TorchNativeAttnBackend", n) for n in ("__init__", "eagle_extend_view",
-                                                                  "eagle_draft_step_view")]
-    methods[0].body = [s for s in methods[0].body if "super()" not in ast.unparse(s)]
-    klass = ast.ClassDef(name="TorchNativeAttnBackend", bases=[], keywords=[], body=methods, decorator_list=[],
-                         type_params=[])
-    ns: dict[str, Any] = {"torch": types.SimpleNamespace(full_like=lambda x, v: np.full_like(x, v).view(Lens)),
-                          "SWAKVPool": type("SWAKVPool", (), {})}
-    exec(compile(ast.fix_missing_locations(ast.Module(body=[klass], type_ignores=[])), BACKEND, "exec"), ns)
-    return ns["TorchNativeAttnBackend"](types.SimpleNamespace(device="cpu", req_to_token_pool=None,
-                                                              token_to_kv_pool=None))
+    backend = bare_backend_class(tree, BACKEND, SWAKVPool=type("SWAKVPool", (), {}))
+    return backend(types.SimpleNamespace(device="cpu", req_to_token_pool=None, token_to_kv_pool=None))
 
 
 def _batch(mode: str, seq_lens: Lens, spec: Any = None) -> types.SimpleNamespace:
-    return types.SimpleNamespace(forward_mode=V2Mode(mode), spec_info=spec, seq_lens=seq_lens,
-                                 extend_prefix_lens="its own", extend_seq_lens="its own")
+    return batch(V2Mode(mode), seq_lens, spec)
 
 
 def test_a_verify_extends_by_the_chain_and_v2s_draft_extend_is_read_as_it_is(patched):
     backend = _backend(patched)
-    verify = _batch("TARGET_VERIFY", _t(5, 9), types.SimpleNamespace(topk=1, draft_token_num=3))
+    verify = _batch("TARGET_VERIFY", ints(5, 9), types.SimpleNamespace(topk=1, draft_token_num=3))
     view = backend.eagle_extend_view(verify)
     assert (list(view.seq_lens), list(view.extend_prefix_lens), list(view.extend_seq_lens)) == ([8, 12], [5, 9],
                                                                                                  [3, 3])
     assert list(verify.seq_lens) == [5, 9]  # the batch itself untouched
     for mode in ("DRAFT_EXTEND_V2", "EXTEND"):
-        batch = _batch(mode, _t(8, 10), types.SimpleNamespace(accept_length=_t(3, 1)))
+        batch = _batch(mode, ints(8, 10), types.SimpleNamespace(accept_length=ints(3, 1)))
         assert backend.eagle_extend_view(batch) is batch, mode
     with pytest.raises(ValueError, match="topk 1"):
-        backend.eagle_extend_view(_batch("TARGET_VERIFY", _t(5), types.SimpleNamespace(topk=2, draft_token_num=4)))
+        backend.eagle_extend_view(_batch("TARGET_VERIFY", ints(5), types.SimpleNamespace(topk=2, draft_token_num=4)))
     backend.eagle_draft_step = 1
-    assert list(backend.eagle_draft_step_view(_batch("DECODE", _t(5, 9))).seq_lens) == [7, 11]
+    assert list(backend.eagle_draft_step_view(_batch("DECODE", ints(5, 9))).seq_lens) == [7, 11]
 
 
 def test_each_kernel_is_rebound_right_after_its_definition_on_a_cpu_only(patched):
@@ -222,26 +178,26 @@ def test_the_torch_kernels_write_what_the_triton_ones_write(patched, monkeypatch
     # prepare_for_decode: rows 3 and 1 of req_to_token get their new locations
     req_to_token = np.zeros((4, 16), dtype=np.int64)
     grid(kernel, ns["specops_assign_req_to_token_pool"])[(2,)](
-        _t(3, 1), req_to_token, _t(5, 2), _t(8, 5), _t(40, 41, 42, 50, 51, 52), 16, 2)
+        ints(3, 1), req_to_token, ints(5, 2), ints(8, 5), ints(40, 41, 42, 50, 51, 52), 16, 2)
     assert list(req_to_token[3, 5:8]) == [40, 41, 42] and list(req_to_token[1, 2:5]) == [50, 51, 52]
     assert req_to_token.sum() == 40 + 41 + 42 + 50 + 51 + 52
     # the draft's write targets (topk 1, 2 steps): read from req_to_token past each seq_len
     req_to_token[0, 4:6], req_to_token[2, 9:11] = (60, 61), (70, 71)
     out = np.full(4, -1)
     grid(kernel, ns["specops_assign_draft_cache_locs_contiguous"])[(2,)](
-        _t(0, 2), req_to_token, _t(4, 9), out, 16, 1, 2)
+        ints(0, 2), req_to_token, ints(4, 9), out, 16, 1, 2)
     assert list(out) == [60, 61, 70, 71]
     # the bonus token: each request's last accepted one (accept_lens count it), stride 3
-    bonus = _t(0, 0, dtype=np.int32)
-    grid(kernel, ns["specops_fill_bonus_tokens"])[(2,)](_t([11, 12, 13], [21, 22, 23]), _t(3, 1), bonus, 3)
+    bonus = ints(0, 0, dtype=np.int32)
+    grid(kernel, ns["specops_fill_bonus_tokens"])[(2,)](ints([11, 12, 13], [21, 22, 23]), ints(3, 1), bonus, 3)
     assert list(bonus) == [13, 21] and bonus.dtype == np.int32
     # the overlap scheduler's gather: one row index for every buffer
     p, idx, tokens = np.arange(12).reshape(4, 3), np.arange(12, 24).reshape(4, 3), np.arange(30, 34)
-    got = ns["specops_gather_spec_extras"](_t(2, 0), p, idx, tokens, None)
+    got = ns["specops_gather_spec_extras"](ints(2, 0), p, idx, tokens, None)
     assert [x.tolist() if x is not None else None for x in got] == [[[6, 7, 8], [0, 1, 2]],
                                                                    [[18, 19, 20], [12, 13, 14]], [32, 30], None]
     hidden = np.arange(8).reshape(4, 2)
-    assert ns["specops_gather_spec_extras"](_t(3), p, idx, tokens, hidden)[3].tolist() == [[6, 7]]
+    assert ns["specops_gather_spec_extras"](ints(3), p, idx, tokens, hidden)[3].tolist() == [[6, 7]]
 
 
 def test_the_factory_builds_one_backend_per_draft_step_and_refuses_a_sliding_window_pool(patched, monkeypatch):
