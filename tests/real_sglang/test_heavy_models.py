@@ -75,19 +75,25 @@ def test_a_widened_target_keeps_the_tiny_targets_greedy_tokens(tmp_path: Path) -
     assert facts["swapped_rows"] == 2 * build["draft"]["swapped_tokens"], facts
 
 
+def _sabotaged(tiny: Path, broken: Path) -> Path:
+    """A copy of a tiny set (links to its files) whose target's norm eps is scaled by 10^4: its
+    norm is no longer compensated exactly, so a heavy build from it gives other tokens."""
+    for part in ("target", "draft"):
+        (broken / part).mkdir(parents=True)
+        for f in (tiny / part).iterdir():
+            (broken / part / f.name).symlink_to(f)
+    (broken / "vocab.txt").write_text((tiny / "vocab.txt").read_text())
+    config = json.loads((tiny / "target" / "config.json").read_text())
+    (broken / "target" / "config.json").unlink()
+    (broken / "target" / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 0.5}))
+    return broken
+
+
 def test_a_build_whose_tokens_differ_fails(tmp_path: Path) -> None:
     """The proof has teeth: a target whose norm is not compensated (a sabotaged tiny set's
     config: its eps scaled by 10^4) changes the tokens, and the build exits non-zero."""
     tiny = ensure_vllm_models()
-    broken = tmp_path / "tiny"
-    for part in ("target", "draft"):
-        (broken / part).mkdir(parents=True)
-        for f in (tiny.root / part).iterdir():
-            (broken / part / f.name).symlink_to(f)
-    (broken / "vocab.txt").write_text((tiny.root / "vocab.txt").read_text())
-    config = json.loads((tiny.target / "config.json").read_text())
-    (broken / "target" / "config.json").unlink()
-    (broken / "target" / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 0.5}))
+    broken = _sabotaged(tiny.root, tmp_path / "tiny")
     proc = subprocess.run([str(runtime_python(VLLM)), str(HEAVY_SCRIPT), str(broken), str(tmp_path / "heavy"),
                            "--hidden", str(HIDDEN), "--intermediate", str(INTERMEDIATE), "--no-timing",
                            "--reference", str(tiny.root)],
@@ -161,15 +167,7 @@ def test_sglangs_build_from_a_sabotaged_target_fails(tmp_path: Path) -> None:
     """The SGLang build's proof has teeth too: the tiny SGLang target with its eps scaled (its
     norm no longer compensated exactly) gives other tokens than the tier's, and the build fails."""
     tiny = ensure_models()
-    broken = tmp_path / "tiny"
-    for part in ("target", "draft"):
-        (broken / part).mkdir(parents=True)
-        for f in (tiny.root / part).iterdir():
-            (broken / part / f.name).symlink_to(f)
-    (broken / "vocab.txt").write_text((tiny.root / "vocab.txt").read_text())
-    config = json.loads((tiny.target / "config.json").read_text())
-    (broken / "target" / "config.json").unlink()
-    (broken / "target" / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 0.5}))
+    broken = _sabotaged(tiny.root, tmp_path / "tiny")
     proc = _sglang_build(broken, tmp_path / "heavy", "--reference", str(tiny.root))
     assert proc.returncode != 0
     assert "greedy tokens differ" in proc.stderr, proc.stderr[-2000:]
