@@ -81,6 +81,7 @@ class DraftingWhy(Enum):
     NO_LINES = "no_lines"                # no transition (or switch-to-0) line during the check
     NONE_ABOVE = "none_above"            # drafting went off only at running batches <= threshold
     NEVER_BACK = "never_back"            # off above the threshold, never on again at or below it
+    CAPPED = "capped"                    # no switch, and the threshold is not below max running requests
     SWITCHED = "switched"                # off above, on again at or below: the check passes
 
 
@@ -95,6 +96,7 @@ class Drafting:
     on_batch: int | None = None
     off_batches: list[int] = field(default_factory=list)  # native: every batch drafting went off at
     seen_any: bool = False               # the patch's reader found some transition line
+    max_running: int | None = None       # the server's max_running_requests, where it says
     mechanism: str = ""
     log_path: str | None = None
 
@@ -133,13 +135,19 @@ def switches(text: str, threshold: int | None) -> Drafting:
     return Drafting(True, DraftingWhy.SWITCHED, True, threshold, lines, wide.off_batch, wide.on_batch)
 
 
-def drafting(native: bool, mechanism: str, log_path: str, log: str | None, threshold: int | None) -> Drafting:
+def drafting(native: bool, mechanism: str, log_path: str, log: str | None, threshold: int | None,
+             max_running: int | None = None) -> Drafting:
     """The drafting evidence of the adaptive arm's log span (None: its mechanism logs none;
-    `native`: SGLang's own tiers, whose switch lines are read instead of the patch's)."""
+    `native`: SGLang's own tiers, whose switch lines are read instead of the patch's). Where
+    it shows no switch and the threshold is not below the server's `max_running` requests, no
+    running batch could exceed it: nothing to show either way (ok None), not a failure."""
     if log is None:
         return Drafting(None, DraftingWhy.UNAVAILABLE, native, threshold, [], mechanism=mechanism, log_path=log_path)
     found = switches(log, threshold) if native else transitions(log, threshold)
-    found.mechanism, found.log_path = mechanism, log_path
+    found.mechanism, found.log_path, found.max_running = mechanism, log_path, max_running
+    if (found.why == DraftingWhy.NO_LINES and threshold is not None and max_running is not None
+            and threshold >= max_running):
+        found.ok, found.why = None, DraftingWhy.CAPPED
     return found
 
 

@@ -92,6 +92,11 @@ def _drafting_words(found: judge.Drafting) -> Check:
     if found.why == DraftingWhy.NO_THRESHOLD:
         return Check(DRAFTING, False, "the adaptive server reports no threshold", lines)
     assert t is not None
+    if found.why == DraftingWhy.CAPPED:
+        return Check(DRAFTING, None, f"the adaptive arm's threshold {t} is not below its max_running_requests "
+                                     f"{found.max_running}: no running batch can exceed it, so the arm drafts at "
+                                     "every load and there is no switch to show; a threshold below it (`tune "
+                                     "--write` sets one) makes this checkable", lines)
     if found.why == DraftingWhy.NO_LINES:
         if found.native:
             why = "no 'steps N -> 0' switch line in the adaptive server's log during the check"
@@ -116,10 +121,13 @@ def transitions_check(text: str, threshold: int | None) -> Check:
     return _drafting_words(judge.transitions(text, threshold))
 
 
-def drafting_check(adaptive: ServerState, log: str | None, threshold: int | None) -> Check:
-    """The adaptive arm's drafting evidence (its log span; None where its mechanism logs none)."""
+def drafting_check(adaptive: ServerState, log: str | None, threshold: int | None,
+                   max_running: int | None = None) -> Check:
+    """The adaptive arm's drafting evidence (its log span; None where its mechanism logs none,
+    or where `max_running`, the server's max_running_requests, leaves no batch above the
+    threshold)."""
     found = judge.drafting(adaptive.mechanism == NATIVE_MECHANISM, adaptive.mechanism, adaptive.log_path, log,
-                           threshold)
+                           threshold, max_running)
     check = _drafting_words(found)
     if log is not None:
         check.evidence = [f"log: {adaptive.log_path}", *check.evidence]
@@ -217,7 +225,9 @@ def verification(m: Measurement) -> Verification:
                                             {k: m.alone[k] + m.again[k] for k in kinds}))
         result.checks.append(identity_check(f"greedy token identity at concurrency {len(m.jobs)} (above the "
                                             f"threshold)", [f"{p} ({n} tokens)" for p, n in m.jobs], m.at_once))
-    result.checks.append(drafting_check(m.adaptive, m.log, m.threshold))
+    cap = m.arms.get("adaptive", {}).get("info", {}).get("max_running_requests")
+    result.checks.append(drafting_check(m.adaptive, m.log, m.threshold,
+                                        cap if isinstance(cap, int) and not isinstance(cap, bool) else None))
     for kind in [k for k in m.accepted if k != "baseline"]:
         result.arms[kind]["acceptance"] = m.accepted[kind].to_dict()
         result.arms[kind]["server_accept_length"] = m.server_accept.get(kind)

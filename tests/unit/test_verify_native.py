@@ -85,3 +85,19 @@ def test_verify_needs_baseline_and_adaptive_and_checks_eagle3_where_there_is_one
     drafting.requests, drafting.tokens, drafting.verify_steps = 2, 16, 6
     v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=8, arms={"adaptive": {}})
     assert accept_check(v, {"baseline": Acceptance(), "adaptive": drafting}).ok is True
+
+
+@pytest.mark.parametrize("mechanism", ["native-adaptive", "dynamic-spec-disable-patch"])
+def test_a_threshold_the_running_batch_cannot_exceed_is_said_so_not_failed(mechanism: str) -> None:
+    """The SGLang real crossover (bench/RESULTS.md, 2026-12-05): tune refused, the adaptive arm kept
+    its placeholder threshold 32 = max_running_requests 32, and verify failed with 'no transition
+    line ... (34 requests were sent at once)': no batch can run above 32, so there is no switch to
+    show, whatever the arm does. That is a configuration verify cannot prove, said as such."""
+    quiet = LOG.replace(OFF + "\n", "").replace(ON + "\n", "")
+    capped = drafting_check(_state(mechanism), quiet, 32, max_running=32)
+    assert capped.ok is None, capped
+    assert capped.detail.startswith("the adaptive arm's threshold 32 is not below its max_running_requests 32"), capped
+    assert "tune --write" in capped.detail
+    # below the cap, no switch is a failure as before; and evidence, where there is some, decides
+    assert drafting_check(_state(mechanism), quiet, 31, max_running=32).ok is False
+    assert drafting_check(_state(), LOG, 1, max_running=1).ok is True
