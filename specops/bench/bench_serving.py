@@ -75,6 +75,9 @@ DATASET_NAMES = {"random": "random-ids", "random-ids": "random-ids", "random-tex
 BURSTINESS_FLAG = "--burstiness"
 #: the flag that makes bench_serving append its per-request arrays to the result line
 DETAILS_FLAG = "--output-details"
+#: the flag that makes a random-ids point send its token ids as ids (else decoded to text, tokenized again by
+#: the server inside its TTFT): what the builtin client sends for `random`
+TOKENIZE_FLAG = "--tokenize-prompt"
 #: the keys of bench_serving's `result_details` (`cached_tokens*` only with --cache-report)
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors",
                "cached_tokens", "cached_tokens_details")
@@ -100,6 +103,7 @@ def bench_serving_argv(
     warmup_requests: int | None = None,
     flush_cache: bool = True,
     output_details: bool = False,
+    tokenize_prompt: bool = False,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The argument list for one point of `python -m <module>` (`sglang.bench_serving`, or
@@ -110,8 +114,10 @@ def bench_serving_argv(
     (`burstiness`: its gamma shape) instead of `concurrency`. Warm-up defaults to
     `concurrency` requests (2 on a rate point);
     `--flush-cache` runs after the warm-up, before the measured run; `output_details` adds
-    `--output-details` (per-request latencies in the result line). bench_serving appends
-    to `output_file`, so give each point its own file.
+    `--output-details` (per-request latencies in the result line); `tokenize_prompt` adds
+    `--tokenize-prompt` to a random-ids point, so its prompts go as the token ids themselves
+    (without it bench_serving decodes them to text, and the server tokenizes that inside the
+    TTFT it measures). bench_serving appends to `output_file`, so give each point its own file.
     """
     if (port is None) == (base_url is None):
         raise SpecopsError("give exactly one of port and base_url", where="bench_serving_argv")
@@ -150,6 +156,8 @@ def bench_serving_argv(
         argv.append("--flush-cache")
     if output_details:
         argv.append(DETAILS_FLAG)
+    if tokenize_prompt and dataset_name == "random-ids":
+        argv.append(TOKENIZE_FLAG)
     argv += list(extra)
     return argv
 
@@ -168,10 +176,11 @@ class BenchCommand:
         return self.flags.has_flag(DETAILS_FLAG)
 
     def argv(self, python: str, **kwargs: Any) -> list[str]:
-        """bench_serving_argv for this tree, with `--output-details` where the tree's
-        benchmark has it; refused (naming the flag and the version) when the tree's
+        """bench_serving_argv for this tree, with `--output-details` and (random-ids) the
+        ids sent as ids, `--tokenize-prompt`, where the tree's benchmark has them; refused (naming the flag and the version) when the tree's
         benchmark would reject or find a flag ambiguous."""
         kwargs.setdefault("output_details", self.details)
+        kwargs.setdefault("tokenize_prompt", self.flags.has_flag(TOKENIZE_FLAG))
         arrival = parse_arrival(kwargs.pop("arrival", DEFAULT_ARRIVAL), where="sglang runner")
         if kwargs.get("rate") is not None and arrival.kind != "poisson":
             if arrival.kind != "gamma" or not self.flags.has_flag(BURSTINESS_FLAG):

@@ -145,6 +145,13 @@ def test_argv_per_release_is_accepted_by_its_own_benchmark(exp):
     assert pairs["--dataset-name"] == "random-ids" and pairs["--random-range-ratio"] == "1.0"
     assert pairs["--max-concurrency"] == "16" and pairs["--num-prompts"] == "64"
     assert pairs["--warmup-requests"] == "16" and "--flush-cache" in argv
+    # random-ids go as the ids themselves: without --tokenize-prompt bench_serving decodes them to
+    # text and the server tokenizes that inside its TTFT (client_agreement, 2026-12-05: the
+    # server's own TTFT 4.57 ms for bench_serving's requests, 3.39 ms for the builtin client's ids)
+    assert "--tokenize-prompt" in argv
+    for dataset in ("random-text", "sharegpt"):  # text datasets stay text
+        assert "--tokenize-prompt" not in cmd.argv("python3", port=30000, dataset=dataset, input_len=8, output_len=8,
+                                                   num_prompts=4, concurrency=1, output_file="/tmp/o.jsonl")
 
 
 def test_a_flag_the_trees_benchmark_lacks_is_refused(sglang_tree):
