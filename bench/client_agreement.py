@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from specops.bench.bench_serving import bench_command, parse_bench_serving_output  # noqa: E402
 from specops.bench.client import default_num_prompts  # noqa: E402
+from specops.bench.running import parse_metrics  # noqa: E402
 from specops.hostfiles.treefiles import LocalTreeFiles  # noqa: E402
 from specops.sglang.source import ensure_tree  # noqa: E402
 from specops.sim.testing import free_ports  # noqa: E402
@@ -54,7 +57,13 @@ TOLERANCE = 0.05
 ORDERS = {"both": (("builtin", "bench_serving"), ("bench_serving", "builtin")),
           "builtin-first": (("builtin", "bench_serving"),),
           "bench-serving-first": (("bench_serving", "builtin"),)}
-SERVER_ARGS = ["--max-total-tokens", "8192"]  # after the tier's own flags: argparse keeps the last
+#: after the tier's own flags (argparse keeps the last); --enable-metrics for the server's own figures
+SERVER_ARGS = ["--max-total-tokens", "8192", "--enable-metrics"]
+#: the server's own histograms (SGLang's tokenizer manager: TTFT from the request's arrival to
+#: its first token, the inter-token latency per token, end to end): name -> (figure, to ms)
+SERVER_HISTOGRAMS = {"time_to_first_token_seconds": "server_ttft_ms",
+                     "inter_token_latency_seconds": "server_itl_ms",
+                     "e2e_request_latency_seconds": "server_e2e_ms"}
 
 
 def run_builtin(url: str, load: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -89,6 +98,31 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record.get(k) for k in keep}
 
 
+def server_counters(url: str) -> dict[str, float]:
+    """The server's histograms' sums and counts now ({} where it keeps none: started without
+    --enable-metrics)."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=60) as resp:
+            values = parse_metrics(resp.read().decode(errors="replace"))
+    except OSError:
+        return {}
+    return {f"{h}_{part}": values[f"sglang:{h}_{part}"] for h in SERVER_HISTOGRAMS for part in ("sum", "count")
+            if f"sglang:{h}_{part}" in values}
+
+
+def server_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """The server's own mean TTFT, inter-token latency and end-to-end latency (ms) over the
+    requests between two reads: what it measured from each request's arrival in its tokenizer
+    to each token's leaving it, with neither client's connections, sessions or parsing in it.
+    A client's warm-up requests are in them too (the same count for both clients)."""
+    out: dict[str, float | None] = {}
+    for h, name in SERVER_HISTOGRAMS.items():
+        n = after.get(f"{h}_count", 0.0) - before.get(f"{h}_count", 0.0)
+        total = after.get(f"{h}_sum", 0.0) - before.get(f"{h}_sum", 0.0)
+        out[name] = round(1000.0 * total / n, 4) if n > 0 else None
+    return out
+
+
 def median_of(runs: list[dict[str, Any]], key: str) -> float | None:
     """The median over a client's runs: on a shared machine a run now and then stalls (the
     server's first chunk handed over at 6 ms and read at 64 ms, then the whole stream at
@@ -121,9 +155,9 @@ def schedule_ends(load: dict[str, Any], args: argparse.Namespace, ctx: dict[str,
     return {"builtin": builtin, "bench_serving": bs}
 
 
-def ratios(bs: dict[str, Any], bi: dict[str, Any]) -> dict[str, float | None]:
+def ratios(bs: dict[str, Any], bi: dict[str, Any], keys: Iterable[str] = METRICS) -> dict[str, float | None]:
     return {k: (bs[k] / bi[k] if isinstance(bs.get(k), (int, float)) and isinstance(bi.get(k), (int, float))
-                and bi[k] else None) for k in METRICS}
+                and bi[k] else None) for k in keys}
 
 
 def measure(url: str, loads: list[dict[str, Any]], args: argparse.Namespace, ctx: dict[str, Any],
@@ -136,10 +170,10 @@ def measure(url: str, loads: list[dict[str, Any]], args: argparse.Namespace, ctx
             for order in ORDERS[args.order]:
                 pair: dict[str, dict[str, Any]] = {}
                 for client in order:
-                    t0 = time.monotonic()
+                    t0, before = time.monotonic(), server_counters(url)
                     rec = (run_builtin(url, load, args) if client == "builtin" else
                            run_bench_serving(url, load, args, ctx, work / f"bs-{load['key']}-{repeat}.jsonl"))
-                    pair[client] = figures(rec)
+                    pair[client] = {**figures(rec), **server_figures(before, server_counters(url))}
                     runs[client].append(pair[client])
                     print(f"  {load['key']} repeat {repeat} {client:13s} {time.monotonic() - t0:5.1f} s: "
                           + ", ".join(f"{LABELS[k]} {pair[client][k]:.3f}" for k in METRICS
@@ -147,10 +181,14 @@ def measure(url: str, loads: list[dict[str, Any]], args: argparse.Namespace, ctx
                 by_order.append({"order": " then ".join(order), "repeat": repeat,
                                  "ratio": ratios(pair["bench_serving"], pair["builtin"])})
         means = {c: {k: median_of(rs, k) for k in (*METRICS, "total_input_tokens", "total_output_tokens",
-                                                   "request_throughput", "duration_s")} for c, rs in runs.items()}
+                                                   "request_throughput", "duration_s", *SERVER_HISTOGRAMS.values())}
+                 for c, rs in runs.items()}
         ratio = ratios(means["bench_serving"], means["builtin"])
         worst = max((abs(r - 1.0) for r in ratio.values() if r is not None), default=None)
+        server = ratios({k: means["bench_serving"][k] for k in SERVER_HISTOGRAMS.values()},
+                        {k: means["builtin"][k] for k in SERVER_HISTOGRAMS.values()}, SERVER_HISTOGRAMS.values())
         result[load["key"]] = {"concurrency": load["concurrency"], "rate": load["rate"], "num_prompts": load["n"],
+                               "server_ratio": server,
                                "runs_each": len(runs["builtin"]), "builtin": means["builtin"],
                                "bench_serving": means["bench_serving"], "ratio": ratio, "orders": by_order,
                                "worst_deviation": worst,
@@ -173,6 +211,15 @@ def print_table(result: dict[str, Any]) -> None:
                          f"{r if r is not None else float('nan'):6.3f}")
         print(f"{key:>6} {row['num_prompts']:>4} | " + " | ".join(cells)
               + f" | {row['bench_serving']['total_input_tokens']}/{row['builtin']['total_input_tokens']}")
+        seen = {c: row[c] for c in ("bench_serving", "builtin")}
+        if all(seen[c].get("server_ttft_ms") is not None for c in seen):
+            print(f"{'':>13}the server's own means during each client's runs, bs / bi: "
+                  + ", ".join(f"{k.removeprefix('server_').replace('_ms', '')} {seen['bench_serving'][k]:.3f} / "
+                              f"{seen['builtin'][k]:.3f} ms" for k in SERVER_HISTOGRAMS.values()
+                              if seen["bench_serving"].get(k) is not None and seen["builtin"].get(k) is not None)
+                  + "; TTFT the client added: bs "
+                  + f"{seen['bench_serving']['mean_ttft_ms'] - seen['bench_serving']['server_ttft_ms']:.3f}, bi "
+                  + f"{seen['builtin']['mean_ttft_ms'] - seen['builtin']['server_ttft_ms']:.3f} ms")
         if "schedule_end_s" in row:
             ends = row["schedule_end_s"]
             print(f"{'':>13}last request due at (s): bs {ends['bench_serving']}, bi {ends['builtin']:.3f}; run took "

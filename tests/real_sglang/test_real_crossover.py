@@ -46,8 +46,8 @@ def test_the_small_configuration_runs_the_loop_and_reports_every_route(tmp_path:
     work = tmp_path / "work"
     section = _section()
     records = tmp_path / "records"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "real_crossover.py"), "--small", "--work", str(work),
-                           "--keep-records", str(records)],
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "real_crossover.py"), "--small", "--route", "vllm",
+                           "--work", str(work), "--keep-records", str(records)],
                           capture_output=True, text=True, timeout=1700, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads(proc.stdout.strip().splitlines()[-1])

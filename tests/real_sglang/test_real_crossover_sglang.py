@@ -1,0 +1,63 @@
+"""bench/real_crossover.py --small on real SGLang, one route each: 0.5.10.post1 through the patch
+route and 0.5.14 on its native tiers, every arm on torch_native (deploy applies the release's
+eagle-torch-native set), the tier's tiny models, two levels of two short requests. The whole loop
+(deploy, bench, tune --write, bench, verify, stop) through the specops CLI. Structure only: which
+keys the last line carries, that every command ran, verify passed and the servers are gone;
+never a throughput ratio (the tiny models make EAGLE-3 lose everywhere on a loaded machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
+from tests.support.real_sglang.models import ensure_models
+from tests.support.real_sglang.runtime import ensure_runtime
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = ("deploy", "bench", "tune", "bench", "verify", "stop")
+#: route -> (release, the patch set deploy applies, the adaptive mechanism)
+ROUTES = {"sglang-patch": ("0.5.10.post1", "eagle-torch-native", "dynamic-spec-disable-patch"),
+          "sglang-native": ("0.5.14", "eagle-torch-native-v2", "native-adaptive")}
+
+
+@pytest.mark.parametrize("route", [pytest.param("sglang-patch", marks=pytest.mark.xdist_group(PATCH_ROUTE_GROUP)),
+                                   pytest.param("sglang-native", marks=pytest.mark.xdist_group(NEWER_ENGINES_GROUP))])
+def test_the_small_configuration_runs_the_loop_on_each_sglang_route(route: str, tmp_path: Path) -> None:
+    release, patch_set, mechanism = ROUTES[route]
+    ensure_runtime(release)
+    ensure_models()
+    work = tmp_path / "work"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "real_crossover.py"), "--small", "--route", route,
+                           "--work", str(work)], capture_output=True, text=True, timeout=1700, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(doc) == {"vllm", "sglang-patch", "sglang-native"}, doc.keys()
+    for other in set(doc) - {route}:
+        assert doc[other] == {"infeasible": f"not run this time: `--route {other}` runs it"}, doc[other]
+    run = doc[route]
+    assert [c.split()[1] for c in run["commands"]] == list(STEPS), run["commands"]
+    assert run["failed_commands"] == [], run["failed_commands"]
+    ratios = run["eagle3_over_baseline"]
+    assert set(ratios) == {"1", "2"} and all(isinstance(r, float) and r > 0 for r in ratios.values()), ratios
+    assert run["crossover"]["kind"] in ("interpolated", "never", "every"), run["crossover"]
+    assert run["tune"]["status"] in ("verified", "unverified", "no-speculation", "partial"), run["tune"]
+    assert (run["tuned_schedule"] is not None) is (run["tune"]["status"] == "verified"), run["tuned_schedule"]
+    # verify passes whatever tune decided: a written threshold (1) switches; the placeholder (2, the
+    # servers' max running requests) cannot, which verify says instead of failing
+    assert run["verify"] is True, run.get("verify_checks")
+    switch = run["verify_checks"]["drafting stopped above the threshold and resumed below it"]
+    assert switch in ("PASS", "UNAVAILABLE"), run["verify_checks"]
+    assert all(a and a > 1 for a in run["verify_accept_length"].values()), run["verify_accept_length"]
+    # deploy applied the release's set to the tree, the adaptive arm ran the release's mechanism,
+    # and stop left no server behind
+    tree = work / "w" / "sglang" / "python" / "sglang" / "srt"
+    assert f"specops {patch_set}:" in (tree / "speculative" / "draft_utils.py").read_text()
+    assert f"mechanism {mechanism}" in (work / "verify.md").read_text()
+    assert not list((work / "w" / ".specops" / "servers").glob("*.json"))
