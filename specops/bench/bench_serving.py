@@ -176,9 +176,9 @@ class BenchCommand:
         return self.flags.has_flag(DETAILS_FLAG)
 
     def argv(self, python: str, **kwargs: Any) -> list[str]:
-        """bench_serving_argv for this tree, with `--output-details` and (random-ids) the
-        ids sent as ids, `--tokenize-prompt`, where the tree's benchmark has them; refused (naming the flag and the version) when the tree's
-        benchmark would reject or find a flag ambiguous."""
+        """bench_serving_argv for this tree, with `--output-details` and, on a random-ids
+        point, `--tokenize-prompt` where the tree's benchmark has them; refused (naming the
+        flag and the version) when the tree's benchmark would reject or find a flag ambiguous."""
         kwargs.setdefault("output_details", self.details)
         kwargs.setdefault("tokenize_prompt", self.flags.has_flag(TOKENIZE_FLAG))
         arrival = parse_arrival(kwargs.pop("arrival", DEFAULT_ARRIVAL), where="sglang runner")
