@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
+from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("deploy", "bench", "tune", "bench", "verify", "stop")
@@ -27,8 +27,7 @@ ROUTES = {"sglang-patch": ("0.5.10.post1", "eagle-torch-native", "dynamic-spec-d
           "sglang-native": ("0.5.14", "eagle-torch-native-v2", "native-adaptive")}
 
 
-@pytest.mark.parametrize("route", [pytest.param("sglang-patch", marks=pytest.mark.xdist_group(PATCH_ROUTE_GROUP)),
-                                   pytest.param("sglang-native", marks=pytest.mark.xdist_group(NEWER_ENGINES_GROUP))])
+@pytest.mark.parametrize("route", list(ROUTES))
 def test_the_small_configuration_runs_the_loop_on_each_sglang_route(route: str, tmp_path: Path) -> None:
     release, patch_set, mechanism = ROUTES[route]
     ensure_runtime(release)
