@@ -315,8 +315,7 @@ class SimServer:
             if not body.get("stream"):
                 while not req.finished:
                     await self._wait_tokens(req)
-                return web.json_response({"text": req.token_text(0, req.generated), "meta_info": self._meta(req),
-                                          "output_ids": output_ids(content, self.opts.seed, req.generated)})
+                return web.json_response(self._whole(req, content))
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
             async for sent, mark, last in self._step_chunks(req):
@@ -363,9 +362,13 @@ class SimServer:
             for req in [r for r, _ in reqs if not r.finished]:
                 self._sched().abort(req)
             raise
-        return web.json_response([{"text": req.token_text(0, req.generated), "meta_info": self._meta(req),
-                                   "output_ids": output_ids(content, self.opts.seed, req.generated)}
-                                  for req, content in reqs])
+        return web.json_response([self._whole(req, content) for req, content in reqs])
+
+    def _whole(self, req: SimRequest, content: str) -> dict[str, Any]:
+        """A finished request's unstreamed `/generate` reply: its text, meta_info and the greedy
+        ids its prompt (`content`) gives."""
+        return {"text": req.token_text(0, req.generated), "meta_info": self._meta(req),
+                "output_ids": output_ids(content, self.opts.seed, req.generated)}
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         if (bad := self._unavailable()) is not None:
