@@ -281,15 +281,19 @@ def accept_lengths(summary: dict[str, Any] | None) -> dict[str, dict[str, float 
     return out
 
 
-def step_ms(work: Path, arm: str) -> dict[str, float]:
-    """Median elapsed ms of the arm's pure decode steps, by "requests x tokens" (vLLM's per-step
-    log, every log of the arm so far)."""
+def _step_times(work: Path, arm: str) -> dict[str, list[float]]:
+    """Elapsed ms of the arm's pure decode steps by "requests x tokens" shape, smallest batch
+    first (vLLM's per-step log, every log of the arm so far)."""
     times: dict[str, list[float]] = {}
     for log in sorted((work / "w" / ".specops" / "logs").glob(f"{arm}.log*")):
         for m in _ITERATION.finditer(log.read_text(errors="replace")):
             times.setdefault(f"{m[1]}x{int(m[2]) // int(m[1])}", []).append(float(m[3]))
-    return {k: round(sorted(v)[len(v) // 2], 1) for k, v in sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0]))
-            if len(v) >= 3}
+    return dict(sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0])))
+
+
+def step_ms(work: Path, arm: str) -> dict[str, float]:
+    """Median elapsed ms of the arm's pure decode steps, by shape (shapes seen 3 times or more)."""
+    return {k: round(sorted(v)[len(v) // 2], 1) for k, v in _step_times(work, arm).items() if len(v) >= 3}
 
 
 def _load() -> str:
@@ -326,12 +330,8 @@ def keep_records(work: Path, dest: Path, load: dict[str, str] | None = None) -> 
 
 def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
     """Per "requests x tokens" shape of the arm's pure decode steps: their count and median ms."""
-    times: dict[str, list[float]] = {}
-    for log in sorted((work / "w" / ".specops" / "logs").glob(f"{arm}.log*")):
-        for m in _ITERATION.finditer(log.read_text(errors="replace")):
-            times.setdefault(f"{m[1]}x{int(m[2]) // int(m[1])}", []).append(float(m[3]))
     return {k: {"count": len(v), "median_ms": round(sorted(v)[len(v) // 2], 2)}
-            for k, v in sorted(times.items(), key=lambda kv: int(kv[0].split("x")[0]))}
+            for k, v in _step_times(work, arm).items()}
 
 
 def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Route, tune_repeats: str | None = None,
