@@ -112,6 +112,24 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     return (sy - slope * sx) / sw, slope
 
 
+def fit_nonnegative_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """`fit_line` with intercept and slope both >= 0 (a step's fixed cost is never negative, and
+    a step never gets cheaper with more requests). Where the free optimum breaks a bound the
+    constrained one lies on that bound: the better of the line through zero and the flat line."""
+    a, b = fit_line(xs, ys)
+    if a >= 0 and b >= 0:
+        return a, b
+    w = [1.0 / (y * y) for y in ys]
+    flat = (sum(wi * y for wi, y in zip(w, ys, strict=True)) / sum(w), 0.0)
+    sxx = sum(wi * x * x for wi, x in zip(w, xs, strict=True))
+    through_zero = (0.0, max(0.0, sum(wi * x * y for wi, x, y in zip(w, xs, ys, strict=True)) / sxx) if sxx > 0 else 0.0)
+
+    def error(line: tuple[float, float]) -> float:
+        return sum(((line[0] + line[1] * x - y) / y) ** 2 for x, y in zip(xs, ys, strict=True))
+
+    return min((flat, through_zero), key=error)
+
+
 def fit_roof(work: Sequence[float], ys: Sequence[float]) -> float:
     """The ceiling C minimising sum((work / C - y) / y)^2: 1/C = sum(r) / sum(r^2), r = work / y."""
     r = [w / y for w, y in zip(work, ys, strict=True)]
@@ -120,15 +138,12 @@ def fit_roof(work: Sequence[float], ys: Sequence[float]) -> float:
 
 def fit_linear_roof(batches: Sequence[float], work: Sequence[float], ys: Sequence[float]) -> LinearRoof:
     """The step model of one arm: `ys` ms at `batches` requests doing `work` token-ms (batch x
-    accept x 1000) each; the line's slope never below zero (a step never gets cheaper with more
-    requests)."""
+    accept x 1000) each; the line's intercept and slope never below zero (fit_nonnegative_line)."""
     n = len(batches)
     best: LinearRoof | None = None
     # levels [0, split) on the line, [split, n) on the roof; of equal fits the one with the fewest on the roof
     for split in range(n, MIN_LEVELS - 1, -1):
-        a, b = fit_line(batches[:split], ys[:split])
-        if b < 0:
-            a, b = sum(ys[:split]) / split, 0.0
+        a, b = fit_nonnegative_line(batches[:split], ys[:split])
         if split < n:
             ceiling = fit_roof(work[split:], ys[split:])
         else:  # no roof: one that binds nowhere in the swept range

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specops.errors import ConfigError
+from specops.fsutil import atomic_write
 from specops.sim.model import ModelParams
 
 FORMAT = "specops-sim-model/1"
@@ -51,8 +52,11 @@ def document(params: ModelParams, calibration: Mapping[str, Any] | None = None) 
 
 
 def write(path: Path, params: ModelParams, calibration: Mapping[str, Any] | None = None) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document(params, calibration), indent=1, sort_keys=False) + "\n")
+    """Write the file atomically, after checking its knobs as `load` will: a file specops
+    writes is one a sim host accepts, and a bad knob leaves no file (ModelFileError)."""
+    doc = document(params, calibration)
+    parse(doc, str(path))
+    atomic_write(path, json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return path
 
 

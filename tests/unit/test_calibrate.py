@@ -92,3 +92,32 @@ def test_a_run_without_both_arms_is_refused(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "calibrate needs baseline and eagle3 measured at 2 levels or more" in res.output
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_line_whose_best_intercept_is_negative_is_fitted_through_zero() -> None:
+    """CI of stop 59: a small real run's baseline steps rose faster than a line through a
+    positive fixed cost, its least-squares intercept came out -0.30 ms, and the model file
+    calibrate wrote was refused by the simulator. A step's fixed cost is never below zero, so
+    the fit is the best line with intercept and slope both >= 0."""
+    batches, steps = [1.0, 2.0, 4.0], [1.0, 2.6, 5.5]
+    fixed, per_req = fit_line(batches, steps)
+    assert fixed < 0  # the unconstrained optimum, which the step model must not take
+    fit = fit_linear_roof(batches, [c * 1000.0 for c in batches], steps)
+    assert fit.fixed_ms == 0.0 and fit.per_req_ms > 0
+    # the best line through zero: sum(w x y) / sum(w x^2) with w = 1 / y^2
+    best = sum(x / y for x, y in zip(batches, steps, strict=True)) / sum((x / y) ** 2 for x, y in zip(batches, steps, strict=True))
+    assert fit.roof_from is None and fit.per_req_ms == pytest.approx(best)
+
+
+def test_calibrate_never_writes_a_model_file_the_simulator_refuses(tmp_path: Path) -> None:
+    """The writer checks the knobs as the reader does, so a file calibrate (or anything) writes
+    is one `sim: {model: FILE}` accepts; a bad knob is refused before the file exists."""
+    from dataclasses import replace
+
+    from specops.sim.model import DEFAULT_PARAMS
+
+    out = tmp_path / "model.json"
+    with pytest.raises(modelfile.ModelFileError, match=r"knobs\.baseline_step_ms' must be >= 0.0"):
+        modelfile.write(out, replace(DEFAULT_PARAMS, baseline_step_ms=-0.3))
+    assert not out.exists()
+    assert modelfile.load(modelfile.write(out, DEFAULT_PARAMS)) == DEFAULT_PARAMS
