@@ -10,11 +10,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
+from specops.hostfiles.treefiles import LocalTreeFiles
+from specops.patching import PatchReport, apply, load_patchset
 from specops.sglang.source import ensure_tree
+from specops.transport.local import LocalTransport
 
 CLASSIC_VERSIONS = ["0.4.10.post2", "0.5.4", "0.5.10.post1"]
 NATIVE_ADAPTIVE_VERSION = "0.5.14"
@@ -60,18 +63,29 @@ def _git(tree: Path, *args: str) -> str:
     ).stdout
 
 
+def copy_tree(version: str, dest: Path, *, committed: bool = False) -> Path:
+    """A copy of that release's tree at `dest` (links kept); `committed`: a git repo of it, so a
+    test can assert byte-for-byte restores (`tree_is_pristine`)."""
+    shutil.copytree(ensure_tree(version), dest, symlinks=True)
+    if committed:
+        _git(dest, "init", "-q")
+        _git(dest, "add", "-A")
+        _git(dest, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "wheel")
+    return dest
+
+
+def apply_set(name: str, root: Path, **options: Any) -> PatchReport:
+    """Patch set `name` applied to the local tree at `root` as deploy applies it; its verify
+    commands not run unless `options` say (run_verify_cmds, python, tree)."""
+    return apply(load_patchset(name), LocalTreeFiles(root), LocalTransport(), **{"run_verify_cmds": False, **options})
+
+
 @pytest.fixture
 def sglang_tree(tmp_path: Path) -> Callable[[str], Path]:
     """Factory: `sglang_tree("0.5.4")` -> a fresh, committed copy of that version's tree."""
 
     def make(version: str) -> Path:
-        src = ensure_tree(version)
-        dest = tmp_path / f"sglang-{version}"
-        shutil.copytree(src, dest, symlinks=True)
-        _git(dest, "init", "-q")
-        _git(dest, "add", "-A")
-        _git(dest, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "wheel")
-        return dest
+        return copy_tree(version, tmp_path / f"sglang-{version}", committed=True)
 
     return make
 

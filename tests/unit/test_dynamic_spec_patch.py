@@ -24,8 +24,6 @@ from typing import Any
 import pytest
 
 from specops.bench.running import parse_decode_lines
-from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching import apply, load_patchset
 from specops.sglang.adaptive import (
     ALL_OFF_NOTE,
     DRAFTING_OFF_LINE,
@@ -38,7 +36,7 @@ from specops.sglang.adaptive import (
 from specops.sim import model as M
 from specops.sim.logs import SimLog
 from specops.sim.scheduler import EngineConfig, Scheduler
-from specops.transport.local import LocalTransport
+from tests.support.sglang_trees import apply_set, copy_tree
 
 #: one worker builds the module's fixtures once (two would each build them)
 pytestmark = pytest.mark.xdist_group("dynamic_spec_patch")
@@ -66,15 +64,10 @@ HOOKS = {W1: {"EAGLEWorker.__init__": "specops_worker_start", "EAGLEWorker.draft
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory) -> dict[str, Path]:
     """Each release's tree, copied from the cache and patched once for the module."""
-    import shutil
-
-    from specops.sglang.source import ensure_tree
-
     out = {}
     for version in VERSIONS:
         tree = tmp_path_factory.mktemp("dsd") / version
-        shutil.copytree(ensure_tree(version), tree, symlinks=True)
-        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
+        apply_set("dynamic-spec-disable", copy_tree(version, tree))
         out[version] = tree
     return out
 

@@ -14,7 +14,6 @@ greedy identity and the accept length: tests/real_sglang/test_eagle_torch_native
 from __future__ import annotations
 
 import ast
-import shutil
 import sys
 import types
 from pathlib import Path
@@ -27,11 +26,10 @@ from specops.config.playbook import load_playbook
 from specops.config.templating import evaluate, render
 from specops.data import shipped_playbooks
 from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
-from specops.sglang.source import ensure_tree
+from specops.patching import APPLIED, NEW, PatchError, load_patchset, revert
 from specops.steps import KINDS
-from specops.transport.local import LocalTransport
 from tests.support.eagle_views import Lens, Mode, bare_backend_class, batch, class_def, ints, method
+from tests.support.sglang_trees import apply_set, copy_tree
 
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
 
@@ -47,21 +45,12 @@ KERNELS = {"create_extend_after_decode_spec_info": "specops_create_extend_after_
 VERSIONS = ["0.5.9", "0.5.10.post1"]
 
 
-def _copy(version: str, dest: Path) -> Path:
-    shutil.copytree(ensure_tree(version), dest, symlinks=True)
-    return dest
-
-
-def _apply(tree: Path):
-    return apply(load_patchset(SET), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
-
-
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for version in VERSIONS:
-        tree = _copy(version, tmp_path_factory.mktemp("etn") / version)
-        report = _apply(tree)
+        tree = copy_tree(version, tmp_path_factory.mktemp("etn") / version)
+        report = apply_set(SET, tree)
         assert {r.status for r in report.results} == {NEW}, report.summary()
         out[version] = tree
     return out
@@ -72,7 +61,7 @@ def test_applies_compiles_and_is_idempotent(patched, version):
     tree = patched[version]
     for rel in (BACKEND, DRAFT, SPEC_UTILS):
         compile((tree / rel).read_bytes(), rel, "exec")
-    again = _apply(tree)
+    again = apply_set(SET, tree)
     assert not again.changed and {r.status for r in again.results} == {APPLIED}
 
 
@@ -93,9 +82,9 @@ def test_hooks_come_right_before_torch_natives_sdpa_calls(patched, version):
 
 
 def test_revert_restores_every_file(tmp_path):
-    tree = _copy("0.5.10.post1", tmp_path / "t")
+    tree = copy_tree("0.5.10.post1", tmp_path / "t")
     before = {rel: (tree / rel).read_bytes() for rel in (BACKEND, DRAFT, SPEC_UTILS)}
-    _apply(tree)
+    apply_set(SET, tree)
     assert all((tree / rel).read_bytes() != data for rel, data in before.items())
     revert(load_patchset(SET), LocalTreeFiles(tree))
     assert {rel: (tree / rel).read_bytes() for rel in before} == before
@@ -104,21 +93,21 @@ def test_revert_restores_every_file(tmp_path):
 def test_a_tree_missing_an_anchor_is_refused_and_left_unchanged(tmp_path):
     """A release whose torch_native extend no longer calls _run_sdpa_forward_extend: the set
     says which edit has no anchor and writes nothing."""
-    tree = _copy("0.5.10.post1", tmp_path / "t")
+    tree = copy_tree("0.5.10.post1", tmp_path / "t")
     path = tree / BACKEND
     text = path.read_text().replace("self._run_sdpa_forward_extend(", "self._sdpa_extend(")
     path.write_text(text)
     draft_before = (tree / DRAFT).read_bytes()
     with pytest.raises(PatchError) as err:
-        _apply(tree)
+        apply_set(SET, tree)
     assert "backend-extend-lengths" in str(err.value) and "nothing was changed" in str(err.value)
     assert path.read_text() == text and (tree / DRAFT).read_bytes() == draft_before
 
 
 def test_other_releases_are_refused_with_the_reason(tmp_path):
-    tree = _copy("0.5.14", tmp_path / "t")
+    tree = copy_tree("0.5.14", tmp_path / "t")
     with pytest.raises(PatchError) as err:
-        _apply(tree)
+        apply_set(SET, tree)
     assert "version 0.5.14 is newer than 0.5.10.post1" in str(err.value)
     assert "Triton's interpreter" in (err.value.hint or "")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 import sys
 import types
 from pathlib import Path
@@ -26,10 +25,10 @@ import numpy as np
 import pytest
 
 from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching import APPLIED, NEW, PatchError, apply, load_patchset, revert
+from specops.patching import APPLIED, NEW, PatchError, load_patchset, revert
 from specops.sglang.source import ensure_tree
-from specops.transport.local import LocalTransport
 from tests.support.eagle_views import Lens, V2Mode, bare_backend_class, batch, ints
+from tests.support.sglang_trees import apply_set, copy_tree
 
 pytestmark = pytest.mark.xdist_group("eagle_torch_native_patch")
 
@@ -46,15 +45,6 @@ KERNELS = {CACHE_LOCS: {"assign_req_to_token_pool": "specops_assign_req_to_token
            EAGLE: {"fill_bonus_tokens": "specops_fill_bonus_tokens"}}
 
 
-def _copy(version: str, dest: Path) -> Path:
-    shutil.copytree(ensure_tree(version), dest, symlinks=True)
-    return dest
-
-
-def _apply(tree: Path):
-    return apply(load_patchset(SET), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
-
-
 @pytest.fixture(scope="module")
 def pristine() -> dict[str, bytes]:
     tree = ensure_tree(VERSION)
@@ -63,8 +53,8 @@ def pristine() -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory) -> Path:
-    tree = _copy(VERSION, tmp_path_factory.mktemp("etn2") / VERSION)
-    report = _apply(tree)
+    tree = copy_tree(VERSION, tmp_path_factory.mktemp("etn2") / VERSION)
+    report = apply_set(SET, tree)
     assert {r.status for r in report.results} == {NEW}, report.summary()
     return tree
 
@@ -77,13 +67,13 @@ def test_applies_compiles_and_is_idempotent(patched, pristine):
     for rel in TOUCHED:
         assert (patched / rel).read_bytes() != pristine[rel], rel
         compile((patched / rel).read_bytes(), rel, "exec")
-    again = _apply(patched)
+    again = apply_set(SET, patched)
     assert not again.changed and {r.status for r in again.results} == {APPLIED}
 
 
 def test_revert_restores_every_file(tmp_path, pristine):
-    tree = _copy(VERSION, tmp_path / "t")
-    _apply(tree)
+    tree = copy_tree(VERSION, tmp_path / "t")
+    apply_set(SET, tree)
     revert(load_patchset(SET), LocalTreeFiles(tree))
     assert {rel: (tree / rel).read_bytes() for rel in TOUCHED} == pristine
 
@@ -91,12 +81,12 @@ def test_revert_restores_every_file(tmp_path, pristine):
 def test_a_tree_missing_an_anchor_is_refused_and_left_unchanged(tmp_path, pristine):
     """A release whose draft-location kernel is named otherwise: the set says which edit has
     no anchor and writes nothing, the attention edits included."""
-    tree = _copy(VERSION, tmp_path / "t")
+    tree = copy_tree(VERSION, tmp_path / "t")
     path = tree / CACHE_LOCS
     text = path.read_text().replace("def assign_draft_cache_locs_contiguous(", "def assign_draft_locs(")
     path.write_text(text)
     with pytest.raises(PatchError) as err:
-        _apply(tree)
+        apply_set(SET, tree)
     assert "cpu-assign-draft-cache-locs-contiguous" in str(err.value) and "nothing was changed" in str(err.value)
     assert path.read_text() == text
     assert all((tree / rel).read_bytes() == pristine[rel] for rel in TOUCHED if rel != CACHE_LOCS)
@@ -104,10 +94,10 @@ def test_a_tree_missing_an_anchor_is_refused_and_left_unchanged(tmp_path, pristi
 
 @pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.9"])
 def test_older_releases_are_refused_with_the_reason(tmp_path, version):
-    tree = _copy(version, tmp_path / "t")
+    tree = copy_tree(version, tmp_path / "t")
     before = (tree / BACKEND).read_bytes()
     with pytest.raises(PatchError) as err:
-        _apply(tree)
+        apply_set(SET, tree)
     assert f"version {version} is older than 0.5.14" in str(err.value)
     assert "eagle-torch-native" in (err.value.hint or "")
     assert (tree / BACKEND).read_bytes() == before
@@ -234,15 +224,15 @@ def test_its_own_patched_tree_is_not_refused_for_the_version_its_edits_made(tmp_
     """deploy applies the set, installs (setuptools-scm then names the dirty checkout the next
     dev release), and bench applies it again: nothing to do, not 'newer than 0.5.14'. A tree
     this set did not patch, or one changed since, is still judged by its version."""
-    tree = _copy(VERSION, tmp_path / "t")
-    _apply(tree)
+    tree = copy_tree(VERSION, tmp_path / "t")
+    apply_set(SET, tree)
     _scm_version_file(tree)
-    again = _apply(tree)
+    again = apply_set(SET, tree)
     assert not again.changed and {r.status for r in again.results} == {APPLIED}
     (tree / DRAFT).write_text((tree / DRAFT).read_text() + "\n# edited since\n")
     with pytest.raises(PatchError, match=f"version {re.escape(SCM_DIRTY)} is newer than 0.5.14"):
-        _apply(tree)
-    fresh = _copy(VERSION, tmp_path / "fresh")
+        apply_set(SET, tree)
+    fresh = copy_tree(VERSION, tmp_path / "fresh")
     _scm_version_file(fresh)
     with pytest.raises(PatchError, match="is newer than 0.5.14"):
-        _apply(fresh)
+        apply_set(SET, fresh)

@@ -7,7 +7,6 @@ demo` for anyone who had run an older one."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,8 +17,8 @@ from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import apply, load_patchset, revert
 from specops.patching.applier import plan
 from specops.patching.model import PatchError
-from specops.sglang.source import ensure_tree
 from specops.transport.local import LocalTransport
+from tests.support.sglang_trees import apply_set, copy_tree
 
 SET = "dynamic-spec-disable"
 VERSION_FILE = "python/sglang/srt/utils/common.py"  # a file the new set leaves alone
@@ -27,9 +26,7 @@ VERSION_FILE = "python/sglang/srt/utils/common.py"  # a file the new set leaves 
 
 def _git_tree(tmp: Path, name: str) -> Path:
     tree = tmp / name
-    shutil.copytree(ensure_tree("0.5.10.post1"), tree, symlinks=True)
-    for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
-        subprocess.run(["git", *argv], cwd=tree, check=True)
+    copy_tree("0.5.10.post1", tree, committed=True)
     return tree
 
 
@@ -84,5 +81,5 @@ def test_a_file_edited_after_the_earlier_apply_is_not_overwritten(tmp_path):
     worker.write_text(worker.read_text() + "\n# a local change\n")
     before = {p: p.read_bytes() for p in tree.rglob("*.py") if "speculative" in str(p) or "server_args" in p.name}
     with pytest.raises(PatchError, match="nothing was changed"):
-        apply(load_patchset(SET), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
+        apply_set(SET, tree)
     assert {p: p.read_bytes() for p in before} == before

@@ -12,15 +12,13 @@ import pytest
 
 from specops.errors import ConfigError
 from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching.applier import apply
-from specops.patching.model import load_patchset
 from specops.servers.arms import arms_from_vars
 from specops.servers.fairness import fairness_warnings
 from specops.servers.launch import build_launch
 from specops.sglang.adaptive import adaptive_config, buckets_from_source, default_spec_buckets
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
-from specops.transport.local import LocalTransport
+from tests.support.sglang_trees import apply_set
 
 VARS = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -109,7 +107,7 @@ def test_adaptive_mechanism_per_tree(sglang_tree) -> None:
     assert ("SGLang 0.5.10.post1 would refuse this launch: unrecognized arguments: "
             "--speculative-disable-batch-threshold 10") in str(exc.value)
 
-    apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
+    apply_set("dynamic-spec-disable", tree)
     patched = detect_layout(LocalTreeFiles(tree))
     p = build_launch(arm, patched, workdir="/w")
     assert p.mechanism == "dynamic-spec-disable-patch" and patched.adaptive_mechanism == p.mechanism

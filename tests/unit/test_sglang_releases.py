@@ -13,8 +13,6 @@ from click.testing import CliRunner
 from specops.cli.patch import patch
 from specops.errors import ConfigError
 from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching.applier import apply
-from specops.patching.model import load_patchset
 from specops.servers.arms import arms_from_vars
 from specops.servers.launch import build_launch
 from specops.servers.plans import bucket_sources
@@ -22,8 +20,7 @@ from specops.sglang.flags import tree_flags
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
 from specops.sim.knobs import split_knobs
-from specops.transport.local import LocalTransport
-from tests.support.sglang_trees import CI_RELEASES, CURRENT_VERSION, Expected
+from tests.support.sglang_trees import CI_RELEASES, CURRENT_VERSION, Expected, apply_set
 
 VARS = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -71,7 +68,7 @@ def test_current_release_reads_flags_from_arg_groups_fields() -> None:
 def _plans(tree: Path, exp: Expected) -> dict:
     files = LocalTreeFiles(tree)
     if exp.mechanism == "needs-patch":
-        apply(load_patchset("dynamic-spec-disable"), files, LocalTransport(), run_verify_cmds=False)
+        apply_set("dynamic-spec-disable", tree)
     layout = detect_layout(files)
     return {name: build_launch(arm, layout, workdir="/w", python="python3", engine="sim",
                                sglang_tree=str(tree), sim_options=["--sim-time-scale", "0.05"],

@@ -13,6 +13,7 @@ from specops.servers.arms import ALLOWED_KEYS, arms_from_vars
 from specops.servers.launch import build_launch
 from specops.sglang.layout import detect_layout
 from specops.sglang.source import ensure_tree
+from tests.support.sglang_trees import apply_set
 
 VARS = {"model": "m", "draft_model": "d", "max_running_requests": 64, "cuda_graph_max_bs": 64}
 
@@ -49,16 +50,13 @@ def test_on_a_native_tree_every_tier_has_zero_steps() -> None:
 
 def test_on_a_patched_tree_the_threshold_says_never(sglang_tree) -> None:
     """The dynamic-spec-disable patch's threshold -1: never draft (0 stays "always")."""
-    from specops.patching.applier import apply
-    from specops.patching.model import load_patchset
-    from specops.transport.local import LocalTransport
 
     arm = arms_from_vars({**VARS, "arms": {"spec-off": {}}})["spec-off"]
     tree = sglang_tree("0.5.10.post1")
     with pytest.raises(ConfigError) as err:   # unpatched: no way to say it, and the error says what to do
         build_launch(arm, detect_layout(LocalTreeFiles(tree)), workdir="/w")
     assert "spec-off" in str(err.value) and "dynamic-spec-disable" in (err.value.hint or "")
-    apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), run_verify_cmds=False)
+    apply_set("dynamic-spec-disable", tree)
     plan = build_launch(arm, detect_layout(LocalTreeFiles(tree)), workdir="/w")   # the tree's own parser takes -1
     assert plan.mechanism == "spec-off (dynamic-spec-disable patch, threshold -1)"
     assert _flag(plan.argv, "--speculative-disable-batch-threshold") == "-1"

@@ -17,11 +17,10 @@ import pytest
 
 from specops.errors import ConfigError
 from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching import apply, load_patchset
 from specops.patching.model import PatchError, parse_patchset
 from specops.sglang.source import ensure_tree
 from specops.sglang.verify_backends import ATTENTION_DIR, SPECULATIVE_DIR, SUPPORTED, check_tree, eagle_backends
-from specops.transport.local import LocalTransport
+from tests.support.sglang_trees import apply_set, copy_tree
 
 #: every release the dynamic-spec-disable set applies to (applies_to: 0.4.10 - 0.5.13)
 SET_RELEASES = ["0.4.10", "0.4.10.post2", "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7",
@@ -110,15 +109,12 @@ def test_a_per_batch_backend_whose_verify_input_reads_the_servers_count_fails(tm
 
 def test_the_set_refuses_a_tree_whose_backend_fails_the_check_and_restores_every_file(tmp_path):
     tree = tmp_path / "sglang"
-    shutil.copytree(ensure_tree("0.5.10.post1"), tree, symlinks=True)
-    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=tree, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], cwd=tree, check=True)
+    copy_tree("0.5.10.post1", tree, committed=True)
     _edit(tree, TRITON, "            max_extend_len = self.num_draft_tokens",
           "            max_extend_len = self.model_runner.server_args.speculative_num_draft_tokens")
     subprocess.run(["git", "commit", "-qam", "edited"], cwd=tree, check=True)
     with pytest.raises(PatchError) as err:
-        apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), python="python3", tree=str(tree))
+        apply_set("dynamic-spec-disable", tree, python="python3", tree=str(tree), run_verify_cmds=True)
     assert "verify 'each supported attention backend sizes its verify from a count the one-token verify sets' " \
            "failed: problem: python/sglang/srt/layers/attention/triton_backend.py: TritonAttnBackend." in str(err.value)
     status = subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True, check=True)
@@ -127,8 +123,8 @@ def test_the_set_refuses_a_tree_whose_backend_fails_the_check_and_restores_every
 
 def test_the_check_passes_on_the_real_tree_and_is_reported(tmp_path):
     tree = tmp_path / "sglang"
-    shutil.copytree(ensure_tree("0.5.10.post1"), tree, symlinks=True)
-    report = apply(load_patchset("dynamic-spec-disable"), LocalTreeFiles(tree), LocalTransport(), python="python3", tree=str(tree))
+    copy_tree("0.5.10.post1", tree)
+    report = apply_set("dynamic-spec-disable", tree, python="python3", tree=str(tree), run_verify_cmds=True)
     first = report.verify[0]
     assert first.ok and first.command.startswith("# specops check eagle-attention-backends")
     assert "triton (TritonAttnBackend): ok" in first.stdout and "refused at launch" in first.stdout

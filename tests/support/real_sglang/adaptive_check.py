@@ -43,15 +43,12 @@ from typing import Any
 
 from specops.bench.running import RESUMED_STEPS, off_stretches
 from specops.decide.verify import RESUME_FLOOR
-from specops.hostfiles.treefiles import LocalTreeFiles
-from specops.patching import apply, load_patchset
 from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
-from specops.sglang.source import ensure_tree
 from specops.sim.testing import free_ports
-from specops.transport.local import LocalTransport
 from tests.support.real_sglang import server as real
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import RuntimeBuildError, runtime_python
+from tests.support.sglang_trees import apply_set, copy_tree
 
 PATCH_SET = "dynamic-spec-disable"
 PROMPTS = ["Speculative decoding", "The quick brown fox", "A small model", "Hello there", "Once upon a time"]
@@ -75,15 +72,10 @@ SERVERS_AT_ONCE = 3
 FAILURE_MARKERS = ("Traceback (most recent call last)", "Scheduler hit an exception", "malloc", "core dumped",
                    "Segmentation fault")
 
-def copy_tree(version: str, dest: Path) -> Path:
-    shutil.copytree(ensure_tree(version), dest, symlinks=True)
-    return dest
-
 
 def patched_tree(version: str, dest: Path, python: Path, patch_set: str) -> Path:
     """A copy of the release's cached tree with the patch set applied (its verify included)."""
-    copy_tree(version, dest)
-    apply(load_patchset(patch_set), LocalTreeFiles(dest), LocalTransport(), python=str(python), tree=str(dest))
+    apply_set(patch_set, copy_tree(version, dest), python=str(python), tree=str(dest), run_verify_cmds=True)
     return dest
 
 
