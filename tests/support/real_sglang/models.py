@@ -64,8 +64,13 @@ def vllm_heavy_dir() -> Path:
     return real_root() / f"{HEAVY}-{digest}"
 
 
+#: make_heavy_models.py's arguments for SGLang's heavy set (part of its cache key)
+SGLANG_HEAVY_ARGS = ("--wide-head", "--dtypes", "float32,bfloat16")
+
+
 def sglang_heavy_dir() -> Path:
-    digest = hashlib.sha256(SCRIPT.read_bytes() + b"\0" + HEAVY_SCRIPT.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"\0".join([SCRIPT.read_bytes(), HEAVY_SCRIPT.read_bytes(),
+                                        " ".join(SGLANG_HEAVY_ARGS).encode()])).hexdigest()[:16]
     return real_root() / f"{SGLANG_HEAVY}-{digest}"
 
 
@@ -128,11 +133,12 @@ def ensure_vllm_heavy_models() -> VLLMModels:
 
 def ensure_sglang_heavy_models() -> TinyModels:
     """The heavy SGLang set (make_heavy_models.py --wide-head over the tier's tiny set: target and
-    head both hidden 2048), made first if missing (~1 min, 1.2 GB); `bad_draft` is the tiny set's."""
+    head both hidden 2048, its tokens proved in float32 and bfloat16), made first if missing
+    (~1 min, 1.2 GB); `bad_draft` is the tiny set's."""
     tiny = ensure_models()
     root = sglang_heavy_dir()
     if not (root / "vocab.txt").is_file():
-        _make(root, HEAVY_SCRIPT, runtime_python(), str(tiny.root), "--wide-head")
+        _make(root, HEAVY_SCRIPT, runtime_python(), str(tiny.root), *SGLANG_HEAVY_ARGS)
     return TinyModels(root, root / "target", root / "draft", tiny.bad_draft, root / "sharegpt.json",
                       int((root / "vocab.txt").read_text()))
 
