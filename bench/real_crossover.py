@@ -20,7 +20,9 @@ SGLang: topk 1, 3 steps) and the adaptive arm (vLLM's native schedule; SGLang 0.
 patch's threshold; SGLang 0.5.14 its own tiers, from the tier config specops generates). vLLM's
 arms run `--dtype float32 --enforce-eager`, a short context, vLLM's cache in the work folder;
 SGLang's the tier's CPU profile (`--max-total-tokens 2048`, a larger `--mem-fraction-static`:
-the heavy weights must fit in it) on `--attention-backend torch_native`, so deploy applies the
+the heavy weights must fit in it) in `--dtype bfloat16` (on this CPU's AMX a bfloat16 forward
+costs the same for 1 to 4 tokens, float32's twice as much for 4: Route.dtype, --dtype to change
+it) on `--attention-backend torch_native`, so deploy applies the
 release's eagle-torch-native set (-v2 on 0.5.14) over the release's tree (the tier's bare repo,
 or the repo made from 0.5.14's wheel). Every arm one OpenMP thread (`OMP_NUM_THREADS=1`: the arms
 are measured one at a time, and one thread keeps a step's cost from hanging on what else runs on

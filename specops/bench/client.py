@@ -30,7 +30,8 @@ puts it on its model clock there; the record gets the offered rate, the rate req
 completed at and whether the server was saturated (bench/saturation.py). Client lag is then
 how late each request left against its scheduled wall time.
 
-Protocol per point: warm-up requests (at least `concurrency`, discarded), POST
+Protocol per point: one warm-up request alone, then warm-up requests (at least
+`concurrency`; all discarded), POST
 /flush_cache, the measured run, GET /server_info for the accept length. A simulator
 that runs on a scaled clock says so in /server_info (`sim_time_scale`, wall = model x
 scale) and the record is `simulated`. Where the simulator stamps each chunk with its
@@ -72,6 +73,10 @@ DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever th
 PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate
 DEFAULT_TIMEOUT_S = 300.0
 OPEN_WARMUP = 2                # warm-up requests (in a closed loop of 2) before a rate point
+#: Why one warm-up request runs alone first: an adaptive arm drafts only while its running batch
+#: is at or below its threshold, so a warm-up at a concurrency above it never drafts, and the
+#: first drafting step's one-time cost falls inside the measured run (real SGLang 0.5.14 on CPU:
+#: ~10 s, an adaptive point at 0.32x of baseline). At batch 1 every arm that can draft does.
 APIS = ("generate", "completions")
 
 
@@ -559,8 +564,12 @@ async def measure_point_async(
         if api == "completions" and model is None:
             model = await _model_name(session, base_url, info_timeout)
         warm_results: list[RequestResult] = []
+        alone = 1 if warm_prompts and warm_conc > 1 else 0
+        if alone:  # at batch 1, where an adaptive arm drafts whatever its threshold (WARMUP_ALONE)
+            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts[:1], 1, model, timeout_s)
         if warm_prompts:
-            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts, warm_conc, model, timeout_s)
+            more, _, _ = await _run_batch(session, url, api, warm_prompts, warm_conc, model, timeout_s)
+            warm_results += more
         flush = await _flush_cache(session, base_url, info_timeout)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         scale_raw = info.get("sim_time_scale")
@@ -628,7 +637,7 @@ async def measure_point_async(
         started_at=started_at,
         engine_version=info.get("version") if isinstance(info.get("version"), str) else None,
         extra={
-            "api": api, "dataset": dataset, "seed": seed, "warmup": warmup,
+            "api": api, "dataset": dataset, "seed": seed, "warmup": warmup, "warmup_alone": alone,
             "warmup_failed": sum(1 for r in warm_results if not r.ok),
             "flush_cache": flush,
             "loop_lag_p99_ms": percentile([x * 1000 for x in probe.lags], 99),

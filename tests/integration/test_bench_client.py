@@ -139,3 +139,21 @@ def test_sweep_against_two_simulated_arms_finds_the_models_crossover(tmp_path):
     assert host.crossover.above == predicted_crossover(levels) == 16
     assert host.threshold == predicted_best_threshold(levels) == 4
     assert len(store.load_results(run_dir)) == 6 and "SIMULATED" in (run_dir / "report.md").read_text()
+
+
+def test_the_warm_up_sends_one_request_alone_before_the_points_concurrency(tmp_path):
+    """Measured on real SGLang 0.5.14 (CPU, bfloat16): an adaptive arm at threshold 10 benched at
+    c=11 warmed up at 11 in flight, so it never drafted before the measured run; its first
+    drafting step (a one-time ~10 s on that path) then fell inside the run, which read 0.32x of
+    baseline. A warm-up request alone runs at batch 1, where every adaptive arm drafts."""
+    with simulator(time_scale=0.1, tmp=tmp_path) as base:
+        rec = measure_point(base, concurrency=4, num_prompts=4, input_len=16, output_len=8, seed=1, timeout_s=60)
+    assert rec.status == "ok", rec.error
+    assert rec.extra["warmup"] == 4 and rec.extra["warmup_alone"] == 1 and rec.extra["warmup_failed"] == 0
+    log = next(tmp_path.glob("sim-*.log")).read_text()
+    # the point's prefills (16 tokens a prompt; the simulator's own start-up probe is shorter):
+    # the lone warm-up request, then the closed loops of 4 (the warm-up's, then the run's)
+    prefills = [line.split("Prefill batch, ")[1].split(", #cached")[0] for line in log.splitlines()
+                if "Prefill batch" in line and "#new-token: 6," not in line]
+    assert prefills == ["#new-seq: 1, #new-token: 16", "#new-seq: 4, #new-token: 64", "#new-seq: 4, #new-token: 64"], \
+        prefills
