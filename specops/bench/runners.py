@@ -41,6 +41,13 @@ from specops.transport.probes import read_cpu
 CLIENT_FOUND = ("import importlib.util as u, sys; "
                 "sys.exit(not all(u.find_spec(m) for m in ('specops.bench.client', 'aiohttp', 'yaml')))")
 Log = Callable[[str, dict[str, Any]], None]
+#: one request, sent alone before bench_serving's warm-up, with the key bench_serving would send
+#: (OPENAI_API_KEY, from the arm's environment files): argv URL BODY TIMEOUT
+WARM_ALONE = ("import os, sys, urllib.request as u; k = os.environ.get('OPENAI_API_KEY'); "
+              "h = {'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + k} if k else {})}; "
+              "u.urlopen(u.Request(sys.argv[1], data=sys.argv[2].encode(), headers=h), "
+              "timeout=float(sys.argv[3])).read()")
+WARM_TEXT = "The quick brown fox"
 
 
 def runner_name(choice: str, engine: str) -> str:
@@ -150,6 +157,16 @@ class SglangRunner:
         transport.run(["rm", "-f", out_file], timeout=30)
         # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
         env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
+        # bench_serving's own warm-up runs at the point's concurrency: one request alone first
+        # (the builtin client's WARMUP_ALONE), where an adaptive arm drafts whatever its threshold
+        body = json.dumps({"text": WARM_TEXT, "sampling_params": {"max_new_tokens": max(load.output_len, 1),
+                                                                   "temperature": 0, "ignore_eos": True}})
+        warm = transport.run(client_prefix(state) + loader_argv(*env_files) +
+                             [plan.argv[0], "-c", WARM_ALONE, f"http://127.0.0.1:{state.port}/generate", body,
+                              str(load.timeout_s)], timeout=load.timeout_s + 30, cwd=cwd)
+        if not warm.ok:
+            return ResultRecord.failed_point(f"the warm-up request alone failed: {warm.tail(8)}", requests=n,
+                                             runner=self.name)
         result = transport.run(client_prefix(state) + loader_argv(*env_files) + argv, timeout=load.timeout_s, cwd=cwd)
         if not result.ok:
             return ResultRecord.failed_point(f"bench_serving exited {result.rc}: {result.tail(8)}", requests=n,

@@ -108,3 +108,8 @@ def test_sglang_runner_runs_the_trees_benchmark_with_the_arms_environment(
     assert Path(paths.bench_dir(server.state.workdir)).is_dir()
     assert not Path(paths.bench_output(server.state.workdir, "baseline", 2, 0)).exists()
     assert runner.client_cores(t) == read_cpu(t).cores  # bench_serving runs on the host, not here
+    # before bench_serving, one request alone reached the server (an adaptive arm drafts at batch
+    # 1: its first drafting step's one-time cost stays out of the point)
+    log = Path(paths.server_log(server.state.workdir, "baseline")).read_text()
+    posts = [line for line in log.splitlines() if '"POST /generate HTTP/1.1" 200' in line]
+    assert len(posts) == 2 and "127.0.0.1:0 " in posts[0] and "127.0.0.1:0 " not in posts[1], log[-2000:]
