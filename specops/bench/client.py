@@ -73,10 +73,12 @@ DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever th
 PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate
 DEFAULT_TIMEOUT_S = 300.0
 OPEN_WARMUP = 2                # warm-up requests (in a closed loop of 2) before a rate point
-#: Why one warm-up request runs alone first: an adaptive arm drafts only while its running batch
-#: is at or below its threshold, so a warm-up at a concurrency above it never drafts, and the
-#: first drafting step's one-time cost falls inside the measured run (real SGLang 0.5.14 on CPU:
-#: ~10 s, an adaptive point at 0.32x of baseline). At batch 1 every arm that can draft does.
+#: warm-up requests sent alone, before the closed loop at the point's concurrency: an adaptive arm
+#: drafts only while its running batch is at or below its threshold, so a warm-up above it never
+#: drafts, and the first drafting step's one-time cost falls inside the measured run (real SGLang
+#: 0.5.14 on CPU: ~10 s, an adaptive point at 0.32x of baseline). At batch 1 every arm that can
+#: draft does.
+WARMUP_ALONE = 1
 APIS = ("generate", "completions")
 
 
@@ -564,9 +566,9 @@ async def measure_point_async(
         if api == "completions" and model is None:
             model = await _model_name(session, base_url, info_timeout)
         warm_results: list[RequestResult] = []
-        alone = 1 if warm_prompts and warm_conc > 1 else 0
-        if alone:  # at batch 1, where an adaptive arm drafts whatever its threshold (WARMUP_ALONE)
-            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts[:1], 1, model, timeout_s)
+        alone = WARMUP_ALONE if warm_prompts and warm_conc > 1 else 0
+        if alone:
+            warm_results, _, _ = await _run_batch(session, url, api, warm_prompts[:alone], 1, model, timeout_s)
         if warm_prompts:
             more, _, _ = await _run_batch(session, url, api, warm_prompts, warm_conc, model, timeout_s)
             warm_results += more

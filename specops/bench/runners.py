@@ -158,7 +158,7 @@ class SglangRunner:
         # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
         env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
         # bench_serving's own warm-up runs at the point's concurrency: one request alone first
-        # (the builtin client's WARMUP_ALONE), where an adaptive arm drafts whatever its threshold
+        # (as the builtin client's WARMUP_ALONE), where an adaptive arm drafts whatever its threshold
         body = json.dumps({"text": WARM_TEXT, "sampling_params": {"max_new_tokens": max(load.output_len, 1),
                                                                    "temperature": 0, "ignore_eos": True}})
         warm = transport.run(client_prefix(state) + loader_argv(*env_files) +
