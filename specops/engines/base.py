@@ -246,14 +246,15 @@ class ServingEngine:
 
     # --- the adaptive mechanism (Feature.NATIVE_TIERS) -----------------------------------
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
-                        bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
-        """The native adaptive config that speculates up to `threshold`, and the threshold it really gives."""
+                        bucket_sources: Mapping[str, str] | None = None, *, graphs: bool = True) -> AdaptivePlan:
+        """The native adaptive config that speculates up to `threshold`, and the threshold it really
+        gives (`graphs`: whether the server runs decode CUDA graphs, which may pad the batch it routes by)."""
         self.require(Feature.NATIVE_TIERS)
         raise self._required("adaptive_config")
 
     def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
                     bucket_sources: Mapping[str, str] | None = None, *,
-                    launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
+                    launch_steps: int | None = None, max_batch: int | None = None, graphs: bool = True) -> TierPlan:
         """The native adaptive config of explicit tiers (`launch_steps` listed whatever they
         say, in a tier above `max_batch` where none lists it: SGLang starts on it)."""
         self.require(Feature.NATIVE_TIERS)

@@ -79,13 +79,14 @@ class SGLang(ServingEngine):
         return arg_name(serving.MAX_TOTAL_TOKENS_FLAG) in args_from_argv(argv)
 
     def adaptive_config(self, threshold: int, num_steps: int, max_bs: int,
-                        bucket_sources: Mapping[str, str] | None = None) -> AdaptivePlan:
-        return adaptive.adaptive_config(threshold, num_steps, max_bs, bucket_sources)
+                        bucket_sources: Mapping[str, str] | None = None, *, graphs: bool = True) -> AdaptivePlan:
+        return adaptive.adaptive_config(threshold, num_steps, max_bs, bucket_sources, graphs=graphs)
 
     def tier_config(self, tiers: dict[int, list[int]], max_bs: int,
                     bucket_sources: Mapping[str, str] | None = None, *,
-                    launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
-        return adaptive.tier_config(tiers, max_bs, bucket_sources, launch_steps=launch_steps, max_batch=max_batch)
+                    launch_steps: int | None = None, max_batch: int | None = None, graphs: bool = True) -> TierPlan:
+        return adaptive.tier_config(tiers, max_bs, bucket_sources, launch_steps=launch_steps, max_batch=max_batch,
+                                    graphs=graphs)
 
     def adaptive_flags(self, config_path: str) -> list[str]:
         switch, config = ADAPTIVE_FLAGS
@@ -124,10 +125,15 @@ def _native_form(schedule: Schedule, max_batch: int) -> ScheduleForm:
     plan = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch, launch_steps=steps,
                                 max_batch=max_batch)
     config = json.dumps(plan.config, sort_keys=True, separators=(",", ":"))
+    bare = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch, launch_steps=steps,
+                                max_batch=max_batch, graphs=False)
+    unpadded = json.dumps(bare.config, sort_keys=True, separators=(",", ":"))
     return ScheduleForm("SGLang >= 0.5.14 (native adaptive tiers)",
                         ["--speculative-num-steps", str(steps), *ADAPTIVE_FLAGS, NATIVE_CONFIG_FILE],
                         f"tier keys are padded batch sizes of SGLang's default CUDA-graph capture list up to "
-                        f"{max_batch}", config_file=NATIVE_CONFIG_FILE, config=config)
+                        f"{max_batch}; a server with --disable-cuda-graph routes by the batch itself, so there "
+                        f"the keys are the tiers' first batches: {unpadded}",
+                        config_file=NATIVE_CONFIG_FILE, config=config)
 
 
 class Simulator(Simulated, SGLang):

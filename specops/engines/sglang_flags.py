@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 from specops.engines.base import ArmFlags, ServingEngine, model_on_host
 from specops.errors import ConfigError
 from specops.hostfiles import paths
+from specops.launchargs import args_from_argv
+from specops.sglang.adaptive import decode_graphs_off
 from specops.sglang.flags import FlagSet
 
 if TYPE_CHECKING:
@@ -111,7 +113,8 @@ def _spec_off(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir:
     else the patch's threshold -1."""
     if layout.adaptive_zero_steps:
         plan = serving.tier_config(NEVER_DRAFT, arm.cuda_graph_max_bs, bucket_sources,
-                                   launch_steps=arm.num_steps, max_batch=arm.max_running_requests)
+                                   launch_steps=arm.num_steps, max_batch=arm.max_running_requests,
+                                   graphs=_decode_graphs(arm))
         path = paths.adaptive_config(workdir, arm.name)
         return ArmFlags(serving.adaptive_flags(path), "spec-off (native tiers)",
                         notes=[SPEC_OFF_NOTE.format(how="native tiers, 0 steps from batch 1")], config_path=path,
@@ -128,6 +131,12 @@ def _spec_off(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir:
              "or use SGLang >= 0.5.14")
 
 
+def _decode_graphs(arm: ArmSpec) -> bool:
+    """Whether the arm runs decode CUDA graphs (its extra_args do not turn them off): only then
+    does SGLang pad the running batch to a capture bucket before it picks a tier."""
+    return not decode_graphs_off(args_from_argv(arm.extra_args))
+
+
 def _adaptive(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir: str,
               bucket_sources: Mapping[str, str] | None, where: str) -> ArmFlags:
     """The adaptive arm's mechanism: native tiers where the tree has them, else the patch's threshold."""
@@ -140,15 +149,17 @@ def _adaptive(arm: ArmSpec, layout: LayoutLike, serving: ServingEngine, workdir:
         out = ArmFlags(serving.adaptive_flags(config_path), "native-adaptive", config_path=config_path)
         if arm.tiers:
             tiers = serving.tier_config(arm.tiers, arm.cuda_graph_max_bs, bucket_sources,
-                                        launch_steps=arm.num_steps, max_batch=arm.max_running_requests)
+                                        launch_steps=arm.num_steps, max_batch=arm.max_running_requests,
+                                        graphs=_decode_graphs(arm))
             out.config_json = json.dumps(tiers.config, indent=2, sort_keys=True) + "\n"
             out.effective_threshold = tiers.effective_threshold
             out.notes.append(tiers.note())
         else:
-            plan = serving.adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources)
+            plan = serving.adaptive_config(arm.threshold, arm.num_steps, arm.cuda_graph_max_bs, bucket_sources,
+                                           graphs=_decode_graphs(arm))
             out.config_json = json.dumps(plan.config, indent=2, sort_keys=True) + "\n"
             out.effective_threshold = plan.effective_threshold
-            out.notes.append(plan.note() + f" (buckets from {plan.buckets_source})")
+            out.notes.append(plan.note() + (f" (buckets from {plan.buckets_source})" if plan.buckets else ""))
         return out
     if layout.dynamic_spec_disable_applied:
         return ArmFlags([serving.patch_threshold_flag, str(arm.threshold)], "dynamic-spec-disable-patch",

@@ -7,6 +7,10 @@ srt/speculative/adaptive_spec_params.py). A two-tier config {"1": [steps], "K": 
 therefore speculates exactly for the batches whose padded size is < K. We put K just past
 the bucket that the threshold pads to, so every batch at or below the threshold still
 speculates, and report that bucket as the effective threshold.
+
+Only a server with decode CUDA graphs pads: with them off (`--disable-cuda-graph`, as on a
+CPU host) SGLang gives its router no bucket list (`init_states(cuda_graph_bs=None)` in
+eagle_worker_v2) and routes by the running batch itself, so K is the threshold + 1.
 """
 
 from __future__ import annotations
@@ -112,10 +116,31 @@ class AdaptivePlan:
     buckets_source: str  # the tree file they were read from, or "default"
 
     def note(self) -> str:
+        if self.buckets == NO_PADDING:
+            return (f"speculates at running batch <= {self.threshold} (CUDA graphs off: SGLang routes by the "
+                    f"running batch itself, unpadded)")
         if self.effective_threshold == self.threshold:
             return f"speculates at running batch <= {self.threshold} (a CUDA-graph bucket)"
         return (f"threshold {self.threshold} pads to CUDA-graph bucket {self.effective_threshold}: "
                 f"speculates at running batch <= {self.effective_threshold}")
+
+
+#: SGLang's switches that turn decode CUDA graphs off (0.5.14: the first; later releases
+#: add the per-phase ones); any of them leaves the adaptive router unpadded
+GRAPHS_OFF_SWITCHES = ("disable_cuda_graph", "disable_decode_cuda_graph")
+GRAPHS_OFF_BACKEND = ("cuda_graph_backend_decode", "disabled")
+
+#: the bucket list of a server without decode CUDA graphs: every batch routes as itself
+NO_PADDING: list[int] = []
+
+
+def decode_graphs_off(args: Mapping[str, Any]) -> bool:
+    """Whether server args (`launchargs.args_from_argv` form) turn decode CUDA graphs off,
+    so SGLang's adaptive router routes by the running batch itself, unpadded."""
+    if any(args.get(name) in (True, "True", "true", 1) for name in GRAPHS_OFF_SWITCHES):
+        return True
+    name, value = GRAPHS_OFF_BACKEND
+    return str(args.get(name, "")).lower() == value
 
 
 def pad_to_bucket(batch_size: int, buckets: list[int]) -> int:
@@ -143,13 +168,21 @@ def buckets_from_sources(sources: Mapping[str, str], max_bs: int) -> tuple[list[
     return default_spec_buckets(max_bs), "default"
 
 
-def adaptive_config(threshold: int, num_steps: int, max_bs: int,
-                    sources: Mapping[str, str] | str | None = None) -> AdaptivePlan:
-    """Two tiers: `num_steps` for batches padding to <= bucket(threshold), 0 steps above.
-    `sources` are the tree files that may build the capture list (a bare text: server_args.py)."""
+def _buckets(sources: Mapping[str, str] | str | None, max_bs: int, graphs: bool) -> tuple[list[int], str]:
+    """The list SGLang's router pads to and where it came from: none without decode CUDA graphs."""
+    if not graphs:
+        return NO_PADDING, "none (CUDA graphs off)"
     if isinstance(sources, str):
         sources = {"server_args.py": sources}
-    buckets, source = buckets_from_sources(sources or {}, max_bs)
+    return buckets_from_sources(sources or {}, max_bs)
+
+
+def adaptive_config(threshold: int, num_steps: int, max_bs: int,
+                    sources: Mapping[str, str] | str | None = None, *, graphs: bool = True) -> AdaptivePlan:
+    """Two tiers: `num_steps` for batches padding to <= bucket(threshold), 0 steps above.
+    `sources` are the tree files that may build the capture list (a bare text: server_args.py);
+    `graphs` False: the server runs without decode CUDA graphs, so nothing pads."""
+    buckets, source = _buckets(sources, max_bs, graphs)
     effective = pad_to_bucket(threshold, buckets)
     tier = {"up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}
     config = {
@@ -175,20 +208,18 @@ class TierPlan:
 
 def tier_config(tiers: dict[int, list[int]], max_bs: int,
                 sources: Mapping[str, str] | str | None = None, *,
-                launch_steps: int | None = None, max_batch: int | None = None) -> TierPlan:
+                launch_steps: int | None = None, max_batch: int | None = None, graphs: bool = True) -> TierPlan:
     """The `--speculative-adaptive-config` for `tiers`: each key is where a tier starts in
     running-batch units; SGLang routes by the padded batch, so a tier starting at b gets the
-    key bucket(b - 1) + 1 (every batch below b keeps the tier before). `sources` as for
-    `adaptive_config`.
+    key bucket(b - 1) + 1 (every batch below b keeps the tier before). `sources` and `graphs`
+    as for `adaptive_config`.
 
     `launch_steps` (the server's `--speculative-num-steps`) is listed in the config whatever
     the tiers say: SGLang sizes its draft-token buffers by the largest candidate step and
     starts on the launch's step count, so `{"1": [0]}` under `--speculative-num-steps 2`
     does not start. Where no tier lists it, it goes in a tier keyed above `max_batch` (the
     largest padded batch the server can form), which no batch reaches."""
-    if isinstance(sources, str):
-        sources = {"server_args.py": sources}
-    buckets, _ = buckets_from_sources(sources or {}, max_bs)
+    buckets, _ = _buckets(sources, max_bs, graphs)
     tier = {"up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}
     config: dict[str, dict[str, Any]] = {}
     for start, steps in sorted(tiers.items()):

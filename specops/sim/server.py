@@ -26,6 +26,7 @@ from aiohttp.typedefs import Handler
 
 from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.sglang import paths
+from specops.sglang.adaptive import decode_graphs_off
 from specops.sglang.flags import TreeFlags, compile_or_raise
 from specops.sglang.layout import ready_path
 from specops.sglang.serving import READY_LINE
@@ -81,8 +82,9 @@ def arm_model(args: dict[str, Any], accept_length: float | None = None) -> tuple
         return M.ArmModel("baseline"), None
     steps = int(args["speculative_num_steps"])
     if args.get("speculative_adaptive"):
-        tiers = M.load_adaptive_config(args.get("speculative_adaptive_config"),
-                                       M.spec_cuda_graph_bs(args.get("_cuda_graph_max_bs") or 256))
+        # like SGLang's router: padded to the capture buckets only where decode CUDA graphs run
+        buckets = None if decode_graphs_off(args) else M.spec_cuda_graph_bs(args.get("_cuda_graph_max_bs") or 256)
+        tiers = M.load_adaptive_config(args.get("speculative_adaptive_config"), buckets)
         return M.ArmModel("adaptive", tiers=tiers, num_steps=steps, accept_at_batch_1=accept_length), "native-adaptive"
     threshold = args.get("speculative_disable_batch_threshold")
     if threshold:

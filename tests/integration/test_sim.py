@@ -26,6 +26,7 @@ from specops.sglang.serving import READY_LINE
 from specops.sglang.source import ensure_tree
 from specops.sim import model as M
 from specops.sim.closedloop import loop_header
+from specops.sim.server import arm_model
 from specops.sim.testing import SimStartError, drive, health_status, run_sim, start_sim, stop_sim, wait_ready
 from tests.support.waiting import wait_until
 
@@ -561,6 +562,19 @@ def test_broken_eagle_worker_kills_only_speculative_servers(sglang_tree):
     assert err.value.returncode == 1
     assert "Scheduler hit an exception: Traceback (most recent call last):" in err.value.log
     assert f'File "{worker.resolve()}", line' in err.value.log and "SyntaxError" in err.value.log
+
+
+def test_a_native_adaptive_server_without_cuda_graphs_routes_by_the_batch_itself(tmp_path):
+    """As SGLang 0.5.14 does: with `--disable-cuda-graph` its adaptive router has no bucket list,
+    so a tier keyed 12 starts at batch 12; with graphs on, 11 pads to the 12 bucket and is off too."""
+    cfg = tmp_path / "a.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "12": {"candidate_steps": [0]}}))
+    args = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_adaptive": True,
+            "speculative_adaptive_config": str(cfg), "_cuda_graph_max_bs": 64}
+    graphs, _ = arm_model(args)
+    no_graphs, _ = arm_model({**args, "disable_cuda_graph": True})
+    assert graphs.tiers is not None and no_graphs.tiers is not None
+    assert (graphs.tiers.threshold(), no_graphs.tiers.threshold()) == (10, 11)
 
 
 def test_bad_adaptive_config_fails_at_start_like_sglang(tmp_path):

@@ -49,6 +49,11 @@ def test_a_threshold_schedule_in_the_patch_and_native_forms() -> None:
     config = json.loads(native.config)
     off = str(pad_to_bucket(5, default_spec_buckets(64)) + 1)   # SGLang routes by the padded batch
     assert {k: v["candidate_steps"] for k, v in config.items()} == {"1": [3], off: [0]}
+    # without CUDA graphs SGLang routes unpadded: the note gives that config too, keyed threshold + 1
+    nine = _forms(Schedule.from_threshold(9, 3))["SGLang >= 0.5.14 native"]
+    padded, unpadded = json.loads(nine.config or "{}"), json.loads(nine.note.rsplit(": ", 1)[1])
+    assert {k: v["candidate_steps"] for k, v in padded.items()} == {"1": [3], "11": [0]}   # 9 pads to bucket 10
+    assert {k: v["candidate_steps"] for k, v in unpadded.items()} == {"1": [3], "10": [0]}, nine.note
     lines = native.lines()
     assert lines[0] == "SGLang >= 0.5.14 (native adaptive tiers):" and lines[2].startswith("  adaptive.json: {")
     assert _vllm(forms["vLLM >= 0.32.0 native"]) == {"method": "eagle3", "model": "draft", "num_speculative_tokens": 3,

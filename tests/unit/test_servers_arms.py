@@ -34,6 +34,9 @@ VARS = {
 }
 
 
+SERVER_ARGS = "python/sglang/srt/server_args.py"
+
+
 def _vars(**arms) -> dict:
     return {**VARS, "arms": arms}
 
@@ -161,6 +164,32 @@ def test_generated_config_routes_as_reported_in_sglang(threshold: int, tmp_path:
     for bs in range(1, 65):
         want = 3 if bs <= plan.effective_threshold else 0
         assert params.get_steps_for_batch(bs) == want, (threshold, bs)
+
+
+@pytest.mark.parametrize("graph_args", [[], ["--disable-cuda-graph"]], ids=["graphs", "no-graphs"])
+@pytest.mark.parametrize("threshold", [1, 9, 10, 11, 33])
+def test_the_launched_config_switches_where_sglang_routes_with_or_without_cuda_graphs(
+        threshold: int, graph_args: list[str], tmp_path: Path) -> None:
+    """SGLang 0.5.14 pads a running batch to its CUDA-graph bucket before it picks a tier, but only
+    when graphs are on: `--disable-cuda-graph` gives its router no bucket list (eagle_worker_v2
+    `init_states(cuda_graph_bs=None if disable_cuda_graph ...)`), so it routes by the batch itself.
+    On real SGLang 0.5.14 on CPU (graphs off) a threshold-11 arm drafted at 12 and a threshold-9 arm
+    at 10: the config had been padded as if graphs were on (2026-12-06)."""
+    tree = ensure_tree("0.5.14")
+    src = {SERVER_ARGS: (tree / SERVER_ARGS).read_text()}
+    adaptive = {**VARS["arms"]["adaptive"], "threshold": threshold, "extra_args": graph_args}
+    arm = arms_from_vars(_vars(adaptive=adaptive))["adaptive"]
+    plan = build_launch(arm, detect_layout(LocalTreeFiles(tree)), workdir="/w", bucket_sources=src)
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text(plan.config_json or "")
+    params = _sglang_router(tree)(initial_steps=3, cfg_path=str(cfg))
+    params.set_cuda_graph_bs(None if graph_args else buckets_from_source(src[SERVER_ARGS], VARS["cuda_graph_max_bs"]))
+    drafting = [bs for bs in range(1, 65) if params.get_steps_for_batch(bs) == 3]
+    assert drafting == list(range(1, plan.effective_threshold + 1)), (threshold, drafting)
+    if graph_args:   # no padding: the threshold the user asked for is the one they get
+        assert plan.effective_threshold == threshold and "CUDA graphs off" in plan.notes[0], plan.notes
+    else:
+        assert plan.effective_threshold >= threshold
 
 
 def test_bucket_list_read_from_tree_matches_documented_default() -> None:
