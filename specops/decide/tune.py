@@ -202,6 +202,36 @@ def verify(lv: Levels, arm: str, levels: Sequence[int], lowest: int | None = Non
     return Verdict(arm, ok, ratios, short, gain, missing)
 
 
+#: a candidate's point with its drafting off for this share of its decode steps or more
+#: measured its drafting-off path, not its drafting
+OFF_MOSTLY = 0.5
+
+
+@dataclass(frozen=True)
+class OffPathShortfall:
+    """Where a candidate fell short with its drafting mostly off: what it pays above its
+    threshold for being able to draft (the draft model loaded; on SGLang's zero-step tier its
+    extend still runs each step), which no threshold removes."""
+
+    level: int
+    off_share: float
+    ratio: float
+
+
+def off_path_shortfall(lv: Levels, v: Verdict) -> OffPathShortfall | None:
+    """The first level `v` fell short at while its drafting was off for most of the point and
+    the baseline was the better arm (so not drafting was right there: a level where EAGLE-3 was
+    better says the threshold is too low, not what the off path costs)."""
+    for c in v.shortfalls:
+        cell, ratio = lv.cells.get((v.arm, c)), v.ratios.get(c)
+        share = cell.drafting_off_share if cell is not None else None
+        base = lv.tps(BASELINE_ARM, c)
+        if (share is not None and share >= OFF_MOSTLY and ratio is not None
+                and base is not None and base >= (lv.tps(EAGLE_ARM, c) or 0.0)):
+            return OffPathShortfall(c, share, ratio)
+    return None
+
+
 def choose_tiers(lv: Levels, steps_by_arm: dict[str, int], levels: Sequence[int]) -> dict[int, int]:
     """report/tune.py's TIERS_RULE: {first running batch of the tier: draft steps}, from the measured levels."""
     picks: list[tuple[int, int, float, float]] = []   # (level, steps, running p50, running p90)

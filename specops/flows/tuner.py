@@ -28,6 +28,7 @@ from specops.decide.tune import (
     fine_levels,
     is_reused,
     neighbours,
+    off_path_shortfall,
     steps_arm,
     verify,
     verify_order,
@@ -36,7 +37,7 @@ from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
 from specops.records.schema import ResultRecord
-from specops.report.tune import TIERS_RULE, choice_doc, verdict_text
+from specops.report.tune import TIERS_RULE, choice_doc, off_path_text, verdict_text
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
@@ -316,6 +317,7 @@ class Tuner:
         tried: list[int] = []
         queue = [choice.threshold]
         best: tuple[float, int] | None = None
+        best_verdict: Verdict | None = None
         while queue and len(tried) < self.max_candidates:
             t = queue.pop(0)
             tried.append(t)
@@ -329,7 +331,7 @@ class Tuner:
             self.say(verdict_text(verdict))
             worst = min((r for r in verdict.ratios.values() if r is not None), default=0.0)
             if best is None or worst > best[0]:
-                best = (worst, t)
+                best, best_verdict = (worst, t), verdict
             if verdict.ok:
                 res.threshold = t
                 break
@@ -340,6 +342,9 @@ class Tuner:
                 res.status = "unverified"
                 res.message = (f"no threshold passed verification (tried {', '.join(map(str, tried))}); "
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
+                if best_verdict is not None:   # fell short where it was not drafting: say what that costs
+                    off = off_path_shortfall(Levels.of(self.records(), self.host), best_verdict)
+                    res.message += f"; {off_path_text(best_verdict.arm, off)}" if off is not None else ""
             return
         res.status, res.message = "verified", f"threshold {res.threshold} verified at {len(levels)} levels"
         native = self.native

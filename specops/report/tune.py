@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from specops.decide.threshold import ThresholdChoice
-from specops.decide.tune import GAIN_KEPT, TOLERANCE, TuneResult, Verdict, length_row
+from specops.decide.tune import GAIN_KEPT, TOLERANCE, OffPathShortfall, TuneResult, Verdict, length_row
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 VERIFY_ORDER = ("nearest the threshold first (|log2 c - log2(T + 0.5)|, lower first on a tie): the levels "
@@ -43,6 +43,14 @@ def verdict_text(v: Verdict) -> str:
     if v.skipped:
         parts.append(f"stopped there: c={','.join(map(str, sorted(v.skipped)))} not measured")
     return f"{v.arm}: rejected: " + ", ".join(parts)
+
+
+def off_path_text(arm: str, found: OffPathShortfall) -> str:
+    """Why a candidate fell short where it was not drafting: in words, with the arm that measures it."""
+    return (f"at c={found.level} {arm} had drafting off in {found.off_share:.0%} of its decode steps and still ran "
+            f"{found.ratio:.3f}x of the better arm: the cost of its drafting-off path (the draft model stays loaded; "
+            f"on SGLang's zero-step tier its extend still runs each step), which no threshold removes; a "
+            f"`kind: spec-off` arm measures it beside the baseline")
 
 
 def result_of(doc: Mapping[str, Any]) -> TuneResult:

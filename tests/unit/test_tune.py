@@ -8,6 +8,7 @@ The same loop against real simulated servers is tests/e2e/test_tune_e2e.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,14 @@ from specops.decide.tune import (
     TIERS_ARM,
     Levels,
     Phase,
+    Verdict,
     bracket,
     candidate_arm,
     choose_threshold,
     choose_tiers,
     fine_levels,
     neighbours,
+    off_path_shortfall,
     verify,
     verify_order,
 )
@@ -214,6 +217,36 @@ def test_one_candidate_is_verified_and_no_neighbour_when_asked_for_one() -> None
     assert res.status == "unverified" and res.threshold is None
     assert res.message.startswith("no threshold passed verification (tried 4)"), res.message
     assert not any(p.name.startswith("verify threshold 3") for p in fake.phases)
+
+
+def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_path() -> None:
+    """Real SGLang 0.5.14 on CPU (2026-12-06): above its threshold the adaptive arm drafted in 7%
+    of its steps and ran 0.914x of the baseline, its zero-step tier still running the draft
+    model's extend. tune said only "worst level 0.914x"; it now says what that shortfall is."""
+    fake = FakeHost()
+    orig = fake.run_phase
+
+    def taxed(phase: Phase, arms: dict[str, Any]) -> None:
+        orig(phase, arms)
+        for r in fake.records:   # above its threshold a candidate runs the baseline's path, 10% slower
+            threshold = arms.get(r.arm, {}).get("threshold") if r.arm.startswith("adaptive") else None
+            if threshold is not None and r.concurrency > threshold and r.drafting_off_share is None:
+                r.output_throughput = 0.9 * M.predicted_output_throughput("baseline", r.concurrency, max_running=64)
+                r.drafting_off_share = 0.93
+    t = tuner(fake, max_candidates=2)
+    t.run_phase = taxed  # type: ignore[method-assign]
+    res = t.run()
+    assert res.status == "unverified" and res.threshold is None, tune_lines(res)
+    assert "drafting off in 93% of its decode steps and still ran 0.900x of the better arm" in res.message, res.message
+    assert "drafting-off path" in res.message and "kind: spec-off" in res.message
+    # off where EAGLE-3 was the better arm: the threshold was too low, not the off path's cost
+    lv = Levels.of(fake.records, "h")
+    low = Verdict("adaptive-t9", False, {4: 0.8}, [4], None)
+    lv.cells[("adaptive-t9", 4)] = replace(lv.cells[("baseline", 4)], arm="adaptive-t9", drafting_off_share=1.0)
+    assert (lv.tps("eagle3", 4) or 0) > (lv.tps("baseline", 4) or 0) and off_path_shortfall(lv, low) is None
+    # a candidate short while drafting (the undercounted batch above) is not said to pay it
+    plain = _first_threshold_rejected(FakeHost(), max_candidates=1).run()
+    assert plain.status == "unverified" and "drafting-off path" not in plain.message, plain.message
 
 
 def test_a_wide_bracket_is_bisected_to_the_exhaustive_threshold_with_fewer_levels() -> None:
