@@ -116,7 +116,7 @@ class AdaptivePlan:
     buckets_source: str  # the tree file they were read from, or "default"
 
     def note(self) -> str:
-        if self.buckets == NO_PADDING:
+        if not self.buckets:   # no padding: CUDA graphs off
             return (f"speculates at running batch <= {self.threshold} (CUDA graphs off: SGLang routes by the "
                     f"running batch itself, unpadded)")
         if self.effective_threshold == self.threshold:
@@ -129,9 +129,6 @@ class AdaptivePlan:
 #: add the per-phase ones); any of them leaves the adaptive router unpadded
 GRAPHS_OFF_SWITCHES = ("disable_cuda_graph", "disable_decode_cuda_graph")
 GRAPHS_OFF_BACKEND = ("cuda_graph_backend_decode", "disabled")
-
-#: the bucket list of a server without decode CUDA graphs: every batch routes as itself
-NO_PADDING: list[int] = []
 
 
 def decode_graphs_off(args: Mapping[str, Any]) -> bool:
@@ -169,9 +166,10 @@ def buckets_from_sources(sources: Mapping[str, str], max_bs: int) -> tuple[list[
 
 
 def _buckets(sources: Mapping[str, str] | str | None, max_bs: int, graphs: bool) -> tuple[list[int], str]:
-    """The list SGLang's router pads to and where it came from: none without decode CUDA graphs."""
+    """The list SGLang's router pads to and where it came from: an empty one (every batch routes
+    as itself) without decode CUDA graphs."""
     if not graphs:
-        return NO_PADDING, "none (CUDA graphs off)"
+        return [], "none (CUDA graphs off)"
     if isinstance(sources, str):
         sources = {"server_args.py": sources}
     return buckets_from_sources(sources or {}, max_bs)
