@@ -128,11 +128,13 @@ def _native_form(schedule: Schedule, max_batch: int) -> ScheduleForm:
     bare = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch, launch_steps=steps,
                                 max_batch=max_batch, graphs=False)
     unpadded = json.dumps(bare.config, sort_keys=True, separators=(",", ":"))
+    graphs = f"SGLang's default CUDA-graph capture list up to {max_batch}"
+    note = (f"tier keys are the batches where each tier starts, each also a bucket of {graphs}: the same with or "
+            f"without --disable-cuda-graph" if unpadded == config else
+            f"tier keys are padded batch sizes of {graphs}; a server with --disable-cuda-graph routes by the batch "
+            f"itself, so there the keys are the tiers' first batches: {unpadded}")
     return ScheduleForm("SGLang >= 0.5.14 (native adaptive tiers)",
-                        ["--speculative-num-steps", str(steps), *ADAPTIVE_FLAGS, NATIVE_CONFIG_FILE],
-                        f"tier keys are padded batch sizes of SGLang's default CUDA-graph capture list up to "
-                        f"{max_batch}; a server with --disable-cuda-graph routes by the batch itself, so there "
-                        f"the keys are the tiers' first batches: {unpadded}",
+                        ["--speculative-num-steps", str(steps), *ADAPTIVE_FLAGS, NATIVE_CONFIG_FILE], note,
                         config_file=NATIVE_CONFIG_FILE, config=config)
 
 

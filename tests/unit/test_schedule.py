@@ -49,6 +49,7 @@ def test_a_threshold_schedule_in_the_patch_and_native_forms() -> None:
     config = json.loads(native.config)
     off = str(pad_to_bucket(5, default_spec_buckets(64)) + 1)   # SGLang routes by the padded batch
     assert {k: v["candidate_steps"] for k, v in config.items()} == {"1": [3], off: [0]}
+    assert "the same with or without --disable-cuda-graph" in native.note   # 5 is a bucket: one config
     # without CUDA graphs SGLang routes unpadded: the note gives that config too, keyed threshold + 1
     nine = _forms(Schedule.from_threshold(9, 3))["SGLang >= 0.5.14 native"]
     padded, unpadded = json.loads(nine.config or "{}"), json.loads(nine.note.rsplit(": ", 1)[1])
