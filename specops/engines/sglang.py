@@ -122,12 +122,14 @@ def _native_form(schedule: Schedule, max_batch: int) -> ScheduleForm:
     batch SGLang routes by: the default capture list for `max_batch` (a tree's own list can
     differ; specops reads it from the tree when it launches the arm)."""
     steps = max(k for _, k in schedule.starts) or 1   # a schedule that never drafts still launches with steps
-    plan = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch, launch_steps=steps,
-                                max_batch=max_batch)
-    config = json.dumps(plan.config, sort_keys=True, separators=(",", ":"))
-    bare = adaptive.tier_config({s: [k] for s, k in schedule.starts}, max_batch, launch_steps=steps,
-                                max_batch=max_batch, graphs=False)
-    unpadded = json.dumps(bare.config, sort_keys=True, separators=(",", ":"))
+    tiers = {s: [k] for s, k in schedule.starts}
+
+    def keyed(graphs: bool) -> str:
+        """The config's JSON as a server with (padded) or without (unpadded) CUDA graphs routes it."""
+        plan = adaptive.tier_config(tiers, max_batch, launch_steps=steps, max_batch=max_batch, graphs=graphs)
+        return json.dumps(plan.config, sort_keys=True, separators=(",", ":"))
+
+    config, unpadded = keyed(True), keyed(False)
     graphs = f"SGLang's default CUDA-graph capture list up to {max_batch}"
     note = (f"tier keys are the batches where each tier starts, each also a bucket of {graphs}: the same with or "
             f"without --disable-cuda-graph" if unpadded == config else

@@ -316,8 +316,7 @@ class Tuner:
         levels = lv.both()
         tried: list[int] = []
         queue = [choice.threshold]
-        best: tuple[float, int] | None = None
-        best_verdict: Verdict | None = None
+        best: tuple[float, int, Verdict] | None = None   # (worst ratio, threshold, its verdict)
         while queue and len(tried) < self.max_candidates:
             t = queue.pop(0)
             tried.append(t)
@@ -331,7 +330,7 @@ class Tuner:
             self.say(verdict_text(verdict))
             worst = min((r for r in verdict.ratios.values() if r is not None), default=0.0)
             if best is None or worst > best[0]:
-                best, best_verdict = (worst, t), verdict
+                best = (worst, t, verdict)
             if verdict.ok:
                 res.threshold = t
                 break
@@ -342,9 +341,9 @@ class Tuner:
                 res.status = "unverified"
                 res.message = (f"no threshold passed verification (tried {', '.join(map(str, tried))}); "
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
-                if best_verdict is not None:   # fell short where it was not drafting: say what that costs
-                    off = off_path_shortfall(Levels.of(self.records(), self.host), best_verdict)
-                    res.message += f"; {off_path_text(best_verdict.arm, off)}" if off is not None else ""
+                if best is not None:   # fell short where it was not drafting: say what that costs
+                    off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
+                    res.message += f"; {off_path_text(best[2].arm, off)}" if off is not None else ""
             return
         res.status, res.message = "verified", f"threshold {res.threshold} verified at {len(levels)} levels"
         native = self.native
