@@ -17,7 +17,9 @@ head is widened too, as SGLang refuses a head narrower than its target), the tin
 --small. Then, in a work folder (one sub-folder per route when several run), a hosts.yaml with
 one host (`connection: local`, `device: cpu`) and three arms: baseline, EAGLE-3 (3 draft tokens;
 SGLang: topk 1, 3 steps) and the adaptive arm (vLLM's native schedule; SGLang 0.5.10.post1 the
-patch's threshold; SGLang 0.5.14 its own tiers, from the tier config specops generates). vLLM's
+patch's threshold; SGLang 0.5.14 its own tiers, from the tier config specops generates, its
+drafting-off steps skipping the draft extend: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1,
+`--off-extend run` to keep it). vLLM's
 arms run `--dtype float32 --enforce-eager`, a short context, vLLM's cache in the work folder;
 SGLang's the tier's CPU profile (`--max-total-tokens 2048`, a larger `--mem-fraction-static`:
 the heavy weights must fit in it) in `--dtype bfloat16` (on this CPU's AMX a bfloat16 forward
@@ -64,13 +66,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
+from specops.report.tune import SKIP_ZERO_STEP_EXTEND  # noqa: E402
 from specops.sim.testing import free_port  # noqa: E402
 from tests.support.real_sglang.models import (  # noqa: E402
     TinyModels,
@@ -105,6 +108,9 @@ class Route:
     #: the arms' `--dtype`: on this CPU (AMX) torch's bfloat16 matmul costs the same for 1 to 4
     #: rows (bench/RESULTS.md), float32's twice as much for 4 as for 1
     dtype: str = "float32"
+    #: the adaptive arm's environment on top of the tier's (the native route: SGLang's switch that
+    #: skips the draft extend of a drafting-off step, `--off-extend run` to keep it)
+    adaptive_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def sglang(self) -> bool:
@@ -117,7 +123,7 @@ ROUTES = {
                           PLOTS / "sglang-patch", "bfloat16"),
     "sglang-native": Route("sglang-native", "sglang", NATIVE,
                            f"## Real crossover (SGLang {NATIVE} on CPU, torch_native, native tiers)",
-                           PLOTS / "sglang-native", "bfloat16"),
+                           PLOTS / "sglang-native", "bfloat16", ((SKIP_ZERO_STEP_EXTEND, "1"),)),
 }
 SGLANG_SECTION = ROUTES["sglang-patch"].section
 #: SGLang's KV pool is what is left of this fraction of the free memory after the weights (1.2 GB
@@ -205,7 +211,8 @@ def _sglang_arm(kind: str, models: TinyModels, dtype: str) -> dict[str, Any]:
     return arm
 
 
-def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release: str, dtype: str) -> Path:
+def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release: str, dtype: str,
+                           adaptive_env: Mapping[str, str] | None = None) -> Path:
     """hosts.yaml for an SGLang route: one `connection: local` CPU host installing the release's
     tree (the tier's bare repo at v{DEFAULT} for the patch route, the repo made from 0.5.14's
     wheel for the native one) over the tier's runtime of that release, as the tier's own
@@ -217,6 +224,7 @@ def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release:
     top = max(cfg.levels)
     arms = {kind: _sglang_arm(kind, models, dtype) for kind in ("baseline", "eagle3", "adaptive")}
     arms["adaptive"]["threshold"] = top
+    arms["adaptive"]["env"] = {**arms["adaptive"]["env"], **(adaptive_env or {})}
     doc = {"hosts": {"cpu": {"connection": "local", "engine": "sglang", "device": "cpu", "workdir": str(work / "w")}},
            "vars": {"model": str(models.target), "draft_model": str(models.draft),
                     "sglang_repo": f"file://{repo}", "sglang_ref": f"v{release}",
@@ -345,7 +353,7 @@ def step_samples(work: Path, arm: str) -> dict[str, dict[str, float]]:
 def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Route, tune_repeats: str | None = None,
              bench_only: bool = False) -> tuple[dict[str, Any], Loop]:
     if isinstance(models, TinyModels):
-        inventory = write_sglang_inventory(work, models, cfg, spec.release, spec.dtype)
+        inventory = write_sglang_inventory(work, models, cfg, spec.release, spec.dtype, dict(spec.adaptive_env))
     else:
         inventory = write_inventory(work, models, cfg, ensure_runtime(VLLM).root, spec.dtype)
     loop = Loop(work, inventory)
@@ -587,6 +595,11 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
     patch_set = "eagle-torch-native" + ("-v2" if spec.release == NATIVE else "")
     adaptive = ("; the adaptive arm on SGLang's own tiers, from the tier config specops generates for its threshold"
                 if spec.release == NATIVE else "")
+    off_env = route.get("adaptive_env") or {}
+    if off_env:
+        adaptive += ", with " + ", ".join(f"`{k}={v}`" for k, v in sorted(off_env.items())) + " in its environment"
+        if SKIP_ZERO_STEP_EXTEND in off_env:
+            adaptive += " (its drafting-off steps skip the draft model's extend)"
     lines = [spec.section, "",
              f"`{invocation}` ({started} UTC, {wall_s / 60:.0f} min): real {engine} "
              + (f"(the tier's cached runtime, the release's tree installed by deploy, which applied the "
@@ -707,6 +720,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("float32", "bfloat16"),
                         help="every arm's --dtype (default: the route's, " +
                              ", ".join(f"{r.name} {r.dtype}" for r in ROUTES.values()) + ")")
+    parser.add_argument("--off-extend", choices=("skip", "run"),
+                        help=f"the native route's adaptive arm: skip the draft extend of its drafting-off steps "
+                             f"({SKIP_ZERO_STEP_EXTEND}=1, the default) or run it (SGLang's default)")
     parser.add_argument("--nice", type=int, default=-10,
                         help="this process's niceness, inherited by the servers and clients it starts, so other "
                              "work on the machine disturbs the measurement less (needs the privilege; default -10; "
@@ -736,6 +752,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in chosen:
             records = (args.keep_records / name if len(chosen) > 1 else args.keep_records) if args.keep_records else None
             spec = replace(ROUTES[name], dtype=args.dtype) if args.dtype else ROUTES[name]
+            if args.off_extend == "run":
+                spec = replace(spec, adaptive_env=tuple(kv for kv in spec.adaptive_env if kv[0] != SKIP_ZERO_STEP_EXTEND))
             results[name] = run_route(spec, args, cfg, work / name if len(chosen) > 1 else work, nice,
                                       records, started, " ".join(["python bench/real_crossover.py", *shown]))
     finally:
@@ -761,6 +779,7 @@ def run_route(spec: Route, args: argparse.Namespace, cfg: Config, work: Path, ni
     route["niceness"] = nice
     route["route"] = spec.name
     route["dtype"] = spec.dtype
+    route["adaptive_env"] = dict(spec.adaptive_env)
     if records and (work / "bench-before").is_dir():
         route["records"] = keep_records(work, records, {"before": route.get("load_before", "n/a"),
                                                          "after": route.get("load_after", "n/a")})

@@ -37,7 +37,7 @@ from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
 from specops.records.schema import ResultRecord
-from specops.report.tune import TIERS_RULE, choice_doc, off_path_text, verdict_text
+from specops.report.tune import SKIP_ZERO_STEP_EXTEND, TIERS_RULE, choice_doc, off_path_text, verdict_text
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
@@ -343,7 +343,8 @@ class Tuner:
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
                 if best is not None:   # fell short where it was not drafting: say what that costs
                     off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
-                    res.message += f"; {off_path_text(best[2].arm, off)}" if off is not None else ""
+                    skipped = str((self.base_arms["adaptive"].get("env") or {}).get(SKIP_ZERO_STEP_EXTEND)) == "1"
+                    res.message += f"; {off_path_text(best[2].arm, off, extend_skipped=skipped)}" if off else ""
             return
         res.status, res.message = "verified", f"threshold {res.threshold} verified at {len(levels)} levels"
         native = self.native

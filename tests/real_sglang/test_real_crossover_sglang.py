@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from specops.report.tune import SKIP_ZERO_STEP_EXTEND
 from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
@@ -59,4 +61,8 @@ def test_the_small_configuration_runs_the_loop_on_each_sglang_route(route: str, 
     tree = work / "w" / "sglang" / "python" / "sglang" / "srt"
     assert f"specops {patch_set}:" in (tree / "speculative" / "draft_utils.py").read_text()
     assert f"mechanism {mechanism}" in (work / "verify.md").read_text()
+    # the native route's adaptive arm skips the draft extend of its drafting-off steps (SGLang's switch)
+    arms = yaml.safe_load((work / "hosts.yaml").read_text())["vars"]["arms"]
+    assert (arms["adaptive"]["env"].get(SKIP_ZERO_STEP_EXTEND) == "1") is (route == "sglang-native"), arms["adaptive"]
+    assert all(SKIP_ZERO_STEP_EXTEND not in arms[arm]["env"] for arm in ("baseline", "eagle3")), arms
     assert not list((work / "w" / ".specops" / "servers").glob("*.json"))

@@ -72,7 +72,14 @@ def test_hooks_come_right_before_torch_natives_sdpa_calls(patched, version):
                              ("forward_decode", "eagle_draft_step_view", "_run_sdpa_forward_decode")):
         body = method(mod, "TorchNativeAttnBackend", name).body
         at = next(i for i, s in enumerate(body) if call in ast.unparse(s))
-        assert ast.unparse(body[at - 1]) == f"forward_batch = self.{hook}(forward_batch)", (version, name)
+        before = at - 2 if name == "forward_extend" else at - 1
+        assert ast.unparse(body[before]) == f"forward_batch = self.{hook}(forward_batch)", (version, name)
+    # an EAGLE extend is attended with its own queries only, on the view, before the full extend
+    body = method(mod, "TorchNativeAttnBackend", "forward_extend").body
+    at = next(i for i, s in enumerate(body) if "_run_sdpa_forward_extend" in ast.unparse(s))
+    tail = ast.unparse(body[at - 1])
+    assert tail.startswith("if self.eagle_tail_extend(q_, o_, forward_batch.token_to_kv_pool,"), tail
+    assert tail.endswith("layer, forward_batch, causal):\n    return o"), tail
     draft = ast.parse((patched[version] / DRAFT).read_text())
     for name, factory in (("create_decode_backend", "_create_torch_native_decode_backend"),
                           ("create_draft_extend_backend", "_create_torch_native_prefill_backend")):

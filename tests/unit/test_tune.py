@@ -239,6 +239,17 @@ def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_pat
     assert res.status == "unverified" and res.threshold is None, tune_lines(res)
     assert "drafting off in 93% of its decode steps and still ran 0.900x of the better arm" in res.message, res.message
     assert "drafting-off path" in res.message and "kind: spec-off" in res.message
+    assert "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 in the adaptive arm's env" in res.message
+    # an adaptive arm that already skips the extend is not told to skip it, but that it resumed cold
+    fake = FakeHost()
+    orig = fake.run_phase
+    t = tuner(fake, max_candidates=2)
+    t.base_arms["adaptive"]["env"] = {"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}
+    t.run_phase = taxed  # type: ignore[method-assign]
+    skipping = t.run()
+    assert skipping.status == "unverified" and "drafting off in 93%" in skipping.message, skipping.message
+    assert "its zero-step extend was already skipped" in skipping.message, skipping.message
+    assert "in the adaptive arm's env" not in skipping.message, skipping.message
     # off where EAGLE-3 was the better arm: the threshold was too low, not the off path's cost
     lv = Levels.of(fake.records, "h")
     low = Verdict("adaptive-t9", False, {4: 0.8}, [4], None)
