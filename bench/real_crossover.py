@@ -73,7 +73,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from specops.report.tune import SKIP_ZERO_STEP_EXTEND  # noqa: E402
+from specops.sglang.adaptive import SKIP_ZERO_STEP_EXTEND  # noqa: E402
 from specops.sim.testing import free_port  # noqa: E402
 from tests.support.real_sglang.models import (  # noqa: E402
     TinyModels,

@@ -21,7 +21,8 @@ the simulator `specops.sim`); docs/engines.md says what each is for:
   engine's words); its name in words: `title`;
 - the adaptive mechanism: `adaptive_config` (a native tier config from a threshold),
   `tier_config` (from explicit tiers), `adaptive_flags` (Feature.NATIVE_TIERS),
-  `patch_threshold_flag` (Feature.PATCH_ROUTE);
+  `patch_threshold_flag` (Feature.PATCH_ROUTE), `off_extend_switch` (what skips the draft
+  extend of a drafting-off step);
 - the benchmark runner: `runner_name` (what `--runner auto` is), `benchmark_module`;
 - schedules: `schedule_forms` (a tuned `engines.schedule.Schedule` as each route takes it);
 - its own steps: `step_kinds` (kinds of its own, e.g. an install) and `deploy_steps` (what the
@@ -129,6 +130,9 @@ class ServingEngine:
     #: what the engine writes before a line of its processes' output (a logger's part in the group
     #: `logger`: a record's start); the crash reader sets it aside. None: lines are bare
     log_prefix: re.Pattern[str] | None = None
+    #: the environment variable that makes a drafting-off step skip the draft model's extend (tune's
+    #: off-path message offers it); None: the engine has none
+    off_extend_switch: str | None = None
     #: a file every tree of this engine holds (a tree without it is not this engine's), and the tree in words
     tree_marker: str
     tree_name: str

@@ -22,7 +22,7 @@ from specops.engines.simulated import Simulated
 from specops.hostfiles.treefiles import TreeFiles
 from specops.launchargs import arg_name, args_from_argv
 from specops.sglang import adaptive, serving
-from specops.sglang.adaptive import AdaptivePlan, TierPlan
+from specops.sglang.adaptive import SKIP_ZERO_STEP_EXTEND, AdaptivePlan, TierPlan
 from specops.sglang.crashdata import MESSAGES
 from specops.sglang.layout import ADAPTIVE_FLAGS, DISABLE_FLAG, SGLangLayout, bench_module, detect_layout
 from specops.sglang.paths import SERVER_ARGS
@@ -45,6 +45,7 @@ class SGLang(ServingEngine):
     crash_messages: tuple[CrashMessage, ...] = MESSAGES
     metrics = SGLANG_METRICS
     patch_threshold_flag = DISABLE_FLAG
+    off_extend_switch: str | None = SKIP_ZERO_STEP_EXTEND
     model_flags: tuple[str, ...] = ("--model-path", "--speculative-draft-model-path")
     tree_marker = SERVER_ARGS
     tree_name = "an SGLang checkout"

@@ -22,6 +22,8 @@ class Simulated:
     tree_flag: str
     #: the engine's name in words (the real engine's)
     title: str
+    #: the simulator's drafting-off step is the baseline's: it runs no draft extend to skip
+    off_extend_switch: str | None = None
 
     def server_python(self, host_python: str, variables: Mapping[str, Any], expand: Callable[[str], str]) -> str:
         return host_python

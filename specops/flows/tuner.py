@@ -37,7 +37,7 @@ from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
 from specops.records.schema import ResultRecord
-from specops.report.tune import SKIP_ZERO_STEP_EXTEND, TIERS_RULE, choice_doc, off_path_text, verdict_text
+from specops.report.tune import TIERS_RULE, choice_doc, off_path_text, verdict_text
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
@@ -60,7 +60,8 @@ class Tuner:
                  time_scale: float | None, budget_s: float | None, native: bool | None,
                  tier_steps: Sequence[int] = (0, 1, 3), reused: list[ResultRecord] | None = None,
                  reused_from: str | None = None, max_candidates: int = MAX_CANDIDATES, ports: Sequence[int] = (),
-                 release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM):
+                 release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM,
+                 off_extend_switch: str | None = None):
         self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
         self.base_arms = {k: dict(v or {}) for k, v in arms.items()}
         for need in (BASELINE_ARM, EAGLE_ARM, "adaptive"):
@@ -74,6 +75,8 @@ class Tuner:
         self.reused, self.max_candidates = reused or [], max_candidates
         self.release, self.keep_ok, self.bisect_from = release, keep_ok and release is not None, bisect_from
         self.kept: set[str] = set()
+        #: the engine's variable that skips a drafting-off step's draft extend (ServingEngine.off_extend_switch)
+        self.off_extend_switch = off_extend_switch
         self.result = TuneResult(host=host, rule=THRESHOLD_RULE, reused_from=reused_from, budget_s=budget_s)
         self.started = time.monotonic()
         self.pace: float | None = None   # measured wall seconds per point
@@ -343,8 +346,11 @@ class Tuner:
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
                 if best is not None:   # fell short where it was not drafting: say what that costs
                     off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
-                    skipped = str((self.base_arms["adaptive"].get("env") or {}).get(SKIP_ZERO_STEP_EXTEND)) == "1"
-                    res.message += f"; {off_path_text(best[2].arm, off, extend_skipped=skipped)}" if off else ""
+                    switch = self.off_extend_switch
+                    env = self.base_arms["adaptive"].get("env") or {}
+                    skipped = switch is not None and str(env.get(switch)) == "1"
+                    res.message += (f"; {off_path_text(best[2].arm, off, switch=switch, extend_skipped=skipped)}"
+                                    if off else "")
             return
         res.status, res.message = "verified", f"threshold {res.threshold} verified at {len(levels)} levels"
         native = self.native

@@ -45,22 +45,22 @@ def verdict_text(v: Verdict) -> str:
     return f"{v.arm}: rejected: " + ", ".join(parts)
 
 
-#: SGLang's switch (0.5.14+, srt/environ.py) that skips the draft extend of a zero-step decode
-SKIP_ZERO_STEP_EXTEND = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
-
-
-def off_path_text(arm: str, found: OffPathShortfall, *, extend_skipped: bool = False) -> str:
+def off_path_text(arm: str, found: OffPathShortfall, *, switch: str | None = None,
+                  extend_skipped: bool = False) -> str:
     """Why a candidate fell short where it was not drafting: in words, with the arm that measures it.
-    `extend_skipped`: the arm's env already sets SKIP_ZERO_STEP_EXTEND, so that is not offered again."""
+    `switch`: the engine's variable that skips a drafting-off step's draft extend (offered unless
+    `extend_skipped`, the arm's env already setting it)."""
     text = (f"at c={found.level} {arm} had drafting off in {found.off_share:.0%} of its decode steps and still ran "
             f"{found.ratio:.3f}x of the better arm: the cost of its drafting-off path (the draft model stays loaded")
-    if extend_skipped:
-        return text + (f"; its zero-step extend was already skipped, {SKIP_ZERO_STEP_EXTEND}=1, so drafting resumed "
-                       f"cold), which no threshold removes; a `kind: spec-off` arm measures it beside the baseline")
-    return text + (f"; on SGLang's zero-step tier its extend still runs each step), which no threshold removes; a "
-                   f"`kind: spec-off` arm measures it beside the baseline. SGLang 0.5.14+ skips that extend with "
-                   f"{SKIP_ZERO_STEP_EXTEND}=1 in the adaptive arm's env (its draft KV cache then goes stale while "
-                   f"drafting is off, so drafting resumes cold)")
+    if switch and extend_skipped:
+        return text + (f"; its draft extend was already skipped, {switch}=1, so drafting resumed cold), which no "
+                       f"threshold removes; a `kind: spec-off` arm measures it beside the baseline")
+    text += ("; on SGLang's zero-step tier its extend still runs each step), which no threshold removes; a "
+             "`kind: spec-off` arm measures it beside the baseline")
+    if switch:
+        text += (f". The engine skips that extend with {switch}=1 in the adaptive arm's env (its draft KV cache "
+                 f"then goes stale while drafting is off, so drafting resumes cold)")
+    return text
 
 
 def result_of(doc: Mapping[str, Any]) -> TuneResult:

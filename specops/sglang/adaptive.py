@@ -131,6 +131,11 @@ GRAPHS_OFF_SWITCHES = ("disable_cuda_graph", "disable_decode_cuda_graph")
 GRAPHS_OFF_BACKEND = ("cuda_graph_backend_decode", "disabled")
 
 
+#: SGLang's switch (0.5.14+, srt/environ.py, read in eagle_worker_v2) that skips the draft extend of
+#: a zero-step decode: the draft's KV cache then goes stale while drafting is off
+SKIP_ZERO_STEP_EXTEND = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+
+
 def decode_graphs_off(args: Mapping[str, Any]) -> bool:
     """Whether server args (`launchargs.args_from_argv` form) turn decode CUDA graphs off,
     so SGLang's adaptive router routes by the running batch itself, unpadded."""

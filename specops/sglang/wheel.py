@@ -66,10 +66,21 @@ def _version_files(pkg: str, version: str) -> None:
             fh.write(f"__version__ = {version!r}\n")
 
 
+#: the tree repository's settings that keep git from starting background housekeeping in it
+NO_AUTO_GC = (("gc.auto", "0"), ("maintenance.auto", "false"))
+
+
 def _git_commit(tree: str, version: str, exclude: list[str]) -> None:
-    """Make the tree a one-commit git repository, so patches can be diffed and reverted."""
+    """Make the tree a one-commit git repository, so patches can be diffed and reverted.
+
+    Its git never collects garbage by itself (gc.auto 0, maintenance.auto false): a release's
+    ~6,000 loose objects made `git commit` start a detached `git gc --auto`, which went on
+    writing into the tree's .git after the step had finished, so the next deploy's replacement
+    of the tree failed removing it ("Directory not empty")."""
     git = ["git", "-C", tree, "-c", "user.email=specops@localhost", "-c", "user.name=specops"]
     subprocess.run(["git", "init", "-q", tree], check=True, timeout=120)
+    for key, value in NO_AUTO_GC:
+        subprocess.run(["git", "-C", tree, "config", key, value], check=True, timeout=120)
     subprocess.run(git + ["add", "-A"], check=True, timeout=600)
     subprocess.run(git + ["commit", "-q", "-m", f"sglang {version} from its wheel"], check=True, timeout=600)
     with open(os.path.join(tree, ".git", "info", "exclude"), "a") as fh:

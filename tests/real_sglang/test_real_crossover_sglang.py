@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops.report.tune import SKIP_ZERO_STEP_EXTEND
+from specops.sglang.adaptive import SKIP_ZERO_STEP_EXTEND
 from tests.support.real_sglang import PATCH_ROUTE_GROUP
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime

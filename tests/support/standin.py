@@ -115,7 +115,8 @@ def _commit_bare(work: Path, bare: Path, message: str, tag: str) -> Path:
     reader never sees half a repository), `work` removed."""
     _git(work, "init", "-q")
     _git(work, "add", "-A")
-    _git(work, "commit", "-q", "-m", message)
+    # no detached `git gc --auto` left writing into `work` while it is removed below
+    _git(work, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "commit", "-q", "-m", message)
     _git(work, "tag", tag)
     tmp = bare.with_suffix(".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

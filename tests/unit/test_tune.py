@@ -34,6 +34,7 @@ from specops.decide.tune import (
     verify,
     verify_order,
 )
+from specops.engines import engine_named
 from specops.errors import ConfigError
 from specops.flows.tuner import Tuner
 from specops.records.schema import ResultRecord
@@ -233,7 +234,7 @@ def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_pat
             if threshold is not None and r.concurrency > threshold and r.drafting_off_share is None:
                 r.output_throughput = 0.9 * M.predicted_output_throughput("baseline", r.concurrency, max_running=64)
                 r.drafting_off_share = 0.93
-    t = tuner(fake, max_candidates=2)
+    t = tuner(fake, max_candidates=2, off_extend_switch=engine_named("sglang").off_extend_switch)
     t.run_phase = taxed  # type: ignore[method-assign]
     res = t.run()
     assert res.status == "unverified" and res.threshold is None, tune_lines(res)
@@ -243,13 +244,20 @@ def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_pat
     # an adaptive arm that already skips the extend is not told to skip it, but that it resumed cold
     fake = FakeHost()
     orig = fake.run_phase
-    t = tuner(fake, max_candidates=2)
+    t = tuner(fake, max_candidates=2, off_extend_switch=engine_named("sglang").off_extend_switch)
     t.base_arms["adaptive"]["env"] = {"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}
     t.run_phase = taxed  # type: ignore[method-assign]
     skipping = t.run()
     assert skipping.status == "unverified" and "drafting off in 93%" in skipping.message, skipping.message
-    assert "its zero-step extend was already skipped" in skipping.message, skipping.message
+    assert "its draft extend was already skipped" in skipping.message, skipping.message
     assert "in the adaptive arm's env" not in skipping.message, skipping.message
+    # an engine with no such switch (the simulator: its drafting-off step is the baseline's) offers none
+    fake = FakeHost()
+    orig = fake.run_phase
+    t = tuner(fake, max_candidates=2, off_extend_switch=engine_named("sim").off_extend_switch)
+    t.run_phase = taxed  # type: ignore[method-assign]
+    plain_engine = t.run()
+    assert "drafting-off path" in plain_engine.message and "=1" not in plain_engine.message, plain_engine.message
     # off where EAGLE-3 was the better arm: the threshold was too low, not the off path's cost
     lv = Levels.of(fake.records, "h")
     low = Verdict("adaptive-t9", False, {4: 0.8}, [4], None)

@@ -76,3 +76,24 @@ def test_on_this_machine_an_escaping_member_is_bad_input_naming_the_wheel(tmp_pa
         unpack_wheel(wheel, tmp_path / "tree")
     assert err.value.where == str(wheel) and "'sglang/../../../x'" in err.value.message
     assert _everything(tmp_path) == before
+
+
+def test_a_committed_tree_never_starts_gits_background_housekeeping(tmp_path: Path) -> None:
+    """Measured: unpacking 0.5.23's wheel with `git` left 6,257 loose objects, and `git commit`
+    started a detached `git gc --auto` that went on writing into the tree's .git after the step;
+    the next deploy's replacement of the tree then failed removing it (tests/integration/
+    test_var_precedence.py, "onerror(os.rmdir, ...)"). The tree's own config turns that off, run
+    on the host as the step runs it."""
+    import json
+
+    wheel = _wheel(tmp_path, "sglang/srt/x.py")
+    dest = tmp_path / "tree"
+    args = json.dumps({"wheel": str(wheel), "dest": str(dest), "version": "9.9.9", "git": True})
+    proc = subprocess.run([sys.executable, "-c", script(), args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for key, value in (("gc.auto", "0"), ("maintenance.auto", "false")):
+        got = subprocess.run(["git", "-C", str(dest), "config", "--get", key], capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+        assert got == value, (key, got)
+    log = subprocess.run(["git", "-C", str(dest), "log", "--oneline"], capture_output=True, text=True, timeout=60)
+    assert log.stdout.count("\n") == 1, log.stdout   # still the one commit
