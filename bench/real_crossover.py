@@ -17,9 +17,10 @@ head is widened too, as SGLang refuses a head narrower than its target), the tin
 --small. Then, in a work folder (one sub-folder per route when several run), a hosts.yaml with
 one host (`connection: local`, `device: cpu`) and three arms: baseline, EAGLE-3 (3 draft tokens;
 SGLang: topk 1, 3 steps) and the adaptive arm (vLLM's native schedule; SGLang 0.5.10.post1 the
-patch's threshold; SGLang 0.5.14 its own tiers, from the tier config specops generates, its
-drafting-off steps skipping the draft extend: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1,
-`--off-extend run` to keep it). vLLM's
+patch's threshold; SGLang 0.5.14 its own tiers, from the tier config specops generates; on both
+SGLang routes its drafting-off steps skip the draft extend: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1,
+which 0.5.14 reads and the dynamic-spec-disable patch honours the same way, `--off-extend run`
+to keep it). vLLM's
 arms run `--dtype float32 --enforce-eager`, a short context, vLLM's cache in the work folder;
 SGLang's the tier's CPU profile (`--max-total-tokens 2048`, a larger `--mem-fraction-static`:
 the heavy weights must fit in it) in `--dtype bfloat16` (on this CPU's AMX a bfloat16 forward
@@ -120,7 +121,7 @@ class Route:
 ROUTES = {
     "vllm": Route("vllm", "vllm", VLLM_RELEASE, SECTION, PLOTS),
     "sglang-patch": Route("sglang-patch", "sglang", DEFAULT, f"## Real crossover (SGLang {DEFAULT} on CPU, torch_native)",
-                          PLOTS / "sglang-patch", "bfloat16"),
+                          PLOTS / "sglang-patch", "bfloat16", ((SKIP_ZERO_STEP_EXTEND, "1"),)),
     "sglang-native": Route("sglang-native", "sglang", NATIVE,
                            f"## Real crossover (SGLang {NATIVE} on CPU, torch_native, native tiers)",
                            PLOTS / "sglang-native", "bfloat16", ((SKIP_ZERO_STEP_EXTEND, "1"),)),
@@ -721,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="every arm's --dtype (default: the route's, " +
                              ", ".join(f"{r.name} {r.dtype}" for r in ROUTES.values()) + ")")
     parser.add_argument("--off-extend", choices=("skip", "run"),
-                        help=f"the native route's adaptive arm: skip the draft extend of its drafting-off steps "
+                        help=f"an SGLang route's adaptive arm: skip the draft extend of its drafting-off steps "
                              f"({SKIP_ZERO_STEP_EXTEND}=1, the default) or run it (SGLang's default)")
     parser.add_argument("--nice", type=int, default=-10,
                         help="this process's niceness, inherited by the servers and clients it starts, so other "

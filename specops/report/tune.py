@@ -52,15 +52,14 @@ def off_path_text(arm: str, found: OffPathShortfall, *, switch: str | None = Non
     `extend_skipped`, the arm's env already setting it)."""
     text = (f"at c={found.level} {arm} had drafting off in {found.off_share:.0%} of its decode steps and still ran "
             f"{found.ratio:.3f}x of the better arm: the cost of its drafting-off path (the draft model stays loaded")
+    closing = "), which no threshold removes; a `kind: spec-off` arm measures it beside the baseline"
     if switch and extend_skipped:
-        return text + (f"; its draft extend was already skipped, {switch}=1, so drafting resumed cold), which no "
-                       f"threshold removes; a `kind: spec-off` arm measures it beside the baseline")
-    text += ("; on SGLang's zero-step tier its extend still runs each step), which no threshold removes; a "
-             "`kind: spec-off` arm measures it beside the baseline")
-    if switch:
-        text += (f". The engine skips that extend with {switch}=1 in the adaptive arm's env (its draft KV cache "
-                 f"then goes stale while drafting is off, so drafting resumes cold)")
-    return text
+        return text + f"; its draft extend was already skipped, {switch}=1, so drafting resumed cold" + closing
+    if not switch:
+        return text + closing
+    return (text + "; its draft extend still runs each drafting-off step" + closing
+            + f". The engine skips that extend with {switch}=1 in the adaptive arm's env (its draft KV cache "
+              "then goes stale while drafting is off, so drafting resumes cold)")
 
 
 def result_of(doc: Mapping[str, Any]) -> TuneResult:

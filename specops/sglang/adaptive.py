@@ -132,7 +132,8 @@ GRAPHS_OFF_BACKEND = ("cuda_graph_backend_decode", "disabled")
 
 
 #: SGLang's switch (0.5.14+, srt/environ.py, read in eagle_worker_v2) that skips the draft extend of
-#: a zero-step decode: the draft's KV cache then goes stale while drafting is off
+#: a zero-step decode: the draft's KV cache then goes stale while drafting is off. The
+#: dynamic-spec-disable patch (0.4.10-0.5.13) reads it too, for its drafting-off steps
 SKIP_ZERO_STEP_EXTEND = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
 
 

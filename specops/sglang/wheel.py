@@ -70,6 +70,11 @@ def _version_files(pkg: str, version: str) -> None:
 NO_AUTO_GC = (("gc.auto", "0"), ("maintenance.auto", "false"))
 
 
+def no_auto_gc_options() -> list[str]:
+    """NO_AUTO_GC as `git -c key=value` options, for one command rather than the repo's config."""
+    return [arg for key, value in NO_AUTO_GC for arg in ("-c", f"{key}={value}")]
+
+
 def _git_commit(tree: str, version: str, exclude: list[str]) -> None:
     """Make the tree a one-commit git repository, so patches can be diffed and reverted.
 

@@ -12,6 +12,12 @@ v2 is EAGLEWorkerV2, which 0.5.x runs exactly when the overlap scheduler is on
 (SGLANG_ENABLE_SPEC_V2 turns it on). 0.5.10.post1's v1 also runs through specops deploy in
 test_cpu_host.py. Backends here: triton only (the one of the set's three this CPU runs);
 fa3 and flashinfer are checked in source on every release (tests/unit/test_verify_backends.py).
+
+0.5.10.post1's case sets SGLang's switch SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND on the adaptive
+arm, the way bench/real_crossover.py's routes run it: its drafting-off steps skip the draft
+extend, so drafting resumes cold, from the zeros the skip left (its first step after resuming
+accepts nothing), and the tokens are still the plain server's. 0.5.9 keeps SGLang's default,
+where the one-token steps keep the draft state warm.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ from tests.support.real_sglang.adaptive_check import run_check
 pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(1800)]
 
 
-@pytest.mark.parametrize("version,workers", [("0.5.10.post1", (True,)), ("0.5.9", (False, True))],
-                         ids=["0.5.10.post1-v2", "0.5.9-v1-v2"])
-def test_adaptive_keeps_greedy_tokens_across_the_threshold(real_runtime, tiny_models, tmp_path, version, workers):
-    summary = run_check(version, threshold=1, workers=workers, work=tmp_path)
+@pytest.mark.parametrize("version,workers,skip", [("0.5.10.post1", (False, True), True), ("0.5.9", (False, True), False)],
+                         ids=["0.5.10.post1-v1-v2-skip-off-extend", "0.5.9-v1-v2"])
+def test_adaptive_keeps_greedy_tokens_across_the_threshold(real_runtime, tiny_models, tmp_path, version, workers, skip):
+    summary = run_check(version, threshold=1, workers=workers, work=tmp_path, skip_off_extend=skip)
     assert summary["ok"], json.dumps({k: v for k, v in summary.items() if k != "phases"}, indent=1)[-6000:]
     for spec_v2 in workers:
         worker = "v2" if spec_v2 else "v1"
@@ -43,4 +49,9 @@ def test_adaptive_keeps_greedy_tokens_across_the_threshold(real_runtime, tiny_mo
         # drafts accepted (issue 37): the trained head, alone and right after drafting resumed
         assert adaptive["accept_len"] >= 2.0 and summary[f"eagle3-{worker}"]["accept_len"] >= 2.0, adaptive
         resumed = adaptive["resumed_accept_lens"]
-        assert resumed and sum(resumed) / len(resumed) >= 0.9 * adaptive["accept_len"], adaptive
+        if skip:
+            # the first step after resuming drafted from the skip's zeros: nothing accepted (with the
+            # extend run, or the switch ignored, it drafts from a current state and accepts as alone)
+            assert resumed and resumed[0] == 1.0, adaptive
+        else:
+            assert resumed and sum(resumed) / len(resumed) >= 0.9 * adaptive["accept_len"], adaptive

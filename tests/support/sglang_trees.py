@@ -17,6 +17,7 @@ import pytest
 from specops.hostfiles.treefiles import LocalTreeFiles
 from specops.patching import PatchReport, apply, load_patchset
 from specops.sglang.source import ensure_tree
+from specops.sglang.wheel import no_auto_gc_options
 from specops.transport.local import LocalTransport
 
 CLASSIC_VERSIONS = ["0.4.10.post2", "0.5.4", "0.5.10.post1"]
@@ -71,8 +72,7 @@ def copy_tree(version: str, dest: Path, *, committed: bool = False) -> Path:
         _git(dest, "init", "-q")
         _git(dest, "add", "-A")
         # no detached `git gc --auto` left writing into the copy (a release is ~6,000 loose objects)
-        _git(dest, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "user.email=t@t", "-c", "user.name=t",
-             "commit", "-q", "-m", "wheel")
+        _git(dest, *no_auto_gc_options(), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "wheel")
     return dest
 
 

@@ -27,6 +27,7 @@ import pytest
 
 from specops.hostfiles.cache import cache_root
 from specops.sglang.source import ensure_tree, find_wheel
+from specops.sglang.wheel import no_auto_gc_options
 
 STANDIN_VERSION = "0.5.10.post1"
 BUILD_REQUIREMENTS = ["setuptools>=61", "setuptools-scm>=8", "wheel"]
@@ -116,7 +117,7 @@ def _commit_bare(work: Path, bare: Path, message: str, tag: str) -> Path:
     _git(work, "init", "-q")
     _git(work, "add", "-A")
     # no detached `git gc --auto` left writing into `work` while it is removed below
-    _git(work, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "commit", "-q", "-m", message)
+    _git(work, *no_auto_gc_options(), "commit", "-q", "-m", message)
     _git(work, "tag", tag)
     tmp = bare.with_suffix(".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

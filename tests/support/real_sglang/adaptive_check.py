@@ -1,7 +1,7 @@
 """The dynamic-spec-disable patch set on a real SGLang server on this CPU.
 
     python -m tests.support.real_sglang.adaptive_check [--version 0.5.10.post1] [--spec-v2 | --both-workers]
-        [--threshold 1] [--patch-set NAME|PATH] [--overlay DIR] [--workdir DIR]
+        [--threshold 1] [--skip-off-extend] [--patch-set NAME|PATH] [--overlay DIR] [--workdir DIR]
 
 Three servers get the same requests: `plain` (no speculation), `eagle3` (EAGLE-3 on the
 release's own tree, unpatched) and `adaptive` (EAGLE-3 on a patched copy, launched with
@@ -20,7 +20,10 @@ length (1 + accepted / verify steps, from meta_info) is at least MIN_ACCEPT, and
 adaptive arm's `Decode batch` lines logged right after drafting resumed in WIDE (the long
 request, on the draft KV cache the one-token steps kept) show an accept length at least
 RESUME_FLOOR times its NARROW one: a draft cache left stale while drafting was off shows
-here as acceptance that does not come back.
+here as acceptance that does not come back. `--skip-off-extend` sets SGLang's switch
+(SKIP_ZERO_STEP_EXTEND) on the adaptive arm: its drafting-off steps skip the draft extend,
+which leaves that cache stale by design, so the resumed acceptance is reported, not checked;
+every other check holds as without it.
 
 The release's cached wheel tree is copied (never patched in place). Prints one JSON summary;
 exit 0 when every check holds, 1 when one fails, 2 when the environment lacks something.
@@ -43,7 +46,7 @@ from typing import Any
 
 from specops.bench.running import RESUMED_STEPS, off_stretches
 from specops.decide.verify import RESUME_FLOOR
-from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, parse_transitions
+from specops.sglang.adaptive import ALL_OFF_NOTE, MIXED_RE, SKIP_ZERO_STEP_EXTEND, parse_transitions
 from specops.sim.testing import free_ports
 from tests.support.real_sglang import server as real
 from tests.support.real_sglang.models import ensure_models
@@ -132,11 +135,12 @@ def _brief(answer: dict[str, Any]) -> dict[str, Any]:
 
 def run_arm(name: str, python: Path, tree: Path, model: Path, draft: Path | None, extra: list[str],
             phases: dict[str, list[tuple[str, int]]], work: Path, spec_v2: bool,
-            overlay: Path | None = None) -> dict[str, Any]:
+            overlay: Path | None = None, more_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start one server, send each phase, stop it; what it answered and logged. `overlay`:
     a folder of packages a newer release imports that the runtime lacks (put last on the path)."""
     port, nccl_port = _free_ports(2)
     env = {"SGLANG_ENABLE_SPEC_V2": "1"} if spec_v2 and draft is not None else {}
+    env.update(more_env or {})
     if overlay is not None:
         env["PYTHONPATH"] = real.arm_env(tree)["PYTHONPATH"] + os.pathsep + str(overlay)
     server = real.start(python, tree, model, port, work / f"{name}.log", draft=draft, extra_args=extra,
@@ -193,9 +197,10 @@ def resumed_accept_lengths(log: str, threshold: int, steps: int = RESUMED_STEPS)
     return next((list(s.after) for s in off_stretches(log, threshold, steps) if s.on_batch is not None), [])
 
 
-def check_acceptance(arms: dict[str, dict[str, Any]], worker: str) -> list[str]:
+def check_acceptance(arms: dict[str, dict[str, Any]], worker: str, resumed_warm: bool = True) -> list[str]:
     """Each EAGLE arm's NARROW accept length is at least MIN_ACCEPT (noted in the arm's
-    summary); the adaptive arm's right after drafting resumed, at least RESUME_FLOOR of it."""
+    summary); the adaptive arm's right after drafting resumed, at least RESUME_FLOOR of it
+    (`resumed_warm`: its drafting-off steps kept the draft cache current)."""
     problems = []
     for name, arm in arms.items():
         arm["accept_len"] = accept_length(arm.get("narrow", []))
@@ -204,6 +209,8 @@ def check_acceptance(arms: dict[str, dict[str, Any]], worker: str) -> list[str]:
                             "while drafting alone (NARROW)")
     adaptive = arms["adaptive"]
     resumed = adaptive.get("resumed_accept_lens") or []
+    if not resumed_warm:
+        return problems
     if not resumed or sum(resumed) / len(resumed) < RESUME_FLOOR * (adaptive["accept_len"] or 0.0):
         problems.append(f"adaptive ({worker}): accept length right after drafting resumed {resumed}, "
                         f"below {RESUME_FLOOR} x its NARROW {adaptive['accept_len']}")
@@ -262,10 +269,12 @@ def report(summary: dict[str, Any], keep: bool) -> int:
 
 
 def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (False,), patch_set: str = PATCH_SET,
-              overlay: Path | None = None, work: Path | None = None) -> dict[str, Any]:
+              overlay: Path | None = None, work: Path | None = None, skip_off_extend: bool = False) -> dict[str, Any]:
     """The three servers' run (see the module's docstring) for each EAGLE worker in `workers`
     (False: v1, True: the v2 worker with the overlap scheduler), sharing one plain server;
-    a summary whose `problems` lists every check that failed (`ok` when none)."""
+    a summary whose `problems` lists every check that failed (`ok` when none). `skip_off_extend`:
+    the adaptive arm's drafting-off steps skip the draft extend (SGLang's switch)."""
+    adaptive_env = {SKIP_ZERO_STEP_EXTEND: "1"} if skip_off_extend else {}
     python = runtime_python()
     models = ensure_models()
     work = work or Path(tempfile.mkdtemp(prefix="specops-adaptive-check-"))
@@ -274,7 +283,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
     phases = {"wide": [(p, LONG if i == 0 else SHORT) for i, p in enumerate(PROMPTS[:n])],
               "narrow": [(PROMPTS[0], NARROW)]}
     summary: dict[str, Any] = {"version": version, "threshold": threshold, "patch_set": patch_set,
-                               "phases": phases, "workdir": str(work)}
+                               "phases": phases, "workdir": str(work), "adaptive_env": adaptive_env}
     problems: list[str] = []
     try:
         pristine = copy_tree(version, work / f"sglang-{version}-pristine")
@@ -296,7 +305,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
                                           LOG_EVERY_STEP, phases, work, spec_v2, overlay),
                     "adaptive": pool.submit(run_arm, f"adaptive-{worker}", python, patched, models.target, draft,
                                             [*LOG_EVERY_STEP, "--speculative-disable-batch-threshold", str(threshold)],
-                                            phases, work, spec_v2, overlay)}
+                                            phases, work, spec_v2, overlay, adaptive_env)}
             plain = plain_job.result()
             plain.pop("log")
             summary["plain"] = plain
@@ -322,7 +331,7 @@ def run_check(version: str, threshold: int = 1, workers: tuple[bool, ...] = (Fal
             problems += plain_incomplete(plain, phases)
             for name, arm in arms.items():
                 problems += ids_differ(plain, arm, phases, f"{name} ({worker})")
-            problems += check_acceptance(arms, worker)
+            problems += check_acceptance(arms, worker, resumed_warm=not skip_off_extend)
             spec = [(a.get("verify_ct"), a.get("accepted")) for a in arms["eagle3"].get("narrow", [])]
             if [(a.get("verify_ct"), a.get("accepted")) for a in arms["adaptive"].get("narrow", [])] != spec:
                 problems.append(f"below the threshold adaptive ({worker}) did not draft as eagle3 does "
@@ -340,13 +349,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=int, default=1)
     ap.add_argument("--spec-v2", action="store_true", help="EAGLE v2 worker only (SGLANG_ENABLE_SPEC_V2=1)")
     ap.add_argument("--both-workers", action="store_true", help="v1, then the v2 worker, sharing the plain server")
+    ap.add_argument("--skip-off-extend", action="store_true",
+                    help=f"the adaptive arm's drafting-off steps skip the draft extend ({SKIP_ZERO_STEP_EXTEND}=1)")
     ap.add_argument("--patch-set", default=PATCH_SET, help="a set name or YAML path (to reproduce an old set)")
     ap.add_argument("--overlay", type=Path, help="extra packages for a newer release (pip install --target DIR)")
     ap.add_argument("--workdir", type=Path, help="keep trees and logs here (default: a temp dir, removed on success)")
     args = ap.parse_args(argv)
     workers = (False, True) if args.both_workers else (args.spec_v2,)
     try:
-        summary = run_check(args.version, args.threshold, workers, args.patch_set, args.overlay, args.workdir)
+        summary = run_check(args.version, args.threshold, workers, args.patch_set, args.overlay, args.workdir,
+                            args.skip_off_extend)
     except RuntimeBuildError as exc:
         print(f"adaptive_check: {exc}", file=sys.stderr)
         return 2
