@@ -27,7 +27,7 @@ import pytest
 from specops.records.manifest import Manifest
 from tests.support.arms import free_port
 from tests.support.deploy import deployed, events, only_run_dir, run_cli, verify_json
-from tests.support.real_sglang import PATCH_ROUTE_GROUP
+from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
 from tests.support.real_sglang.hosts import sglang_inventory
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
@@ -40,7 +40,7 @@ from tests.support.real_sglang.server import (
 )
 from tests.support.standin import STANDIN_VERSION, bare_repo, wheel_repo
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.timeout(900)]
 
 ARMS = ("baseline", "eagle3", "adaptive")
 THRESHOLD = 1
@@ -62,7 +62,9 @@ class Host:
     break_accept: dict[str, Path]
 
 
-@pytest.fixture(scope="module", params=[STANDIN_VERSION, NATIVE])
+#: each release's servers in its runtime's xdist group (tests/support/real_sglang: one group a worker)
+@pytest.fixture(scope="module", params=[pytest.param(STANDIN_VERSION, marks=pytest.mark.xdist_group(PATCH_ROUTE_GROUP)),
+                                        pytest.param(NATIVE, marks=pytest.mark.xdist_group(NEWER_ENGINES_GROUP))])
 def host(request, tmp_path_factory, sshd):
     version = request.param
     python = ensure_runtime(version).python

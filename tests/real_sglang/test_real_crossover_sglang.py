@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from specops.sglang.adaptive import SKIP_ZERO_STEP_EXTEND
-from tests.support.real_sglang import PATCH_ROUTE_GROUP
+from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
 from tests.support.real_sglang.models import ensure_models
 from tests.support.real_sglang.runtime import ensure_runtime
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("deploy", "bench", "tune", "bench", "verify", "stop")
@@ -29,7 +29,11 @@ ROUTES = {"sglang-patch": ("0.5.10.post1", "eagle-torch-native", "dynamic-spec-d
           "sglang-native": ("0.5.14", "eagle-torch-native-v2", "native-adaptive")}
 
 
-@pytest.mark.parametrize("route", list(ROUTES))
+#: each route in its runtime's xdist group (tests/support/real_sglang: one group a worker)
+GROUPS = {"sglang-patch": PATCH_ROUTE_GROUP, "sglang-native": NEWER_ENGINES_GROUP}
+
+
+@pytest.mark.parametrize("route", [pytest.param(r, marks=pytest.mark.xdist_group(GROUPS[r])) for r in ROUTES])
 def test_the_small_configuration_runs_the_loop_on_each_sglang_route(route: str, tmp_path: Path) -> None:
     release, patch_set, mechanism = ROUTES[route]
     ensure_runtime(release)
