@@ -317,6 +317,9 @@ class Measurement:
     server_accept: dict[str, float | None] = field(default_factory=dict)  # /server_info's accept length
     request_errors: list[str] = field(default_factory=list)
     log: str | None = None
+    #: the engine's switch, where the adaptive arm's env sets it: its drafting-off steps skip the
+    #: draft extend, so drafting resumes cold (ServingEngine.skips_off_extend)
+    cold_resume_switch: str | None = None
 
 
 def read_infos(chosen: dict[str, ServerState], urls: dict[str, str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -366,6 +369,9 @@ def measure(inventory: Inventory, host: Host, transport: Transport, *, prompts: 
     m = Measurement(host=host.name, specops_version=__version__, prompts=prompts, max_new_tokens=max_new_tokens,
                     resume_steps=resume_steps, adaptive=adaptive)
     m.device = device_facts(transport, host.device)
+    engine = engine_of(adaptive.argv, adaptive.engine)
+    if engine.skips_off_extend(adaptive.env):
+        m.cold_resume_switch = engine.off_extend_switch
     with contextlib.ExitStack() as reached:
         urls = {kind: reached.enter_context(reach(transport, state.port)) for kind, state in chosen.items()}
         m.arms, m.info_errors = read_infos(chosen, urls)

@@ -8,7 +8,8 @@ figures the verdict rests on); report/verify.py says them in words and writes ve
   `steps N -> 0` switch lines);
 - acceptance: each speculative arm accepted drafted tokens;
 - resumed: right after drafting resumes the adaptive arm accepts at least RESUME_FLOOR as
-  many tokens per step as before it stopped (within the steps' noise);
+  many tokens per step as before it stopped (within the steps' noise), unless the arm skips
+  its drafting-off steps' draft extend, which makes it resume cold by design;
 - infos: every arm answers `/server_info`, all with one engine version.
 """
 
@@ -177,6 +178,7 @@ class ResumedWhy(Enum):
     UNAVAILABLE = "unavailable"          # the mechanism's server logs no transition lines
     NO_FIGURES = "no_figures"            # no accept length on both sides of an off stretch
     LOW = "low"                          # some stretch resumed below RESUME_FLOOR, beyond the noise
+    COLD = "cold"                        # ... where the arm skips the draft extend while off: by design
     KEPT = "kept"                        # every measured stretch kept its acceptance
 
 
@@ -191,12 +193,14 @@ class Resumed:
     mechanism: str = ""
 
 
-def resumed(mechanism: str, log: str | None, threshold: int | None, steps: int) -> Resumed:
+def resumed(mechanism: str, log: str | None, threshold: int | None, steps: int, cold: bool = False) -> Resumed:
     """The adaptive arm's accept length in its first `steps` steps after drafting resumed,
     against its accept length before drafting stopped, per off stretch, from its own decode
     lines. A stretch fails when even two standard errors above its after-mean stay below
     RESUME_FLOOR of the before-mean: a real head's per-step acceptance varies, and a check
-    that fails on that noise is one users learn to ignore."""
+    that fails on that noise is one users learn to ignore. `cold`: the arm skips its
+    drafting-off steps' draft extend, so its draft state is stale when drafting resumes (its
+    first step drafts from zeros): a low stretch is that setting's cost, not judged a failure."""
     if log is None:
         return Resumed(None, ResumedWhy.UNAVAILABLE, steps, [], mechanism=mechanism)
     stretches = off_stretches(log, threshold or 0, steps)
@@ -204,6 +208,8 @@ def resumed(mechanism: str, log: str | None, threshold: int | None, steps: int) 
     if not measured:
         return Resumed(None, ResumedWhy.NO_FIGURES, steps, stretches, mechanism=mechanism)
     low = [s for s in measured if s.ratio_bound is not None and s.ratio_bound < RESUME_FLOOR]
+    if low and cold:
+        return Resumed(None, ResumedWhy.COLD, steps, stretches, len(measured), len(low), mechanism)
     if low:
         return Resumed(False, ResumedWhy.LOW, steps, stretches, len(measured), len(low), mechanism)
     return Resumed(True, ResumedWhy.KEPT, steps, stretches, len(measured), 0, mechanism)

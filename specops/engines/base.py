@@ -108,6 +108,12 @@ def model_on_host(path: str, workdir: str) -> str:
     return posixpath.normpath(posixpath.join(workdir, path)) if path.startswith(("./", "../")) else path
 
 
+def switch_set(env: Mapping[str, Any], switch: str) -> bool:
+    """An on/off environment variable set true, read as SGLang's EnvBool reads it (true, 1,
+    yes, y; any case)."""
+    return str(env.get(switch, "")).lower() in ("true", "1", "yes", "y")
+
+
 class ServingEngine:
     """What runs an arm's server, and everything about it the other layers need.
 
@@ -241,6 +247,11 @@ class ServingEngine:
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """Whether a server started with `argv` answers `/metrics`."""
         return True
+
+    def skips_off_extend(self, env: Mapping[str, Any]) -> bool:
+        """Whether an arm launched with `env` skips its drafting-off steps' draft extend (so
+        drafting resumes cold): the engine's `off_extend_switch` set true (`switch_set`)."""
+        return self.off_extend_switch is not None and switch_set(env, self.off_extend_switch)
 
     def cpu_memory_fixed(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
         """Whether a CPU server started with `argv` and `env` takes a KV cache of a size its

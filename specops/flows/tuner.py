@@ -33,6 +33,7 @@ from specops.decide.tune import (
     verify,
     verify_order,
 )
+from specops.engines.base import switch_set
 from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
@@ -348,7 +349,7 @@ class Tuner:
                     off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
                     switch = self.off_extend_switch
                     env = self.base_arms["adaptive"].get("env") or {}
-                    skipped = switch is not None and str(env.get(switch)) == "1"
+                    skipped = switch is not None and switch_set(env, switch)
                     res.message += (f"; {off_path_text(best[2].arm, off, switch=switch, extend_skipped=skipped)}"
                                     if off else "")
             return

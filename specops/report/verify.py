@@ -157,10 +157,12 @@ def accept_check(result: Verification, accepted: dict[str, Acceptance]) -> Check
     return Check(ACCEPTED, True, "; ".join(brief), shown)
 
 
-def resumed_check(result: Verification, adaptive: ServerState, log: str | None, steps: int = RESUMED_STEPS) -> Check:
+def resumed_check(result: Verification, adaptive: ServerState, log: str | None, steps: int = RESUMED_STEPS,
+                  cold_switch: str | None = None) -> Check:
     """The adaptive arm's acceptance right after drafting resumed, per off stretch (the
-    stretches go into verify.json's adaptive arm)."""
-    found = judge.resumed(adaptive.mechanism, log, result.threshold, steps)
+    stretches go into verify.json's adaptive arm). `cold_switch`: the engine's variable the
+    arm's env sets to skip its drafting-off steps' draft extend (it then resumes cold)."""
+    found = judge.resumed(adaptive.mechanism, log, result.threshold, steps, cold=cold_switch is not None)
     if found.why == ResumedWhy.UNAVAILABLE:
         return Check(RESUMED, None, f"the adaptive arm uses {adaptive.mechanism}, whose server logs no transition "
                                     "lines: this evidence is unavailable")
@@ -170,6 +172,11 @@ def resumed_check(result: Verification, adaptive: ServerState, log: str | None, 
         return Check(RESUMED, None, "the adaptive server's `Decode batch` lines carry no accept length on both sides "
                                     "of an off stretch (SGLang logs one every 40 steps unless launched with "
                                     "`--decode-log-interval 1`)", shown)
+    if found.why == ResumedWhy.COLD:
+        return Check(RESUMED, None, f"{found.low} of {found.measured} off stretches resumed below {RESUME_FLOOR}x "
+                                    f"the accept length before drafting stopped, as the adaptive arm's "
+                                    f"{cold_switch}=1 has it: its drafting-off steps skipped the draft extend, so "
+                                    "drafting resumed cold; a warm resume is not this arm's to show", shown)
     if found.why == ResumedWhy.LOW:
         return Check(RESUMED, False, f"{found.low} of {found.measured} off stretches resumed below {RESUME_FLOOR}x "
                                      "the accept length before drafting stopped: a draft KV cache left stale while "
@@ -233,7 +240,7 @@ def verification(m: Measurement) -> Verification:
         result.arms[kind]["server_accept_length"] = m.server_accept.get(kind)
     if not m.request_errors:
         result.checks.append(accept_check(result, m.accepted))
-        result.checks.append(resumed_check(result, m.adaptive, m.log, m.resume_steps))
+        result.checks.append(resumed_check(result, m.adaptive, m.log, m.resume_steps, m.cold_resume_switch))
     return result
 
 

@@ -101,3 +101,30 @@ def test_a_threshold_the_running_batch_cannot_exceed_is_said_so_not_failed(mecha
     # below the cap, no switch is a failure as before; and evidence, where there is some, decides
     assert drafting_check(_state(mechanism), quiet, 31, max_running=32).ok is False
     assert drafting_check(_state(), LOG, 1, max_running=1).ok is True
+
+
+def test_a_cold_resume_is_not_failed_where_the_arm_skips_the_draft_extend_on_purpose() -> None:
+    """With SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND the drafting-off steps leave the draft
+    state stale, and the first steps after resuming draft from zeros (the patch route on
+    0.5.10.post1, measured 2026-12-06: accept length 1.0, 1.0, 1.0 after resuming against 3.0
+    alone). That is the setting's cost; verify says so rather than call the arm broken, and still
+    fails the same figures from an arm that keeps its draft state."""
+    stale = ALONE + LOG.replace("accept len: 3.00, accept rate: 1.00", "accept len: 1.00, accept rate: 0.00")
+    v = Verification(host="h", specops_version="0", prompts=1, max_new_tokens=5, threshold=1, arms={"adaptive": {}})
+    switch = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+    cold = resumed_check(v, _state(), stale, steps=3, cold_switch=switch)
+    assert cold.ok is None and cold.verdict == "UNAVAILABLE", cold
+    assert f"{switch}=1 has it" in cold.detail and "resumed cold" in cold.detail, cold.detail
+    assert resumed_check(v, _state(), stale, steps=3).ok is False
+    # a cold-resuming arm whose acceptance came back anyway passes as any other
+    assert resumed_check(v, _state(), ALONE + LOG, steps=3, cold_switch=switch).ok is True
+
+
+@pytest.mark.parametrize("value,skips", [("1", True), ("true", True), ("Yes", True), ("y", True),
+                                         ("0", False), ("false", False), ("", False)])
+def test_an_arm_skips_the_extend_where_its_env_sets_the_engines_switch_true(value: str, skips: bool) -> None:
+    from specops.engines import engine_named
+    sglang, sim = engine_named("sglang"), engine_named("sim")
+    assert sglang.skips_off_extend({"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": value}) is skips
+    assert sglang.skips_off_extend({}) is False
+    assert sim.skips_off_extend({"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": value}) is False  # no such switch
