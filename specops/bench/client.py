@@ -63,6 +63,7 @@ from specops.bench.phases import Done, Timeline, phase_figures, timeline_of, tok
 from specops.bench.quantiles import percentile
 from specops.bench.saturation import is_saturated, offered_rate
 from specops.bench.trace import Trace, read_trace
+from specops.bench.warmup import WARMUP_ALONE
 from specops.errors import ConfigError
 from specops.records.schema import STATUS_FAILED, STATUS_OK, ResultRecord
 from specops.secrets import clip, remember_env
@@ -73,12 +74,6 @@ DEFAULT_PROMPT_FLOOR = 16      # fewest measured requests per point, whatever th
 PROMPTS_PER_SLOT = 4           # at least 4x the concurrency, so ramp-up and drain do not dominate
 DEFAULT_TIMEOUT_S = 300.0
 OPEN_WARMUP = 2                # warm-up requests (in a closed loop of 2) before a rate point
-#: warm-up requests sent alone, before the closed loop at the point's concurrency: an adaptive arm
-#: drafts only while its running batch is at or below its threshold, so a warm-up above it never
-#: drafts, and the first drafting step's one-time cost falls inside the measured run (real SGLang
-#: 0.5.14 on CPU: ~10 s, an adaptive point at 0.32x of baseline). At batch 1 every arm that can
-#: draft does.
-WARMUP_ALONE = 1
 APIS = ("generate", "completions")
 
 

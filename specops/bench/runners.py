@@ -24,6 +24,7 @@ from specops.bench.bench_serving import BenchCommand, bench_command, parse_bench
 from specops.bench.running import RunningSampler
 from specops.bench.saturation import is_saturated
 from specops.bench.switching import switching_extra
+from specops.bench.warmup import WARMUP_ALONE
 from specops.engines import engine_named, engine_of
 from specops.errors import SpecopsError
 from specops.hostfiles import paths
@@ -157,16 +158,17 @@ class SglangRunner:
         transport.run(["rm", "-f", out_file], timeout=30)
         # the arm's environment (and the host's secrets) from the 0600 files its launch wrote
         env_files = [paths.server_env(plan.workdir, plan.arm)] + ([plan.secrets_file] if plan.secrets_file else [])
-        # bench_serving's own warm-up runs at the point's concurrency: one request alone first
-        # (as the builtin client's WARMUP_ALONE), where an adaptive arm drafts whatever its threshold
+        # bench_serving's own warm-up runs at the point's concurrency: WARMUP_ALONE requests alone
+        # first, as the builtin client sends, where an adaptive arm drafts whatever its threshold
         body = json.dumps({"text": WARM_TEXT, "sampling_params": {"max_new_tokens": max(load.output_len, 1),
                                                                    "temperature": 0, "ignore_eos": True}})
-        warm = transport.run(client_prefix(state) + loader_argv(*env_files) +
-                             [plan.argv[0], "-c", WARM_ALONE, f"http://127.0.0.1:{state.port}/generate", body,
-                              str(load.timeout_s)], timeout=load.timeout_s + 30, cwd=cwd)
-        if not warm.ok:
-            return ResultRecord.failed_point(f"the warm-up request alone failed: {warm.tail(8)}", requests=n,
-                                             runner=self.name)
+        for _ in range(WARMUP_ALONE):
+            warm = transport.run(client_prefix(state) + loader_argv(*env_files) +
+                                 [plan.argv[0], "-c", WARM_ALONE, f"http://127.0.0.1:{state.port}/generate", body,
+                                  str(load.timeout_s)], timeout=load.timeout_s + 30, cwd=cwd)
+            if not warm.ok:
+                return ResultRecord.failed_point(f"the warm-up request alone failed: {warm.tail(8)}", requests=n,
+                                                 runner=self.name)
         result = transport.run(client_prefix(state) + loader_argv(*env_files) + argv, timeout=load.timeout_s, cwd=cwd)
         if not result.ok:
             return ResultRecord.failed_point(f"bench_serving exited {result.rc}: {result.tail(8)}", requests=n,
