@@ -598,6 +598,7 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
                 if spec.release == NATIVE else "")
     off_env = route.get("adaptive_env") or {}
     if off_env:
+        adaptive = adaptive or "; the adaptive arm on the patch's threshold"
         adaptive += ", with " + ", ".join(f"`{k}={v}`" for k, v in sorted(off_env.items())) + " in its environment"
         if SKIP_ZERO_STEP_EXTEND in off_env:
             adaptive += " (its drafting-off steps skip the draft model's extend)"
@@ -612,8 +613,7 @@ def section(route: dict[str, Any], loop: Loop, cfg: Config, plots: list[str], bu
              "measured one arm at a time (bench's "
              "default on a 2-core host), at niceness "
              f"{route.get('niceness')} (inherited from the script by every server and client). Load average (1/5/15 min) before: "
-             f"{route.get('load_before')}, after: {route.get('load_after')} (other sessions' tests ran "
-             "beside it: the machine was not quiet).", ""]
+             f"{route.get('load_before')}, after: {route.get('load_after')}.", ""]
     if build:
         t, d, ident = build.get("target", {}), build.get("draft", {}), build.get("identity", {})
         fwd = build.get("forward_ms_1_thread", {})
