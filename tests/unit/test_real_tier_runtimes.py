@@ -3,7 +3,8 @@ pinned, so a rebuild on another day gets the same venv."""
 
 from __future__ import annotations
 
-import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,16 +44,27 @@ def test_the_0514_runtime_pins_what_0514_pins():
     assert pins["soundfile"] == "0.13.1"  # 0.5.14's first launch died without it
 
 
-def test_every_real_module_runs_in_one_of_the_two_groups():
-    """The tier runs in two workers (`--dist loadgroup`): a module without a group would have its
-    tests spread over both, and its module-scoped host (three servers) deployed twice at once."""
-    here = Path(__file__).resolve().parents[1] / "real_sglang"
-    groups: dict[str, list[str]] = {}
-    for path in sorted(here.glob("test_*.py")):
-        marks = importlib.import_module(f"tests.real_sglang.{path.stem}").pytestmark
-        names = [m.name for m in marks]
-        assert "real_sglang" in names, path.name
-        (group,) = [m.args[0] for m in marks if m.name == "xdist_group"]
-        groups.setdefault(group, []).append(path.stem)
-    assert set(groups) == {PATCH_ROUTE_GROUP, NEWER_ENGINES_GROUP}, groups
-    assert groups[NEWER_ENGINES_GROUP] == ["test_heavy_models", "test_native_host", "test_real_crossover", "test_vllm_host"], groups
+def test_every_real_test_runs_in_one_of_the_two_groups():
+    """The tier runs in two workers (`--dist loadgroup`): a test without a group would be spread
+    over both, and one with two groups (a module mark beside a parameter's) would run in a third;
+    a module-scoped host (three servers) of one release must stay in one worker. Read as xdist
+    reads it: each collected item's xdist_group marks (tests/support/xdist_groups_probe.py)."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "real_sglang",
+                           "-p", "tests.support.xdist_groups_probe", "tests/real_sglang"],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    found = dict(ln.split()[1:3] for ln in proc.stdout.splitlines() if ln.startswith("GROUPS ") and len(ln.split()) == 3)
+    items = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("GROUPS ")]
+    assert items and set(items) == set(found), [i for i in items if i not in found]  # none without a group
+    assert set(found.values()) == {PATCH_ROUTE_GROUP, NEWER_ENGINES_GROUP}, set(found.values())
+    newer = {nodeid for nodeid, group in found.items() if group == NEWER_ENGINES_GROUP}
+    modules = {nodeid.split("::")[0].rsplit("/", 1)[-1] for nodeid in newer}
+    assert modules == {"test_heavy_models.py", "test_native_host.py", "test_real_crossover.py", "test_vllm_host.py",
+                       "test_eagle_torch_native.py", "test_real_crossover_sglang.py"}, modules
+    # the two modules over both runtimes: 0.5.14's cases with vLLM, 0.5.10.post1's with the patch route
+    for nodeid, group in found.items():
+        if nodeid.startswith(("tests/real_sglang/test_eagle_torch_native.py",
+                              "tests/real_sglang/test_real_crossover_sglang.py")):
+            native = nodeid.endswith(("[0.5.14]", "[sglang-native]"))
+            assert group == (NEWER_ENGINES_GROUP if native else PATCH_ROUTE_GROUP), (nodeid, group)
