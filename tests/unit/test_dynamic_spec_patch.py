@@ -17,6 +17,7 @@ import builtins
 import dataclasses
 import io
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -51,14 +52,20 @@ SHARED = ("SPECOPS_DRAFTING_OFF", "SPECOPS_DRAFTING_ON", "SPECOPS_ALL_OFF_NOTE",
           "SPECOPS_STEPS", "should_speculate", "specops_drafting", "SpecopsDecodeLine",
           "specops_annotate_decode_lines", "specops_verify_input", "specops_root_tokens",
           "specops_one_token_verify_input", "SPECOPS_ONE_TOKEN_BACKENDS", "specops_backend_problem",
-          "specops_worker_start", "specops_refuse_unproven_backend", "specops_one_token_backend")
-OWN = {W1: ("specops_trivial_verify_input", "specops_trivial_verify"),
-       W2: ("SpecopsTrivialVerifyInput", "specops_v2_trivial_verify_input")}
+          "specops_worker_start", "specops_refuse_unproven_backend", "specops_one_token_backend",
+          "SPECOPS_SKIP_EXTEND_ENV", "specops_skip_extend_set", "specops_skips_off_extend",
+          "specops_stub_skipped_extend")
+OWN = {W1: ("specops_trivial_verify_input", "specops_trivial_verify", "SPECOPS_CAN_SKIP_EXTEND",
+            "specops_skipped_extend_v1"),
+       W2: ("SpecopsTrivialVerifyInput", "specops_v2_trivial_verify_input", "SPECOPS_CAN_SKIP_EXTEND",
+            "specops_skipped_extend_v2")}
 #: worker method -> the helper its first statement calls
 HOOKS = {W1: {"EAGLEWorker.__init__": "specops_worker_start", "EAGLEWorker.draft": "specops_drafting",
-              "EAGLEWorker.verify": "specops_trivial_verify"},
+              "EAGLEWorker.verify": "specops_trivial_verify",
+              "EAGLEWorker.forward_draft_extend_after_decode": "specops_skipped_extend_v1"},
          W2: {"EagleDraftWorker.__init__": "specops_worker_start",
-              "EagleDraftWorker.draft": "specops_v2_trivial_verify_input"}}
+              "EagleDraftWorker.draft": "specops_v2_trivial_verify_input",
+              "EagleDraftWorker._draft_extend_for_decode": "specops_skipped_extend_v2"}}
 
 
 @pytest.fixture(scope="module")
@@ -173,10 +180,17 @@ def test_the_release_api_the_block_relies_on(patched, version):
         verify = [a.arg for a in _method(mod, "EAGLEWorker.verify").args.args]
         assert draft[:2] == ["self", "batch"]
         assert verify[:2] == ["self", "batch"] and set(verify) <= {"self", "batch", "spec_info"}
+        # the draft-extend skip: its hook passes `batch`, its stub reads the draft runner
+        assert [a.arg for a in _method(mod, "EAGLEWorker.forward_draft_extend_after_decode").args.args] == [
+            "self", "batch"]
+        assert _method(mod, "EAGLEWorker.draft_model_runner")
     if (tree / W2).exists():
         mod = ast.parse((tree / W2).read_text())
         params = [a.arg for a in _method(mod, "EagleDraftWorker.draft").args.args]
         assert params[0] == "self" and params[1] in ("batch", "model_worker_batch") and len(params) == 2
+        assert [a.arg for a in _method(mod, "EagleDraftWorker._draft_extend_for_decode").args.args] == [
+            "self", "batch", "batch_result"]
+        assert "self.draft_runner = " in ast.unparse(_method(mod, "EagleDraftWorker.__init__"))
         info = ast.parse((tree / f"{SPEC}/eagle_info_v2.py").read_text())
         mixin = next(n for n in info.body if isinstance(n, ast.ClassDef) and n.name == "EagleVerifyInputV2Mixin")
         methods = {n.name: [a.arg for a in n.args.args] for n in mixin.body if isinstance(n, ast.FunctionDef)}
@@ -308,12 +322,13 @@ def _backend(name: str, **attrs: Any) -> Any:
 
 
 @pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.10.post1", "0.5.13"])
-def test_a_backend_the_one_token_verify_is_not_made_for_is_refused_at_worker_start(patched, version):
+def test_a_backend_the_one_token_verify_is_not_made_for_is_refused_at_worker_start(patched, version, monkeypatch):
     tree = patched[version]
     for rel in _workers(tree):
         env = _load(tree, rel, ("SPECOPS_ONE_TOKEN_BACKENDS", "specops_backend_problem", "specops_worker_start",
-                                "specops_refuse_unproven_backend"),
-                    specops_annotate_decode_lines=lambda: None)
+                                "specops_refuse_unproven_backend", "SPECOPS_SKIP_EXTEND_ENV",
+                                "specops_skip_extend_set", "SPECOPS_CAN_SKIP_EXTEND"),
+                    specops_annotate_decode_lines=lambda: None, os=os)
         problem = env["specops_backend_problem"]
         for ok in (_backend("TritonAttnBackend"), _backend("FlashAttentionBackend", fa_impl_ver=3),
                    _backend("FlashAttentionBackend"), _backend("FlashInferAttnBackend"),
@@ -340,6 +355,15 @@ def test_a_backend_the_one_token_verify_is_not_made_for_is_refused_at_worker_sta
         start(4, _backend("TritonAttnBackend"))
         with pytest.raises(ValueError, match="TorchNativeAttnBackend"):   # never drafting verifies one token too
             start(-1, _backend("TorchNativeAttnBackend"))
+        # the draft-extend switch: refused at start only by a worker that cannot skip (0.5.12's v1)
+        monkeypatch.setenv(env["SPECOPS_SKIP_EXTEND_ENV"], "1")
+        start(4, _backend("TritonAttnBackend"))
+        env["SPECOPS_CAN_SKIP_EXTEND"] = False
+        with pytest.raises(ValueError, match=r"^SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND is set, and .* cannot skip"):
+            start(4, _backend("TritonAttnBackend"))
+        start(0, _backend("TritonAttnBackend"))  # no threshold: nothing to skip, nothing refused
+        monkeypatch.delenv(env["SPECOPS_SKIP_EXTEND_ENV"])
+        start(4, _backend("TritonAttnBackend"))
 
 
 @pytest.mark.parametrize("version", ["0.4.10.post2", "0.5.10.post1", "0.5.13"])
