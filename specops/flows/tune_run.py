@@ -154,7 +154,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
                   records=lambda: load_results(run_dir), say=say, time_scale=time_scale, budget_s=budget_s,
                   native=None, tier_steps=tier_steps, reused=reused, reused_from=str(from_dir) if from_dir else None,
                   ports=ports, release=releaser(host, run_dir.name), keep_ok=bool(planned and planned[1]),
-                  max_candidates=candidates, off_extend_switch=engine_for(host).off_extend_switch)
+                  max_candidates=candidates, engine=engine_for(host))
     tuner.result.input_len, tuner.result.output_len = checked.lengths()[0]
     if found is not None:
         tuner.result.reuse = found.text()

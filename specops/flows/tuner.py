@@ -33,7 +33,7 @@ from specops.decide.tune import (
     verify,
     verify_order,
 )
-from specops.engines.base import switch_set
+from specops.engines.base import ServingEngine
 from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
@@ -62,7 +62,7 @@ class Tuner:
                  tier_steps: Sequence[int] = (0, 1, 3), reused: list[ResultRecord] | None = None,
                  reused_from: str | None = None, max_candidates: int = MAX_CANDIDATES, ports: Sequence[int] = (),
                  release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM,
-                 off_extend_switch: str | None = None):
+                 engine: ServingEngine | None = None):
         self.host, self.settings, self.coarse = host, settings, sorted(set(coarse))
         self.base_arms = {k: dict(v or {}) for k, v in arms.items()}
         for need in (BASELINE_ARM, EAGLE_ARM, "adaptive"):
@@ -76,8 +76,9 @@ class Tuner:
         self.reused, self.max_candidates = reused or [], max_candidates
         self.release, self.keep_ok, self.bisect_from = release, keep_ok and release is not None, bisect_from
         self.kept: set[str] = set()
-        #: the engine's variable that skips a drafting-off step's draft extend (ServingEngine.off_extend_switch)
-        self.off_extend_switch = off_extend_switch
+        #: the host's engine: whether the adaptive arm skips a drafting-off step's draft extend is its
+        #: decision (ServingEngine.skips_off_extend), as it is verify's
+        self.engine = engine
         self.result = TuneResult(host=host, rule=THRESHOLD_RULE, reused_from=reused_from, budget_s=budget_s)
         self.started = time.monotonic()
         self.pace: float | None = None   # measured wall seconds per point
@@ -347,9 +348,9 @@ class Tuner:
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
                 if best is not None:   # fell short where it was not drafting: say what that costs
                     off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
-                    switch = self.off_extend_switch
+                    switch = self.engine.off_extend_switch if self.engine else None
                     env = self.base_arms["adaptive"].get("env") or {}
-                    skipped = switch is not None and switch_set(env, switch)
+                    skipped = self.engine is not None and self.engine.skips_off_extend(env)
                     res.message += (f"; {off_path_text(best[2].arm, off, switch=switch, extend_skipped=skipped)}"
                                     if off else "")
             return

@@ -2,8 +2,8 @@
 route and 0.5.14 on its native tiers, every arm on torch_native (deploy applies the release's
 eagle-torch-native set), the tier's tiny models, two levels of two short requests. The whole loop
 (deploy, bench, tune --write, bench, verify, stop) through the specops CLI. Structure only: which
-keys the last line carries, that every command ran, verify passed and the servers are gone;
-never a throughput ratio (the tiny models make EAGLE-3 lose everywhere on a loaded machine)."""
+keys the last line carries, that every command ran, every bench recorded one attention backend,
+verify passed and the servers are gone; never a throughput ratio (the tiny models make EAGLE-3 lose everywhere on a loaded machine)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specops.records.manifest import Manifest
 from specops.sglang.adaptive import SKIP_ZERO_STEP_EXTEND
 from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
 from tests.support.real_sglang.models import ensure_models
@@ -71,3 +72,11 @@ def test_the_small_configuration_runs_the_loop_on_each_sglang_route(route: str, 
     assert arms["adaptive"]["env"].get(SKIP_ZERO_STEP_EXTEND) == "1", arms["adaptive"]
     assert all(SKIP_ZERO_STEP_EXTEND not in arms[arm]["env"] for arm in ("baseline", "eagle3")), arms
     assert not list((work / "w" / ".specops" / "servers").glob("*.json"))
+    # every arm on one attention backend, the comparison the eagle-torch-native sets exist for: each
+    # bench's recorded server args say torch_native and no report flags a difference (before the
+    # sets, on this host: adaptive=triton, baseline=torch_native, eagle3=triton)
+    for bench, benched in (("bench-before", ("baseline", "eagle3")), ("bench-after", ("baseline", "eagle3", "adaptive"))):
+        [(_, infos)] = Manifest.from_dict(json.loads((work / bench / "manifest.json").read_text())).arm_sets()
+        backends = {arm: (info.server_args or {}).get("attention_backend") for arm, info in infos.items()}
+        assert backends == dict.fromkeys(benched, "torch_native"), (bench, backends)
+        assert "differs between arms" not in (work / bench / "report.md").read_text(), bench

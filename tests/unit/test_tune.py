@@ -234,7 +234,7 @@ def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_pat
             if threshold is not None and r.concurrency > threshold and r.drafting_off_share is None:
                 r.output_throughput = 0.9 * M.predicted_output_throughput("baseline", r.concurrency, max_running=64)
                 r.drafting_off_share = 0.93
-    t = tuner(fake, max_candidates=2, off_extend_switch=engine_named("sglang").off_extend_switch)
+    t = tuner(fake, max_candidates=2, engine=engine_named("sglang"))
     t.run_phase = taxed  # type: ignore[method-assign]
     res = t.run()
     assert res.status == "unverified" and res.threshold is None, tune_lines(res)
@@ -244,8 +244,8 @@ def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_pat
     # an adaptive arm that already skips the extend is not told to skip it, but that it resumed cold
     fake = FakeHost()
     orig = fake.run_phase
-    t = tuner(fake, max_candidates=2, off_extend_switch=engine_named("sglang").off_extend_switch)
-    t.base_arms["adaptive"]["env"] = {"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}
+    t = tuner(fake, max_candidates=2, engine=engine_named("sglang"))
+    t.base_arms["adaptive"]["env"] = {"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "true"}  # read as the engine reads it
     t.run_phase = taxed  # type: ignore[method-assign]
     skipping = t.run()
     assert skipping.status == "unverified" and "drafting off in 93%" in skipping.message, skipping.message
@@ -254,7 +254,7 @@ def test_a_candidate_short_where_its_drafting_was_off_is_said_to_pay_its_off_pat
     # an engine with no such switch (the simulator: its drafting-off step is the baseline's) offers none
     fake = FakeHost()
     orig = fake.run_phase
-    t = tuner(fake, max_candidates=2, off_extend_switch=engine_named("sim").off_extend_switch)
+    t = tuner(fake, max_candidates=2, engine=engine_named("sim"))
     t.run_phase = taxed  # type: ignore[method-assign]
     plain_engine = t.run()
     assert "drafting-off path" in plain_engine.message and "=1" not in plain_engine.message, plain_engine.message
