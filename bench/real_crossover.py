@@ -378,12 +378,12 @@ def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Rou
         route["step_ms"] = {arm: step_ms(work, arm) for arm in ("baseline", "eagle3")}
         if bench_only:
             return route, loop
-        loop.cli("tune", "--host", "cpu", "-i", "hosts.yaml", "--from", "bench-before", "--concurrency", levels,
-                 "--repeats", tune_repeats or str(cfg.repeats), *shape, "--candidates", str(cfg.candidates), "--write", "--emit",
-                 "--out", "tune", "--runs-dir", "runs")
+        tuned = loop.cli("tune", "--host", "cpu", "-i", "hosts.yaml", "--from", "bench-before", "--concurrency", levels,
+                         "--repeats", tune_repeats or str(cfg.repeats), *shape, "--candidates", str(cfg.candidates),
+                         "--write", "--emit", "--out", "tune", "--runs-dir", "runs")
         tune = (_json(work / "tune" / "tune.json") or {}).get("result") or {}
         route["tune"] = {"status": tune.get("status"), "message": tune.get("message"),
-                         "threshold": tune.get("threshold"),
+                         "threshold": tune.get("threshold"), "exit": tuned.returncode,
                          "candidates": [{k: c.get(k) for k in ("threshold", "ok", "verdict", "worst")}
                                         for c in tune.get("candidates", [])]}
         route["tuned_schedule"] = ({"schedule": tune.get("schedule"), "threshold": tune.get("threshold"),

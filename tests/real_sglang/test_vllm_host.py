@@ -5,7 +5,8 @@ One host over the sshd fixture, `engine: vllm`, `device: cpu`, its prepared envi
 vLLM installed, and launches baseline, EAGLE-3 and the adaptive arm on vLLM's native schedule
 (`num_speculative_tokens_per_batch_size` [[1,1,2],[2,8,0]]); then `verify` (greedy identity,
 acceptance from vLLM's /metrics counters), the schedule switch counted by those counters, a
-spec-off arm benched beside baseline (the tax), `tune`, a start-up crash and `stop`.
+spec-off arm benched beside baseline (the tax), a start-up crash and `stop`. `tune` on real vLLM
+runs in bench/real_crossover.py's loop (test_real_crossover.py), which benches these arms anyway.
 
 Nothing is a stand-in: vLLM's own code serves the tier's tiny models (make_vllm_models.py).
 The servers run one after another where a test allows (each ~1-2 GiB here).
@@ -294,36 +295,6 @@ def test_a_spec_off_arm_benched_beside_baseline_reports_the_tax(host: Host, tmp_
     assert "tax of staying speculation-capable (spec-off / baseline" in (out / "report.md").read_text()
     stopped = run_cli("stop", "--host", "cpu", "-i", str(host.inventory), "-s", "spec-off")
     assert stopped.exit_code == 0, stopped.output
-
-
-def test_tune_on_real_vllm_reports_its_decision(host: Host, tmp_path: Path) -> None:
-    """`specops tune` on the real servers, two levels of two short requests: the points are
-    vLLM's (EAGLE-3's accept length from its counters), and whichever decision tune reports
-    (on this loaded 2-core CPU: `no-speculation`, "EAGLE-3 is slower than baseline from the
-    lowest level measured"), its result says it and its exit code agrees (0 only when verified)."""
-    out = tmp_path / "tune"
-    before = host.inventory.read_text()
-    res = run_cli("tune", "--host", "cpu", "-i", str(host.inventory), "--concurrency", "1,2", "--repeats", "1",
-                  "--candidates", "1",
-                  "--num-prompts", "2", "--input-len", "8", "--output-len", "8", "--emit", "--write",
-                  "--out", str(out))
-    assert res.exit_code in (0, 1), res.output
-    result = json.loads((out / "tune.json").read_text())["result"]
-    # one candidate threshold (each a server launch; the neighbours' search is the simulator tier's)
-    assert len(result["candidates"]) <= 1, result["candidates"]
-    assert result["status"] in ("verified", "unverified", "no-speculation"), result
-    assert (res.exit_code == 0) == (result["status"] == "verified"), (res.exit_code, result)
-    assert result["status"] in res.output and result["message"] in " ".join(res.output.split()), res.output
-    if result["status"] == "verified":   # --write put the verified schedule into hosts.yaml
-        assert any(f["route"].startswith("vLLM >= 0.32.0") for f in result["forms"]), result
-        tuned = yaml.safe_load(host.inventory.read_text())["vars"]["arms"]["adaptive"]
-        assert tuned["threshold"] == result["threshold"], (tuned, result)
-    else:   # nothing verified: --write leaves hosts.yaml as it was, byte for byte
-        assert host.inventory.read_text() == before
-    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
-    assert {r["arm"] for r in records} >= {"baseline", "eagle3"} and all(not r.get("simulated") for r in records)
-    assert all(r["server_accept_length"] and r["server_accept_length"] > 1
-               for r in records if r["arm"] == "eagle3" and r["status"] == "ok"), records
 
 
 def test_stop_ends_every_server(host: Host) -> None:
