@@ -4,7 +4,8 @@ every SGLang arm on torch_native, driven through the specops CLI as a user drive
 
     python bench/real_crossover.py            # every route, heavy models: the figures in bench/RESULTS.md
     python bench/real_crossover.py --route vllm   # one route (vllm, sglang-patch, sglang-native)
-    python bench/real_crossover.py --small --route R   # tiny models, 2 levels, 2 prompts: structure only (CI)
+    python bench/real_crossover.py --small --route R   # tiny models, 2 levels, 2 prompts, the builtin
+                                                       # client: structure only (CI)
     python bench/real_crossover.py --bench-only --keep-records DIR   # deploy + step 1 only; its records kept
     python bench/real_crossover.py --calibrate-from DIR [--compare-with DIR2]   # no real engine (point 4)
 
@@ -148,6 +149,9 @@ class Config:
     verify_prompts: int
     verify_tokens: int
     max_model_len: int
+    #: the benches' `--runner` (tune --from takes the first bench's): `auto` is SGLang's
+    #: bench_serving on an SGLang host, the builtin client on vLLM
+    runner: str = "auto"
 
 
 #: levels up to 32: on a quieter machine EAGLE-3 still won at 16 (1.17x, 2026-12-05 14:25); a point's
@@ -155,7 +159,7 @@ class Config:
 FULL = Config(levels=[1, 2, 4, 8, 16, 32], num_prompts=32, input_len=16, output_len=32, repeats=1, candidates=2,
               verify_prompts=3, verify_tokens=32, max_model_len=512)
 SMALL = Config(levels=[1, 2], num_prompts=2, input_len=8, output_len=8, repeats=1, candidates=1,
-               verify_prompts=1, verify_tokens=8, max_model_len=256)
+               verify_prompts=1, verify_tokens=8, max_model_len=256, runner="builtin")
 
 
 @dataclass
@@ -205,7 +209,9 @@ def _sglang_arm(kind: str, models: TinyModels, dtype: str) -> dict[str, Any]:
     arm = arm_profile(kind, models.target, port=free_port(), draft=models.draft if kind != "baseline" else None)
     extra = arm_extra_args(kind, attention="torch_native")
     extra[extra.index("--dtype") + 1] = dtype
-    arm["extra_args"] = extra + ["--decode-log-interval", "1"]
+    # --nccl-port pinned as the tier pins it (server.launch_argv: servers started together take
+    # no port of one another's); tune's added arms drop it (tuner.PINNED_PORT_ARGS)
+    arm["extra_args"] = extra + ["--decode-log-interval", "1", "--nccl-port", str(free_port())]
     arm["mem_fraction_static"] = SGLANG_MEM_FRACTION
     if kind != "baseline":
         arm.update({"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4})
@@ -361,6 +367,7 @@ def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Rou
     levels = ",".join(map(str, cfg.levels))
     shape = ["--num-prompts", str(cfg.num_prompts), "--input-len", str(cfg.input_len),
              "--output-len", str(cfg.output_len)]
+    runner = [] if cfg.runner == "auto" else ["--runner", cfg.runner]
     route: dict[str, Any] = {"models": str(models.root), "load_before": _load()}
     try:
         deploy = loop.cli("deploy", "--host", "cpu", "-i", "hosts.yaml", "--runs-dir", "runs")
@@ -368,7 +375,7 @@ def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Rou
             route["error"] = "deploy failed (see its log)"
             return route, loop
         loop.cli("bench", "--host", "cpu", "-i", "hosts.yaml", "--arms", "baseline,eagle3", "--concurrency", levels,
-                 "--repeats", str(cfg.repeats), *shape, "--out", "bench-before",
+                 "--repeats", str(cfg.repeats), *shape, *runner, "--out", "bench-before",
                  *([] if bench_only else ["--keep-servers"]))
         before = _json(work / "bench-before" / "summary.json")
         route["eagle3_over_baseline"] = eagle_ratios(before)
@@ -394,7 +401,7 @@ def run_loop(cfg: Config, models: VLLMModels | TinyModels, work: Path, spec: Rou
         written = yaml.safe_load(inventory.read_text())["vars"]["arms"]["adaptive"]
         route["adaptive_threshold_benched"] = written.get("threshold")
         loop.cli("bench", "--host", "cpu", "-i", "hosts.yaml", "--arms", "baseline,eagle3,adaptive",
-                 "--concurrency", levels, "--repeats", str(cfg.repeats), *shape, "--out", "bench-after",
+                 "--concurrency", levels, "--repeats", str(cfg.repeats), *shape, *runner, "--out", "bench-after",
                  "--keep-servers")
         after = _json(work / "bench-after" / "summary.json")
         envelope = _host(after).get("envelope") or {}
@@ -698,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"which engine's loop: real vLLM {VLLM_RELEASE}, SGLang {DEFAULT} through the patch "
                              f"route or SGLang {NATIVE} on its native tiers (every SGLang arm on torch_native), "
                              "or all three one after another (default)")
-    parser.add_argument("--small", action="store_true", help="tiny models, 2 levels, 2 prompts; no RESULTS.md")
+    parser.add_argument("--small", action="store_true", help="tiny models, 2 levels, 2 prompts, the builtin client; no RESULTS.md")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
     parser.add_argument("--concurrency", help="levels, comma list (default 1,2,4,8,16,32; --small 1,2)")
     parser.add_argument("--num-prompts", type=int, help="requests per point (default 32; at least the top level)")
