@@ -348,9 +348,7 @@ class Tuner:
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
                 if best is not None:   # fell short where it was not drafting: say what that costs
                     off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
-                    switch = self.engine.off_extend_switch if self.engine else None
-                    env = self.base_arms["adaptive"].get("env") or {}
-                    skipped = self.engine is not None and self.engine.skips_off_extend(env)
+                    switch, skipped = self._off_extend()
                     res.message += (f"; {off_path_text(best[2].arm, off, switch=switch, extend_skipped=skipped)}"
                                     if off else "")
             return
@@ -361,6 +359,13 @@ class Tuner:
             native = "native-adaptive" in mech
         if native:
             self._tiers(levels)
+
+    def _off_extend(self) -> tuple[str | None, bool]:
+        """The engine's switch that skips a drafting-off step's draft extend, and whether the
+        adaptive arm's environment sets it (no engine: neither)."""
+        if self.engine is None:
+            return None, False
+        return self.engine.off_extend_switch, self.engine.skips_off_extend(self.base_arms["adaptive"].get("env") or {})
 
     def _provisional(self, lv: Levels) -> None:
         choice = choose_threshold(lv)
