@@ -10,11 +10,11 @@ up to batch 1, 0 above) are launched and waited for on the real ready line. Then
 verify` (greedy identity across a tier switch, SGLang's own `Switch adaptive runtime state`
 lines read as the drafting evidence, drafts accepted) and the same verify failing on the
 adaptive arm once its accept path is broken, a spec-off arm (0 steps at every batch) benched
-beside the baseline with the tax of staying speculation-capable reported, and `stop`. (`tune
---write` on this release's tiers runs in the `--small` SGLang crossover,
-test_real_crossover_sglang.py, with every arm on torch_native.) (tests/support/real_sglang/native_check.py
+beside the baseline with the tax of staying speculation-capable reported, and `stop`; `tune
+--write` on this release's tiers runs in the `--small` SGLang crossover
+(test_real_crossover_sglang.py), every arm on torch_native. tests/support/real_sglang/native_check.py
 makes the same identity, switch and acceptance checks on servers it launches itself, by hand:
-`python -m tests.support.real_sglang.native_check`.)
+`python -m tests.support.real_sglang.native_check`.
 
 What is a stand-in here, and why (tests/support/real_sglang/standins/README.md): the
 GPU/AMX kernel package `sgl_kernel` and two CUDA-only EAGLE kernels, which this CPU cannot
