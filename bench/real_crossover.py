@@ -223,7 +223,7 @@ def write_sglang_inventory(work: Path, models: TinyModels, cfg: Config, release:
     """hosts.yaml for an SGLang route: one `connection: local` CPU host installing the release's
     tree (the tier's bare repo at v{DEFAULT} for the patch route, the repo made from 0.5.14's
     wheel for the native one) over the tier's runtime of that release, as the tier's own
-    torch_native test does (tests/real_sglang/test_eagle_torch_native.py). Deploy applies the
+    torch_native test does on the patch route (tests/real_sglang/test_eagle_torch_native.py). Deploy applies the
     release's eagle-torch-native set; the adaptive arm's threshold is the patch's flag on
     0.5.10.post1 and specops' generated tier config on 0.5.14."""
     python = ensure_runtime(release).python

@@ -7,7 +7,9 @@ each load's figures, ratios and agreement flag (issue 54, point 1).
 Only the structure is checked: the figures are timings of this machine, and a loaded CI
 machine must not fail on them (bench/RESULTS.md has the measured agreement). Both clients
 must have completed every request and seen the same number of input and output tokens:
-that is what makes their figures comparable at all.
+that is what makes their figures comparable at all. It runs the patch route's release
+(0.5.10.post1) in the newer engines' xdist group, which had the time to spare
+(tests/support/real_sglang/__init__.py).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_sglang import PATCH_ROUTE_GROUP
+from tests.support.real_sglang import NEWER_ENGINES_GROUP
 from tests.support.real_sglang.models import TinyModels
 from tests.support.real_sglang.runtime import Runtime
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP),
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(NEWER_ENGINES_GROUP),
               pytest.mark.timeout(1800)]  # a first run builds the runtime (~4-9 min) in its setup
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,8 +4,8 @@ run by the runtime's torch; a sabotaged source fails it), and the files are what
 (the widths, the compensated norms, the head's widened fc, or the whole head for SGLang, the swap).
 
 The full-size sets (hidden 2048, 1.2 GB) are bench/real_crossover.py's; this builds one of hidden
-128 / intermediate 512 in seconds. In the patch route's xdist group although it runs vLLM's
-runtime: that group had the time to spare (tests/support/real_sglang/__init__.py)."""
+128 / intermediate 512 in seconds. In the newer engines' xdist group, with the vLLM runtime it
+runs (tests/support/real_sglang/__init__.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_sglang import PATCH_ROUTE_GROUP
+from tests.support.real_sglang import NEWER_ENGINES_GROUP
 from tests.support.real_sglang.models import HEAVY_SCRIPT, SGLANG_HEAVY_ARGS, _env, ensure_models, ensure_vllm_models
 from tests.support.real_sglang.runtime import VLLM, runtime_python
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(NEWER_ENGINES_GROUP), pytest.mark.timeout(600)]
 
 HIDDEN, INTERMEDIATE = 128, 512
 #: reads the built files with the runtime's safetensors: shapes, the norm scale, the fc blocks, the swap

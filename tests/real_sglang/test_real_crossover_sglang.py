@@ -5,7 +5,9 @@ eagle-torch-native set), the tier's tiny models, two levels of two short request
 builtin client (`--small`: bench_serving's start-up was 8-11 s of each point; the full run keeps
 it). Structure only: which keys the last line carries, that every command ran, every bench
 recorded one attention backend, verify passed and the servers are gone; never a throughput ratio
-(the tiny models make EAGLE-3 lose everywhere on a loaded machine)."""
+(the tiny models make EAGLE-3 lose everywhere on a loaded machine). On 0.5.14 this is the real
+tier's only deploy of the eagle-torch-native-v2 set, so it also holds what deploy left in the
+tree (test_eagle_torch_native.py holds the patch route's set to more: a warm resume, the teeth)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import yaml
 
 from specops.records.manifest import Manifest
 from specops.sglang.adaptive import SKIP_ZERO_STEP_EXTEND
+from tests.support.deploy import events
 from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
 from tests.support.real_sglang.crossover import check_loop_ran, check_tune_kept_its_word
 from tests.support.real_sglang.models import ensure_models
@@ -65,10 +68,21 @@ def test_the_small_configuration_runs_the_loop_on_each_sglang_route(route: str, 
     switch = run["verify_checks"]["drafting stopped above the threshold and resumed below it"]
     assert switch in ("PASS", "UNAVAILABLE"), run["verify_checks"]
     assert all(a and a > 1 for a in run["verify_accept_length"].values()), run["verify_accept_length"]
-    # deploy applied the release's set to the tree, the adaptive arm ran the release's mechanism,
-    # and stop left no server behind
+    # deploy applied the release's set to the tree (and only it), the patch route's threshold flag
+    # only there (0.5.14's tiers need no patch), with no warning that the arms' backends differ;
+    # the adaptive arm ran the release's mechanism, and stop left no server behind
+    [deploy_run] = (work / "runs").glob("*-deploy-*")
+    done = {e.get("step") for e in events(deploy_run) if e["event"] == "done"}
+    assert {"eagle on torch_native attention", "install sglang into its environment", "launch servers"} <= done, done
+    assert ("dynamic speculation disable" in done) is (route == "sglang-patch"), sorted(done)
+    assert "differs between arms" not in (work / "00-deploy.log").read_text()
     tree = work / "w" / "sglang" / "python" / "sglang" / "srt"
-    assert f"specops {patch_set}:" in (tree / "speculative" / "draft_utils.py").read_text()
+    draft_utils = (tree / "speculative" / "draft_utils.py").read_text()
+    assert f"specops {patch_set}:" in draft_utils
+    if route == "sglang-native":
+        assert "specops eagle-torch-native:" not in draft_utils  # the patch route's set left alone
+        cache_locs = (tree / "speculative" / "triton_ops" / "cache_locs.py").read_text()
+        assert "def specops_assign_draft_cache_locs_contiguous(" in cache_locs
     assert f"mechanism {mechanism}" in (work / "verify.md").read_text()
     # on both routes the adaptive arm skips the draft extend of its drafting-off steps (SGLang 0.5.14's
     # switch, which the patch route's dynamic-spec-disable honours too)

@@ -8,8 +8,8 @@ on 0.5.10.post1 (eagle-torch-native's); the patched code executed on numpy stand
 lengths a verify hands torch_native's extend and v2's draft extend left as it is (0.5.14's
 ForwardMode has no is_draft_extend, which the first try of this set called), and the torch
 code that stands in for EAGLE v2's bookkeeping kernels on a CPU. Which set deploy and bench
-take per release: test_eagle_torch_native_patch.py. On a real server:
-tests/real_sglang/test_eagle_torch_native.py.
+take per release: test_eagle_torch_native_patch.py. On a real server: the `--small` native
+crossover (tests/real_sglang/test_real_crossover_sglang.py).
 """
 
 from __future__ import annotations

@@ -60,11 +60,10 @@ def test_every_real_test_runs_in_one_of_the_two_groups():
     assert set(found.values()) == {PATCH_ROUTE_GROUP, NEWER_ENGINES_GROUP}, set(found.values())
     newer = {nodeid for nodeid, group in found.items() if group == NEWER_ENGINES_GROUP}
     modules = {nodeid.split("::")[0].rsplit("/", 1)[-1] for nodeid in newer}
-    assert modules == {"test_native_host.py", "test_real_crossover.py", "test_vllm_host.py",
-                       "test_eagle_torch_native.py", "test_real_crossover_sglang.py"}, modules
-    # the two modules over both runtimes: 0.5.14's cases with vLLM, 0.5.10.post1's with the patch route
+    assert modules == {"test_native_host.py", "test_real_crossover.py", "test_vllm_host.py", "test_heavy_models.py",
+                       "test_client_agreement.py", "test_real_crossover_sglang.py"}, modules
+    # the module over both runtimes: 0.5.14's case with vLLM, 0.5.10.post1's with the patch route
     for nodeid, group in found.items():
-        if nodeid.startswith(("tests/real_sglang/test_eagle_torch_native.py",
-                              "tests/real_sglang/test_real_crossover_sglang.py")):
-            native = nodeid.endswith(("[0.5.14]", "[sglang-native]"))
+        if nodeid.startswith("tests/real_sglang/test_real_crossover_sglang.py"):
+            native = nodeid.endswith("[sglang-native]")
             assert group == (NEWER_ENGINES_GROUP if native else PATCH_ROUTE_GROUP), (nodeid, group)
