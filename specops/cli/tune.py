@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from specops.bench.settings import BenchSettings, as_list
 from specops.bench.settingtext import ints
 from specops.cli.exits import exit_with
 from specops.cli.options import console, host_option, inventory_option, parse_vars, var_option
-from specops.cli.settingopts import schema_options
+from specops.cli.settingopts import schema_options, typed_values
 from specops.config.optionspec import read_options
 from specops.decide.tune import MAX_CANDIDATES, TuneResult
 from specops.engines.schedule import ScheduleForm
@@ -55,13 +56,14 @@ def run_tune(inventory_path: str | None, host_spec: str, *, coarse: list[int], s
              from_dir: Path | None, budget_minutes: float | None, write: bool, as_json: bool,
              tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
              lengths: list[tuple[int, int]] | None = None, for_length: int | None = None, reuse: bool = True,
-             emit: bool = False, candidates: int = MAX_CANDIDATES) -> int:
-    """Tune the host (flows.tune_run) and print the outcome; the exit code."""
+             emit: bool = False, candidates: int = MAX_CANDIDATES, typed: Collection[str] = ()) -> int:
+    """Tune the host (flows.tune_run) and print the outcome; the exit code. `typed`: the
+    settings typed on the command line (which `--from` may not replace)."""
     say = _say if not as_json else (lambda _l: None)
     outcome = tune_host(inventory_path, host_spec, coarse=coarse, settings=settings, from_dir=from_dir,
                         budget_minutes=budget_minutes, write=write, tier_steps=tier_steps, out=out,
                         runs_dir=runs_dir, extra_vars=extra_vars, say=say, console=console, lengths=lengths,
-                        for_length=for_length, reuse=reuse, candidates=candidates)
+                        for_length=for_length, reuse=reuse, candidates=candidates, typed=typed)
     return _finish(outcome.run_dir, outcome.done, outcome.chosen, write=write, as_json=as_json, emit=emit)
 
 
@@ -169,5 +171,6 @@ def tune(host_spec: str, inventory_path: str | None, arms: str, from_dir: str | 
                     from_dir=Path(from_dir) if from_dir else None, budget_minutes=budget_minutes,
                     write=write, as_json=as_json, tier_steps=_steps(tier_steps), out=Path(out) if out else None,
                     runs_dir=Path(runs_dir) if runs_dir else None, extra_vars=parse_vars(var_items),
-                    lengths=pairs, for_length=for_length, reuse=not no_reuse, emit=emit, candidates=candidates)
+                    lengths=pairs, for_length=for_length, reuse=not no_reuse, emit=emit, candidates=candidates,
+                    typed=typed_values(click.get_current_context(), BenchSettings)[1])
     exit_with(code == 0)

@@ -8,6 +8,7 @@ command line wins over both", so the CLI only parses options and calls these.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ from specops.errors import ConfigError
 #: measured with them, so the tune's own points must be too)
 FROM_RUN_KEYS = ("input_len", "output_len", "num_prompts", "prompts_per_level", "dataset", "seed", "repeats",
                  "runner")
+#: of those, what an option typed beside --from sets instead: how often tune measures its own
+#: points (the run's points stay as they were measured, and a median of more runs is the same
+#: measurement); any other typed setting the run differs in is refused (settings_from_run)
+TYPED_WINS = ("repeats",)
 
 
 def slo_var(inv: Inventory, host_spec: str, extra_vars: dict[str, Any]) -> dict[str, float] | None:
@@ -70,9 +75,12 @@ def phase_vars(extra_vars: dict[str, Any], arms: dict[str, Any], bench: object |
     return out
 
 
-def settings_from_run(from_dir: Path, old: dict[str, Any], settings: dict[str, Any]) -> None:
+def settings_from_run(from_dir: Path, old: dict[str, Any], settings: dict[str, Any],
+                      typed: Collection[str] = ()) -> None:
     """`tune --from DIR`: the run's client settings (`old`, its manifest's `bench`) replace
-    the command line's in `settings`; a run that swept several lengths is refused."""
+    the command line's defaults in `settings`. Of the options `typed` on the command line,
+    TYPED_WINS keep their value; any other the run differs in is refused, naming both, as is a
+    run that swept several lengths (`settings` unchanged either way)."""
     swept = {k: v for k, v in old.items() if k in ("input_len", "output_len") and isinstance(v, list) and len(v) > 1}
     if swept:  # --from takes one run of one length; several lengths: tune them with --input-len L1,L2
         shown = ", ".join(f"--{k.replace('_', '-')} {','.join(map(str, v))}" for k, v in swept.items())
@@ -81,6 +89,26 @@ def settings_from_run(from_dir: Path, old: dict[str, Any], settings: dict[str, A
                           hint="its report gives a threshold per length; to tune them, run "
                                f"`specops tune {shown}` without --from (it reuses the "
                                "run's points that match)")
+    clash = [key for key in FROM_RUN_KEYS if key in typed and key not in TYPED_WINS
+             and old.get(key) is not None and settings.get(key) != old[key]]
+    if clash:
+        raise from_run_clash(from_dir, {k: old[k] for k in clash}, {k: settings.get(k) for k in clash})
     for key in FROM_RUN_KEYS:
-        if old.get(key) is not None:
+        if old.get(key) is not None and not (key in typed and key in TYPED_WINS):
             settings[key] = old[key]
+
+
+def from_run_clash(from_dir: Path, run: dict[str, Any], given: dict[str, Any]) -> ConfigError:
+    """The error for options typed beside `--from DIR` whose values the run's points were not
+    measured with (`run`: its values, `given`: the typed ones, by setting name)."""
+    def shown(values: dict[str, Any]) -> str:
+        return ", ".join(f"--{key.replace('_', '-')} {_option_text(value)}" for key, value in values.items())
+    return ConfigError(f"--from {from_dir}: its points were measured with {shown(run)}, and tune's own points must "
+                       f"be measured as they were: {shown(given)} cannot apply", where="tune --from",
+                       hint="leave those options out (tune takes the run's), or bench a new run with them "
+                            "and tune from that")
+
+
+def _option_text(value: Any) -> str:
+    """A setting as it is typed: a list as a comma list."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

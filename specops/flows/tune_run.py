@@ -6,6 +6,7 @@ the outcome; everything a person reads while it runs goes through `say`."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +16,7 @@ from rich.console import Console
 from specops.bench.runners import runner_name
 from specops.bench.settings import BenchSettings
 from specops.config.inventory import Host, Inventory, default_inventory_path, load_inventory
-from specops.config.settings import host_variables, phase_vars, settings_from_run, sim_vars
+from specops.config.settings import from_run_clash, host_variables, phase_vars, settings_from_run, sim_vars
 from specops.config.writeback import write_adaptive
 from specops.data import default_playbook
 from specops.decide.tune import (
@@ -82,11 +83,17 @@ def reused_records(from_dir: Path, host: str, arms: tuple[str, str]) -> tuple[li
     return mine, manifest
 
 
-def from_settings(from_dir: Path, host: Host, settings: dict[str, Any]) -> tuple[list[ResultRecord], list[int]]:
-    """`--from DIR`: its baseline/EAGLE-3 points and client settings (one length only)."""
+def from_settings(from_dir: Path, host: Host, settings: dict[str, Any], typed: Collection[str] = (),
+                  coarse: list[int] | None = None) -> tuple[list[ResultRecord], list[int]]:
+    """`--from DIR`: its baseline/EAGLE-3 points and client settings (one length only); its
+    levels are the coarse sweep, so a typed --concurrency (`coarse`) other than them is refused
+    as settings_from_run refuses the other typed settings the run differs in."""
     reused, manifest = reused_records(from_dir, host.name, ("baseline", "eagle3"))
-    settings_from_run(from_dir, manifest.settings().to_dict(), settings)
-    return reused, sorted({int(r.concurrency) for r in reused})
+    levels = sorted({int(r.concurrency) for r in reused})
+    if "concurrency" in typed and coarse is not None and sorted(set(coarse)) != levels:
+        raise from_run_clash(from_dir, {"concurrency": levels}, {"concurrency": sorted(set(coarse))})
+    settings_from_run(from_dir, manifest.settings().to_dict(), settings, typed)
+    return reused, levels
 
 
 def for_length_pair(pairs: list[tuple[int, int]], for_length: int | None) -> tuple[int, int]:
@@ -184,9 +191,11 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
               from_dir: Path | None, budget_minutes: float | None, write: bool,
               tier_steps: list[int], out: Path | None, runs_dir: Path | None, extra_vars: dict[str, Any],
               say: Say, console: Console, lengths: list[tuple[int, int]] | None = None,
-              for_length: int | None = None, reuse: bool = True, candidates: int = MAX_CANDIDATES) -> TuneOutcome:
+              for_length: int | None = None, reuse: bool = True, candidates: int = MAX_CANDIDATES,
+              typed: Collection[str] = ()) -> TuneOutcome:
     """Tune every length on the host; `say`: the lines a person reads as it goes (a no-op
-    for `--json`); `console`: the phases' (quiet) playbook runs'."""
+    for `--json`); `console`: the phases' (quiet) playbook runs'; `typed`: the settings typed
+    on the command line (what `--from` may not replace)."""
     inv_path = Path(inventory_path) if inventory_path else default_inventory_path()
     inv = load_inventory(inv_path)
     host = inv.select_one(host_spec, "tune works on")
@@ -203,7 +212,7 @@ def tune_host(inventory_path: str | None, host_spec: str, *, coarse: list[int], 
     chosen = for_length_pair(pairs, for_length)
     reused: list[ResultRecord] = []
     if from_dir is not None:
-        reused, coarse = from_settings(from_dir, host, settings)
+        reused, coarse = from_settings(from_dir, host, settings, typed, coarse)
         pairs = [(int(settings["input_len"]), int(settings["output_len"]))]
         chosen = pairs[0]
     for i, o in pairs:   # every length's settings are checked before the first one runs

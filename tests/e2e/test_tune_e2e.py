@@ -121,6 +121,41 @@ def test_tune_from_a_run_reuses_its_points_and_a_small_budget_stops_partial(tmp_
     assert "## Tuning" in (out / "report.md").read_text()
 
 
+def test_tune_from_a_run_measures_its_own_points_as_often_as_typed_and_refuses_other_settings(tmp_path: Path) -> None:
+    """`tune --from RUN --repeats auto:3` on the real patch route (2026-12-06) ran every point it
+    measured once, the run's count, and said nothing: the run's settings replaced every option
+    typed. A typed --repeats is how often tune measures its own points (the run's stay as they
+    were measured); a typed setting the run's points were measured otherwise with (--num-prompts,
+    --concurrency, ...) would make tune's points incomparable with them: refused, naming both,
+    before anything runs."""
+    inv = commented_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
+    run = tmp_path / "bench"
+    res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,eagle3", "--concurrency", "1,4,16",
+                  "--repeats", "1", "--num-prompts", "16", "--input-len", "32", "--output-len", "64", "--out", str(run))
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "tune"
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), "--repeats", "auto:3",
+                  "--budget-minutes", "0.05", "--out", str(out))
+    assert res.exit_code == 1, res.output   # partial: the budget stops it before its first phase
+    settings = tune_doc(out)["settings"]
+    assert settings["repeats"] == "auto:3", settings
+    assert (settings["num_prompts"], settings["input_len"], settings["output_len"]) == (16, 32, 64), settings
+    before = inv.read_text()
+    for typed, shown in ((["--num-prompts", "32"], "--num-prompts 16"), (["--concurrency", "1,4,16,64"], "--concurrency 1,4,16"),
+                         (["--input-len", "128"], "--input-len 32")):
+        other = tmp_path / f"tune-{typed[0].strip('-')}"
+        res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), *typed, "--out", str(other))
+        assert res.exit_code == 2, res.output
+        said = " ".join(res.output.split())
+        assert f"--from {run}" in said and shown in said and " ".join(typed) in said, said
+        assert not other.exists()
+    # typed as the run measured them: accepted (an option typed to its run's value is no clash)
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), "--num-prompts", "16",
+                  "--concurrency", "1,4,16", "--budget-minutes", "0.05", "--out", str(tmp_path / "tune-same"))
+    assert res.exit_code == 1 and tune_doc(tmp_path / "tune-same")["settings"]["repeats"] == 1, res.output
+    assert inv.read_text() == before
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(TUNE_TIMEOUT_S)
 def test_tune_on_a_native_tree_tunes_tiers_that_beat_the_threshold_config(tmp_path: Path) -> None:

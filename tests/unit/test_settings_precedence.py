@@ -1,7 +1,8 @@
 """Which settings a bench or tune run takes (config.settings), without a terminal: `--var`
 wins over a host's `slo` and `gpu_hour_cost`, hosts with different SLOs are refused naming
 hosts.yaml, and `tune --from DIR` takes the run's client settings but refuses a run that
-swept several context lengths."""
+swept several context lengths, and keeps a typed --repeats but refuses another typed setting
+the run differs in."""
 
 from __future__ import annotations
 
@@ -50,3 +51,20 @@ def test_tune_from_a_run_takes_its_client_settings_and_refuses_several_lengths(t
         settings_from_run(tmp_path, {"input_len": [64, 128], "seed": 9}, settings)
     assert "several context lengths" in err.value.message and "--input-len 64,128" in err.value.message
     assert settings == before  # refused: nothing changed
+
+
+def test_tune_from_a_run_keeps_a_typed_repeats_and_refuses_a_typed_setting_the_run_differs_in(tmp_path: Path) -> None:
+    run = {"input_len": 16, "output_len": 64, "num_prompts": 64, "seed": 1, "repeats": 1}
+    settings: dict[str, Any] = {"input_len": 16, "output_len": 64, "num_prompts": 64, "seed": 1, "repeats": "auto:3"}
+    settings_from_run(tmp_path, run, settings, typed={"repeats", "num_prompts", "input_len"})
+    assert settings["repeats"] == "auto:3"   # typed: how often tune measures its own points
+    untyped = {**settings, "repeats": 5}
+    settings_from_run(tmp_path, run, untyped)
+    assert untyped["repeats"] == 1           # not typed: the run's
+    clashing = {**settings, "num_prompts": 32, "seed": 9}
+    before = dict(clashing)
+    with pytest.raises(ConfigError) as err:
+        settings_from_run(tmp_path, run, clashing, typed={"num_prompts", "seed", "repeats"})
+    message = err.value.message
+    assert "--num-prompts 64, --seed 1" in message and "--num-prompts 32, --seed 9 cannot apply" in message, message
+    assert err.value.where == "tune --from" and clashing == before
