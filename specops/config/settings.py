@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specops.config.inventory import Host, Inventory
+from specops.config.optionspec import flag_words
 from specops.config.slo import check_cost, parse_slo, slo_text
 from specops.errors import ConfigError
 
@@ -83,7 +84,7 @@ def settings_from_run(from_dir: Path, old: dict[str, Any], settings: dict[str, A
     run that swept several lengths (`settings` unchanged either way)."""
     swept = {k: v for k, v in old.items() if k in ("input_len", "output_len") and isinstance(v, list) and len(v) > 1}
     if swept:  # --from takes one run of one length; several lengths: tune them with --input-len L1,L2
-        shown = ", ".join(f"--{k.replace('_', '-')} {','.join(map(str, v))}" for k, v in swept.items())
+        shown = _options_text(swept)
         raise ConfigError(f"--from {from_dir}: the run swept several context lengths ({shown}); tune takes "
                           f"one length", where="tune --from",
                           hint="its report gives a threshold per length; to tune them, run "
@@ -101,14 +102,12 @@ def settings_from_run(from_dir: Path, old: dict[str, Any], settings: dict[str, A
 def from_run_clash(from_dir: Path, run: dict[str, Any], given: dict[str, Any]) -> ConfigError:
     """The error for options typed beside `--from DIR` whose values the run's points were not
     measured with (`run`: its values, `given`: the typed ones, by setting name)."""
-    def shown(values: dict[str, Any]) -> str:
-        return ", ".join(f"--{key.replace('_', '-')} {_option_text(value)}" for key, value in values.items())
-    return ConfigError(f"--from {from_dir}: its points were measured with {shown(run)}, and tune's own points must "
-                       f"be measured as they were: {shown(given)} cannot apply", where="tune --from",
+    return ConfigError(f"--from {from_dir}: its points were measured with {_options_text(run)}, and tune's own "
+                       f"points must be measured as they were: {_options_text(given)} cannot apply", where="tune --from",
                        hint="leave those options out (tune takes the run's), or bench a new run with them "
                             "and tune from that")
 
 
-def _option_text(value: Any) -> str:
-    """A setting as it is typed: a list as a comma list."""
-    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+def _options_text(values: dict[str, Any]) -> str:
+    """Settings (by name) as the options that ask for them, comma-separated: `--input-len 64,128`."""
+    return ", ".join(" ".join(flag_words(f"--{key.replace('_', '-')}", value)) for key, value in values.items())

@@ -90,8 +90,9 @@ def from_settings(from_dir: Path, host: Host, settings: dict[str, Any], typed: C
     as settings_from_run refuses the other typed settings the run differs in."""
     reused, manifest = reused_records(from_dir, host.name, ("baseline", "eagle3"))
     levels = sorted({int(r.concurrency) for r in reused})
-    if "concurrency" in typed and coarse is not None and sorted(set(coarse)) != levels:
-        raise from_run_clash(from_dir, {"concurrency": levels}, {"concurrency": sorted(set(coarse))})
+    typed_levels = sorted(set(coarse or levels))
+    if "concurrency" in typed and typed_levels != levels:
+        raise from_run_clash(from_dir, {"concurrency": levels}, {"concurrency": typed_levels})
     settings_from_run(from_dir, manifest.settings().to_dict(), settings, typed)
     return reused, levels
 
