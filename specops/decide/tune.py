@@ -7,7 +7,8 @@ run directory, and records/tune.py writes `tune_document` as `tune.json` beside 
 1. coarse: baseline and EAGLE-3 at the coarse levels (or the points of an existing run)
    bracket the crossover: the last level where EAGLE-3 is at least as fast, the first
    where it is not; points already in the run directory (reused from an earlier run of the
-   same configuration, flows/reuse.py) are not measured again;
+   same configuration, flows/reuse.py, or `--from`'s) are not measured again, only the
+   repeats they lack;
 2. fine: both arms at every level inside the bracket, or, when the bracket holds
    `BISECT_FROM` levels or more, a bisection of it: one level at a time (the geometric middle
    of the bracket), the bracket narrowed by each, until its ends are neighbours;

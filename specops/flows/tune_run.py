@@ -160,7 +160,7 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
     ports = free_ports(host, 1 + len(tier_steps), taken=configured)
     tuner = Tuner(host=host.name, arms=arms_raw, settings=settings, coarse=coarse, run_phase=run_phase,
                   records=lambda: load_results(run_dir), say=say, time_scale=time_scale, budget_s=budget_s,
-                  native=None, tier_steps=tier_steps, reused=reused, reused_from=str(from_dir) if from_dir else None,
+                  native=None, tier_steps=tier_steps, reused_from=str(from_dir) if from_dir else None,
                   ports=ports, release=releaser(host, run_dir.name), keep_ok=bool(planned and planned[1]),
                   max_candidates=candidates, engine=engine_for(host))
     tuner.result.input_len, tuner.result.output_len = checked.lengths()[0]

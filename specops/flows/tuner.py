@@ -59,7 +59,7 @@ class Tuner:
     def __init__(self, *, host: str, arms: dict[str, Any], settings: dict[str, Any], coarse: list[int],
                  run_phase: RunPhase, records: Callable[[], list[ResultRecord]], say: Callable[[str], None],
                  time_scale: float | None, budget_s: float | None, native: bool | None,
-                 tier_steps: Sequence[int] = (0, 1, 3), reused: list[ResultRecord] | None = None,
+                 tier_steps: Sequence[int] = (0, 1, 3),
                  reused_from: str | None = None, max_candidates: int = MAX_CANDIDATES, ports: Sequence[int] = (),
                  release: Release | None = None, keep_ok: bool = False, bisect_from: int | None = BISECT_FROM,
                  engine: ServingEngine | None = None):
@@ -73,7 +73,7 @@ class Tuner:
         self.time_scale, self.budget_s, self.native = time_scale, budget_s, native
         self.eagle_steps = int(self.base_arms[EAGLE_ARM].get("num_steps") or 3)
         self.tier_steps = sorted(set(tier_steps))
-        self.reused, self.max_candidates = reused or [], max_candidates
+        self.max_candidates = max_candidates
         self.release, self.keep_ok, self.bisect_from = release, keep_ok and release is not None, bisect_from
         self.kept: set[str] = set()
         #: the host's engine: whether the adaptive arm skips a drafting-off step's draft extend is its
@@ -189,7 +189,7 @@ class Tuner:
     def plan_text(self) -> tuple[int, float, int, float]:
         """(points, seconds) when the first threshold verifies and no tiers are tuned, then
         (points, seconds) at most: the line printed before anything starts."""
-        coarse = Phase("coarse", [BASELINE_ARM, EAGLE_ARM], [] if self.reused else self.coarse, self._repeats())
+        coarse = Phase("coarse", [BASELINE_ARM, EAGLE_ARM], self.coarse, self._repeats())
         coarse_todo = self._todo(coarse)
         gaps = [b - a - 1 for a, b in zip(self.coarse, self.coarse[1:], strict=False)]
         widest = max(gaps, default=0)
@@ -304,8 +304,9 @@ class Tuner:
     def _loop(self) -> None:
         res, reps = self.result, self._repeats()
         res.coarse_levels = self.coarse
-        if not self._run(Phase("coarse", [BASELINE_ARM, EAGLE_ARM],
-                               [] if self.reused else self.coarse, reps), self._arms()):
+        # with --from, the coarse levels are the run's: the phase measures only the repeats its
+        # points lack (none when the run measured them as often as tune measures its own)
+        if not self._run(Phase("coarse", [BASELINE_ARM, EAGLE_ARM], self.coarse, reps), self._arms()):
             return
         if not self._narrow(reps):
             self._provisional(Levels.of(self.records(), self.host))

@@ -121,25 +121,39 @@ def test_tune_from_a_run_reuses_its_points_and_a_small_budget_stops_partial(tmp_
     assert "## Tuning" in (out / "report.md").read_text()
 
 
-def test_tune_from_a_run_measures_its_own_points_as_often_as_typed_and_refuses_other_settings(tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.timeout(TUNE_TIMEOUT_S)
+def test_tune_from_a_run_measures_every_point_as_often_as_typed_and_refuses_other_settings(tmp_path: Path) -> None:
     """`tune --from RUN --repeats auto:3` on the real patch route (2026-12-06) ran every point it
     measured once, the run's count, and said nothing: the run's settings replaced every option
-    typed. A typed --repeats is how often tune measures its own points (the run's stay as they
-    were measured); a typed setting the run's points were measured otherwise with (--num-prompts,
-    --concurrency, ...) would make tune's points incomparable with them: refused, naming both,
-    before anything runs."""
+    typed. A typed --repeats is how often tune measures every point: its own, and the run's,
+    which get the repeats they lack (the same run later rejected a threshold against EAGLE-3's
+    single run record); a typed setting the run's points were measured otherwise with
+    (--num-prompts, --concurrency, ...) would make tune's points incomparable with them:
+    refused, naming both, before anything runs."""
     inv = commented_inventory(tmp_path, {"connection": "local", "workdir": str(tmp_path / "w")})
     run = tmp_path / "bench"
     res = run_cli("bench", "--host", "gpu", "-i", str(inv), "--arms", "baseline,eagle3", "--concurrency", "1,4,16",
                   "--repeats", "1", "--num-prompts", "16", "--input-len", "32", "--output-len", "64", "--out", str(run))
     assert res.exit_code == 0, res.output
     out = tmp_path / "tune"
-    res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), "--repeats", "auto:3",
-                  "--budget-minutes", "0.05", "--out", str(out))
-    assert res.exit_code == 1, res.output   # partial: the budget stops it before its first phase
-    settings = tune_doc(out)["settings"]
-    assert settings["repeats"] == "auto:3", settings
+    res = run_cli("tune", "--host", "gpu", "-i", str(inv), "--from", str(run), "--repeats", "2",
+                  "--candidates", "1", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    doc = tune_doc(out)
+    settings = doc["settings"]
+    assert settings["repeats"] == 2, settings
     assert (settings["num_prompts"], settings["input_len"], settings["output_len"]) == (16, 32, 64), settings
+    assert doc["result"]["phases"][0] == {"name": "coarse", "arms": ["baseline", "eagle3"], "levels": [1, 4, 16],
+                                          "repeats": 2, "points": 6, "seconds": doc["result"]["phases"][0]["seconds"]}
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    by_point: dict[tuple[str, int], dict[int, bool]] = {}
+    for r in records:
+        by_point.setdefault((r["arm"], r["concurrency"]), {})[r["repeat"]] = "reused_from" in (r.get("extra") or {})
+    # every point of both runs twice: the run's own record (repeat 0) and the one tune added
+    assert {k: v for k, v in by_point.items() if k[0] in ("baseline", "eagle3") and k[1] in (1, 4, 16)} == \
+        {(a, c): {0: True, 1: False} for a in ("baseline", "eagle3") for c in (1, 4, 16)}, by_point
+    assert all(len(reps) == 2 for reps in by_point.values()), by_point
     before = inv.read_text()
     for typed, shown in ((["--num-prompts", "32"], "--num-prompts 16"), (["--concurrency", "1,4,16,64"], "--concurrency 1,4,16"),
                          (["--input-len", "128"], "--input-len 32")):

@@ -171,15 +171,30 @@ def test_from_scratch_finds_the_models_threshold_and_verifies_it() -> None:
 def test_from_an_existing_run_reuses_its_points() -> None:
     reused = model_records("baseline", [1, 2, 4, 8, 16]) + model_records("eagle3", [1, 2, 4, 8, 16])
     fake = FakeHost(reused)
-    res = tuner(fake, coarse=[1, 2, 4, 8, 16], reused=reused, reused_from="runs/old").run()
+    res = tuner(fake, coarse=[1, 2, 4, 8, 16], reused_from="runs/old").run()
     assert "coarse" not in [p.name for p in fake.phases]
+    assert res.threshold == 5 and res.reused_from == "runs/old"
+
+
+def test_from_a_run_measured_fewer_times_its_points_get_the_repeats_typed() -> None:
+    """The patch route's tune (2026-12-06, `--from bench-before --repeats auto:3`) rejected
+    threshold 10 at c=4 against EAGLE-3's one bench-before record while its own points had two
+    or three: the bar compared a median with a single run. The run's points now get the
+    repeats the tune measures its own with (the bench step measures only the missing ones)."""
+    reused = model_records("baseline", [1, 2, 4, 8, 16]) + model_records("eagle3", [1, 2, 4, 8, 16])
+    fake = FakeHost(reused)
+    res = tuner(fake, coarse=[1, 2, 4, 8, 16], reused_from="runs/old",
+                settings={"repeats": 2, "input_len": 32, "output_len": 64}).run()
+    coarse = [p for p in fake.phases if p.name == "coarse"]
+    assert len(coarse) == 1 and coarse[0].levels == [1, 2, 4, 8, 16] and coarse[0].repeats == 2, fake.phases
+    assert coarse[0].arms == ["baseline", "eagle3"]
     assert res.threshold == 5 and res.reused_from == "runs/old"
 
 
 def test_a_budget_too_small_stops_with_a_partial_result() -> None:
     reused = model_records("baseline", [1, 2, 4, 8]) + model_records("eagle3", [1, 2, 4, 8])
     fake = FakeHost(reused)
-    res = tuner(fake, coarse=[1, 2, 4, 8], reused=reused, budget_s=0.5).run()
+    res = tuner(fake, coarse=[1, 2, 4, 8], budget_s=0.5).run()
     assert res.status == "partial" and not res.ok and fake.phases == []
     assert "budget reached: the fine phase" in res.message
     assert "provisional threshold from the points measured: 4" in res.message   # coarse levels only
