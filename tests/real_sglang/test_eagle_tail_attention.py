@@ -17,22 +17,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_sglang import PATCH_ROUTE_GROUP
+from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
 from tests.support.real_sglang.adaptive_check import patched_tree
 from tests.support.real_sglang.runtime import HERE, ensure_runtime
 from tests.support.real_sglang.server import server_env
 from tests.support.standin import STANDIN_VERSION
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(PATCH_ROUTE_GROUP), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.timeout(1800)]
 
 CHECK = HERE / "tail_attention_check.py"
 #: release -> its eagle-torch-native set
 SETS = {STANDIN_VERSION: "eagle-torch-native", "0.5.14": "eagle-torch-native-v2"}
+#: each release's case in the group of the runtime it runs (tests/support/real_sglang/__init__.py)
+GROUPS = {STANDIN_VERSION: PATCH_ROUTE_GROUP, "0.5.14": NEWER_ENGINES_GROUP}
 #: float32 attention over 4-40 keys: the two paths sum the same terms in another order
 ATOL = 1e-5
 
 
-@pytest.mark.parametrize("version", sorted(SETS))
+@pytest.mark.parametrize("version", [pytest.param(v, marks=pytest.mark.xdist_group(GROUPS[v])) for v in sorted(SETS)])
 def test_the_tail_attention_equals_torch_natives_extend_and_a_one_token_one_its_decode(version: str,
                                                                                    tmp_path: Path) -> None:
     python = ensure_runtime(version).python

@@ -4,8 +4,9 @@ run by the runtime's torch; a sabotaged source fails it), and the files are what
 (the widths, the compensated norms, the head's widened fc, or the whole head for SGLang, the swap).
 
 The full-size sets (hidden 2048, 1.2 GB) are bench/real_crossover.py's; this builds one of hidden
-128 / intermediate 512 in seconds. In the newer engines' xdist group, with the vLLM runtime it
-runs (tests/support/real_sglang/__init__.py)."""
+128 / intermediate 512 in seconds. Each test in the xdist group of the runtime it runs
+(tests/support/real_sglang/__init__.py): vLLM's set with the newer engines, SGLang's with the
+patch route."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_sglang import NEWER_ENGINES_GROUP
+from tests.support.real_sglang import NEWER_ENGINES_GROUP, PATCH_ROUTE_GROUP
 from tests.support.real_sglang.models import HEAVY_SCRIPT, SGLANG_HEAVY_ARGS, _env, ensure_models, ensure_vllm_models
 from tests.support.real_sglang.runtime import VLLM, runtime_python
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.xdist_group(NEWER_ENGINES_GROUP), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.timeout(600)]
+ON_VLLM = pytest.mark.xdist_group(NEWER_ENGINES_GROUP)   # the vLLM runtime builds its set
+ON_SGLANG = pytest.mark.xdist_group(PATCH_ROUTE_GROUP)   # SGLang 0.5.10.post1's runtime builds its set
 
 HIDDEN, INTERMEDIATE = 128, 512
 #: reads the built files with the runtime's safetensors: shapes, the norm scale, the fc blocks, the swap
@@ -45,6 +48,7 @@ print(json.dumps({
 """
 
 
+@ON_VLLM
 def test_a_widened_target_keeps_the_tiny_targets_greedy_tokens(tmp_path: Path) -> None:
     tiny = ensure_vllm_models()
     python = runtime_python(VLLM)
@@ -90,6 +94,7 @@ def _sabotaged(tiny: Path, broken: Path) -> Path:
     return broken
 
 
+@ON_VLLM
 def test_a_build_whose_tokens_differ_fails(tmp_path: Path) -> None:
     """The proof has teeth: a target whose norm is not compensated (a sabotaged tiny set's
     config: its eps scaled by 10^4) changes the tokens, and the build exits non-zero."""
@@ -136,6 +141,7 @@ def _sglang_build(tiny: Path, out: Path, *more: str) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=300, env=_env())
 
 
+@ON_SGLANG
 def test_sglangs_set_widens_the_head_too_and_keeps_the_tokens(tmp_path: Path) -> None:
     """SGLang's set (--wide-head over the tier's tiny one, SGLang's runtime): the target's greedy
     tokens proven the tiny target's, and the head as wide as the target (SGLang refuses a
@@ -167,6 +173,7 @@ def test_sglangs_set_widens_the_head_too_and_keeps_the_tokens(tmp_path: Path) ->
     assert 0 < build["draft"]["swapped_tokens"] and facts["swapped_rows"] == 2 * build["draft"]["swapped_tokens"]
 
 
+@ON_SGLANG
 def test_sglangs_build_from_a_sabotaged_target_fails(tmp_path: Path) -> None:
     """The SGLang build's proof has teeth too: the tiny SGLang target with its eps scaled (its
     norm no longer compensated exactly) gives other tokens than the tier's, and the build fails."""

@@ -61,9 +61,15 @@ def test_every_real_test_runs_in_one_of_the_two_groups():
     newer = {nodeid for nodeid, group in found.items() if group == NEWER_ENGINES_GROUP}
     modules = {nodeid.split("::")[0].rsplit("/", 1)[-1] for nodeid in newer}
     assert modules == {"test_native_host.py", "test_real_crossover.py", "test_vllm_host.py", "test_heavy_models.py",
-                       "test_client_agreement.py", "test_real_crossover_sglang.py"}, modules
-    # the module over both runtimes: 0.5.14's case with vLLM, 0.5.10.post1's with the patch route
+                       "test_client_agreement.py", "test_real_crossover_sglang.py", "test_eagle_tail_attention.py"}, modules
+    # the modules over several runtimes: each case with the group of the runtime it runs
+    # (0.5.14's and vLLM's with the newer engines, 0.5.10.post1's with the patch route)
+    newer_cases = {"test_real_crossover_sglang.py": "[sglang-native]", "test_eagle_tail_attention.py": "[0.5.14]",
+                   "test_heavy_models.py": ("test_a_widened_target_keeps_the_tiny_targets_greedy_tokens",
+                                            "test_a_build_whose_tokens_differ_fails")}
     for nodeid, group in found.items():
-        if nodeid.startswith("tests/real_sglang/test_real_crossover_sglang.py"):
-            native = nodeid.endswith("[sglang-native]")
-            assert group == (NEWER_ENGINES_GROUP if native else PATCH_ROUTE_GROUP), (nodeid, group)
+        module = nodeid.split("::")[0].rsplit("/", 1)[-1]
+        if module in newer_cases:
+            mark = newer_cases[module]
+            newer_case = nodeid.endswith(mark) if isinstance(mark, str) else nodeid.split("::")[-1] in mark
+            assert group == (NEWER_ENGINES_GROUP if newer_case else PATCH_ROUTE_GROUP), (nodeid, group)
