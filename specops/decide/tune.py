@@ -20,7 +20,9 @@ run directory, and records/tune.py writes `tune_document` as `tune.json` beside 
    and keeps `GAIN_KEPT` of EAGLE-3's gain at the lowest level; otherwise the neighbours.
    Levels are measured one at a time, nearest the threshold first (`verify_order`), with the
    candidate's server kept up between them, and a candidate is rejected at its first level
-   below `TOLERANCE`: the rest are not measured;
+   below `TOLERANCE`: the rest are not measured. Before that, the reference arms at that level
+   are measured again beside it and the level is judged on those runs (flows/tuner.py
+   `_recheck`: the points it fell short of may be hours older, and a host's pace drifts);
 5. tiers (native adaptive trees, 0.5.14+): arms `eagle3-k<k>` measure other draft-step
    counts; per level the fastest count (0 = baseline) gives a tier config, verified as
    `adaptive-tiers` the same way.
@@ -332,6 +334,9 @@ class TuneResult:
     written: str | None = None
     measured_points: int = 0                # points this tune ran (ok or failed): the GPU time it spent
     reused_points: int = 0                  # points it took from earlier runs instead
+    #: levels where a candidate fell short and the reference arms were measured again beside it
+    #: (flows/tuner.py `_recheck`): arm, concurrency, references, runs, before, after
+    rechecks: list[dict[str, Any]] = field(default_factory=list)
     input_len: int | None = None
     output_len: int | None = None
     #: the verified schedule (engines.schedule.Schedule.to_dict) and its form in every engine's routes

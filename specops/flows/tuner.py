@@ -15,6 +15,7 @@ from specops.decide.tune import (
     MAX_CANDIDATES,
     MAX_FINE_LEVELS,
     TIERS_ARM,
+    TOLERANCE,
     Levels,
     Phase,
     TuneResult,
@@ -38,7 +39,7 @@ from specops.errors import ConfigError
 from specops.launchargs import arg_name
 from specops.ports import DEFAULT_EPHEMERAL, first_ports
 from specops.records.schema import ResultRecord
-from specops.report.tune import TIERS_RULE, choice_doc, off_path_text, verdict_text
+from specops.report.tune import TIERS_RULE, choice_doc, off_path_text, recheck_text, verdict_text
 from specops.report.words import THRESHOLD_RULE, threshold_reason
 
 #: Per-server ports an arm's extra_args may pin: the deployed server still holds them, so an
@@ -76,6 +77,9 @@ class Tuner:
         self.max_candidates = max_candidates
         self.release, self.keep_ok, self.bisect_from = release, keep_ok and release is not None, bisect_from
         self.kept: set[str] = set()
+        #: (reference arm, level) -> the first repeat its verdicts read: a candidate that fell short
+        #: there had that arm measured again beside it (`_recheck`), and only those runs count
+        self.fresh_from: dict[tuple[str, int], int] = {}
         #: the host's engine: whether the adaptive arm skips a drafting-off step's draft extend is its
         #: decision (ServingEngine.skips_off_extend), as it is verify's
         self.engine = engine
@@ -292,14 +296,51 @@ class Tuner:
                 if not self._run(Phase(f"{name} c={c}", [arm], [c], reps, keep=self.release is not None), arms):
                     return None
                 measured.append(c)
-                lv = Levels.of(self.records(), self.host)
-                so_far = verify(lv, arm, measured, lowest=lowest)
+                so_far = verify(Levels.of(self._judged(), self.host), arm, measured, lowest=lowest)
+                if c in so_far.shortfalls:
+                    if not self._recheck(arm, c, so_far.ratios.get(c)):
+                        return None
+                    so_far = verify(Levels.of(self._judged(), self.host), arm, measured, lowest=lowest)
                 if not so_far.ok and len(measured) < len(order):
                     so_far.skipped = [x for x in order if x not in measured]
                     return so_far
         finally:
             self._release([arm])
-        return verify(Levels.of(self.records(), self.host), arm, levels)
+        return verify(Levels.of(self._judged(), self.host), arm, levels)
+
+    def _judged(self) -> list[ResultRecord]:
+        """The records verdicts read: where a reference arm was measured again beside a
+        candidate (`_recheck`), its runs at that level from then on only."""
+        return [r for r in self.records()
+                if not (r.host == self.host and r.concurrency is not None and r.repeat is not None
+                        and r.repeat < self.fresh_from.get((r.arm, int(r.concurrency)), 0))]
+
+    def _recheck(self, arm: str, c: int, before: float | None) -> bool:
+        """`arm` fell short at `c` against reference points measured earlier (a coarse sweep,
+        `--from`'s run, minutes or hours before: a real CPU host's pace drifts by more than the
+        5% the bar allows, 2026-12-07). Measure the reference arms there again, now, as often as
+        the candidate was, and judge the level on those runs. The candidate's server is
+        stopped first (the reference arms may share its GPU). False: the budget stopped it."""
+        lv = Levels.of(self._judged(), self.host)
+        best = lv.best(c)
+        if best is None:
+            return True
+        # an arm further below the better one than the bar allows could not become the reference
+        refs = [a for a in (BASELINE_ARM, EAGLE_ARM) if (lv.tps(a, c) or 0.0) >= TOLERANCE * best]
+        recs = [r for r in self.records() if r.host == self.host and r.concurrency == c]
+        runs = max(1, sum(1 for r in recs if r.arm == arm and r.ok))
+        self._release([arm])
+        for ref in refs:
+            first = 1 + max((int(r.repeat or 0) for r in recs if r.arm == ref), default=-1)
+            phase = Phase(f"recheck {ref} c={c}", [ref], [c], RepeatRule(False, first + runs))
+            if not self._run(phase, self._arms()):
+                return False
+            self.fresh_from[(ref, c)] = first
+        after = verify(Levels.of(self._judged(), self.host), arm, [c]).ratios.get(c)
+        self.result.rechecks.append({"arm": arm, "concurrency": c, "references": refs, "runs": runs,
+                                     "before": before, "after": after})
+        self.say(recheck_text(arm, c, refs, before, after))
+        return True
 
     def _loop(self) -> None:
         res, reps = self.result, self._repeats()
@@ -348,7 +389,7 @@ class Tuner:
                 res.message = (f"no threshold passed verification (tried {', '.join(map(str, tried))}); "
                                f"best was {best[1]} (worst level {best[0]:.3f}x)" if best else "nothing verified")
                 if best is not None:   # fell short where it was not drafting: say what that costs
-                    off = off_path_shortfall(Levels.of(self.records(), self.host), best[2])
+                    off = off_path_shortfall(Levels.of(self._judged(), self.host), best[2])
                     switch, skipped = self._off_extend()
                     res.message += (f"; {off_path_text(best[2].arm, off, switch=switch, extend_skipped=skipped)}"
                                     if off else "")

@@ -45,6 +45,15 @@ def verdict_text(v: Verdict) -> str:
     return f"{v.arm}: rejected: " + ", ".join(parts)
 
 
+def recheck_text(arm: str, c: int, refs: list[str], before: float | None, after: float | None) -> str:
+    """A level where `arm` fell short against reference points measured earlier, and what the
+    reference arms measured again beside it say."""
+    def ratio(r: float | None) -> str:
+        return "-" if r is None else f"{r:.3f}x"
+    return (f"{arm} at c={c}: {ratio(before)} of the better arm as measured earlier; "
+            f"{', '.join(refs)} measured again beside it: {ratio(after)}")
+
+
 def off_path_text(arm: str, found: OffPathShortfall, *, switch: str | None = None,
                   extend_skipped: bool = False) -> str:
     """Why a candidate fell short where it was not drafting: in words, with the arm that measures it.
@@ -89,6 +98,8 @@ def tune_lines(result: TuneResult | Mapping[str, Any]) -> list[str]:
         else:
             out.append(f"no threshold: {res.choice['reason']}")
     for cand in res.candidates:
+        out += [recheck_text(r["arm"], r["concurrency"], r["references"], r["before"], r["after"])
+                for r in res.rechecks if r["arm"] == cand["arm"]]
         out.append(cand["text"])
     if res.tiers is not None:
         shown = ", ".join(f"{b}+: {s}" for b, s in res.tiers.items())
