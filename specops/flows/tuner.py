@@ -296,9 +296,10 @@ class Tuner:
                 if not self._run(Phase(f"{name} c={c}", [arm], [c], reps, keep=self.release is not None), arms):
                     return None
                 measured.append(c)
-                so_far = verify(Levels.of(self._judged(), self.host), arm, measured, lowest=lowest)
+                lv = Levels.of(self._judged(), self.host)
+                so_far = verify(lv, arm, measured, lowest=lowest)
                 if c in so_far.shortfalls:
-                    if not self._recheck(arm, c, so_far.ratios.get(c)):
+                    if not self._recheck(arm, c, lv, so_far.ratios.get(c)):
                         return None
                     so_far = verify(Levels.of(self._judged(), self.host), arm, measured, lowest=lowest)
                 if not so_far.ok and len(measured) < len(order):
@@ -312,16 +313,16 @@ class Tuner:
         """The records verdicts read: where a reference arm was measured again beside a
         candidate (`_recheck`), its runs at that level from then on only."""
         return [r for r in self.records()
-                if not (r.host == self.host and r.concurrency is not None and r.repeat is not None
+                if not (r.host == self.host and r.concurrency is not None
                         and r.repeat < self.fresh_from.get((r.arm, int(r.concurrency)), 0))]
 
-    def _recheck(self, arm: str, c: int, before: float | None) -> bool:
+    def _recheck(self, arm: str, c: int, lv: Levels, before: float | None) -> bool:
         """`arm` fell short at `c` against reference points measured earlier (a coarse sweep,
         `--from`'s run, minutes or hours before: a real CPU host's pace drifts by more than the
         5% the bar allows, 2026-12-07). Measure the reference arms there again, now, as often as
         the candidate was, and judge the level on those runs. The candidate's server is
-        stopped first (the reference arms may share its GPU). False: the budget stopped it."""
-        lv = Levels.of(self._judged(), self.host)
+        stopped first (the reference arms may share its GPU). `lv`: the levels `before` was
+        judged on. False: the budget stopped it."""
         best = lv.best(c)
         if best is None:
             return True
@@ -331,7 +332,7 @@ class Tuner:
         runs = max(1, sum(1 for r in recs if r.arm == arm and r.ok))
         self._release([arm])
         for ref in refs:
-            first = 1 + max((int(r.repeat or 0) for r in recs if r.arm == ref), default=-1)
+            first = 1 + max((r.repeat for r in recs if r.arm == ref), default=-1)
             phase = Phase(f"recheck {ref} c={c}", [ref], [c], RepeatRule(False, first + runs))
             if not self._run(phase, self._arms()):
                 return False
