@@ -239,7 +239,8 @@ def test_a_candidate_short_beside_fresh_reference_points_is_still_rejected() -> 
     assert res.threshold is None and res.status == "unverified"
     (recheck,) = [r for r in res.rechecks if r["concurrency"] == 5]
     assert recheck["before"] == pytest.approx(recheck["after"]) and recheck["after"] < TOLERANCE, recheck
-    assert recheck["references"] == ["baseline", "eagle3"] or recheck["references"] == ["eagle3"]
+    # c=5 sits by the model's crossover: the two arms within 5% of each other, both measured again
+    assert recheck["references"] == ["baseline", "eagle3"]
 
 
 def test_a_budget_too_small_stops_with_a_partial_result() -> None:
