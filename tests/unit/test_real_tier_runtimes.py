@@ -64,12 +64,11 @@ def test_every_real_test_runs_in_one_of_the_two_groups():
                        "test_client_agreement.py", "test_real_crossover_sglang.py", "test_eagle_tail_attention.py"}, modules
     # the modules over several runtimes: each case with the group of the runtime it runs
     # (0.5.14's and vLLM's with the newer engines, 0.5.10.post1's with the patch route)
-    newer_cases = {"test_real_crossover_sglang.py": "[sglang-native]", "test_eagle_tail_attention.py": "[0.5.14]",
-                   "test_heavy_models.py": ("test_a_widened_target_keeps_the_tiny_targets_greedy_tokens",
-                                            "test_a_build_whose_tokens_differ_fails")}
+    newer_cases = {"test_real_crossover_sglang.py": ("[sglang-native]",), "test_eagle_tail_attention.py": ("[0.5.14]",),
+                   "test_heavy_models.py": ("::test_a_widened_target_keeps_the_tiny_targets_greedy_tokens",
+                                            "::test_a_build_whose_tokens_differ_fails")}
     for nodeid, group in found.items():
         module = nodeid.split("::")[0].rsplit("/", 1)[-1]
         if module in newer_cases:
-            mark = newer_cases[module]
-            newer_case = nodeid.endswith(mark) if isinstance(mark, str) else nodeid.split("::")[-1] in mark
+            newer_case = nodeid.endswith(newer_cases[module])
             assert group == (NEWER_ENGINES_GROUP if newer_case else PATCH_ROUTE_GROUP), (nodeid, group)
