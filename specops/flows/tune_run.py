@@ -166,11 +166,13 @@ def tune_length(inv: Inventory, host: Host, arms_raw: dict[str, Any], adaptive: 
     tuner.result.input_len, tuner.result.output_len = checked.lengths()[0]
     if found is not None:
         tuner.result.reuse = found.text()
-    likely, likely_s, points, seconds = tuner.plan_text()
-    tuner.result.planned_points, tuner.result.estimate_s = points, round(seconds, 1)
+    plan = tuner.plan_text()
+    tuner.result.planned_points, tuner.result.estimate_s = plan.most_points, round(plan.most_s, 1)
     budget = f", budget {budget_s / 60:g} min" if budget_s is not None else ""
-    say(f"tune {host.name}: {likely} points if the first threshold verifies (~{likely_s / 60:.1f} min), at most "
-        f"{points} with neighbours and tiers (~{seconds / 60:.1f} min); estimated "
+    say(f"tune {host.name}: {plan.likely_points} points if the first threshold verifies (~{plan.likely_s / 60:.1f} "
+        f"min), at most {plan.most_points} with neighbours and tiers (~{plan.most_s / 60:.1f} min), and "
+        f"{plan.recheck_points} more (~{plan.recheck_s / 60:.1f} min) for each level a candidate falls short at "
+        f"(the reference arms measured again beside it); estimated "
         f"{'from the simulator model' if time_scale else 'with a guess until the first points are measured'}"
         f"{budget}")
     say(f"run directory: {run_dir}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from specops.bench.repeats import LevelKey, RepeatRule, parse_repeats, settled, throughputs
 from specops.decide.summary import BASELINE_ARM, EAGLE_ARM
@@ -46,6 +46,16 @@ from specops.report.words import THRESHOLD_RULE, threshold_reason
 #: arm tune adds beside it drops them and lets the engine pick its own (real SGLang 0.5.14's
 #: adaptive-t4 died with torch.distributed's "failed to listen" on a copied --nccl-port).
 PINNED_PORT_ARGS = frozenset({"nccl_port", "metrics_port"})
+
+class TunePlan(NamedTuple):
+    """What `Tuner.plan_text` expects to measure, in points and seconds."""
+    likely_points: int        # the first threshold verifies, no tiers
+    likely_s: float
+    most_points: int          # every candidate and the tiers
+    most_s: float
+    recheck_points: int       # each level a candidate falls short at (`_recheck`) adds these
+    recheck_s: float
+
 
 RunPhase = Callable[[Phase, dict[str, Any]], None]   # run the phase's points; arms = the arms dict to use
 Release = Callable[[list[str]], None]                # stop the servers of these arms that phases kept up
@@ -190,9 +200,9 @@ class Tuner:
             self.kept -= set(mine)
             self.release(mine)
 
-    def plan_text(self) -> tuple[int, float, int, float]:
-        """(points, seconds) when the first threshold verifies and no tiers are tuned, then
-        (points, seconds) at most: the line printed before anything starts."""
+    def plan_text(self) -> TunePlan:
+        """The line printed before anything starts: points and seconds when the first
+        threshold verifies and no tiers are tuned, at most, and per recheck."""
         coarse = Phase("coarse", [BASELINE_ARM, EAGLE_ARM], self.coarse, self._repeats())
         coarse_todo = self._todo(coarse)
         gaps = [b - a - 1 for a, b in zip(self.coarse, self.coarse[1:], strict=False)]
@@ -211,9 +221,12 @@ class Tuner:
             extra = [k for k in self.tier_steps if k not in (0, self.eagle_steps)]
             phases.append(Phase("steps", [steps_arm(k) for k in extra], verify_levels, self._repeats()))
             phases.append(Phase("tiers", [TIERS_ARM], verify_levels, self._repeats()))
+        # `_recheck`: both reference arms at one level, as often as the candidate ran there
+        recheck = Phase("recheck", [BASELINE_ARM, EAGLE_ARM], [mid], self._repeats())
         first = (len(coarse_todo), self.estimate(coarse, coarse_todo) if coarse_todo else 0.0)
-        return (first[0] + sum(p.points for p in likely), first[1] + sum(self.estimate(p) for p in likely),
-                first[0] + sum(p.points for p in phases), first[1] + sum(self.estimate(p) for p in phases))
+        return TunePlan(first[0] + sum(p.points for p in likely), first[1] + sum(self.estimate(p) for p in likely),
+                        first[0] + sum(p.points for p in phases), first[1] + sum(self.estimate(p) for p in phases),
+                        recheck.points, self.estimate(recheck))
 
     # ----- arms
 

@@ -59,6 +59,7 @@ def test_tune_over_ssh_finds_the_models_threshold_verifies_and_writes_it(tmp_pat
                   "--out", str(out))
     assert res.exit_code == 0, res.output
     assert "points if the first threshold verifies" in res.output and "at most" in res.output   # the plan first
+    assert "for each level a candidate falls short at" in res.output
     assert tune_doc(out)["settings"]["candidates"] == 1   # the chosen threshold verified: no neighbour needed
     assert "rule: threshold = p90 of the server's running batch" in res.output
     result = tune_doc(out)["result"]

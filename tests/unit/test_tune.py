@@ -243,6 +243,21 @@ def test_a_candidate_short_beside_fresh_reference_points_is_still_rejected() -> 
     assert recheck["references"] == ["baseline", "eagle3"]
 
 
+def test_the_plan_counts_what_a_recheck_measures() -> None:
+    """The line before anything starts says what each shortfall adds (`_recheck`): here the
+    two reference arms measured twice more at c=5, as the candidate was."""
+    fake = FakeHost()
+    t = _first_threshold_rejected(fake, max_candidates=1, settings={"repeats": 2, "input_len": 32, "output_len": 64})
+    plan = t.plan_text()
+    assert plan.recheck_points == 4 and 0 < plan.recheck_s < plan.likely_s, plan
+    before = len(fake.records)
+    t.run()
+    assert [p.name for p in fake.phases if p.name.startswith("recheck")] == ["recheck baseline c=5", "recheck eagle3 c=5"]
+    fresh = [r for r in fake.records[before:] if r.concurrency == 5 and r.arm in ("baseline", "eagle3")
+             and r.repeat >= t.fresh_from.get((r.arm, 5), 99)]
+    assert len(fresh) == plan.recheck_points, (fake.phases, fresh)
+
+
 def test_a_budget_too_small_stops_with_a_partial_result() -> None:
     reused = model_records("baseline", [1, 2, 4, 8]) + model_records("eagle3", [1, 2, 4, 8])
     fake = FakeHost(reused)
